@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from rest_framework_simplejwt.authentication import JWTAuthentication as _SimpleJWTAuthentication
+from rest_framework_simplejwt.exceptions import AuthenticationFailed
+
+from accounts.tokens import PASSWORD_CLAIM, password_version
+
+
+class JWTAuthentication(_SimpleJWTAuthentication):
+    """simplejwt's bearer auth, plus: the token must have been issued for the current password."""
+
+    def get_user(self, validated_token):
+        user = super().get_user(validated_token)
+        if validated_token.get(PASSWORD_CLAIM) != password_version(user):
+            raise AuthenticationFailed("The token was issued before a password change; log in again.",
+                                       code="token_not_valid")
+        return user
+
+
+def user_for_token(raw: str):
+    """The active user a raw access token belongs to, or None (for non-DRF doors: /v1, /mcp)."""
+    auth = JWTAuthentication()
+    try:
+        validated = auth.get_validated_token(raw.encode() if isinstance(raw, str) else raw)
+        return auth.get_user(validated)
+    except Exception:  # any invalid, expired or stale token is simply "no user"
+        return None

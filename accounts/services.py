@@ -1,0 +1,149 @@
+"""Writes of accounts: registration, passwords, tokens, the initial admin, the config singleton."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
+from rest_framework_simplejwt.exceptions import TokenError
+from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
+from rest_framework_simplejwt.tokens import RefreshToken
+
+from accounts.models import AgentConfig
+from accounts.selectors import config_cache_clear
+from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
+from agentsite.datadir import write_private
+from agentsite.errors import AppError
+
+logger = logging.getLogger(__name__)
+User = get_user_model()
+
+INITIAL_ADMIN_FILE = "initial_admin.txt"
+INITIAL_ADMIN_USERNAME = "admin"
+
+
+def user_register(*, username: str, password: str) -> Any:
+    """Create a user. Raises AppError 400 `invalid` (taken name, weak password)."""
+    _check_password(password, User(username=username))
+    try:
+        with transaction.atomic():
+            if User.objects.filter(username__iexact=username).exists():
+                raise AppError("invalid", "That username is taken.", 400, {"username": ["That username is taken."]})
+            return User.objects.create_user(username=username, password=password)
+    except IntegrityError as exc:
+        raise AppError("invalid", "That username is taken.", 400, {"username": ["That username is taken."]}) from exc
+
+
+def _check_password(password: str, user: Any) -> None:
+    try:
+        password_validation.validate_password(password, user)
+    except DjangoValidationError as exc:
+        raise AppError("invalid", f"password: {exc.messages[0]}", 400, {"password": list(exc.messages)}) from exc
+
+
+@transaction.atomic
+def user_password_change(*, user: Any, old_password: str, new_password: str) -> dict[str, str]:
+    """Set a new password and revoke every earlier token; returns a fresh token pair."""
+    if not user.check_password(old_password):
+        raise AppError("invalid", "The current password is wrong.", 400,
+                       {"old_password": ["The current password is wrong."]})
+    _check_password(new_password, user)
+    user.set_password(new_password)
+    user.save(update_fields=["password"])
+    tokens_revoke_all(user=user)
+    return token_pair_for(user)
+
+
+def tokens_revoke_all(*, user: Any) -> int:
+    """Blacklist every outstanding refresh token of user; access tokens die with the password claim."""
+    outstanding = OutstandingToken.objects.filter(user=user).exclude(blacklistedtoken__isnull=False)
+    revoked = 0
+    for token in outstanding:
+        BlacklistedToken.objects.get_or_create(token=token)
+        revoked += 1
+    return revoked
+
+
+def tokens_refresh(*, refresh: str) -> dict[str, str]:
+    """Rotate a refresh token: the old one is blacklisted, a new pair returned. Raises 401 `token_invalid`."""
+    try:
+        old = RefreshToken(refresh)  # verifies signature, expiry and the blacklist
+    except TokenError as exc:
+        raise AppError("token_invalid", "The refresh token is invalid, expired or revoked.", 401) from exc
+    user = User.objects.filter(pk=old.get(settings.SIMPLE_JWT["USER_ID_CLAIM"]), is_active=True).first()
+    if user is None or old.get(PASSWORD_CLAIM) != password_version(user):
+        raise AppError("token_invalid", "The refresh token is no longer valid; log in again.", 401)
+    try:
+        old.blacklist()
+    except TokenError as exc:
+        raise AppError("token_invalid", "The refresh token was already used.", 401) from exc
+    return token_pair_for(user)
+
+
+def tokens_logout(*, user: Any, refresh: str) -> None:
+    """Blacklist a refresh token of user. Raises 400 `invalid` for a token that is not theirs or not valid."""
+    try:
+        token = RefreshToken(refresh)
+    except TokenError as exc:
+        raise AppError("invalid", "The refresh token is invalid or already revoked.", 400,
+                       {"refresh": ["Invalid or revoked."]}) from exc
+    if str(token.get(settings.SIMPLE_JWT["USER_ID_CLAIM"])) != str(user.pk):
+        raise AppError("invalid", "The refresh token belongs to another user.", 400, {"refresh": ["Not yours."]})
+    token.blacklist()
+
+
+def admin_bootstrap(*, data_dir: Path | None = None) -> tuple[str, str] | None:
+    """Create the initial administrator with a random password on first start.
+
+    Returns (username, password) when created now; None when an administrator or the password file
+    already exists (it is never recreated, so a deleted admin stays deleted).
+    """
+    directory = Path(data_dir or settings.DATA_DIR)
+    marker = directory / INITIAL_ADMIN_FILE
+    if marker.exists() or User.objects.filter(is_superuser=True).exists():
+        return None
+    password = secrets.token_urlsafe(18)
+    with transaction.atomic():
+        User.objects.create_superuser(username=INITIAL_ADMIN_USERNAME, password=password, email="")
+    write_private(marker, f"username: {INITIAL_ADMIN_USERNAME}\npassword: {password}\n")
+    return INITIAL_ADMIN_USERNAME, password
+
+
+# --- config -----------------------------------------------------------------------------------------
+
+CONFIG_FIELDS = (
+    "provider", "base_url", "api_key", "model", "system_prompt", "temperature", "max_tokens", "tools",
+    "kb_enabled", "kb_top_k", "kb_max_chars", "stt_provider", "tts_provider", "tts_voice",
+    "allow_registration", "compat_auth",
+)
+
+
+def config_create_default() -> AgentConfig:
+    """The first-run config: a provider key in the environment picks that provider."""
+    defaults: dict[str, Any] = {}
+    if os.environ.get("OPENAI_API_KEY"):
+        defaults = {"provider": "openai", "api_key": os.environ["OPENAI_API_KEY"]}
+    elif os.environ.get("ANTHROPIC_API_KEY"):
+        defaults = {"provider": "anthropic", "api_key": os.environ["ANTHROPIC_API_KEY"]}
+    config, _ = AgentConfig.objects.get_or_create(pk=1, defaults=defaults)
+    return config
+
+
+@transaction.atomic
+def config_update(*, changes: dict[str, Any]) -> AgentConfig:
+    """Apply validated changes to the singleton. Unknown fields must be rejected before this call."""
+    config_create_default()
+    config = AgentConfig.objects.select_for_update().get(pk=1)
+    for name, value in changes.items():
+        setattr(config, name, value)
+    config.save()
+    transaction.on_commit(config_cache_clear)
+    logger.info("Config updated: %s", ", ".join(sorted(changes)))  # names only: values may be secrets
+    return config

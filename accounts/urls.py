@@ -1,0 +1,13 @@
+from django.urls import path
+
+from accounts import api
+
+urlpatterns = [
+    path("auth/login", api.LoginView.as_view(), name="auth-login"),
+    path("auth/register", api.RegisterView.as_view(), name="auth-register"),
+    path("auth/refresh", api.RefreshView.as_view(), name="auth-refresh"),
+    path("auth/logout", api.LogoutView.as_view(), name="auth-logout"),
+    path("auth/change-password", api.PasswordChangeView.as_view(), name="auth-change-password"),
+    path("auth/me", api.MeView.as_view(), name="auth-me"),
+    path("config", api.ConfigView.as_view(), name="config"),
+]

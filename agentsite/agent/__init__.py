@@ -1,0 +1,1 @@
+"""The agent runtime: providers, tools, the loop. Imports no facet app; facets plug in through registries."""

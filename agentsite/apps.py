@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AgentsiteConfig(AppConfig):
+    name = "agentsite"
+    verbose_name = "agentsite"

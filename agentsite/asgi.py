@@ -1,0 +1,14 @@
+"""ASGI entry point: Django (and later the MCP apps) behind the limits wrapper."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_app = get_asgi_application()
+
+from agentsite.asgi_limits import LimitsMiddleware  # noqa: E402
+from agentsite.routing import build_application  # noqa: E402
+
+application = LimitsMiddleware(build_application(django_app))

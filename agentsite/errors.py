@@ -1,0 +1,119 @@
+"""One error type for the whole service, and its rendering in the /api envelope."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
+
+
+class AppError(Exception):
+    """An error a client can act on: a snake_case code, a sentence, an HTTP status, and details."""
+
+    def __init__(self, code: str, message: str, status: int = 400, details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.details = details or {}
+        self.headers = headers or {}
+
+    def __repr__(self) -> str:
+        return f"AppError({self.code!r}, {self.message!r}, status={self.status})"
+
+
+def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def error_response(code: str, message: str, status: int, details: dict | None = None,
+                   headers: dict[str, str] | None = None) -> JsonResponse:
+    response = JsonResponse(envelope(code, message, details), status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def app_error_response(exc: AppError) -> JsonResponse:
+    return error_response(exc.code, exc.message, exc.status, exc.details, exc.headers)
+
+
+_STATUS_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+    429: "rate_limited",
+    500: "internal_error",
+    502: "upstream_error",
+    503: "unavailable",
+}
+
+
+def code_for_status(status: int) -> str:
+    return _STATUS_CODES.get(status, "error")
+
+
+def _flatten_details(detail: Any) -> dict[str, Any]:
+    if isinstance(detail, dict):
+        return {key: _as_messages(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return {"non_field_errors": _as_messages(detail)}
+    return {}
+
+
+def _as_messages(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _as_messages(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_as_messages(inner) if isinstance(inner, dict | list) else str(inner) for inner in value]
+    return [str(value)]
+
+
+def _validation_message(details: dict[str, Any]) -> str:
+    for field, messages in details.items():
+        first = messages[0] if isinstance(messages, list) and messages else messages
+        if field == "non_field_errors":
+            return str(first)
+        return f"{field}: {first}"
+    return "The request is not valid."
+
+
+def drf_exception_handler(exc: Exception, context: dict) -> Response:
+    """Render every exception a DRF view raises in the /api envelope."""
+    if isinstance(exc, AppError):
+        return Response(envelope(exc.code, exc.message, exc.details), status=exc.status, headers=exc.headers)
+    if isinstance(exc, Http404):
+        return Response(envelope("not_found", "Not found."), status=404)
+    if isinstance(exc, drf.ValidationError):
+        details = _flatten_details(exc.detail)
+        return Response(envelope("invalid", _validation_message(details), details), status=400)
+    if isinstance(exc, drf.APIException):
+        code = code_for_status(exc.status_code)
+        if isinstance(exc, drf.AuthenticationFailed) and getattr(exc, "get_codes", None):
+            codes = exc.get_codes()
+            if codes in ("token_not_valid", "user_inactive", "user_not_found") or isinstance(codes, dict):
+                code = "token_invalid"
+        if isinstance(exc, drf.ParseError):
+            code = "invalid"
+        detail = exc.detail if isinstance(exc.detail, str) else _validation_message(_flatten_details(exc.detail))
+        headers = {}
+        if isinstance(exc, drf.Throttled) and exc.wait:
+            headers["Retry-After"] = str(int(exc.wait))
+        if exc.status_code == 401:
+            headers["WWW-Authenticate"] = 'Bearer realm="api"'
+        return Response(envelope(code, str(detail)), status=exc.status_code, headers=headers)
+    logger.exception("Unhandled error in %s", context.get("view").__class__.__name__ if context.get("view") else "view")
+    return Response(envelope("internal_error", "The server failed; the error was logged."), status=500)

@@ -1,0 +1,105 @@
+"""manage.py serve: the one command that runs everything on the embedded default."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from accounts.services import admin_bootstrap
+
+STOP_GRACE_S = 15
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the initial admin, start the task cluster and serve ASGI with daphne."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-cluster", action="store_true", help="Do not start the django-q2 cluster.")
+
+    def handle(self, *args, host: str, port: int, no_cluster: bool, **options) -> None:
+        self.stdout.write(f"agentsite: data directory {settings.DATA_DIR}")
+        self.stdout.write("agentsite: applying database migrations ...")
+        call_command("migrate", interactive=False, verbosity=0)
+        self._bootstrap_admin()
+        children = self._start_children(host, port, no_cluster)
+        self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
+        self._supervise(children)
+
+    def _bootstrap_admin(self) -> None:
+        created = admin_bootstrap()
+        if created is None:
+            self.stdout.write("agentsite: an administrator exists; no initial admin created.")
+            return
+        username, password = created
+        self.stdout.write(self.style.WARNING(
+            "agentsite: created the initial administrator (shown once; also in "
+            f"{settings.DATA_DIR / 'initial_admin.txt'}, mode 0600):\n"
+            f"    username: {username}\n    password: {password}\n"
+            "Log in at /admin/ or POST /api/auth/login, then change the password."))
+
+    def _start_children(self, host: str, port: int, no_cluster: bool) -> dict[str, subprocess.Popen]:
+        children: dict[str, subprocess.Popen] = {}
+        manage = [sys.executable, os.path.abspath(sys.argv[0])] if sys.argv[0].endswith("manage.py") else \
+            [sys.executable, "-m", "django"]
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
+                                                                      "agentsite.settings")}
+        if not no_cluster:
+            self.stdout.write("agentsite: starting the django-q2 cluster ...")
+            children["qcluster"] = subprocess.Popen([*manage, "qcluster"], env=env, start_new_session=True)
+        self.stdout.write(f"agentsite: starting daphne on {host}:{port} ...")
+        children["daphne"] = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers",
+             "agentsite.asgi:application"], env=env, start_new_session=True)
+        return children
+
+    def _supervise(self, children: dict[str, subprocess.Popen]) -> None:
+        stopping = {"signal": None}
+
+        def on_signal(signum, _frame):
+            stopping["signal"] = signum
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        exit_code = 0
+        while stopping["signal"] is None:
+            dead = [name for name, proc in children.items() if proc.poll() is not None]
+            if dead:
+                self.stderr.write(f"agentsite: {', '.join(dead)} exited unexpectedly; stopping.")
+                exit_code = 1
+                break
+            time.sleep(0.2)
+        self.stdout.write("agentsite: stopping ...")
+        _stop_all(children)
+        self.stdout.write("agentsite: stopped.")
+        if exit_code:
+            sys.exit(exit_code)
+
+
+def _stop_all(children: dict[str, subprocess.Popen]) -> None:
+    # Each child leads its own process group (start_new_session), so its workers go with it.
+    for proc in children.values():
+        _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in children.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        _signal_group(proc, signal.SIGKILL)  # stragglers in the group (q2 workers) never outlive serve
+
+
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass

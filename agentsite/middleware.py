@@ -1,0 +1,95 @@
+"""Django middleware: security headers on every response, and the /api error envelope everywhere."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.http import HttpRequest, HttpResponse
+
+from agentsite.errors import AppError, app_error_response, code_for_status, error_response
+
+logger = logging.getLogger(__name__)
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "X-XSS-Protection": "1; mode=block",
+    "Referrer-Policy": "same-origin",
+}
+
+_REASONS = {
+    404: "Not found.",
+    405: "This method is not allowed here.",
+    413: "The request body is larger than 10 MB.",
+    500: "The server failed; the error was logged.",
+}
+
+
+def is_api_path(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+class _DualMiddleware:
+    """Works for both sync and async views, so streaming async views stay async."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        if self.is_async:
+            return self._acall(request)
+        return self.process(request, self.get_response(request))
+
+    async def _acall(self, request: HttpRequest):
+        return self.process(request, await self.get_response(request))
+
+    def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        raise NotImplementedError
+
+
+class SecurityHeadersMiddleware(_DualMiddleware):
+    def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        for name, value in SECURITY_HEADERS.items():
+            response[name] = value
+        return response
+
+
+class ApiErrorEnvelopeMiddleware(_DualMiddleware):
+    """Turns any non-JSON error under /api (Django's 404/405, an uncaught exception) into the envelope."""
+
+    def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if not is_api_path(request.path) or response.status_code < 400 or response.streaming:
+            return response
+        if response.get("Content-Type", "").startswith("application/json") and _is_envelope(response):
+            return response
+        status = response.status_code
+        replaced = error_response(code_for_status(status), _REASONS.get(status, "The request failed."), status)
+        for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+            if header in response:
+                replaced[header] = response[header]
+        return replaced
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        if isinstance(exc, AppError):
+            return app_error_response(exc)
+        if is_api_path(request.path):
+            logger.exception("Unhandled error on %s %s", request.method, request.path)
+            return error_response("internal_error", _REASONS[500], 500)
+        return None
+
+
+def _is_envelope(response: HttpResponse) -> bool:
+    try:
+        body = json.loads(response.content)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), dict)

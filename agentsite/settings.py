@@ -1,0 +1,206 @@
+"""Django settings, read from the environment (see .env.example for every variable)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from agentsite.datadir import data_dir, load_secrets
+from agentsite.env import database_from_url, env_bool, env_int, env_list, env_str, sqlite_database
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = data_dir()
+_SECRETS = load_secrets(DATA_DIR)
+
+SECRET_KEY = _SECRETS["secret_key"]
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("AGENTSITE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework_simplejwt",
+    "rest_framework_simplejwt.token_blacklist",
+    "corsheaders",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "django_q",
+    "agentsite",
+    "accounts",
+    "sessions_app",
+    "compat",
+    "mcpbridge",
+    "knowledge",
+    "scheduler",
+    "workflows",
+    "voice",
+    "plugins",
+]
+
+MIDDLEWARE = [
+    "agentsite.middleware.SecurityHeadersMiddleware",
+    "agentsite.middleware.ApiErrorEnvelopeMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+ASGI_APPLICATION = "agentsite.asgi.application"
+WSGI_APPLICATION = "agentsite.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_DATABASE_URL = env_str("DATABASE_URL")
+DATABASES = {
+    "default": database_from_url(_DATABASE_URL) if _DATABASE_URL else sqlite_database(str(DATA_DIR / "db.sqlite3"))
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": env_str("AGENTSITE_CACHE_PREFIX", "agentsite")}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL]}}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "agentsite"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+Q_CLUSTER = {
+    "name": "agentsite",
+    "workers": env_int("AGENTSITE_Q_WORKERS", 2, minimum=1),
+    "timeout": env_int("AGENTSITE_Q_TIMEOUT", 600, minimum=1),
+    "retry": env_int("AGENTSITE_Q_TIMEOUT", 600, minimum=1) + 60,
+    "catch_up": False,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "save_limit": 1000,
+    "label": "Task queue",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+if env_bool("AGENTSITE_Q_SYNC", False):
+    Q_CLUSTER["sync"] = True
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Salted PBKDF2 is Django's default hasher; named here so nobody swaps it unknowingly.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+MEDIA_ROOT = DATA_DIR / "media"
+MEDIA_URL = "media/"
+
+# Bodies over 10 MB are refused by agentsite.asgi_limits before Django reads them; Django's own
+# limits stay just above so that a body under the limit is never refused twice.
+MAX_BODY_BYTES = 10 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES + 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.JWTAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "agentsite.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "agentsite.errors.drf_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SIMPLE_JWT = {
+    "ALGORITHM": "HS256",
+    "SIGNING_KEY": _SECRETS["jwt_signing_key"],
+    "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("AGENTSITE_ACCESS_TOKEN_MINUTES", 60, minimum=1)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("AGENTSITE_REFRESH_TOKEN_DAYS", 7, minimum=1)),
+    "ROTATE_REFRESH_TOKENS": True,
+    "BLACKLIST_AFTER_ROTATION": True,
+    "UPDATE_LAST_LOGIN": True,
+    "AUTH_HEADER_TYPES": ("Bearer",),
+    "USER_ID_CLAIM": "user_id",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentsite API",
+    "DESCRIPTION": "Chat sessions, an OpenAI-compatible API, MCP, knowledge base, scheduler, workflows, voice.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# CORS: local dashboards on any port, plus what the operator lists.
+CORS_ALLOWED_ORIGIN_REGEXES = [r"^https?://(localhost|127\.0\.0\.1)(:\d{1,5})?$"]
+CORS_ALLOWED_ORIGINS = env_list("AGENTSITE_CORS_ORIGINS")
+CORS_ALLOW_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+CORS_ALLOW_HEADERS = ["authorization", "content-type"]
+CORS_URLS_REGEX = r"^/(api|v1|mcp)(/.*)?$"
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Login rate limit and the proxies whose X-Forwarded-For is believed.
+LOGIN_RATE_LIMIT = env_int("AGENTSITE_LOGIN_RATE_LIMIT", 10, minimum=1)
+LOGIN_RATE_WINDOW_S = 60
+TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
+
+AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
+AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
+AGENTSITE_PLUGINS_DIR = DATA_DIR / "plugins"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stderr"}},
+    "root": {"handlers": ["stderr"], "level": env_str("AGENTSITE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"level": "ERROR"}, "httpx": {"level": "WARNING"}},
+}

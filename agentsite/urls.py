@@ -1,0 +1,42 @@
+from django.contrib import admin
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from agentsite.errors import error_response
+from agentsite.health import HealthView
+from agentsite.middleware import is_api_path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/health", HealthView.as_view(), name="health"),
+    path("api/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("api/", include("accounts.urls")),
+    path("api/", include("sessions_app.urls")),
+    path("api/", include("knowledge.urls")),
+    path("api/", include("mcpbridge.urls")),
+    path("api/", include("scheduler.urls")),
+    path("api/", include("workflows.urls")),
+    path("api/", include("voice.urls")),
+    path("api/", include("plugins.urls")),
+    path("v1/", include("compat.urls")),
+]
+
+
+def _not_found(request: HttpRequest, exception=None):
+    if request.path.startswith("/v1"):
+        error = {"message": f"No route {request.path}.", "type": "invalid_request_error", "param": None,
+                 "code": "not_found"}
+        return JsonResponse({"error": error}, status=404)
+    if is_api_path(request.path):
+        return error_response("not_found", "Not found.", 404)
+    return JsonResponse({"error": {"code": "not_found", "message": "Not found.", "details": {}}}, status=404)
+
+
+def _server_error(request: HttpRequest):
+    return error_response("internal_error", "The server failed; the error was logged.", 500)
+
+
+handler404 = _not_found
+handler500 = _server_error

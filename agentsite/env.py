@@ -86,4 +86,6 @@ def sqlite_database(path: str) -> dict:
             "transaction_mode": "IMMEDIATE",
             "timeout": 10,
         },
+        # A file, not :memory:, so that end-to-end tests can open the test database from another process.
+        "TEST": {"NAME": f"{path}.test"},
     }

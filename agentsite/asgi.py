@@ -4,9 +4,12 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
-django_app = get_asgi_application()
+# Static files (admin, the offline API docs) come from the app finders, so `serve` needs no
+# collectstatic step; a production deployment may put a CDN or nginx in front instead.
+django_app = ASGIStaticFilesHandler(get_asgi_application())
 
 from agentsite.asgi_limits import LimitsMiddleware  # noqa: E402
 from agentsite.routing import build_application  # noqa: E402

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
@@ -69,7 +68,8 @@ class ApiErrorEnvelopeMiddleware(_DualMiddleware):
     def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if not is_api_path(request.path) or response.status_code < 400 or response.streaming:
             return response
-        if response.get("Content-Type", "").startswith("application/json") and _is_envelope(response):
+        # JSON bodies are the view's own answer (the envelope, or a documented shape such as health's 503).
+        if response.get("Content-Type", "").startswith("application/json"):
             return response
         status = response.status_code
         replaced = error_response(code_for_status(status), _REASONS.get(status, "The request failed."), status)
@@ -86,10 +86,3 @@ class ApiErrorEnvelopeMiddleware(_DualMiddleware):
             return error_response("internal_error", _REASONS[500], 500)
         return None
 
-
-def _is_envelope(response: HttpResponse) -> bool:
-    try:
-        body = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(body, dict) and isinstance(body.get("error"), dict)

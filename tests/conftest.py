@@ -8,6 +8,8 @@ import tempfile
 # Every test process gets its own data dir, so tests never touch ./data.
 os.environ.setdefault("AGENTSITE_DATA_DIR", tempfile.mkdtemp(prefix="agentsite-test-data-"))
 os.environ.setdefault("AGENTSITE_Q_SYNC", "1")
+# A prefix of its own, so clearing this process's cache never touches a live server's keys in Redis.
+os.environ["AGENTSITE_CACHE_PREFIX"] = f"test-{os.getpid()}"
 
 import pytest  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
@@ -23,10 +25,21 @@ def _fresh_caches():
 
     from accounts.selectors import config_cache_clear
 
-    cache.clear()
+    _clear_own_cache(cache)
     config_cache_clear()
     yield
     config_cache_clear()
+
+
+def _clear_own_cache(cache) -> None:
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        cache.clear()
+        return
+    client = cache._cache.get_client(write=True)  # RedisCache.clear() would FLUSHDB: live servers share it
+    for key in client.scan_iter(f"{os.environ['AGENTSITE_CACHE_PREFIX']}:*"):
+        client.delete(key)
 
 
 @pytest.fixture

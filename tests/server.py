@@ -75,8 +75,9 @@ class LiveServer:
         if self.command == "serve":
             args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
         else:
-            subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=self.env(),
-                           check=True, capture_output=True)
+            for step in (["migrate", "--noinput"], ["initadmin"]):
+                subprocess.run([sys.executable, "manage.py", *step], cwd=ROOT, env=self.env(), check=True,
+                               capture_output=True)
             args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
                     "agentsite.asgi:application"]
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

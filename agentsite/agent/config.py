@@ -23,6 +23,8 @@ class AgentSettings:
     kb_enabled: bool = True
     kb_top_k: int = 5
     kb_max_chars: int = 4000
+    # Seconds an upstream LLM may stay silent (connect, or between two bytes of a stream) before it fails.
+    request_timeout: float = 120.0
 
     def with_overrides(self, **changes) -> AgentSettings:
         return replace(self, **changes)

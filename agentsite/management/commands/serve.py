@@ -12,8 +12,6 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from accounts.services import admin_bootstrap
-
 STOP_GRACE_S = 15
 
 
@@ -29,22 +27,10 @@ class Command(BaseCommand):
         self.stdout.write(f"agentsite: data directory {settings.DATA_DIR}")
         self.stdout.write("agentsite: applying database migrations ...")
         call_command("migrate", interactive=False, verbosity=0)
-        self._bootstrap_admin()
+        call_command("initadmin")
         children = self._start_children(host, port, no_cluster)
         self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
         self._supervise(children)
-
-    def _bootstrap_admin(self) -> None:
-        created = admin_bootstrap()
-        if created is None:
-            self.stdout.write("agentsite: an administrator exists; no initial admin created.")
-            return
-        username, password = created
-        self.stdout.write(self.style.WARNING(
-            "agentsite: created the initial administrator (shown once; also in "
-            f"{settings.DATA_DIR / 'initial_admin.txt'}, mode 0600):\n"
-            f"    username: {username}\n    password: {password}\n"
-            "Log in at /admin/ or POST /api/auth/login, then change the password."))
 
     def _start_children(self, host: str, port: int, no_cluster: bool) -> dict[str, subprocess.Popen]:
         children: dict[str, subprocess.Popen] = {}

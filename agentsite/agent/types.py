@@ -1,0 +1,170 @@
+"""Provider-neutral types: what the runtime asks a model, and what a model streams back.
+
+Providers translate these to and from their wire formats; nothing outside `providers/` sees a wire format.
+`tool_choice` uses OpenAI's vocabulary ("auto" | "none" | "required" | {"type": "function", "function":
+{"name": ...}}) because the /v1 compat layer passes it through; other providers translate it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+_DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    mime_type: str
+    data: bytes = field(repr=False)
+
+    @classmethod
+    def from_base64(cls, mime_type: str, data: str) -> ImagePart:
+        """Raises ValueError when `data` is not base64."""
+        try:
+            return cls(mime_type, base64.b64decode(data, validate=True))
+        except binascii.Error as exc:
+            raise ValueError(f"The image data is not valid base64: {exc}") from exc
+
+    @classmethod
+    def from_data_url(cls, url: str) -> ImagePart:
+        """Parse `data:<mime>;base64,<data>`; raises ValueError for anything else."""
+        match = _DATA_URL.match(url.strip())
+        if not match:
+            raise ValueError("An image must be a base64 data URL (data:<mime>;base64,...).")
+        return cls.from_base64(match["mime"] or "application/octet-stream", match["data"])
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.mime_type};base64,{self.base64}"
+
+    def __repr__(self) -> str:
+        return f"ImagePart({self.mime_type!r}, <{len(self.data)} bytes>)"
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    # Set when the model's arguments were not a JSON object: the call is answered with a tool error.
+    arguments_error: str | None = None
+
+
+@dataclass
+class Message:
+    role: Role
+    content: str | list[ContentPart] = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None  # role "tool": the call this answers
+    name: str | None = None  # role "tool": the tool's name
+    is_error: bool = False  # role "tool": the tool failed
+
+    @property
+    def parts(self) -> list[ContentPart]:
+        if isinstance(self.content, str):
+            return [TextPart(self.content)] if self.content else []
+        return list(self.content)
+
+    @property
+    def text(self) -> str:
+        """The text parts joined; images are left out."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content if isinstance(part, TextPart))
+
+    @property
+    def images(self) -> list[ImagePart]:
+        if isinstance(self.content, str):
+            return []
+        return [part for part in self.content if isinstance(part, ImagePart)]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    model: str = ""  # empty: the provider's default model
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+
+
+@dataclass
+class ChatRequest:
+    messages: list[Message]
+    tools: list[ToolSpec] = field(default_factory=list)
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    tool_choice: str | dict[str, Any] | None = None
+
+
+# Stream events, in the order a provider yields them: TextDelta* and ToolCallEvent* interleaved,
+# then at most one Usage, then exactly one Finish (the last event).
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.total_tokens}
+
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "max_rounds"] | str
+
+
+@dataclass(frozen=True)
+class Finish:
+    reason: FinishReason = "stop"
+
+
+StreamEvent = TextDelta | ToolCallEvent | Usage | Finish
+
+
+@dataclass
+class Completion:
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: FinishReason = "stop"

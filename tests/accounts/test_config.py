@@ -1,0 +1,82 @@
+import pytest
+
+from accounts.models import AgentConfig
+from agentsite.agent.config import get_settings
+
+pytestmark = pytest.mark.django_db
+
+
+def test_config_is_readable_by_any_user_and_hides_the_api_key(owner_client):
+    AgentConfig.objects.update_or_create(pk=1, defaults={"api_key": "sk-secret-value"})
+    response = owner_client.get("/api/config")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["api_key_set"] is True
+    assert "api_key" not in body
+    assert "sk-secret-value" not in response.content.decode()
+    assert body["provider"] == "offline"
+    assert body["compat_auth"] == "public"
+    assert body["allow_registration"] is True
+
+
+def test_admin_can_patch_and_put_config_fields(admin_client):
+    response = admin_client.patch("/api/config", {"temperature": 1.5, "tools": ["web_fetch"]}, format="json")
+    assert response.status_code == 200
+    assert response.json()["temperature"] == 1.5
+    response = admin_client.put("/api/config", {"provider": "anthropic", "api_key": "sk-ant"}, format="json")
+    assert response.status_code == 200
+    assert response.json()["provider"] == "anthropic"
+    assert response.json()["api_key_set"] is True
+    assert response.json()["tools"] == ["web_fetch"]
+    assert AgentConfig.objects.get(pk=1).api_key == "sk-ant"
+
+
+def test_a_config_change_reaches_the_agent_runtime(admin_client):
+    admin_client.patch("/api/config", {"model": "llama3", "max_tokens": 77}, format="json")
+    settings = get_settings()
+    assert settings.model == "llama3"
+    assert settings.max_tokens == 77
+
+
+def test_an_unknown_field_rejects_the_whole_update(admin_client):
+    before = admin_client.get("/api/config").json()
+    response = admin_client.patch("/api/config", {"temperature": 0.1, "secret_backdoor": 1}, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unknown_field"
+    assert error["details"]["fields"] == ["secret_backdoor"]
+    assert admin_client.get("/api/config").json() == before
+
+
+@pytest.mark.parametrize("changes", [
+    {"temperature": 2.5}, {"temperature": -0.1}, {"max_tokens": 0}, {"provider": "gpt"},
+    {"stt_provider": "cloud"}, {"tts_provider": "x"}, {"compat_auth": "open"}, {"kb_top_k": 0},
+    {"tools": "web_fetch"}, {"base_url": "not a url"}, {"allow_registration": "maybe"},
+])
+def test_invalid_config_values_are_rejected_and_nothing_changes(admin_client, changes):
+    before = admin_client.get("/api/config").json()
+    response = admin_client.patch("/api/config", changes, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid"
+    assert set(response.json()["error"]["details"]) == set(changes)
+    assert admin_client.get("/api/config").json() == before
+
+
+def test_a_non_admin_cannot_write_config(owner_client):
+    response = owner_client.patch("/api/config", {"temperature": 1.0}, format="json")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+
+
+def test_api_key_can_be_cleared(admin_client):
+    admin_client.patch("/api/config", {"api_key": "sk-1"}, format="json")
+    response = admin_client.patch("/api/config", {"api_key": ""}, format="json")
+    assert response.json()["api_key_set"] is False
+
+
+def test_first_run_config_takes_the_provider_key_from_the_environment(monkeypatch):
+    from accounts.services import config_create_default
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    config = config_create_default()
+    assert (config.provider, config.api_key) == ("openai", "sk-from-env")

@@ -1,0 +1,203 @@
+"""Rules about HTTP, checked over real HTTP against a real server process."""
+
+import re
+
+import pytest
+import requests
+
+from tests.server import LiveServer
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "X-XSS-Protection": "1; mode=block",
+    "Referrer-Policy": "same-origin",
+}
+ELEVEN_MB = 11 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def server():
+    # The rate limit is per client IP and every test comes from 127.0.0.1: this module's own server.
+    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
+    yield server
+    server.stop()
+
+
+def _assert_security_headers(response: requests.Response) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        assert response.headers.get(name) == value, f"{name} on {response.request.method} {response.url}"
+
+
+def _assert_envelope(response: requests.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert isinstance(body["error"]["details"], dict)
+
+
+def test_health_answers_ok(server):
+    response = requests.get(f"{server.base_url}/api/health", timeout=5)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok" and body["database"] == "ok" and body["version"] == "1.0.0"
+    assert body["uptime_s"] >= 0
+    _assert_security_headers(response)
+
+
+@pytest.mark.parametrize(("method", "path", "status", "code"), [
+    ("GET", "/api/no-such-thing", 404, "not_found"),
+    ("GET", "/api/auth/me", 401, "not_authenticated"),
+    ("GET", "/api/auth/login", 405, "method_not_allowed"),
+    ("DELETE", "/api/health", 405, "method_not_allowed"),
+])
+def test_api_errors_use_the_envelope_and_carry_security_headers(server, method, path, status, code):
+    response = requests.request(method, f"{server.base_url}{path}", timeout=5)
+    _assert_envelope(response, status, code)
+    _assert_security_headers(response)
+
+
+def test_a_malformed_json_body_is_a_400_envelope(server):
+    response = requests.post(f"{server.base_url}/api/auth/login", data="{nope", timeout=5,
+                             headers={"Content-Type": "application/json"})
+    _assert_envelope(response, 400, "invalid")
+
+
+def test_pages_outside_the_api_carry_security_headers_too(server):
+    for path in ("/not-here", "/admin/login/"):
+        response = requests.get(f"{server.base_url}{path}", timeout=5)
+        _assert_security_headers(response)
+    assert requests.get(f"{server.base_url}/admin/login/", timeout=5).status_code == 200
+
+
+def test_a_body_over_10mb_with_content_length_is_413(server):
+    response = requests.post(f"{server.base_url}/api/auth/login", data=b"x" * ELEVEN_MB, timeout=30,
+                             headers={"Content-Type": "application/json"})
+    _assert_envelope(response, 413, "payload_too_large")
+    _assert_security_headers(response)
+
+
+def test_a_chunked_body_over_10mb_is_413(server):
+    def chunks():
+        for _ in range(11 * 16):
+            yield b"y" * 65536
+
+    response = requests.post(f"{server.base_url}/api/auth/login", data=chunks(), timeout=30,
+                             headers={"Content-Type": "application/json"})
+    assert response.request.headers.get("Transfer-Encoding") == "chunked"
+    _assert_envelope(response, 413, "payload_too_large")
+
+
+def test_a_body_just_under_the_limit_is_read(server):
+    response = requests.post(f"{server.base_url}/api/auth/login", data=b" " * (10 * 1024 * 1024 - 10) + b"{}",
+                             timeout=30, headers={"Content-Type": "application/json"})
+    _assert_envelope(response, 400, "invalid")
+
+
+@pytest.mark.parametrize("origin", ["http://localhost:5173", "http://127.0.0.1:3000", "https://localhost"])
+def test_cors_preflight_from_a_local_origin_is_allowed_with_put(server, origin):
+    response = requests.options(f"{server.base_url}/api/config", timeout=5, headers={
+        "Origin": origin, "Access-Control-Request-Method": "PUT",
+        "Access-Control-Request-Headers": "authorization, content-type"})
+    assert response.status_code == 200
+    assert response.headers["Access-Control-Allow-Origin"] == origin
+    methods = {m.strip() for m in response.headers["Access-Control-Allow-Methods"].split(",")}
+    assert {"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} <= methods
+    headers = {h.strip().lower() for h in response.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"authorization", "content-type"} <= headers
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "http://localhost.evil.example", "http://127.0.0.1.nip.io"])
+def test_cors_from_another_origin_gets_no_cors_headers(server, origin):
+    preflight = requests.options(f"{server.base_url}/api/config", timeout=5, headers={
+        "Origin": origin, "Access-Control-Request-Method": "PUT"})
+    assert "Access-Control-Allow-Origin" not in preflight.headers
+    simple = requests.get(f"{server.base_url}/api/health", headers={"Origin": origin}, timeout=5)
+    assert "Access-Control-Allow-Origin" not in simple.headers
+
+
+def test_schema_and_offline_docs_are_served(server):
+    schema = requests.get(f"{server.base_url}/api/schema?format=json", timeout=10)
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    for path in ("/api/auth/login", "/api/auth/register", "/api/config", "/api/health"):
+        assert path in paths
+    docs = requests.get(f"{server.base_url}/api/docs", timeout=10)
+    assert docs.status_code == 200
+    scripts = re.findall(r'src="([^"]+\.js)"', docs.text)
+    assert scripts, "the docs page loads no script"
+    for src in scripts:
+        assert src.startswith("/"), f"docs page loads {src} from another host"
+        assert requests.get(f"{server.base_url}{src}", timeout=10).status_code == 200, src
+
+
+def test_a_non_admin_cannot_write_config_over_http(server):
+    user = requests.post(f"{server.base_url}/api/auth/register",
+                         json={"username": "plainuser", "password": "a-long-fine-password"}, timeout=10).json()
+    response = requests.patch(f"{server.base_url}/api/config", json={"temperature": 1.0}, timeout=5,
+                              headers={"Authorization": f"Bearer {user['token']}"})
+    _assert_envelope(response, 403, "forbidden")
+
+
+def test_an_unknown_config_field_is_rejected_over_http(server):
+    token = server.login()["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    before = requests.get(f"{server.base_url}/api/config", headers=headers, timeout=5).json()
+    response = requests.put(f"{server.base_url}/api/config", json={"model": "x", "nope": True}, headers=headers,
+                            timeout=5)
+    _assert_envelope(response, 400, "unknown_field")
+    assert response.json()["error"]["details"]["fields"] == ["nope"]
+    assert requests.get(f"{server.base_url}/api/config", headers=headers, timeout=5).json() == before
+
+
+def test_the_admin_site_shows_users_and_the_config(server):
+    session = requests.Session()
+    page = session.get(f"{server.base_url}/admin/login/", timeout=5)
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    response = session.post(f"{server.base_url}/admin/login/?next=/admin/", timeout=10, data={
+        "csrfmiddlewaretoken": csrf, "username": "admin", "password": server.admin_password, "next": "/admin/"},
+        headers={"Referer": f"{server.base_url}/admin/login/"})
+    assert response.status_code == 200 and "Log out" in response.text
+    assert session.get(f"{server.base_url}/admin/auth/user/", timeout=5).status_code == 200
+    config_page = session.get(f"{server.base_url}/admin/accounts/agentconfig/", timeout=5)
+    assert config_page.status_code == 200
+
+
+@pytest.fixture
+def limited_server():
+    server = LiveServer(command="daphne").start()
+    yield server
+    server.stop()
+
+
+def test_the_eleventh_login_in_a_minute_is_429_and_x_forwarded_for_does_not_dodge_it(limited_server):
+    url = f"{limited_server.base_url}/api/auth/login"
+    for attempt in range(10):
+        response = requests.post(url, json={"username": "admin", "password": "wrong"}, timeout=5,
+                                 headers={"X-Forwarded-For": f"10.0.0.{attempt}"})
+        assert response.status_code == 401, f"attempt {attempt + 1}: {response.status_code}"
+    response = requests.post(url, json={"username": "admin", "password": limited_server.admin_password}, timeout=5,
+                             headers={"X-Forwarded-For": "10.9.9.9"})
+    _assert_envelope(response, 429, "rate_limited")
+    assert 1 <= int(response.headers["Retry-After"]) <= 61
+    _assert_security_headers(response)
+
+
+@pytest.fixture
+def proxied_server():
+    server = LiveServer(command="daphne", env={"AGENTSITE_TRUSTED_PROXIES": "1"}).start()
+    yield server
+    server.stop()
+
+
+def test_behind_a_trusted_proxy_the_forwarded_client_is_counted(proxied_server):
+    url = f"{proxied_server.base_url}/api/auth/login"
+    for _ in range(11):
+        last = requests.post(url, json={"username": "a", "password": "b"}, headers={"X-Forwarded-For": "10.1.1.1"},
+                             timeout=5)
+    assert last.status_code == 429
+    other = requests.post(url, json={"username": "a", "password": "b"}, headers={"X-Forwarded-For": "10.2.2.2"},
+                          timeout=5)
+    assert other.status_code == 401

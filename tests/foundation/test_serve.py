@@ -1,0 +1,131 @@
+"""manage.py serve as a person runs it: first start, restart, Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.server import ROOT, LiveServer, free_port
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = set(), [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pids: set[int], timeout: float = 25.0) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = {pid for pid in pids if _alive(pid)}
+        if not alive:
+            return set()
+        time.sleep(0.1)
+    return {pid for pid in pids if _alive(pid)}
+
+
+def test_a_token_issued_before_a_restart_still_works_after_it():
+    first = LiveServer().start()
+    try:
+        password = first.admin_password
+        tokens = first.login()
+        admin_file = (first.data_dir / "initial_admin.txt").read_text()
+    finally:
+        first.stop(drop_database=False)
+    second = LiveServer(data_dir=str(first.data_dir), database_url=first.database_url)
+    second._own_database, second._admin_url = first._own_database, getattr(first, "_admin_url", None)
+    second.start()
+    try:
+        me = requests.get(f"{second.base_url}/api/auth/me", headers={"Authorization": f"Bearer {tokens['token']}"},
+                          timeout=5)
+        assert me.status_code == 200
+        assert me.json()["username"] == "admin"
+        refreshed = requests.post(f"{second.base_url}/api/auth/refresh", json={"refresh": tokens["refresh"]}, timeout=5)
+        assert refreshed.status_code == 200
+        assert (second.data_dir / "initial_admin.txt").read_text() == admin_file
+        assert second.login(password=password)["user"]["is_admin"] is True
+    finally:
+        second.stop()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_serve_stops_daphne_and_the_cluster_and_leaves_no_process(tmp_path, signum):
+    server = LiveServer(data_dir=str(tmp_path))
+    port = free_port()
+    env = {**server.env()}
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
+        server.wait_healthy(60)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(_descendants(proc.pid)) < 2:
+            time.sleep(0.1)
+        family = _descendants(proc.pid)
+        assert len(family) >= 2, "serve should run daphne and the q2 cluster as children"
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, output
+        assert not _wait_gone(family), f"processes left behind: {_wait_gone(family, 0)}"
+        assert "password: " in output and "stopped." in output
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{server.base_url}/api/health", timeout=2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_health_is_503_degraded_when_the_database_does_not_answer(tmp_path):
+    port = free_port()
+    env = {**LiveServer(data_dir=str(tmp_path), database_url="").env(),
+           "DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nothing"}
+    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                             "agentsite.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        response = None
+        while time.monotonic() < deadline:
+            try:
+                response = requests.get(f"http://127.0.0.1:{port}/api/health", timeout=10)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert response is not None, "daphne did not start"
+        assert response.status_code == 503
+        assert response.json()["status"] == "degraded"
+        assert response.json()["database"] == "error"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

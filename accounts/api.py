@@ -17,6 +17,7 @@ from accounts.ratelimit import client_ip, login_attempt_check
 from accounts.selectors import config_get
 from accounts.tokens import token_pair_for
 from agentsite.errors import AppError
+from agentsite.validation import validated
 
 User = get_user_model()
 
@@ -108,7 +109,7 @@ class LoginView(APIView):
     @extend_schema(request=LoginSerializer, responses={200: AuthResultSerializer})
     def post(self, request: Request) -> Response:
         login_attempt_check(ip=client_ip(request))
-        data = _valid(LoginSerializer, request.data)
+        data = validated(LoginSerializer, request.data)
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             raise AppError("invalid_credentials", "The username or password is wrong.", 401)
@@ -123,7 +124,7 @@ class RegisterView(APIView):
     def post(self, request: Request) -> Response:
         if not config_get().allow_registration:
             raise AppError("registration_closed", "Registration is closed on this server; ask an admin.", 403)
-        data = _valid(CredentialsSerializer, request.data)
+        data = validated(CredentialsSerializer, request.data)
         user = services.user_register(username=data["username"], password=data["password"])
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
 
@@ -134,14 +135,14 @@ class RefreshView(APIView):
 
     @extend_schema(request=RefreshSerializer, responses={200: TokenPairSerializer})
     def post(self, request: Request) -> Response:
-        data = _valid(RefreshSerializer, request.data)
+        data = validated(RefreshSerializer, request.data)
         return Response(services.tokens_refresh(refresh=data["refresh"]))
 
 
 class LogoutView(APIView):
     @extend_schema(request=RefreshSerializer, responses={204: None})
     def post(self, request: Request) -> Response:
-        data = _valid(RefreshSerializer, request.data)
+        data = validated(RefreshSerializer, request.data)
         services.tokens_logout(user=request.user, refresh=data["refresh"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -149,7 +150,7 @@ class LogoutView(APIView):
 class PasswordChangeView(APIView):
     @extend_schema(request=PasswordChangeSerializer, responses={200: TokenPairSerializer})
     def post(self, request: Request) -> Response:
-        data = _valid(PasswordChangeSerializer, request.data)
+        data = validated(PasswordChangeSerializer, request.data)
         pair = services.user_password_change(user=request.user, old_password=data["old_password"],
                                              new_password=data["new_password"])
         return Response(pair)
@@ -187,13 +188,7 @@ class ConfigView(APIView):
             raise AppError("unknown_field", f"Not a config field: {', '.join(unknown)}.", 400,
                            {"fields": unknown, "allowed": list(services.CONFIG_FIELDS)})
         # Every listed field is optional: PUT and PATCH both take any subset (API.md).
-        serializer = ConfigInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        config = services.config_update(changes=dict(serializer.validated_data))
+        changes = validated(ConfigInputSerializer, request.data, partial=True)
+        config = services.config_update(changes=dict(changes))
         return Response(ConfigOutputSerializer(config).data)
 
-
-def _valid(serializer_class: type[serializers.Serializer], data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data

@@ -25,3 +25,18 @@ def user_for_token(raw: str):
         return auth.get_user(validated)
     except Exception:  # any invalid, expired or stale token is simply "no user"
         return None
+
+
+def user_from_bearer_header(header: str | None):
+    """The user of an `Authorization: Bearer <jwt>` header; raises AppError 401 otherwise (sync: DB access)."""
+    from agentsite.errors import AppError
+
+    if not header:
+        raise AppError("not_authenticated", "Send Authorization: Bearer <token> (POST /api/auth/login).", 401,
+                       headers={"WWW-Authenticate": 'Bearer realm="api"'})
+    scheme, _, raw = header.partition(" ")
+    user = user_for_token(raw.strip()) if scheme.lower() == "bearer" and raw.strip() else None
+    if user is None or not user.is_active:
+        raise AppError("token_invalid", "The token is invalid or expired; log in again.", 401,
+                       headers={"WWW-Authenticate": 'Bearer realm="api"'})
+    return user

@@ -66,7 +66,7 @@ def code_for_status(status: int) -> str:
     return _STATUS_CODES.get(status, "error")
 
 
-def _flatten_details(detail: Any) -> dict[str, Any]:
+def flatten_details(detail: Any) -> dict[str, Any]:
     if isinstance(detail, dict):
         return {key: _as_messages(value) for key, value in detail.items()}
     if isinstance(detail, list):
@@ -82,7 +82,7 @@ def _as_messages(value: Any) -> Any:
     return [str(value)]
 
 
-def _validation_message(details: dict[str, Any]) -> str:
+def validation_message(details: dict[str, Any]) -> str:
     for field, messages in details.items():
         first = messages[0] if isinstance(messages, list) and messages else messages
         if field == "non_field_errors":
@@ -98,8 +98,8 @@ def drf_exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, Http404):
         return Response(envelope("not_found", "Not found."), status=404)
     if isinstance(exc, drf.ValidationError):
-        details = _flatten_details(exc.detail)
-        return Response(envelope("invalid", _validation_message(details), details), status=400)
+        details = flatten_details(exc.detail)
+        return Response(envelope("invalid", validation_message(details), details), status=400)
     if isinstance(exc, drf.APIException):
         code = code_for_status(exc.status_code)
         if isinstance(exc, drf.AuthenticationFailed) and getattr(exc, "get_codes", None):
@@ -108,7 +108,7 @@ def drf_exception_handler(exc: Exception, context: dict) -> Response:
                 code = "token_invalid"
         if isinstance(exc, drf.ParseError):
             code = "invalid"
-        detail = exc.detail if isinstance(exc.detail, str) else _validation_message(_flatten_details(exc.detail))
+        detail = exc.detail if isinstance(exc.detail, str) else validation_message(flatten_details(exc.detail))
         headers = {}
         if isinstance(exc, drf.Throttled) and exc.wait:
             headers["Retry-After"] = str(int(exc.wait))

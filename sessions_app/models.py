@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class ChatSession(models.Model):
+    """A conversation of one user with the agent."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
+    name = models.CharField(max_length=200, default="New chat")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ChatMessage(models.Model):
+    """One message. An assistant message holds the whole turn: its tool calls, each with its result."""
+
+    ROLES = [("user", "user"), ("assistant", "assistant"), ("tool", "tool"), ("system", "system")]
+    STATUSES = [("complete", "complete"), ("interrupted", "interrupted"), ("error", "error")]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()  # order within the session; timestamps can tie
+    role = models.CharField(max_length=10, choices=ROLES)
+    content = models.TextField(blank=True, default="")
+    attachments = models.JSONField(default=list, blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    sources = models.JSONField(default=list, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    finish_reason = models.CharField(max_length=30, blank=True, default="")
+    status = models.CharField(max_length=12, choices=STATUSES, default="complete")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="chat_message_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"

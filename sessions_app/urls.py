@@ -1,1 +1,11 @@
-urlpatterns: list = []
+from django.urls import path
+
+from sessions_app import api
+
+urlpatterns = [
+    path("sessions", api.SessionListView.as_view(), name="session-list"),
+    path("sessions/<uuid:pk>", api.SessionDetailView.as_view(), name="session-detail"),
+    path("sessions/<uuid:pk>/messages", api.MessageListView.as_view(), name="session-messages"),
+    path("sessions/<uuid:pk>/rename", api.SessionRenameView.as_view(), name="session-rename"),
+    path("sessions/<uuid:pk>/chat", api.chat, name="session-chat"),
+]

@@ -1,0 +1,115 @@
+"""OpenAI request -> the runtime's types, and the runtime's results -> OpenAI objects."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from agentsite.agent.types import (
+    ChatRequest,
+    ContentPart,
+    ImagePart,
+    Message,
+    ModelSettings,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
+from compat.errors import OpenAIError
+from compat.schemas import ChatCompletionRequest, ChatMessageIn, ContentPartImage
+
+
+def to_messages(request: ChatCompletionRequest) -> list[Message]:
+    return [_message(index, message) for index, message in enumerate(request.messages)]
+
+
+def _message(index: int, message: ChatMessageIn) -> Message:
+    role = "system" if message.role == "developer" else message.role
+    content = _content(index, message.content)
+    if role == "assistant" and message.tool_calls:
+        calls = [ToolCall(call.id, call.function.name, _arguments(index, call.function.arguments))
+                 for call in message.tool_calls]
+        return Message("assistant", content, tool_calls=calls)
+    if role == "tool":
+        if not message.tool_call_id:
+            raise OpenAIError(400, "A tool message needs tool_call_id.", param=f"messages[{index}].tool_call_id")
+        return Message("tool", content if isinstance(content, str) else "".join(
+            part.text for part in content if isinstance(part, TextPart)), tool_call_id=message.tool_call_id,
+            name=message.name)
+    return Message(role, content)
+
+
+def _content(index: int, content) -> str | list[ContentPart]:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts: list[ContentPart] = []
+    for part_index, part in enumerate(content):
+        if isinstance(part, ContentPartImage):
+            try:
+                parts.append(ImagePart.from_data_url(part.image_url.url))
+            except ValueError as exc:
+                raise OpenAIError(400, f"{exc} Remote image URLs are not fetched; send a data URL.",
+                                  param=f"messages[{index}].content[{part_index}].image_url.url") from exc
+        else:
+            parts.append(TextPart(part.text))
+    return parts
+
+
+def _arguments(index: int, raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError as exc:
+        raise OpenAIError(400, "Tool call arguments must be a JSON object string.",
+                          param=f"messages[{index}].tool_calls") from exc
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def to_chat_request(request: ChatCompletionRequest, model: str) -> ChatRequest:
+    stop = [request.stop] if isinstance(request.stop, str) else request.stop
+    tools = [ToolSpec(tool.function.name, tool.function.description, tool.function.parameters)
+             for tool in request.tools or []]
+    settings = ModelSettings(model=model, temperature=request.temperature,
+                             max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop)
+    return ChatRequest(messages=to_messages(request), tools=tools, settings=settings, tool_choice=request.tool_choice)
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def tool_call_out(call: ToolCall, index: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": call.id, "type": "function",
+                           "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+    if index is not None:
+        out = {"index": index, **out}
+    return out
+
+
+def completion_object(*, cid: str, model: str, text: str, tool_calls: list[ToolCall], finish_reason: str,
+                      usage: dict[str, int]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tool_calls else None,
+                               "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = [tool_call_out(call) for call in tool_calls]
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
+            "usage": usage, "system_fingerprint": None}
+
+
+def chunk_object(*, cid: str, created: int, model: str, delta: dict[str, Any] | None = None,
+                 finish_reason: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                             "system_fingerprint": None}
+    if usage is not None:
+        chunk["choices"], chunk["usage"] = [], usage
+    else:
+        chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason, "logprobs": None}]
+    return chunk
+
+
+def finish_reason_out(reason: str) -> str:
+    # OpenAI clients know stop | length | tool_calls | content_filter; the agent's round limit reads as length.
+    return reason if reason in {"stop", "length", "tool_calls", "content_filter"} else (
+        "length" if reason == "max_rounds" else "stop")

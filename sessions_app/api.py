@@ -1,0 +1,169 @@
+"""Serializers and views for /api/sessions; the chat stream is an async Django view (see stream.py)."""
+
+from __future__ import annotations
+
+import json
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.authentication import user_from_bearer_header
+from agentsite.agent.config import get_settings
+from agentsite.errors import AppError, app_error_response, error_response
+from agentsite.validation import validated
+from sessions_app import selectors, services
+from sessions_app.attachments import attachments_resolve
+from sessions_app.history import to_agent_messages
+from sessions_app.models import ChatMessage
+
+MAX_MESSAGE_CHARS = 32_000
+
+
+class SessionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    message_count = serializers.IntegerField(default=0)
+
+
+class SessionCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class SessionRenameSerializer(serializers.Serializer):
+    name = serializers.CharField(min_length=1, max_length=200)
+
+
+class MessageSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    attachments = serializers.ListField(child=serializers.CharField())
+    tool_calls = serializers.ListField(child=serializers.DictField())
+    sources = serializers.ListField(child=serializers.DictField())
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class ChatInputSerializer(serializers.Serializer):
+    message = serializers.CharField(trim_whitespace=False, allow_blank=False)
+    attachments = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list,
+                                        max_length=20)
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class SessionListView(ListAPIView):
+    serializer_class = SessionSerializer
+
+    def get_queryset(self):
+        return selectors.session_list_for(owner=self.request.user)
+
+    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
+    def post(self, request: Request) -> Response:
+        data = validated(SessionCreateSerializer, request.data)
+        session = services.session_create(owner=request.user, name=data.get("name"))
+        session.message_count = 0
+        return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailView(APIView):
+    @extend_schema(responses={200: SessionSerializer})
+    def get(self, request: Request, pk) -> Response:
+        return Response(SessionSerializer(selectors.session_get_for(owner=request.user, session_id=pk)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk) -> Response:
+        services.session_delete(session=selectors.session_get_for(owner=request.user, session_id=pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionRenameView(APIView):
+    @extend_schema(request=SessionRenameSerializer, responses={200: SessionSerializer})
+    def put(self, request: Request, pk) -> Response:
+        session = selectors.session_get_for(owner=request.user, session_id=pk)
+        data = validated(SessionRenameSerializer, request.data)
+        services.session_rename(session=session, name=data["name"])
+        return Response(SessionSerializer(selectors.session_get_for(owner=request.user, session_id=pk)).data)
+
+
+class MessageListView(ListAPIView):
+    serializer_class = MessageSerializer
+
+    def get_queryset(self):
+        session = selectors.session_get_for(owner=self.request.user, session_id=self.kwargs["pk"])
+        return selectors.message_list_for(session=session)
+
+
+class ChatSchemaView(APIView):
+    """Documents POST /api/sessions/:id/chat in the schema; the real handler is the async `chat` view."""
+
+    @extend_schema(request=ChatInputSerializer, responses={200: OpenApiResponse(
+        description="text/event-stream: start, delta*, tool_call*, tool_result*, then done or error")})
+    def post(self, request: Request, pk) -> Response:  # pragma: no cover - never routed
+        raise AppError("not_found", "Not found.", 404)
+
+
+@csrf_exempt
+async def chat(request: HttpRequest, pk) -> HttpResponse:
+    if request.method != "POST":
+        response = error_response("method_not_allowed", "Use POST.", 405)
+        response["Allow"] = "POST, OPTIONS"
+        return response
+    try:
+        prepared = await sync_to_async(_prepare_chat)(request, pk)
+    except AppError as exc:
+        return app_error_response(exc)
+    session, user, messages, agent_settings = prepared
+    from sessions_app.stream import chat_events
+
+    response = StreamingHttpResponse(chat_events(session=session, owner=user, messages=messages,
+                                                 agent_settings=agent_settings), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+# drf-spectacular documents a route through its view's `cls`: point it at ChatSchemaView.
+chat.cls = ChatSchemaView
+chat.initkwargs = {}
+
+
+def _prepare_chat(request: HttpRequest, pk):
+    """Authenticate, validate, store the user message, and build the agent's input (sync: DB)."""
+    user = user_from_bearer_header(request.headers.get("Authorization"))
+    session = selectors.session_get_for(owner=user, session_id=pk)
+    data = validated(ChatInputSerializer, _json_body(request))
+    if len(data["message"]) > MAX_MESSAGE_CHARS:
+        raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
+                       {"message": [f"{len(data['message'])} characters; the limit is {MAX_MESSAGE_CHARS}."]})
+    upload_ids = [str(upload_id) for upload_id in data["attachments"]]
+    parts = attachments_resolve(owner=user, upload_ids=upload_ids)
+    history = list(selectors.message_list_for(session=session))
+    services.message_append(session=session, role="user", content=data["message"], attachments=upload_ids)
+    agent_settings = get_settings()
+    if data.get("model"):
+        agent_settings = agent_settings.with_overrides(model=data["model"])
+    current = ChatMessage(role="user", content=data["message"], attachments=upload_ids)
+    messages = to_agent_messages([*history, current], parts)
+    return session, user, messages, agent_settings
+
+
+def _json_body(request: HttpRequest):
+    if not request.body:
+        return {}
+    try:
+        body = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AppError("invalid", "The body is not valid JSON.", 400) from exc
+    if not isinstance(body, dict):
+        raise AppError("invalid", "The body must be a JSON object.", 400)
+    return body
+

@@ -1,0 +1,77 @@
+"""Stored messages -> the runtime's provider-neutral messages, and the turn's record back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agentsite.agent.types import ContentPart, Message, TextPart, ToolCall
+from sessions_app.models import ChatMessage
+
+
+def to_agent_messages(stored: Iterable[ChatMessage], attachment_parts: dict[str, list[ContentPart]] | None = None,
+                      ) -> list[Message]:
+    """The conversation as the agent sees it; an assistant turn expands to its calls, results and reply."""
+    parts_by_id = attachment_parts or {}
+    messages: list[Message] = []
+    for message in stored:
+        if message.role == "user":
+            extra = [part for upload_id in message.attachments for part in parts_by_id.get(str(upload_id), [])]
+            content: str | list[ContentPart] = [TextPart(message.content), *extra] if extra else message.content
+            messages.append(Message("user", content))
+        elif message.role == "assistant":
+            messages.extend(_assistant_turn(message))
+    return messages
+
+
+def _assistant_turn(message: ChatMessage) -> list[Message]:
+    calls = [call for call in message.tool_calls if isinstance(call, dict) and call.get("id")]
+    turn: list[Message] = []
+    answered = [call for call in calls if call.get("result") is not None]
+    if answered:
+        turn.append(Message("assistant", "", tool_calls=[
+            ToolCall(call["id"], call.get("name", ""), call.get("arguments") or {}) for call in answered]))
+        for call in answered:
+            result = call["result"]
+            turn.append(Message("tool", _result_text(result), tool_call_id=call["id"], name=call.get("name"),
+                                is_error=bool(result.get("is_error"))))
+    if message.content:
+        turn.append(Message("assistant", message.content))
+    return turn
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    content = result.get("content")
+    return content if isinstance(content, str) else str(content or "")
+
+
+class TurnRecord:
+    """What one assistant turn produced so far: enough to store it complete, interrupted or failed."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.tool_calls: list[dict[str, Any]] = []
+        self.sources: list[dict[str, Any]] = []
+        self.usage: dict[str, int] = {}
+        self.finish_reason = ""
+
+    @property
+    def content(self) -> str:
+        return "".join(self.text)
+
+    def record(self, event_type: str, data: dict[str, Any]) -> None:
+        if event_type == "delta":
+            self.text.append(data.get("content", ""))
+        elif event_type == "tool_call":
+            self.tool_calls.append({"id": data.get("id"), "name": data.get("name"),
+                                    "arguments": data.get("arguments"), "result": None})
+        elif event_type == "tool_result":
+            for call in self.tool_calls:
+                if call["id"] == data.get("id"):
+                    call["result"] = {"content": data.get("content"), "is_error": bool(data.get("is_error"))}
+        elif event_type == "done":
+            if data.get("content") is not None:
+                self.text = [data["content"]]
+            self.sources = list(data.get("sources") or [])
+            self.usage = dict(data.get("usage") or {})
+            self.finish_reason = data.get("finish_reason") or ""

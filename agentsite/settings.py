@@ -6,7 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from agentsite.datadir import data_dir, load_secrets
-from agentsite.env import database_from_url, env_bool, env_int, env_list, env_str, sqlite_database
+from agentsite.env import database_from_url, env_bool, env_float, env_int, env_list, env_str, sqlite_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = data_dir()
@@ -195,6 +195,8 @@ TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
 AGENTSITE_PLUGINS_DIR = DATA_DIR / "plugins"
+# SSE streams send a comment when idle this long (API.md: at least every 15 s).
+AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum=0.05)
 
 LOGGING = {
     "version": 1,

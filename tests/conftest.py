@@ -16,6 +16,8 @@ from rest_framework.test import APIClient  # noqa: E402
 
 from tests.server import LiveServer  # noqa: E402
 
+pytest_plugins = ["tests.fakes.fixtures"]
+
 PASSWORD = "correct-horse-battery-9"
 
 

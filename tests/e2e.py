@@ -1,0 +1,56 @@
+"""Helpers for end-to-end tests: a server pointed at a fake upstream, and an SSE reader."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import requests
+
+from tests.server import LiveServer
+
+UPSTREAM_KEY = "sk-e2e-upstream-secret-0123456789"
+
+
+def server_with_fake_upstream(fake_openai, **env: str) -> tuple[LiveServer, dict[str, str]]:
+    """A daphne server whose config points the `openai` provider at the fake; returns it and admin headers."""
+    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000",
+                                               "AGENTSITE_ALLOW_PRIVATE_FETCH": "1", **env}).start()
+    headers = {"Authorization": f"Bearer {server.login()['token']}"}
+    response = requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
+        "provider": "openai", "base_url": fake_openai.base_url, "api_key": UPSTREAM_KEY, "model": "fake-model",
+        "kb_enabled": True})
+    response.raise_for_status()
+    return server, headers
+
+
+def sse_events(response: requests.Response, on_event: Callable[[str, Any], bool] | None = None,
+               ) -> Iterator[tuple[str, Any]]:
+    """(event, data) pairs of an SSE response; comments come as ("comment", text)."""
+    event, data = None, []
+    for raw in response.iter_lines(chunk_size=1, decode_unicode=True):
+        line = raw if isinstance(raw, str) else raw.decode()
+        if line.startswith(":"):
+            yield "comment", line[1:].strip()
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and (event or data):
+            payload = "\n".join(data)
+            yield event or "message", (json.loads(payload) if payload and payload[0] in "{[" else payload)
+            event, data = None, []
+
+
+def poll(check: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
+    """Call check until it returns something truthy; fail naming what did not happen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"within {timeout} s: {what}")
+        time.sleep(0.02)

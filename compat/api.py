@@ -263,3 +263,18 @@ async def _embeddings(request: HttpRequest) -> HttpResponse:
 
 
 embeddings = _openai_view(_embeddings)
+
+
+def _document(view, schema_view) -> None:
+    view.cls, view.initkwargs = schema_view, {}
+
+
+def _attach_schemas() -> None:
+    from compat.schema import ChatCompletionsSchema, EmbeddingsSchema, ModelsSchema
+
+    _document(models, ModelsSchema)
+    _document(chat_completions, ChatCompletionsSchema)
+    _document(embeddings, EmbeddingsSchema)
+
+
+_attach_schemas()

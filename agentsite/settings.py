@@ -194,6 +194,8 @@ TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
+# DuckDuckGo's keyless HTML search page; empty turns that backend off.
+AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duckduckgo.com/html/")
 AGENTSITE_PLUGINS_DIR = DATA_DIR / "plugins"
 # SSE streams send a comment when idle this long (API.md: at least every 15 s).
 AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum=0.05)

@@ -41,6 +41,11 @@ def set_settings_loader(loader: Callable[[], AgentSettings] | None) -> None:
     _loader = loader
 
 
+def settings_loader() -> Callable[[], AgentSettings] | None:
+    """The loader now registered (so a test can put it back after swapping in its own)."""
+    return _loader
+
+
 def get_settings() -> AgentSettings:
     """The current settings (sync: call it through sync_to_async from async code)."""
     return _loader() if _loader else AgentSettings()

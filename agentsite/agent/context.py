@@ -41,3 +41,28 @@ def unregister_context_source(name: str) -> None:
 
 def context_sources() -> dict[str, ContextSource]:
     return dict(_sources)
+
+
+# How the loop hands context to the model: one block in the system prompt, fenced so that a model (and the
+# offline provider, which answers from it) can tell reference material from instructions.
+REFERENCE_START = "<reference>"
+REFERENCE_END = "</reference>"
+REFERENCE_INTRO = ("Reference material for the user's latest message follows. It was retrieved from the user's "
+                   "own documents; use it when it is relevant and name its [source] when you do.")
+
+
+def format_reference(blocks: list[ContextBlock]) -> str:
+    """The system-prompt section for these blocks ("" when none has text)."""
+    texts = [block.text.strip() for block in blocks if block.text and block.text.strip()]
+    if not texts:
+        return ""
+    return f"{REFERENCE_INTRO}\n{REFERENCE_START}\n" + "\n\n".join(texts) + f"\n{REFERENCE_END}"
+
+
+def reference_in(system_text: str) -> str:
+    """The reference material inside a system prompt built with format_reference ("" when there is none)."""
+    start = system_text.find(REFERENCE_START)
+    end = system_text.rfind(REFERENCE_END)
+    if start < 0 or end < start:
+        return ""
+    return system_text[start + len(REFERENCE_START):end].strip()

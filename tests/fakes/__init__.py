@@ -1,0 +1,1 @@
+"""Fake upstreams over real loopback HTTP: llm.py (OpenAI, Anthropic), web.py (pages, search), fixtures.py."""

@@ -1,0 +1,1 @@
+"""Web search backends, one module each behind SearchBackend."""

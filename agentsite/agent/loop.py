@@ -1,0 +1,257 @@
+"""The agent loop: messages -> provider -> tool calls -> results -> provider ... -> a final answer.
+
+Chat sessions, the /v1 `agent` model, the scheduler and workflows all drive this one function. It yields
+the chat stream's events (API.md): `delta {content}`, `tool_call {id, name, arguments}`, `tool_result {id,
+name, content, is_error}`, then `done {content, finish_reason, usage, sources}` or `error {code, message}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.context import ContextBlock, ContextRequest, context_sources, format_reference
+from agentsite.agent.multimodal import parts_from_tool_content
+from agentsite.agent.providers import Provider, get_provider
+from agentsite.agent.tools import Tool, ToolContext, ToolResult, call_tool, registry
+from agentsite.agent.types import (
+    ChatRequest,
+    Finish,
+    Message,
+    ModelSettings,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+    Usage,
+)
+from agentsite.errors import AppError
+
+logger = logging.getLogger(__name__)
+
+MAX_ROUNDS = 8
+CONTEXT_TIMEOUT = 15.0
+
+
+class Transcript:
+    """What one run has produced so far: the new messages (assistant turns with their tool calls, tool
+    results, the final answer), all streamed text, the summed usage and the context sources.
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.text_parts: list[str] = []
+        self.usage = Usage()
+        self.sources: list[dict[str, Any]] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+
+@dataclass
+class AgentEvent:
+    """One stream event. `data` is exactly what the chat stream sends; the rest is for the caller only.
+
+    `messages` and `partial` read the run's transcript at the time they are read: on `done` and `error` they
+    are the new messages to store and the text streamed so far. A caller interrupted mid-stream can read
+    them from the last event it received to store the partial reply.
+    """
+
+    type: str  # delta | tool_call | tool_result | done | error
+    data: dict[str, Any]
+    transcript: Transcript | None = field(default=None, repr=False, compare=False)
+    result: ToolResult | None = field(default=None, repr=False, compare=False)  # tool_result: images included
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self.transcript.messages) if self.transcript else []
+
+    @property
+    def partial(self) -> str:
+        return self.transcript.text if self.transcript else ""
+
+    def sse(self) -> str:
+        return f"event: {self.type}\ndata: {json.dumps(self.data, ensure_ascii=False)}\n\n"
+
+
+def model_settings(settings: AgentSettings) -> ModelSettings:
+    return ModelSettings(model=settings.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
+
+
+async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSettings | None = None,
+                    use_tools: bool = True, max_rounds: int = MAX_ROUNDS,
+                    provider: Provider | None = None) -> AsyncIterator[AgentEvent]:
+    """Run the agent on a conversation (oldest first, the latest user message last) and stream its events.
+
+    At most `max_rounds` rounds run tools; then the model is asked once more with tool_choice "none" for
+    a final answer. Never raises (but CancelledError): failures end the stream with one `error` event.
+    `provider` overrides the one the settings name.
+    """
+    settings = settings or await sync_to_async(get_settings)()
+    run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider)
+    async with aclosing(run.events()) as events:
+        async for event in events:
+            yield event
+
+
+class _AgentRun:
+    def __init__(self, messages: list[Message], user_id: Any, settings: AgentSettings, use_tools: bool,
+                 max_rounds: int, provider: Provider | None):
+        self.messages = messages
+        self.ctx = ToolContext(user_id)
+        self.settings = settings
+        self.use_tools = use_tools
+        self.max_rounds = max(0, max_rounds)
+        self.provider = provider
+        self.transcript = Transcript()
+
+    def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
+        return AgentEvent(kind, data, self.transcript, result)
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        # Each nested generator is closed explicitly (aclosing), so closing the run closes the upstream
+        # request at once rather than whenever the garbage collector gets to it.
+        try:
+            async with aclosing(self._rounds()) as rounds:
+                async for event in rounds:
+                    yield event
+        except AppError as exc:
+            yield self.event("error", {"code": exc.code, "message": exc.message})
+        except Exception as exc:  # a boundary: the stream must end with an event the client understands
+            logger.exception("The agent loop failed")
+            yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
+
+    async def _rounds(self) -> AsyncIterator[AgentEvent]:
+        provider = self.provider or get_provider(self.settings)
+        conversation = await self._conversation()
+        tools = {tool.name: tool for tool in await self._tools()}
+        specs = [tool.spec() for tool in tools.values()]
+        for round_index in range(self.max_rounds + 1):
+            last = round_index == self.max_rounds
+            request = ChatRequest(conversation + self.transcript.messages, specs, model_settings(self.settings),
+                                  tool_choice="none" if last and specs else None)
+            turn = _Turn()
+            async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as events:
+                async for event in events:
+                    yield event
+            if not turn.calls or last:
+                yield self._finish(turn)
+                return
+            self.transcript.messages.append(Message("assistant", turn.text, tool_calls=turn.calls))
+            async with aclosing(self._run_tools(turn.calls, tools)) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream_turn(self, provider: Provider, request: ChatRequest, turn: _Turn,
+                           announce_calls: bool) -> AsyncIterator[AgentEvent]:
+        async with aclosing(provider.stream(request)) as stream:
+            async for item in stream:
+                if isinstance(item, TextDelta):
+                    text = self._separated(item.text) if not turn.text_parts else item.text
+                    turn.text_parts.append(item.text)
+                    self.transcript.text_parts.append(text)
+                    yield self.event("delta", {"content": text})
+                elif isinstance(item, ToolCallEvent):
+                    turn.calls.append(item.call)
+                    if announce_calls:
+                        call = item.call
+                        yield self.event("tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments})
+                elif isinstance(item, Usage):
+                    self.transcript.usage += item
+                elif isinstance(item, Finish):
+                    turn.finish_reason = item.reason
+
+    def _separated(self, text: str) -> str:
+        # A later round's text would run on from the last round's ("Let me look.The page says"): the
+        # stream, and with it `done.content`, gets a paragraph break; each round's stored message does not.
+        previous = self.transcript.text_parts[-1] if self.transcript.text_parts else ""
+        return "\n\n" + text if previous and not previous[-1].isspace() and not text[:1].isspace() else text
+
+    def _finish(self, turn: _Turn) -> AgentEvent:
+        # Calls the model still asks for after the last round are not run; the reply is stored without them,
+        # as a provider rejects history with tool calls that have no results.
+        reason = "max_rounds" if turn.calls else turn.finish_reason
+        self.transcript.messages.append(Message("assistant", turn.text))
+        return self.event("done", {"content": self.transcript.text, "finish_reason": reason,
+                                   "usage": self.transcript.usage.as_dict(), "sources": self.transcript.sources})
+
+    async def _run_tools(self, calls: list[ToolCall], tools: dict[str, Tool]) -> AsyncIterator[AgentEvent]:
+        """Run the round's calls concurrently, report each as it finishes, store the results in call order."""
+        tasks = [asyncio.create_task(self._run_tool(call, tools)) for call in calls]
+        results: dict[str, ToolResult] = {}
+        try:
+            for finished in asyncio.as_completed(tasks):
+                call, result = await finished
+                results[call.id] = result
+                yield self.event("tool_result", {"id": call.id, "name": call.name, "content": result.text,
+                                                 "is_error": result.is_error}, result)
+        finally:
+            for task in tasks:  # an interrupted stream leaves no tool running behind it
+                task.cancel()
+        for call in calls:
+            result = results[call.id]
+            self.transcript.messages.append(Message("tool", parts_from_tool_content(result.content),
+                                                    tool_call_id=call.id, name=call.name, is_error=result.is_error))
+
+    async def _run_tool(self, call: ToolCall, tools: dict[str, Tool]) -> tuple[ToolCall, ToolResult]:
+        if call.arguments_error:
+            return call, ToolResult.error(call.arguments_error)
+        tool = tools.get(call.name)
+        if tool is None:
+            offered = ", ".join(tools) or "none"
+            return call, ToolResult.error(f"There is no tool named {call.name!r} here (tools: {offered}).")
+        return call, await call_tool(tool, call.arguments, self.ctx)
+
+    async def _tools(self) -> list[Tool]:
+        if not self.use_tools:
+            return []
+        return await registry.list_tools(self.ctx, self.settings)
+
+    async def _conversation(self) -> list[Message]:
+        """The system prompt (with the context sources' reference material) followed by the messages."""
+        blocks = await self._context_blocks()
+        self.transcript.sources = [source for block in blocks for source in block.sources]
+        system = "\n\n".join(text for text in (self.settings.system_prompt.strip(), format_reference(blocks)) if text)
+        return ([Message("system", system)] if system else []) + list(self.messages)
+
+    async def _context_blocks(self) -> list[ContextBlock]:
+        query = next((message.text for message in reversed(self.messages) if message.role == "user"), "")
+        sources = context_sources()
+        if not query.strip() or not sources:
+            return []
+        request = ContextRequest(self.ctx.user_id, query, self.settings)
+        blocks = await asyncio.gather(*(_context_block(name, source, request) for name, source in sources.items()))
+        return [block for block in blocks if block is not None]
+
+
+async def _context_block(name: str, source: Any, request: ContextRequest) -> ContextBlock | None:
+    try:
+        async with asyncio.timeout(CONTEXT_TIMEOUT):
+            return await source(request)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # a boundary: a broken knowledge base must not break the chat
+        logger.exception("Context source %r failed", name)
+        return None
+
+
+@dataclass
+class _Turn:
+    text_parts: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+
+__all__ = ["MAX_ROUNDS", "AgentEvent", "Transcript", "model_settings", "run_agent"]

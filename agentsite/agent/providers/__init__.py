@@ -1,0 +1,37 @@
+"""LLM providers: one module per wire format behind the `Provider` base class."""
+
+from __future__ import annotations
+
+from agentsite.agent.config import AgentSettings
+from agentsite.agent.providers.anthropic import AnthropicProvider
+from agentsite.agent.providers.base import Provider, collect
+from agentsite.agent.providers.offline import OfflineProvider
+from agentsite.agent.providers.openai import OpenAIProvider
+from agentsite.errors import AppError
+
+PROVIDERS: dict[str, type[Provider]] = {
+    OpenAIProvider.name: OpenAIProvider,
+    AnthropicProvider.name: AnthropicProvider,
+    OfflineProvider.name: OfflineProvider,
+}
+
+__all__ = ["PROVIDERS", "AnthropicProvider", "OfflineProvider", "OpenAIProvider", "Provider", "collect",
+           "default_model", "get_provider"]
+
+
+def _provider_class(name: str) -> type[Provider]:
+    try:
+        return PROVIDERS[name]
+    except KeyError:
+        raise AppError("unavailable", f"The configured LLM provider {name!r} is not one of "
+                       f"{', '.join(sorted(PROVIDERS))}.", status=503) from None
+
+
+def get_provider(settings: AgentSettings) -> Provider:
+    """The provider the settings name, with their base URL, key, model and timeout; raises AppError (503)."""
+    return _provider_class(settings.provider)(base_url=settings.base_url, api_key=settings.api_key,
+                                              model=settings.model, timeout=settings.request_timeout)
+
+
+def default_model(provider_name: str) -> str:
+    return _provider_class(provider_name).default_model

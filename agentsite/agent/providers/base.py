@@ -1,0 +1,61 @@
+"""The one small base class every LLM provider implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import ClassVar
+
+from agentsite.agent.types import ChatRequest, Completion, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+
+
+class Provider(ABC):
+    """Turns a provider-neutral ChatRequest into a wire request and streams back provider-neutral events.
+
+    `stream()` yields TextDelta and ToolCallEvent (each call complete, its arguments assembled) in the
+    order the model produced them, then at most one Usage, then exactly one Finish. `complete()` answers
+    the same request without streaming. Both raise `AppError("upstream_error", status=502)` for every
+    upstream failure (connection refused, timeout, an HTTP error status, a malformed reply); its message
+    is the provider's and never contains the API key. Cancelling the task that iterates `stream()` closes
+    the upstream request at once.
+    """
+
+    name: ClassVar[str]
+    default_model: ClassVar[str]
+    default_base_url: ClassVar[str] = ""
+
+    def __init__(self, *, base_url: str = "", api_key: str = "", model: str = "", timeout: float = 120.0):
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self._api_key = api_key
+        self.model = model or self.default_model
+        self.timeout = timeout
+
+    def model_for(self, request: ChatRequest) -> str:
+        return request.settings.model or self.model
+
+    @abstractmethod
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """An async generator of stream events (see the class docstring)."""
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        return await collect(self.stream(request))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"
+
+
+async def collect(events: AsyncIterator[StreamEvent]) -> Completion:
+    """Fold a stream into the Completion a non-streaming call would have returned."""
+    text: list[str] = []
+    completion = Completion(text="")
+    async for event in events:
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, ToolCallEvent):
+            completion.tool_calls.append(event.call)
+        elif isinstance(event, Usage):
+            completion.usage = event
+        elif isinstance(event, Finish):
+            completion.finish_reason = event.reason
+    completion.text = "".join(text)
+    return completion

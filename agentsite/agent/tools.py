@@ -1,0 +1,245 @@
+"""The tool registry: built-in, MCP and plugin tools behind one interface.
+
+A `ToolSource` lists tools (MCP sources list theirs live); the registry merges the sources, filters by the
+config's `tools` list, validates arguments against each tool's input schema, enforces each tool's time
+limit, and turns every failure into a `ToolResult` with `is_error=True` that goes back to the model. The
+built-in tools are registered as the source "builtin" when this module is imported, so the runtime does
+not depend on Django's app loading order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from asgiref.sync import sync_to_async
+
+from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.types import ToolSpec
+from agentsite.errors import AppError
+
+logger = logging.getLogger(__name__)
+
+# A tool's text result is cut here, so one fetch cannot fill the model's whole context.
+MAX_RESULT_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    user_id: Any = None  # the user on whose behalf the tool runs; None for anonymous callers
+
+
+@dataclass
+class ToolResult:
+    """MCP-shaped content blocks: {"type": "text", "text"} and {"type": "image", "data": <base64>, "mimeType"}."""
+
+    content: list[dict[str, Any]] = field(default_factory=list)
+    is_error: bool = False
+
+    @classmethod
+    def of_text(cls, text: str) -> ToolResult:
+        return cls([{"type": "text", "text": text}])
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls([{"type": "text", "text": message}], is_error=True)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined; an image shows as a placeholder naming its type."""
+        parts = []
+        for block in self.content:
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "image":
+                parts.append(f"[image: {block.get('mimeType', 'image')}]")
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return f"ToolResult(is_error={self.is_error}, text={self.text[:80]!r})"
+
+
+class ToolError(Exception):
+    """Raised by a tool for a failure the model should read (a refused URL, no display); logged without a trace."""
+
+
+ToolCallable = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    call: ToolCallable = field(repr=False, compare=False)
+    source: str = "builtin"
+    timeout: float = 30.0
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.input_schema)
+
+
+class ToolSource:
+    """A named set of tools. `list_tools` may do I/O (an MCP server); it should raise only when it cannot list
+    at all, and the registry then leaves the source out for that listing (logged).
+    """
+
+    name: str = ""
+
+    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        raise NotImplementedError
+
+
+class StaticToolSource(ToolSource):
+    """A fixed list of tools (the built-ins, a plugin, a test)."""
+
+    def __init__(self, name: str, tools: list[Tool] | Callable[[], list[Tool]]):
+        self.name = name
+        self._tools = tools
+
+    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        return list(self._tools() if callable(self._tools) else self._tools)
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._sources: dict[str, ToolSource] = {}
+
+    def register_source(self, source: ToolSource) -> None:
+        """Add or replace the source with this name. Sources are asked in registration order, and the first
+        tool of a name wins, so a built-in cannot be shadowed by a later source.
+        """
+        self._sources[source.name] = source
+
+    def unregister_source(self, name: str) -> None:
+        self._sources.pop(name, None)
+
+    def sources(self) -> list[str]:
+        return list(self._sources)
+
+    def source(self, name: str) -> ToolSource | None:
+        return self._sources.get(name)
+
+    async def list_tools(self, ctx: ToolContext, settings: AgentSettings | None = None,
+                         enabled_only: bool = True) -> list[Tool]:
+        """Every source's tools (those the settings enable, unless enabled_only is False), first name wins."""
+        if enabled_only and settings is None:
+            settings = await sync_to_async(get_settings)()
+        listed = await asyncio.gather(*(self._list_source(source, ctx) for source in self._sources.values()))
+        tools: dict[str, Tool] = {}
+        for source_tools in listed:
+            for tool in source_tools:
+                if tool.name in tools:
+                    logger.warning("Tool %r from %r is shadowed by the one from %r", tool.name, tool.source,
+                                   tools[tool.name].source)
+                    continue
+                if not enabled_only or settings.tool_enabled(tool.name):  # type: ignore[union-attr]
+                    tools[tool.name] = tool
+        return list(tools.values())
+
+    async def _list_source(self, source: ToolSource, ctx: ToolContext) -> list[Tool]:
+        try:
+            return await source.list_tools(ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Tool source %r could not list its tools", source.name)
+            return []
+
+    async def get(self, name: str, ctx: ToolContext) -> Tool | None:
+        """The tool of this name, enabled or not. Sources are asked in order and only until one has it, so a
+        built-in is found without listing (and perhaps connecting to) every MCP server.
+        """
+        for source in list(self._sources.values()):
+            found = next((tool for tool in await self._list_source(source, ctx) if tool.name == name), None)
+            if found is not None:
+                return found
+        return None
+
+    async def call(self, name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the tool of this name (enabled or not: callers that care check first). Never raises but
+        CancelledError: an unknown tool, bad arguments, a timeout or a failure come back as an error result.
+        """
+        tool = await self.get(name, ctx)
+        if tool is None:
+            return ToolResult.error(f"There is no tool named {name!r}.")
+        return await call_tool(tool, arguments, ctx)
+
+
+async def call_tool(tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Validate, run with the tool's time limit, and turn failures into error results (see ToolRegistry.call)."""
+    problem = validation_problem(tool, arguments)
+    if problem:
+        return ToolResult.error(f"Invalid arguments for {tool.name}: {problem}")
+    try:
+        async with asyncio.timeout(tool.timeout):
+            result = await tool.call(arguments, ctx)
+    except TimeoutError:
+        logger.warning("Tool %r timed out after %g s", tool.name, tool.timeout)
+        return ToolResult.error(f"The tool {tool.name} did not finish within {tool.timeout:g} seconds.")
+    except (ToolError, AppError) as exc:
+        logger.info("Tool %r failed: %s", tool.name, exc)
+        return ToolResult.error(str(exc))
+    except Exception as exc:  # a boundary: whatever a tool (a plugin, an MCP server) raises goes back as text
+        logger.exception("Tool %r raised", tool.name)
+        return ToolResult.error(f"The tool {tool.name} failed: {type(exc).__name__}: {exc}")
+    if not isinstance(result, ToolResult):
+        logger.error("Tool %r returned %s, not a ToolResult", tool.name, type(result).__name__)
+        return ToolResult.error(f"The tool {tool.name} returned something that is not a tool result.")
+    return _capped(result)
+
+
+def validation_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """What is wrong with these arguments for this tool's input schema (None when they are valid)."""
+    if not isinstance(arguments, dict):
+        return "the arguments must be a JSON object."
+    validator = _validator(json.dumps(tool.input_schema, sort_keys=True))
+    if validator is None:
+        # A broken schema is the tool author's bug (often an MCP server's); the tool itself still decides.
+        logger.warning("Tool %r has an invalid input schema; its arguments are not validated", tool.name)
+        return None
+    errors = sorted(validator.iter_errors(arguments), key=lambda error: list(map(str, error.path)))
+    if not errors:
+        return None
+    return "; ".join(f"{'/'.join(map(str, error.path)) or '(root)'}: {error.message}" for error in errors[:5])
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    # Keyed by the schema's text: checking a schema against its meta-schema costs more than the call itself.
+    schema = json.loads(schema_json)
+    validator_class = jsonschema.validators.validator_for(schema)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return validator_class(schema)
+
+
+def _capped(result: ToolResult) -> ToolResult:
+    blocks = []
+    for block in result.content:
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str) and len(text) > MAX_RESULT_CHARS:
+            block = {**block, "text": text[:MAX_RESULT_CHARS] + f"\n[... cut at {MAX_RESULT_CHARS} characters]"}
+        blocks.append(block)
+    return ToolResult(blocks, result.is_error)
+
+
+registry = ToolRegistry()
+
+
+def _register_builtins() -> None:
+    # Imported here, not at the top: the built-in modules import this one for Tool and ToolResult.
+    from agentsite.agent.builtin import builtin_tools
+
+    registry.register_source(StaticToolSource("builtin", builtin_tools))
+
+
+_register_builtins()

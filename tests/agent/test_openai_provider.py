@@ -1,0 +1,171 @@
+"""The openai provider against the fake /chat/completions server."""
+
+from __future__ import annotations
+
+import json
+
+from agentsite.agent.providers import OpenAIProvider, get_provider
+from agentsite.agent.types import (
+    ChatRequest,
+    Completion,
+    Finish,
+    ImagePart,
+    Message,
+    ModelSettings,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallEvent,
+    ToolSpec,
+    Usage,
+)
+from tests.agent.conftest import API_KEY
+from tests.fakes.llm import Call, Raw, Text, ToolCalls
+
+PNG = b"\x89PNG\r\n\x1a\n fake image bytes"
+LOOKUP = ToolSpec("lookup", "Look a word up.", {"type": "object", "properties": {"word": {"type": "string"}}})
+
+
+def hello_request(**changes) -> ChatRequest:
+    return ChatRequest([Message("system", "Be brief."), Message("user", "Hello?")], **changes)
+
+
+async def events_of(provider, request) -> list:
+    return [event async for event in provider.stream(request)]
+
+
+async def test_openai_streams_text_deltas_then_usage_then_finish(fake_openai, openai_settings):
+    fake_openai.script(Text("Hello there, how are you?", pieces=["Hello", " there,", " how are you?"], usage=(9, 4)))
+
+    events = await events_of(get_provider(openai_settings), hello_request())
+
+    assert events == [TextDelta("Hello"), TextDelta(" there,"), TextDelta(" how are you?"), Usage(9, 4),
+                      Finish("stop")]
+
+
+async def test_openai_sends_the_chat_completions_wire_request(fake_openai, openai_settings):
+    fake_openai.script(Text("ok"))
+    request = hello_request(tools=[LOOKUP], settings=ModelSettings(temperature=0.2, max_tokens=50, stop=["END"]))
+
+    await events_of(get_provider(openai_settings), request)
+
+    sent = fake_openai.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+    assert sent.json() == {
+        "model": "gpt-fake", "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello?"}],
+        "temperature": 0.2, "max_tokens": 50, "stop": ["END"],
+        "tools": [{"type": "function", "function": {"name": "lookup", "description": "Look a word up.",
+                                                    "parameters": LOOKUP.input_schema}}],
+    }
+
+
+async def test_openai_without_an_api_key_sends_no_authorization_header(fake_openai):
+    fake_openai.script(Text("ok"))
+
+    await events_of(OpenAIProvider(base_url=fake_openai.base_url, model="llama3"), hello_request())
+
+    assert "authorization" not in fake_openai.requests[0].headers
+    assert fake_openai.requests[0].json()["model"] == "llama3"
+
+
+async def test_openai_assembles_tool_call_arguments_from_incremental_deltas(fake_openai, openai_settings):
+    arguments = {"word": "serendipity", "lang": "en", "nested": {"deep": [1, 2, 3]}}
+    fake_openai.script(ToolCalls([Call("lookup", arguments, id="call_a"), Call("lookup", {"word": "x"}, id="call_b")],
+                                 text="Let me look."))
+
+    events = await events_of(get_provider(openai_settings), hello_request(tools=[LOOKUP]))
+
+    assert events == [TextDelta("Let me "), TextDelta("look."),
+                      ToolCallEvent(ToolCall("call_a", "lookup", arguments)),
+                      ToolCallEvent(ToolCall("call_b", "lookup", {"word": "x"})), Usage(20, 9), Finish("tool_calls")]
+
+
+async def test_openai_reports_arguments_that_are_not_json_on_the_call(fake_openai, openai_settings):
+    fake_openai.script(ToolCalls([Call("lookup", '{"word": "unterminated', id="call_bad")]))
+
+    events = await events_of(get_provider(openai_settings), hello_request(tools=[LOOKUP]))
+
+    call = events[0].call
+    assert (call.id, call.name, call.arguments) == ("call_bad", "lookup", {})
+    assert "not valid JSON" in call.arguments_error
+
+
+async def test_openai_accepts_whole_tool_calls_without_an_index_as_older_servers_send_them(fake_openai,
+                                                                                          openai_settings):
+    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "a"}'}},
+        {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "b"}'}}]},
+        "finish_reason": "tool_calls"}]}
+    fake_openai.script(Raw(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"))
+
+    events = await events_of(get_provider(openai_settings), hello_request(tools=[LOOKUP]))
+
+    assert events == [ToolCallEvent(ToolCall("c1", "lookup", {"word": "a"})),
+                      ToolCallEvent(ToolCall("c2", "lookup", {"word": "b"})), Finish("tool_calls")]
+
+
+async def test_openai_answers_without_streaming(fake_openai, openai_settings):
+    fake_openai.script(Text("The whole answer.", usage=(30, 3)),
+                       ToolCalls([Call("lookup", {"word": "w"}, id="call_1")], text="Checking."))
+    provider = get_provider(openai_settings)
+
+    text = await provider.complete(hello_request())
+    calls = await provider.complete(hello_request(tools=[LOOKUP]))
+
+    assert text == Completion("The whole answer.", [], Usage(30, 3), "stop")
+    assert calls == Completion("Checking.", [ToolCall("call_1", "lookup", {"word": "w"})], Usage(20, 9), "tool_calls")
+    assert [body["stream"] for body in fake_openai.bodies()] == [False, False]
+    assert "stream_options" not in fake_openai.bodies()[0]
+
+
+async def test_openai_passes_client_tools_and_tool_choice_through(fake_openai, openai_settings):
+    fake_openai.script(Text("ok"), Text("ok"))
+    choice = {"type": "function", "function": {"name": "lookup"}}
+    provider = get_provider(openai_settings)
+
+    await provider.complete(hello_request(tools=[LOOKUP], tool_choice=choice))
+    await events_of(provider, hello_request(tools=[LOOKUP], tool_choice="required"))
+
+    assert [body["tool_choice"] for body in fake_openai.bodies()] == [choice, "required"]
+
+
+async def test_openai_sends_images_as_data_urls_and_tool_history_in_its_shape(fake_openai, openai_settings):
+    fake_openai.script(Text("A cat."))
+    call = ToolCall("call_1", "lookup", {"word": "cat"})
+    messages = [
+        Message("user", [TextPart("What is this?"), ImagePart("image/png", PNG)]),
+        Message("assistant", "Let me check.", tool_calls=[call]),
+        Message("tool", [TextPart("a small animal"), ImagePart("image/png", PNG)], tool_call_id="call_1",
+                name="lookup"),
+        Message("tool", "", tool_call_id="call_2", name="lookup", is_error=True),
+    ]
+    messages[1].tool_calls.append(ToolCall("call_2", "lookup", {"word": "dog"}))
+
+    await events_of(get_provider(openai_settings), ChatRequest(messages, [LOOKUP]))
+
+    image = {"type": "image_url", "image_url": {"url": ImagePart("image/png", PNG).data_url}}
+    assert fake_openai.bodies()[0]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image]},
+        {"role": "assistant", "content": "Let me check.", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "cat"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "dog"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a small animal"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "[tool error] (no output)"},
+        {"role": "user", "content": [
+            {"type": "text", "text": "The image(s) returned by the tool lookup (call call_1):"}, image]},
+    ]
+    assert image["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo")
+
+
+async def test_openai_reads_on_past_done_so_the_connection_is_reused(fake_openai, openai_settings):
+    fake_openai.script(Text("one"), Text("two"))
+    provider = get_provider(openai_settings)
+
+    await events_of(provider, hello_request())
+    await events_of(provider, hello_request())
+
+    first, second = fake_openai.requests
+    assert first.connection == second.connection
+    assert fake_openai.hangups == 0

@@ -1,0 +1,136 @@
+"""Scripted replies for the fake LLM servers: provider-neutral, each fake renders them in its wire format."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.fakes.http import RecordedRequest
+
+
+@dataclass
+class Text:
+    text: str
+    pieces: list[str] | None = None  # the deltas; default: about two words each
+    delay: float = 0.0  # before each streamed delta
+    finish_reason: str = "stop"  # stop | length (in OpenAI's words; the Anthropic fake translates)
+    usage: tuple[int, int] = (12, 7)
+
+    def deltas(self) -> list[str]:
+        return self.pieces if self.pieces is not None else split_words(self.text)
+
+
+@dataclass
+class Call:
+    name: str
+    arguments: dict[str, Any] | str  # a str is sent as is, so a test can send invalid JSON
+    id: str = ""
+
+
+@dataclass
+class ToolCalls:
+    calls: list[Call]
+    text: str = ""  # said before the calls
+    delay: float = 0.0
+    usage: tuple[int, int] = (20, 9)
+
+
+@dataclass
+class Error:
+    status: int = 500
+    message: str = "The fake upstream failed."
+    type: str = "server_error"
+
+
+@dataclass
+class Hang:
+    """Send the stream's start (and `text`), then nothing, until the client hangs up; a non-streaming request
+    gets no status line at all."""
+
+    text: str = ""
+
+
+@dataclass
+class Truncated:
+    """Stream `text`, then close the connection in the middle of the body."""
+
+    text: str = "cut"
+
+
+@dataclass
+class StreamError:
+    """Stream `text`, then an error event inside the stream (how both services report a mid-stream failure)."""
+
+    text: str = ""
+    message: str = "Overloaded."
+
+
+@dataclass
+class Raw:
+    """Exactly this body (malformed streams, odd servers); streamed as `pieces` when given."""
+
+    body: str
+    status: int = 200
+    content_type: str = "text/event-stream"
+    pieces: list[str] | None = None
+
+
+@dataclass
+class Echo:
+    """Answer with the last user message's text, prefixed: the standalone server's default."""
+
+    prefix: str = "echo: "
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering."""
+
+
+Reply = Text | ToolCalls | Error | Hang | Truncated | StreamError | Raw | Echo | Drop
+ReplyOrFunction = Reply | Callable[[RecordedRequest], Reply]
+
+_REPLY_KINDS: dict[str, type] = {"text": Text, "tool_calls": ToolCalls, "error": Error, "hang": Hang,
+                                 "truncated": Truncated, "stream_error": StreamError, "raw": Raw, "echo": Echo,
+                                 "drop": Drop}
+
+
+def reply_from_dict(data: dict[str, Any]) -> Reply:
+    """{"kind": "text", "text": ..., "delay": ...}, {"kind": "tool_calls", "calls": [{"name", "arguments",
+    "id"}], "text": ...}, {"kind": "error", "status", "message"}, {"kind": "hang"}, {"kind": "echo"}, ..."""
+    data = dict(data)
+    kind = _REPLY_KINDS[data.pop("kind")]
+    if kind is ToolCalls:
+        data["calls"] = [Call(**call) for call in data["calls"]]
+    if "usage" in data:
+        data["usage"] = tuple(data["usage"])
+    return kind(**data)
+
+
+def split_words(text: str) -> list[str]:
+    words = re.findall(r"\S+\s*|\s+", text)
+    return ["".join(words[i:i + 2]) for i in range(0, len(words), 2)] or [""]
+
+
+def split_in(text: str, parts: int) -> list[str]:
+    size = max(1, math.ceil(len(text) / parts))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return "".join(part.get("text", "") for part in content or [] if part.get("type") == "text")
+    return ""

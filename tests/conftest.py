@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
-# Every test process gets its own data dir, so tests never touch ./data.
-os.environ.setdefault("AGENTSITE_DATA_DIR", tempfile.mkdtemp(prefix="agentsite-test-data-"))
-os.environ.setdefault("AGENTSITE_Q_SYNC", "1")
-# A prefix of its own, so clearing this process's cache never touches a live server's keys in Redis.
-os.environ["AGENTSITE_CACHE_PREFIX"] = f"test-{os.getpid()}"
+import pytest
+from rest_framework.test import APIClient
 
-import pytest  # noqa: E402
-from rest_framework.test import APIClient  # noqa: E402
-
-from tests.server import LiveServer  # noqa: E402
+from tests.server import LiveServer
 
 pytest_plugins = ["tests.fakes.fixtures"]
 

@@ -151,3 +151,22 @@ def test_a_second_chat_in_another_session_is_not_mixed_up(session, fake_openai):
             list(sse_events(response))
     assert [m["content"] for m in _messages(server, headers, other)] == ["to second", "two"]
     assert [m["content"] for m in _messages(server, headers, session_id)] == ["to first", "one"]
+
+
+def test_knowledge_base_context_reaches_the_model_and_its_sources_are_recorded(session, fake_openai):
+    server, headers, session_id = session
+    document = requests.post(f"{server.base_url}/api/kb/documents", headers=headers, timeout=10, json={
+        "filename": "otters.md", "content": "Sea otters hold hands while sleeping so they do not drift apart."})
+    assert document.status_code == 201, document.text
+    fake_openai.script(Text("They hold hands."))
+    with _chat(server, headers, session_id, "Why do sea otters hold hands while sleeping?") as response:
+        events = [(name, data) for name, data in sse_events(response) if name != "comment"]
+    done = events[-1][1]
+    assert events[-1][0] == "done"
+    assert done["sources"] and done["sources"][0]["filename"] == "otters.md"
+    assert done["sources"][0]["document_id"] == document.json()["id"]
+    assert {"document_id", "filename", "chunk_index", "score"} <= set(done["sources"][0])
+    system = fake_openai.requests[-1].json()["messages"][0]
+    assert system["role"] == "system" and "[otters.md]" in system["content"] and "drift apart" in system["content"]
+    stored = _messages(server, headers, session_id)[-1]
+    assert stored["sources"] == done["sources"]

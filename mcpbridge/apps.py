@@ -1,7 +1,26 @@
 from django.apps import AppConfig
 
+MCP_PATH = "/mcp"
+
 
 class McpbridgeConfig(AppConfig):
     name = "mcpbridge"
     verbose_name = "MCP"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentsite.agent.tools import registry
+        from agentsite.routing import MOUNTS
+        from mcpbridge.tools import McpToolSource
+
+        # External servers' tools join the registry as `<server>__<tool>`; connections open lazily on use.
+        registry.register_source(McpToolSource())
+        if not any(prefix == MCP_PATH for prefix, _factory in MOUNTS):
+            MOUNTS.append((MCP_PATH, _mcp_asgi_app))
+
+
+def _mcp_asgi_app():
+    # Imported when the ASGI application is built, so that other processes never import the mcp server side.
+    from mcpbridge.asgi import mcp_asgi_app
+
+    return mcp_asgi_app()

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+# A server's tools reach the model as `<name>__<tool>`, and function names must match ^[a-zA-Z0-9_-]{1,64}$
+# there; a short name without "__" leaves room for the tool's own name and keeps the prefix unambiguous.
+SERVER_NAME_PATTERN = r"^(?!.*__)[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
+server_name_validator = RegexValidator(
+    SERVER_NAME_PATTERN, "Use 1-32 letters, digits, '-' or '_' (starting with a letter or digit, no '__').")
+
+
+class McpServer(models.Model):
+    """An external MCP server this service connects to as a client; its tools join the tool registry."""
+
+    STDIO = "stdio"
+    SSE = "sse"
+    STREAMABLE_HTTP = "streamable-http"
+    TRANSPORTS = [(STDIO, "stdio (subprocess)"), (SSE, "SSE (legacy HTTP)"), (STREAMABLE_HTTP, "Streamable HTTP")]
+    CONNECTED = "connected"
+    ERROR = "error"
+    STATUSES = [(CONNECTED, "connected"), (ERROR, "error")]
+
+    name = models.CharField(max_length=32, unique=True, validators=[server_name_validator])
+    transport = models.CharField(max_length=20, choices=TRANSPORTS)
+    command = models.CharField(max_length=1000, blank=True, default="")
+    args = models.JSONField(default=list, blank=True)
+    # Secrets live here (API keys for the server, a bearer token for a URL): never returned by the API.
+    env = models.JSONField(default=dict, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    url = models.CharField(max_length=2000, blank=True, default="")
+    status = models.CharField(max_length=12, choices=STATUSES, default=CONNECTED)
+    error = models.TextField(blank=True, default="")
+    # The tool list from the last successful listing, so a listing can be shown before this process connects.
+    tools = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name

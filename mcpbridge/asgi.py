@@ -1,0 +1,252 @@
+"""The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse
+(messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token>` and acts as
+that token's user.
+
+Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
+lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when
+the server shuts down, or daphne would stop listening on SIGTERM and never exit (NOTES.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from asgiref.sync import sync_to_async
+from corsheaders.conf import conf as cors_conf
+from corsheaders.middleware import CorsMiddleware
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.authentication import AuthCredentials
+
+from agentsite.errors import envelope
+from mcpbridge.apps import MCP_PATH
+from mcpbridge.server import build_server, django_db_scope
+
+logger = logging.getLogger(__name__)
+
+PREFIX = MCP_PATH
+SSE_PATH = MCP_PATH + "/sse"
+MESSAGES_PATH = MCP_PATH + "/messages/"
+_CORS_EXPOSE = b"mcp-session-id, mcp-protocol-version, www-authenticate"
+# MCP's transports send more headers than the API allows (mcp-session-id, mcp-param-<name>, ...): an allowed
+# origin may send the ones it asks for.
+_CORS_DEFAULT_HEADERS = "authorization, content-type, mcp-session-id, mcp-protocol-version, last-event-id"
+
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+
+
+class McpHttpApp:
+    """The ASGI app for every path under /mcp (one per process: the session manager can run only once)."""
+
+    def __init__(self) -> None:
+        self.server = build_server()
+        # Host and Origin are checked here against ALLOWED_HOSTS with Django's own rules (wildcards
+        # included), which the SDK's exact-match list cannot express; its own check is therefore off.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        self.session_manager = StreamableHTTPSessionManager(app=self.server, security_settings=security)
+        self.sse = SseServerTransport(MESSAGES_PATH, security_settings=security)
+        self._manager_task: asyncio.Task | None = None
+        self._manager_ready: asyncio.Future[None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        origin = _header(scope, b"origin")
+        allowed_origin = origin if origin and _cors_allowed(origin) else None
+        send = _with_cors(send, allowed_origin)
+        if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
+            return await _preflight(scope, send, allowed_origin)
+        if not _host_allowed(scope):
+            return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
+        if origin and not allowed_origin and not _origin_is_own_host(origin):
+            return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+        user_id, problem = await _authenticate(scope)
+        if problem is not None:
+            return await _error(send, 401, *problem, headers=[(b"www-authenticate", b'Bearer realm="mcp"')])
+        scope = {**scope, "user": _mcp_user(scope, user_id), "auth": AuthCredentials([])}
+        await self._route(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"]
+        if path in (PREFIX, PREFIX + "/"):
+            if not await self._session_manager_started():
+                return await _error(send, 503, "unavailable", "The MCP session manager could not start.")
+            return await self.session_manager.handle_request(scope, receive, send)
+        if path == SSE_PATH:
+            if scope["method"] != "GET":
+                return await _error(send, 405, "method_not_allowed", "Open the SSE stream with GET.")
+            return await self._serve_sse(scope, receive, send)
+        if path.rstrip("/") == MESSAGES_PATH.rstrip("/"):
+            return await self.sse.handle_post_message(scope, receive, send)
+        return await _error(send, 404, "not_found", f"No MCP endpoint at {path}; use {PREFIX} or {SSE_PATH}.")
+
+    async def _serve_sse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with self.sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
+                await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
+        except ValueError:
+            logger.info("Refused an MCP SSE connection (the transport answered it)")
+
+    # The session manager's lifetime.
+
+    async def _session_manager_started(self) -> bool:
+        if self._manager_ready is None:
+            self._manager_ready = asyncio.get_running_loop().create_future()
+            self._manager_task = asyncio.create_task(self._run_session_manager(self._manager_ready),
+                                                     name="mcp-session-manager")
+            on_server_shutdown(self.shutdown)
+        try:
+            await asyncio.shield(self._manager_ready)
+        except Exception:
+            return False
+        return True
+
+    async def _run_session_manager(self, ready: asyncio.Future[None]) -> None:
+        try:
+            async with self.session_manager.run():
+                ready.set_result(None)
+                await asyncio.Event().wait()  # until shutdown() cancels this task
+        except Exception as exc:  # a boundary: every request then answers 503, and the log says why
+            logger.exception("The MCP session manager stopped")
+            if not ready.done():
+                ready.set_exception(exc)
+
+    async def shutdown(self) -> None:
+        """Cancel the session manager's task (and with it every Streamable HTTP session)."""
+        task = self._manager_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def on_server_shutdown(callback: Callable[[], Any]) -> None:
+    """Run callback (a coroutine function) when the ASGI server shuts down. Daphne has no lifespan, but its
+    Twisted reactor fires a "before shutdown" trigger, and waits for the Deferred a trigger returns.
+    """
+    if "twisted.internet.reactor" not in sys.modules:
+        return  # not under daphne: the event loop's end cancels the task
+    from twisted.internet import defer, reactor
+
+    def trigger() -> defer.Deferred:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(callback()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", trigger)
+
+
+# --- checks -----------------------------------------------------------------------------------------
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _allowed_hosts() -> list[str]:
+    hosts = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = [".localhost", "127.0.0.1", "[::1]"]  # what Django itself allows in that case
+    return hosts
+
+
+def _host_allowed(scope: Scope) -> bool:
+    host = _header(scope, b"host")
+    if not host:
+        return False
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, _allowed_hosts())
+
+
+def _origin_is_own_host(origin: str) -> bool:
+    domain, _port = split_domain_port(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
+    return bool(domain) and validate_host(domain, _allowed_hosts())
+
+
+_CORS = CorsMiddleware(get_response=lambda request: None)  # for its origin check only
+
+
+def _cors_allowed(origin: str) -> bool:
+    """The project's CORS policy (django-cors-headers' settings), which Django's middleware cannot apply here."""
+    return bool(cors_conf.CORS_ALLOW_ALL_ORIGINS) or _CORS.origin_found_in_white_lists(origin, urlsplit(origin))
+
+
+async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:
+    """(user id, None), or (None, (code, message)) for the 401."""
+    header = _header(scope, b"authorization") or ""
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None, ("not_authenticated", "Send Authorization: Bearer <access token> (from /api/auth/login).")
+    from accounts.authentication import user_for_token
+
+    async with django_db_scope():
+        user = await sync_to_async(user_for_token)(raw.strip())
+    if user is None:
+        return None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
+    return user.pk, None
+
+
+def _mcp_user(scope: Scope, user_id: Any) -> AuthenticatedUser:
+    # The SDK binds each session to the principal that opened it (client_id, issuer, subject): naming the
+    # user, not the token, lets a client go on with a session after refreshing its token.
+    return AuthenticatedUser(AccessToken(token="", client_id=f"user:{user_id}", scopes=[], subject=str(user_id),
+                                         claims={"user_id": user_id}))
+
+
+# --- responses --------------------------------------------------------------------------------------
+
+def _with_cors(send: Send, origin: str | None) -> Send:
+    if origin is None:
+        return send
+
+    async def send_with_cors(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", [])) + [
+                (b"access-control-allow-origin", origin.encode("latin-1")),
+                (b"access-control-expose-headers", _CORS_EXPOSE), (b"vary", b"Origin")]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_cors
+
+
+async def _preflight(scope: Scope, send: Send, origin: str | None) -> None:
+    if origin is None:
+        return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+    requested = _header(scope, b"access-control-request-headers") or _CORS_DEFAULT_HEADERS
+    await send({"type": "http.response.start", "status": 204, "headers": [
+        (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+        (b"access-control-allow-headers", requested.encode("latin-1")), (b"access-control-max-age", b"86400")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _error(send: Send, status: int, code: str, message: str,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps(envelope(code, message)).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+_app: McpHttpApp | None = None
+
+
+def mcp_asgi_app() -> McpHttpApp:
+    """The process's one MCP HTTP app (the factory `agentsite.routing.MOUNTS` calls)."""
+    global _app
+    if _app is None:
+        _app = McpHttpApp()
+    return _app

@@ -1,0 +1,81 @@
+"""This service as an MCP server: the tools it can run, served from the registry at each request.
+
+The low-level `Server` is used rather than `MCPServer`'s decorated functions, so that whatever the registry
+holds when a client asks (built-ins, plugins, workflows added later) is what is listed and called, with the
+caller's identity: a fixed user for stdio (`runmcp --user`), the bearer token's user over HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import close_old_connections
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+import agentsite
+from agentsite.agent.tools import ToolContext, call_tool
+from mcpbridge.content import result_to_mcp, tool_to_mcp
+from mcpbridge.selectors import tools_available
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "agentsite"
+INSTRUCTIONS = ("agentsite's tools: web search, web fetch, screenshots, a search of your knowledge base "
+                "(kb_search), and any tools its plugins and workflows add.")
+
+
+def build_server(*, user_id: Any = None) -> Server:
+    """A server that acts as user_id (stdio), or, when that is None, as the user the HTTP transport
+    authenticated (a request without one is refused).
+    """
+
+    async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        async with django_db_scope():
+            tools = await tools_available(user_id=_caller(ctx, user_id), own_only=True)
+        return types.ListToolsResult(tools=[tool_to_mcp(tool) for tool in tools])
+
+    async def call(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+        caller = _caller(ctx, user_id)
+        async with django_db_scope():
+            tools = await tools_available(user_id=caller, own_only=True)
+            tool = next((item for item in tools if item.name == params.name), None)
+            if tool is None:
+                raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            result = await call_tool(tool, params.arguments or {}, ToolContext(user_id=caller))
+        return result_to_mcp(result)
+
+    return Server(SERVER_NAME, version=agentsite.__version__, instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call)
+
+
+def _caller(ctx: ServerRequestContext, default: Any) -> Any:
+    request = ctx.request
+    if request is None:  # stdio: the process speaks for the user it was started for
+        return default
+    user = request.scope.get("user")
+    claims = user.access_token.claims if isinstance(user, AuthenticatedUser) else None
+    if not claims or claims.get("user_id") is None:
+        # The HTTP door authenticates every request before it gets here; this is a second lock on it.
+        raise MCPError(types.INVALID_REQUEST, "Not authenticated.")
+    return claims["user_id"]
+
+
+@contextlib.asynccontextmanager
+async def django_db_scope() -> AsyncIterator[None]:
+    """Sync ORM work inside runs on a thread of its own whose connections are closed at the end, as Django
+    does per request (these handlers run outside Django's request cycle).
+    """
+    async with ThreadSensitiveContext():
+        try:
+            yield
+        finally:
+            await sync_to_async(close_old_connections)()

@@ -1,0 +1,138 @@
+"""Writes of MCP: connect (and store) a server, disconnect it, record its status, call any listed tool."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from asgiref.sync import async_to_sync
+from django.db import IntegrityError, transaction
+
+from agentsite.agent.builtin.netguard import AddressPolicy
+from agentsite.agent.builtin.web_fetch import private_fetch_allowed
+from agentsite.agent.tools import ToolContext, ToolError, ToolResult, call_tool, registry, validation_problem
+from agentsite.errors import AppError
+from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, McpConnectError, ServerSpec, manager
+from mcpbridge.models import McpServer
+from mcpbridge.selectors import mcp_server_get, tool_find
+from mcpbridge.tools import McpTool
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+logger = logging.getLogger(__name__)
+
+RESERVED_NAMES = frozenset({"builtin", "mcp", "plugin", "plugins"})
+
+# What this process last wrote for each server, so that a listing on every agent turn writes only changes.
+_recorded: dict[str, tuple[str, str, tuple[str, ...] | None]] = {}
+_recorded_lock = threading.Lock()
+
+
+def transport_for_url(url: str) -> str:
+    """The transport a URL most likely speaks: the legacy SSE endpoint conventionally ends in /sse."""
+    return "sse" if urlsplit(url).path.rstrip("/").endswith("/sse") else "streamable-http"
+
+
+def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None = None,
+                       env: dict[str, str] | None = None, url: str = "", transport: str | None = None,
+                       headers: dict[str, str] | None = None) -> McpServer:
+    """Start (stdio) or reach (URL) a server, complete the handshake, list its tools, and store it.
+
+    Raises AppError 409 `conflict` (name taken), 400 `invalid` (a URL to a private address while those are
+    off), 502 `mcp_connect_failed` with the server's own reason (nothing is stored then).
+    """
+    _check_name_free(name)
+    if url:
+        _check_url_allowed(url)
+    spec = ServerSpec(name=name, transport=(transport or transport_for_url(url)) if url else "stdio",  # type: ignore[arg-type]
+                      command=command, args=tuple(args or ()), env=dict(env or {}), url=url,
+                      headers=dict(headers or {}))
+    try:
+        tools = manager.run_sync(lambda: manager.connect(spec), timeout=CONNECT_TIMEOUT_S + 2 * CLOSE_TIMEOUT_S)
+    except McpConnectError as exc:
+        logger.info("Connecting MCP server %r failed: %s", name, exc)
+        raise AppError("mcp_connect_failed", f"Could not connect to the MCP server {name!r}: {exc}", 502,
+                       {"reason": str(exc)}) from None
+    try:
+        with transaction.atomic():
+            server = McpServer.objects.create(
+                name=name, transport=spec.transport, command=command, args=list(spec.args), env=spec.env, url=url,
+                headers=spec.headers, status=McpServer.CONNECTED, error="", tools=_dumped(tools))
+    except IntegrityError:
+        manager.run_sync(lambda: manager.disconnect(name), timeout=2 * CLOSE_TIMEOUT_S)
+        raise _conflict(name) from None
+    manager.run_sync(lambda: manager.confirm(name))
+    logger.info("MCP server %r connected (%s, %d tools)", name, spec.transport, len(tools))
+    return server
+
+
+def _check_name_free(name: str) -> None:
+    if name.lower() in RESERVED_NAMES or name in registry.sources() or McpServer.objects.filter(name=name).exists():
+        raise _conflict(name)
+
+
+def _conflict(name: str) -> AppError:
+    return AppError("conflict", f"The name {name!r} is taken; disconnect that server first or pick another name.",
+                    409, {"name": [f"{name!r} is taken."]})
+
+
+def _check_url_allowed(url: str) -> None:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    policy = AddressPolicy(allow_private=private_fetch_allowed())
+    try:
+        async_to_sync(policy.pin)(parts.hostname or "", port)
+    except ToolError as exc:
+        raise AppError("invalid", str(exc), 400, {"url": [str(exc)]}) from None
+
+
+def _dumped(tools: list[types.Tool]) -> list[dict[str, Any]]:
+    return [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
+
+
+def mcp_server_disconnect(*, name: str) -> None:
+    """Close this process's session with the server (a stdio server's process tree is stopped) and forget it.
+    Raises AppError 404 `not_found`.
+    """
+    server = mcp_server_get(name=name)
+    manager.run_sync(lambda: manager.disconnect(name), timeout=2 * CLOSE_TIMEOUT_S)
+    server.delete()
+    with _recorded_lock:
+        _recorded.pop(name, None)
+    logger.info("MCP server %r disconnected", name)
+
+
+def mcp_server_status_record(*, name: str, error: str, tools: list[types.Tool] | None = None) -> None:
+    """Store what this process found: `error` (with the reason) when error is set, else `connected`."""
+    status = McpServer.ERROR if error else McpServer.CONNECTED
+    key = (status, error, tuple(tool.name for tool in tools) if tools is not None else None)
+    with _recorded_lock:
+        if _recorded.get(name) == key:
+            return
+        _recorded[name] = key
+    changes: dict[str, Any] = {"status": status, "error": error}
+    if tools is not None:
+        changes["tools"] = _dumped(tools)
+    McpServer.objects.filter(name=name).update(**changes)
+
+
+async def mcp_tool_call(*, user_id: Any, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    """Call any listed tool directly. Raises AppError 404 (unknown server or tool), 400 `invalid` (arguments
+    that do not fit its input schema), 502 `upstream_error` (an MCP server failed, timed out or went away).
+    """
+    found = await tool_find(user_id=user_id, server=server, tool=tool)
+    problem = validation_problem(found, arguments)
+    if problem:
+        raise AppError("invalid", f"arguments: {problem}", 400, {"arguments": [problem]})
+    if not isinstance(found, McpTool):
+        return await call_tool(found, arguments, ToolContext(user_id=user_id))
+    try:
+        async with asyncio.timeout(found.timeout):
+            return await found.call(arguments, ToolContext(user_id=user_id))
+    except TimeoutError:
+        raise AppError("upstream_error", f"The MCP server {server!r} did not answer within {found.timeout:g} s.",
+                       502, {"server": server}) from None

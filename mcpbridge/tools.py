@@ -1,0 +1,150 @@
+"""External MCP tools in the runtime's tool registry, and tool results to and from MCP's content blocks.
+
+`McpToolSource` (registered as the source "mcp") offers every stored server's tools as `<server>__<tool>`,
+connecting lazily in this process; a call goes back to that server through the connection manager. A
+failure to connect or a server that dies mid-call is recorded on the stored server (`status: error`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from agentsite.agent.tools import Tool, ToolContext, ToolResult, ToolSource
+from agentsite.errors import AppError
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from mcpbridge.client import ServerSpec
+
+# The mcp package (half a second to import) is imported on first use, not by every process that loads the
+# apps: manage.py commands, q2 workers that never call an MCP tool.
+
+logger = logging.getLogger(__name__)
+
+SOURCE_NAME = "mcp"
+SEPARATOR = "__"
+# Function names must match this at OpenAI (and most others); an MCP tool's own name may not.
+_FUNCTION_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_FUNCTION_NAME = 64
+
+# Set while this service serves MCP itself: it then offers its own tools only, never the external servers'
+# (two services connected to each other, or to themselves, would otherwise list each other's listings).
+_own_tools_only: contextvars.ContextVar[bool] = contextvars.ContextVar("mcpbridge_own_tools_only", default=False)
+
+
+@dataclass(frozen=True)
+class McpTool(Tool):
+    """A tool of an external MCP server: `name` is `<server>__<tool>`, `remote_name` the server's own name."""
+
+    server: str = ""
+    remote_name: str = ""
+
+
+def model_tool_name(server: str, tool: str) -> str:
+    return (server + SEPARATOR + _FUNCTION_NAME.sub("_", tool))[:_MAX_FUNCTION_NAME]
+
+
+class McpToolSource(ToolSource):
+    name = SOURCE_NAME
+
+    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        if _own_tools_only.get():
+            return []
+        from mcpbridge.client import manager
+        from mcpbridge.selectors import mcp_server_specs
+
+        specs = await sync_to_async(mcp_server_specs)()
+        stored = {spec.name for spec in specs}
+        if manager.names() - stored:  # removed (by another process) since this one connected them
+            await manager.run(lambda: manager.retain(stored))
+        listed = await asyncio.gather(*(server_tools(spec) for spec in specs))
+        return [tool for tools in listed for tool in tools]
+
+
+@contextlib.contextmanager
+def own_tools_only() -> Iterator[None]:
+    """Within this block (and the tasks started in it) the registry lists no external MCP tools."""
+    token = _own_tools_only.set(True)
+    try:
+        yield
+    finally:
+        _own_tools_only.reset(token)
+
+
+async def server_tools(spec: ServerSpec) -> list[McpTool]:
+    """The server's tools for a listing: none while it cannot be reached (a recent failure is not retried)."""
+    from mcpbridge.client import McpConnectError
+
+    try:
+        return [mcp_tool(spec, remote) for remote in await remote_tools(spec, retry_failed=False)]
+    except McpConnectError:
+        return []
+
+
+async def remote_tools(spec: ServerSpec, *, retry_failed: bool = True) -> list[types.Tool]:
+    """The server's own tool list, connecting first when this process has no live connection; the outcome is
+    recorded on the stored server. Raises McpConnectError.
+    """
+    from mcpbridge.client import McpConnectError, manager
+
+    async def ensure() -> list[types.Tool]:
+        return list((await manager.ensure(spec, retry_failed=retry_failed)).tools)
+
+    try:
+        tools = await manager.run(ensure)
+    except McpConnectError as exc:
+        await _record(spec, error=str(exc))
+        raise
+    await _record(spec, error="", tools=tools)
+    return tools
+
+
+async def _record(spec: ServerSpec, *, error: str, tools: list[types.Tool] | None = None) -> None:
+    from mcpbridge.services import mcp_server_status_record
+
+    await sync_to_async(mcp_server_status_record)(name=spec.name, error=error, tools=tools)
+
+
+def mcp_tool(spec: ServerSpec, remote: types.Tool) -> McpTool:
+    from mcpbridge.client import CALL_TIMEOUT_S
+
+    schema = remote.input_schema if isinstance(remote.input_schema, dict) else {"type": "object"}
+
+    async def call(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await call_remote(spec, remote.name, arguments)
+
+    return McpTool(name=model_tool_name(spec.name, remote.name), description=remote.description or remote.name,
+                   input_schema=schema, call=call, source=SOURCE_NAME,
+                   timeout=CALL_TIMEOUT_S + 5.0,  # the server's own limit answers first, with a clearer message
+                   server=spec.name, remote_name=remote.name)
+
+
+async def call_remote(spec: ServerSpec, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    """Call a tool of an external server. Raises AppError 502 `upstream_error` when the server fails (it is then
+    marked `error`); the registry turns that into an error result for the model, /api/mcp/call into a 502.
+    """
+    from mcpbridge.client import CALL_TIMEOUT_S, McpCallTimeout, McpConnectError, McpServerLost, manager
+    from mcpbridge.content import result_from_mcp
+
+    try:
+        result = await manager.run(lambda: manager.call(spec, tool, arguments, CALL_TIMEOUT_S))
+    except (McpConnectError, McpServerLost) as exc:
+        await _record(spec, error=str(exc))
+        raise upstream_error(spec, exc) from None
+    except McpCallTimeout as exc:
+        raise upstream_error(spec, exc) from None
+    return result_from_mcp(result)
+
+
+def upstream_error(spec: ServerSpec, exc: Exception) -> AppError:
+    return AppError("upstream_error", str(exc), 502, {"server": spec.name})

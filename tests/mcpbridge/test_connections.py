@@ -1,0 +1,123 @@
+"""The MCP client side in this process: lazy reconnects of stored servers, the agent loop, address policy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from agentsite.agent.config import AgentSettings
+from agentsite.agent.loop import run_agent
+from agentsite.agent.types import Message
+from mcpbridge import services
+from mcpbridge.client import manager
+from mcpbridge.models import McpServer
+from mcpbridge.services import transport_for_url
+from tests.fakes.llm import Call, Text, ToolCalls
+from tests.mcpbridge.conftest import TIME_SERVER
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def connections() -> Iterator[None]:
+    """Connections this process opens in the test are closed after it (their servers stopped)."""
+    yield
+    manager.run_sync(manager.disconnect_all, timeout=30)
+    services._recorded.clear()
+
+
+def error_code(response) -> str:
+    return response.json()["error"]["code"]
+
+
+def test_a_stored_server_is_connected_on_first_use_after_a_start(owner_client, connections):
+    McpServer.objects.create(name="time", transport="stdio", command=TIME_SERVER[0], args=TIME_SERVER[1:],
+                             status="error", error="stale from the last run")
+    assert manager.state("time") is None  # as after a restart: stored, never connected in this process
+
+    tools = owner_client.get("/api/mcp/tools").json()["tools"]
+
+    assert {"get_current_time", "convert_time"} <= {item["tool"]["name"] for item in tools if item["server"] == "time"}
+    listed = owner_client.get("/api/mcp/servers").json()["servers"]
+    assert [(server["name"], server["status"], server["error"], server["tools"]) for server in listed] == [
+        ("time", "connected", "", 2)]
+    assert McpServer.objects.get(name="time").status == "connected"
+
+
+def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_call_back(admin_client, fake_openai,
+                                                                                         connections):
+    connected = admin_client.post("/api/mcp/connect", {"name": "time", "command": TIME_SERVER[0],
+                                                       "args": TIME_SERVER[1:]}, format="json")
+    assert connected.status_code == 201, connected.content
+    fake_openai.script(ToolCalls([Call("time__get_current_time", {"timezone": "Asia/Tokyo"}, id="call_1")]),
+                       Text("It is evening in Tokyo."))
+    settings = AgentSettings(provider="openai", base_url=fake_openai.base_url, api_key="sk-fake", model="fake-model")
+
+    async def run() -> list:
+        return [event async for event in run_agent(messages=[Message("user", "What time is it in Tokyo?")],
+                                                   user_id=None, settings=settings)]
+
+    events = async_to_sync(run)()
+
+    kinds = [event.type for event in events]
+    assert kinds[:2] == ["tool_call", "tool_result"] and kinds[-1] == "done" and set(kinds[2:-1]) == {"delta"}
+    assert events[0].data == {"id": "call_1", "name": "time__get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
+    assert events[1].data["is_error"] is False and "Asia/Tokyo" in events[1].data["content"]
+    assert events[-1].data["content"] == "It is evening in Tokyo."
+    first, second = fake_openai.bodies()
+    offered = {tool["function"]["name"]: tool["function"] for tool in first["tools"]}
+    assert offered["time__get_current_time"]["parameters"]["required"] == ["timezone"]
+    assert {"web_fetch", "time__convert_time"} <= set(offered)
+    assert "Asia/Tokyo" in next(message["content"] for message in second["messages"] if message["role"] == "tool")
+
+
+def test_a_url_server_on_a_private_address_is_refused_while_private_fetches_are_off(admin_client, settings):
+    settings.AGENTSITE_ALLOW_PRIVATE_FETCH = False
+    response = admin_client.post("/api/mcp/connect", {"name": "inside", "url": "http://127.0.0.1:9/mcp"},
+                                 format="json")
+    assert response.status_code == 400
+    assert error_code(response) == "invalid" and "url" in response.json()["error"]["details"]
+    assert not McpServer.objects.exists()
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"name": "both", "command": "x", "url": "https://example.com/mcp"}, "command"),
+    ({"name": "neither"}, "command"),
+    ({"name": "bad__name", "command": "x"}, "name"),
+    ({"name": "web", "url": "https://example.com/mcp", "transport": "stdio"}, "transport"),
+])
+def test_a_connect_request_that_does_not_say_one_way_to_reach_a_server_answers_400(admin_client, body, field):
+    response = admin_client.post("/api/mcp/connect", body, format="json")
+    assert response.status_code == 400
+    assert error_code(response) == "invalid" and field in response.json()["error"]["details"]
+
+
+@pytest.mark.parametrize("name", ["builtin", "mcp"])
+def test_the_names_of_tool_sources_are_taken(admin_client, name):
+    response = admin_client.post("/api/mcp/connect", {"name": name, "command": "x"}, format="json")
+    assert response.status_code == 409
+    assert error_code(response) == "conflict"
+
+
+@pytest.mark.parametrize(("url", "transport"), [("https://example.com/mcp", "streamable-http"),
+                                                ("https://example.com/mcp/sse", "sse"),
+                                                ("https://example.com/sse/", "sse"),
+                                                ("https://example.com/", "streamable-http")])
+def test_the_transport_of_a_url_is_guessed_from_its_path(url, transport):
+    assert transport_for_url(url) == transport
+
+
+@pytest.mark.parametrize(("method", "path"), [("get", "/api/mcp/tools"), ("get", "/api/mcp/servers"),
+                                              ("post", "/api/mcp/call"), ("post", "/api/mcp/connect")])
+def test_the_mcp_api_answers_401_without_a_token(anon_client, method, path):
+    response = getattr(anon_client, method)(path, {}, format="json")
+    assert response.status_code == 401
+    assert error_code(response) == "not_authenticated"
+
+
+def test_the_openapi_schema_documents_the_mcp_endpoints(anon_client):
+    paths = anon_client.get("/api/schema", HTTP_ACCEPT="application/json").json()["paths"]
+    documented = {"/api/mcp/tools", "/api/mcp/servers", "/api/mcp/connect", "/api/mcp/disconnect", "/api/mcp/call"}
+    assert documented <= set(paths)

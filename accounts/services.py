@@ -80,11 +80,26 @@ def tokens_refresh(*, refresh: str) -> dict[str, str]:
     user = User.objects.filter(pk=old.get(settings.SIMPLE_JWT["USER_ID_CLAIM"]), is_active=True).first()
     if user is None or old.get(PASSWORD_CLAIM) != password_version(user):
         raise AppError("token_invalid", "The refresh token is no longer valid; log in again.", 401)
-    try:
-        old.blacklist()
-    except TokenError as exc:
-        raise AppError("token_invalid", "The refresh token was already used.", 401) from exc
+    _blacklist_once(old)
     return token_pair_for(user)
+
+
+def _blacklist_once(token: RefreshToken) -> None:
+    """Blacklist a refresh token, or raise 401 if another request already did: one token, one rotation."""
+    jti = token[settings.SIMPLE_JWT.get("JTI_CLAIM", "jti")]
+    try:
+        with transaction.atomic():
+            # The row lock serialises concurrent rotations of the same token; the unique blacklist row
+            # settles it even where the database does not lock (SQLite serialises writers anyway).
+            outstanding = OutstandingToken.objects.select_for_update().filter(jti=jti).first()
+            if outstanding is None:
+                token.outstand()  # issued before the blacklist app knew it
+                outstanding = OutstandingToken.objects.select_for_update().get(jti=jti)
+            if BlacklistedToken.objects.filter(token=outstanding).exists():
+                raise AppError("token_invalid", "The refresh token was already used.", 401)
+            BlacklistedToken.objects.create(token=outstanding)
+    except IntegrityError as exc:
+        raise AppError("token_invalid", "The refresh token was already used.", 401) from exc
 
 
 def tokens_logout(*, user: Any, refresh: str) -> None:

@@ -14,8 +14,13 @@ SECRETS_FILE = "config.json"
 
 def data_dir() -> Path:
     path = Path(os.environ.get("AGENTSITE_DATA_DIR", "./data")).expanduser().resolve()
+    # The database holds the provider key and refresh tokens: nothing the server writes is for other
+    # local users, so files are created 0600 and the directory is 0700.
+    os.umask(0o077)
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.stat().st_uid == os.getuid():
+            path.chmod(0o700)
     except OSError as exc:
         raise ImproperlyConfigured(f"AGENTSITE_DATA_DIR {path} cannot be created: {exc}") from exc
     return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -97,6 +98,8 @@ def drf_exception_handler(exc: Exception, context: dict) -> Response:
         return Response(envelope(exc.code, exc.message, exc.details), status=exc.status, headers=exc.headers)
     if isinstance(exc, Http404):
         return Response(envelope("not_found", "Not found."), status=404)
+    if isinstance(exc, SuspiciousOperation):  # too many fields, a malformed multipart body, ...
+        return Response(envelope("invalid", f"The request was refused: {exc}"), status=400)
     if isinstance(exc, drf.ValidationError):
         details = flatten_details(exc.detail)
         return Response(envelope("invalid", validation_message(details), details), status=400)

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 
 from agentsite.errors import AppError, app_error_response, code_for_status, error_response
@@ -62,6 +63,29 @@ class SecurityHeadersMiddleware(_DualMiddleware):
         return response
 
 
+class AdminLoginRateLimitMiddleware(_DualMiddleware):
+    """The admin login form shares the API login's per-IP attempt budget (another way to guess passwords)."""
+
+    def __call__(self, request: HttpRequest):
+        if request.method == "POST" and request.path.rstrip("/").endswith("/admin/login"):
+            from accounts.ratelimit import client_ip, login_attempt_check
+
+            try:
+                login_attempt_check(ip=client_ip(request))
+            except AppError as exc:
+                response = HttpResponse(f"{exc.message}\n", status=429, content_type="text/plain; charset=utf-8")
+                response["Retry-After"] = exc.headers.get("Retry-After", "60")
+                if self.is_async:
+                    async def refused():
+                        return response
+                    return refused()
+                return response
+        return super().__call__(request)
+
+    def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return response
+
+
 class ApiErrorEnvelopeMiddleware(_DualMiddleware):
     """Turns any non-JSON error under /api (Django's 404/405, an uncaught exception) into the envelope."""
 
@@ -81,6 +105,8 @@ class ApiErrorEnvelopeMiddleware(_DualMiddleware):
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if isinstance(exc, AppError):
             return app_error_response(exc)
+        if is_api_path(request.path) and isinstance(exc, SuspiciousOperation):
+            return error_response("invalid", f"The request was refused: {exc}", 400)
         if is_api_path(request.path):
             logger.exception("Unhandled error on %s %s", request.method, request.path)
             return error_response("internal_error", _REASONS[500], 500)

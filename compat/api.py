@@ -48,12 +48,19 @@ def _model_ids(settings: AgentSettings) -> list[str]:
 
 
 def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
+    # JSON only: a text/plain or form POST is what a foreign web page can send without a CORS preflight.
+    if request.content_type != "application/json":
+        raise OpenAIError(415, "Send the request as Content-Type: application/json.", code="unsupported_media_type")
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise OpenAIError(400, "The body is not valid JSON.") from exc
     if not isinstance(body, dict):
         raise OpenAIError(400, "The body must be a JSON object.")
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800): no upstream could encode it
+        raise OpenAIError(400, "The body holds text that is not valid Unicode (a lone surrogate).") from exc
     try:
         return schema.model_validate(body)
     except ValidationError as exc:
@@ -87,7 +94,7 @@ def _openai_view(handler):
 
 
 async def _models(request: HttpRequest) -> HttpResponse:
-    await sync_to_async(_caller)(request)
+    # Public whatever compat_auth says (API.md); a token will only add the caller's workflow models.
     settings = await sync_to_async(get_settings)()
     data = [{"id": model_id, "object": "model", "created": MODEL_CREATED, "owned_by": "agentsite"}
             for model_id in _model_ids(settings)]
@@ -162,7 +169,10 @@ async def _agent_events(messages, user, agent_settings: AgentSettings) -> AsyncI
     """The agent loop's events in the same pairs; its own tool calls stay inside the server."""
     from agentsite.agent.loop import run_agent
 
-    async for event in run_agent(messages=messages, user_id=getattr(user, "pk", None), settings=agent_settings):
+    # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
+    user_id = getattr(user, "pk", None)
+    async for event in run_agent(messages=messages, user_id=user_id, settings=agent_settings,
+                                 use_tools=user_id is not None):
         if event.type == "delta":
             yield "text", event.data.get("content", "")
         elif event.type == "done":
@@ -196,7 +206,8 @@ def _usage(usage: dict[str, int]) -> dict[str, int]:
 
 
 def _data(obj: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
+    # ensure_ascii: text from a model or tool may hold a lone surrogate, which UTF-8 cannot encode.
+    return f"data: {json.dumps(obj)}\n\n".encode()
 
 
 async def _chunks(events: AsyncIterator[tuple[str, Any]], *, cid: str, model: str,
@@ -225,6 +236,10 @@ async def _chunks(events: AsyncIterator[tuple[str, Any]], *, cid: str, model: st
         return
     except OpenAIError as exc:
         yield exc.sse()
+        return
+    except Exception:  # boundary: a started stream must end with an error chunk, never hang
+        logger.exception("The /v1 stream failed")
+        yield OpenAIError(500, "The server failed; the error was logged.", code="internal_error").sse()
         return
     yield _data(translate.chunk_object(cid=cid, created=created, model=model, delta={},
                                        finish_reason=translate.finish_reason_out(finish)))

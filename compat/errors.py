@@ -9,8 +9,8 @@ from django.http import JsonResponse
 from agentsite.errors import AppError
 
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-          404: "invalid_request_error", 413: "invalid_request_error", 422: "invalid_request_error",
-          429: "rate_limit_error"}
+          404: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
+          422: "invalid_request_error", 429: "rate_limit_error"}
 
 
 class OpenAIError(Exception):

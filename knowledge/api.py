@@ -8,12 +8,14 @@ from django.core.files.uploadedfile import UploadedFile
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.agent.config import get_settings
 from agentsite.errors import AppError
+from agentsite.validation import validated
 from knowledge import services
 from knowledge.selectors import chunk_search, context_build, document_list_for
 
@@ -89,6 +91,7 @@ class ContextOutputSerializer(serializers.Serializer):
 
 class DocumentListView(GenericAPIView):
     serializer_class = DocumentSerializer
+    parser_classes = [JSONParser, MultiPartParser]  # JSON text, or an uploaded file
 
     @extend_schema(responses={200: DocumentSerializer(many=True)})
     def get(self, request: Request) -> Response:
@@ -156,9 +159,8 @@ def _declared_type(upload: UploadedFile) -> str:
     return f"{upload.content_type or ''}; charset={charset}" if charset else upload.content_type or ""
 
 
+
 def _valid(serializer_class: type[serializers.Serializer], data) -> dict:
     if not hasattr(data, "get"):
         raise AppError("invalid", "Send a JSON object.", 400)
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
+    return validated(serializer_class, data)

@@ -159,6 +159,8 @@ def _prepare_chat(request: HttpRequest, pk):
 def _json_body(request: HttpRequest):
     if not request.body:
         return {}
+    if request.content_type != "application/json":
+        raise AppError("unsupported_media_type", "Send the body as Content-Type: application/json.", 415)
     try:
         body = json.loads(request.body)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -21,7 +21,23 @@ def to_agent_messages(stored: Iterable[ChatMessage], attachment_parts: dict[str,
             messages.append(Message("user", content))
         elif message.role == "assistant":
             messages.extend(_assistant_turn(message))
-    return messages
+    return _merge_user_runs(messages)
+
+
+def _merge_user_runs(messages: list[Message]) -> list[Message]:
+    """Join consecutive user messages (a turn whose client left before any reply): providers that
+    require alternating roles (Anthropic) would refuse the history otherwise."""
+    merged: list[Message] = []
+    for message in messages:
+        if merged and message.role == "user" and merged[-1].role == "user":
+            previous = merged[-1]
+            if previous.images or message.images:
+                merged[-1] = Message("user", [*previous.parts, TextPart("\n\n"), *message.parts])
+            else:
+                merged[-1] = Message("user", f"{previous.text}\n\n{message.text}")
+        else:
+            merged.append(message)
+    return merged
 
 
 def _assistant_turn(message: ChatMessage) -> list[Message]:

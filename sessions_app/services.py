@@ -37,3 +37,11 @@ def message_append(*, session: ChatSession, role: str, content: str, message_id:
                                          seq=(last or 0) + 1, **fields)
     ChatSession.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
     return message
+
+
+def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> ChatMessage | None:
+    """Store an assistant reply once; a second store of the same id keeps the first (None when gone)."""
+    existing = ChatMessage.objects.filter(pk=message_id).first()
+    if existing is not None:
+        return existing
+    return message_append(session=session, message_id=message_id, **fields)

@@ -21,7 +21,7 @@ from agentsite.agent.types import Message
 from agentsite.errors import AppError
 from sessions_app.history import TurnRecord
 from sessions_app.models import ChatSession
-from sessions_app.services import message_append
+from sessions_app.services import message_store_reply
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ _END = object()
 
 
 def sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    # ensure_ascii: text from a model or tool may hold a lone surrogate, which UTF-8 cannot encode.
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def keepalive_interval() -> float:
@@ -57,21 +58,21 @@ async def chat_events(*, session: ChatSession, owner: Any, messages: list[Messag
             event_type, data = event
             turn.record(event_type, data)
             if event_type == "done":
+                stored = True  # set first: a hang-up during the write must not store the reply twice
                 await _store(session, reply_id, turn, "complete")
-                stored = True
                 yield sse("done", {"message_id": str(reply_id), "content": turn.content,
                                    "finish_reason": turn.finish_reason or "stop", "usage": _usage(turn.usage),
                                    "sources": turn.sources})
                 break
             if event_type == "error":
-                await _store(session, reply_id, turn, "error")
                 stored = True
+                await _store(session, reply_id, turn, "error")
                 yield sse("error", {"code": data.get("code", "upstream_error"), "message": data.get("message", "")})
                 break
             yield sse(event_type, data)
         if not stored:  # the agent ended without done or error: treat as a failure, never lose the text
-            await _store(session, reply_id, turn, "error")
             stored = True
+            await _store(session, reply_id, turn, "error")
             yield sse("error", {"code": "internal_error", "message": "The agent stopped without an answer."})
     except (asyncio.CancelledError, GeneratorExit):
         producer.cancel()
@@ -80,6 +81,10 @@ async def chat_events(*, session: ChatSession, owner: Any, messages: list[Messag
             # cancellation cannot lose the write.
             await asyncio.shield(asyncio.ensure_future(_store(session, reply_id, turn, "interrupted")))
         raise
+    except Exception as exc:  # boundary: e.g. the session was deleted mid-stream; end with one error event
+        logger.exception("The chat stream failed")
+        code = "not_found" if isinstance(exc, ChatSession.DoesNotExist) else "internal_error"
+        yield sse("error", {"code": code, "message": "The reply could not be stored; the error was logged."})
     finally:
         producer.cancel()
 
@@ -107,7 +112,7 @@ def _usage(usage: dict[str, int]) -> dict[str, int]:
 
 
 async def _store(session: ChatSession, reply_id: uuid.UUID, turn: TurnRecord, status: str) -> None:
-    await sync_to_async(message_append)(
+    await sync_to_async(message_store_reply)(
         session=session, role="assistant", content=turn.content, message_id=reply_id, status=status,
         tool_calls=turn.tool_calls, sources=turn.sources, usage=_usage(turn.usage) if turn.usage else {},
         finish_reason=turn.finish_reason or ("interrupted" if status == "interrupted" else ""))

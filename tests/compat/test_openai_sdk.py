@@ -139,16 +139,60 @@ def test_content_part_arrays_with_images_reach_the_provider(client, fake_openai)
     assert image["image_url"]["url"] == f"data:image/png;base64,{PNG_1PX}"
 
 
-def test_model_agent_runs_the_agent_loop_with_its_tools(client, fake_openai, fake_web):
+@pytest.fixture
+def member_client(compat_server, fake_openai):
+    """A client whose API key is a dashboard token: the server knows who calls."""
+    server, headers = compat_server
+    token = headers["Authorization"].split(" ", 1)[1]
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=token, max_retries=0)
+
+
+def test_model_agent_runs_the_agent_loop_with_its_tools(member_client, fake_openai, fake_web):
     fake_web.page("/doc", "<html><body><p>Agents fetch pages.</p></body></html>")
     fake_openai.script(ToolCalls([Call("web_fetch", {"url": fake_web.url("/doc")})]), Text("Fetched it."))
-    completion = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "fetch"}])
+    completion = member_client.chat.completions.create(model="agent",
+                                                       messages=[{"role": "user", "content": "fetch"}])
     assert completion.choices[0].message.content == "Fetched it."
     assert completion.choices[0].message.tool_calls is None
     first = fake_openai.requests[-2].json()
     assert any(tool["function"]["name"] == "web_fetch" for tool in first["tools"])
     assert any(m["role"] == "tool" and "Agents fetch pages" in m["content"]
                for m in fake_openai.requests[-1].json()["messages"])
+
+
+def test_an_anonymous_agent_call_is_offered_no_tools(client, fake_openai):
+    fake_openai.script(Text("No tools for strangers."))
+    completion = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "hi"}])
+    assert completion.choices[0].message.content == "No tools for strangers."
+    assert not fake_openai.requests[-1].json().get("tools")
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+def test_a_non_json_body_is_refused_so_web_pages_cannot_post_without_preflight(compat_server, content_type):
+    server, _ = compat_server
+    response = requests.post(f"{server.base_url}/v1/chat/completions", headers={"Content-Type": content_type},
+                             data=json.dumps({"model": "agent", "messages": [{"role": "user", "content": "x"}]}),
+                             timeout=10)
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_a_lone_surrogate_in_streamed_text_still_ends_the_stream(compat_server, fake_openai):
+    server, _ = compat_server
+    fake_openai.script(Text("bad \ud800 text", pieces=["bad ", "\ud800", " text"]))
+    response = requests.post(f"{server.base_url}/v1/chat/completions", timeout=10, json={
+        "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 200
+    last = response.text.rstrip().rsplit("\n\n", 1)[-1]
+    assert last == "data: [DONE]" or json.loads(last[len("data: "):])["error"]["code"], last
+
+
+def test_a_lone_surrogate_in_the_request_is_a_400(compat_server):
+    server, _ = compat_server
+    response = requests.post(f"{server.base_url}/v1/chat/completions", timeout=10, json={
+        "model": "fake-model", "messages": [{"role": "user", "content": "\ud800"}]})
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_embeddings_are_the_knowledge_bases_256_d_vectors(client):
@@ -215,8 +259,9 @@ def test_token_mode_requires_a_dashboard_token(compat_server, fake_openai):
                    timeout=10).raise_for_status()
     try:
         anonymous = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="placeholder", max_retries=0)
+        assert [model.id for model in anonymous.models.list()]  # the model list stays public (API.md)
         with pytest.raises(openai.AuthenticationError):
-            anonymous.models.list()
+            anonymous.embeddings.create(model="hash-256", input="x")
         with pytest.raises(openai.AuthenticationError):
             anonymous.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "x"}])
         token = headers["Authorization"].split(" ", 1)[1]

@@ -201,3 +201,47 @@ def test_behind_a_trusted_proxy_the_forwarded_client_is_counted(proxied_server):
     other = requests.post(url, json={"username": "a", "password": "b"}, headers={"X-Forwarded-For": "10.2.2.2"},
                           timeout=5)
     assert other.status_code == 401
+
+
+def test_a_refresh_token_rotates_once_even_under_concurrent_requests(server):
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    refresh = server.login()["refresh"]
+    barrier = Barrier(8)
+
+    def rotate(_):
+        barrier.wait()
+        return requests.post(f"{server.base_url}/api/auth/refresh", json={"refresh": refresh}, timeout=15).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(rotate, range(8)))
+    assert statuses.count(200) == 1, statuses
+    assert set(statuses) == {200, 401}
+
+
+@pytest.mark.parametrize("path", ["/api/sessions", "/api/config"])
+def test_a_form_body_is_refused_as_415_not_a_500(server, path):
+    token = server.login()["token"]
+    form = "&".join(f"f{i}=1" for i in range(1100))
+    response = requests.post(f"{server.base_url}{path}", data=form, timeout=10, headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/x-www-form-urlencoded"})
+    assert response.status_code in (405, 415), response.text
+    if response.status_code == 415:
+        _assert_envelope(response, 415, "unsupported_media_type")
+
+
+def test_the_admin_login_form_shares_the_login_rate_limit(limited_server):
+    session = requests.Session()
+    url = f"{limited_server.base_url}/admin/login/"
+    statuses = []
+    for _ in range(11):
+        page = session.get(url, timeout=5)
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        statuses.append(session.post(url, timeout=5, headers={"Referer": url}, data={
+            "csrfmiddlewaretoken": csrf, "username": "admin", "password": "wrong-guess"}).status_code)
+    assert statuses[:10] == [200] * 10
+    assert statuses[10] == 429
+    api = requests.post(f"{limited_server.base_url}/api/auth/login", timeout=5,
+                        json={"username": "admin", "password": limited_server.admin_password})
+    assert api.status_code == 429

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -103,6 +104,22 @@ def test_serve_stops_daphne_and_the_cluster_and_leaves_no_process(tmp_path, sign
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_serve_ignores_x_forwarded_for_and_keeps_the_data_dir_private():
+    server = LiveServer().start()
+    try:
+        url = f"{server.base_url}/api/auth/login"
+        statuses = [requests.post(url, json={"username": "admin", "password": "wrong"}, timeout=5,
+                                  headers={"X-Forwarded-For": f"10.0.{i}.1"}).status_code for i in range(11)]
+        assert statuses == [401] * 10 + [429]
+        assert stat.S_IMODE(server.data_dir.stat().st_mode) == 0o700
+        for name in ("db.sqlite3", "config.json", "initial_admin.txt"):
+            path = server.data_dir / name
+            if path.exists():
+                assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, f"{name} is readable by others"
+    finally:
         server.stop()
 
 

@@ -113,3 +113,22 @@ def test_chat_only_accepts_post(owner_client, owner):
     response = owner_client.get(f"/api/sessions/{session.pk}/chat")
     assert response.status_code == 405
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_user_turn_left_without_a_reply_is_merged_with_the_next_one(owner):
+    from sessions_app.history import to_agent_messages
+
+    session = ChatSession.objects.create(owner=owner)
+    message_append(session=session, role="user", content="first, then the client left")
+    message_append(session=session, role="user", content="second try")
+    messages = to_agent_messages(ChatMessage.objects.filter(session=session))
+    assert [(m.role, m.content) for m in messages] == [("user", "first, then the client left\n\nsecond try")]
+
+
+def test_a_form_encoded_chat_body_is_415(owner_client, owner):
+    session = ChatSession.objects.create(owner=owner)
+    response = owner_client.post(f"/api/sessions/{session.pk}/chat", "message=hi",
+                                 content_type="application/x-www-form-urlencoded")
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    assert not ChatMessage.objects.filter(session=session).exists()

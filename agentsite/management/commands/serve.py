@@ -43,8 +43,10 @@ class Command(BaseCommand):
             children["qcluster"] = subprocess.Popen([*manage, "qcluster"], env=env, start_new_session=True)
         self.stdout.write(f"agentsite: starting daphne on {host}:{port} ...")
         children["daphne"] = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "--proxy-headers",
-             "agentsite.asgi:application"], env=env, start_new_session=True)
+            # No --proxy-headers: daphne would take REMOTE_ADDR from the client's own X-Forwarded-For.
+            # accounts.ratelimit.client_ip reads that header, and only behind AGENTSITE_TRUSTED_PROXIES.
+            [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "agentsite.asgi:application"],
+            env=env, start_new_session=True)
         return children
 
     def _supervise(self, children: dict[str, subprocess.Popen]) -> None:
@@ -71,9 +73,12 @@ class Command(BaseCommand):
 
 
 def _stop_all(children: dict[str, subprocess.Popen]) -> None:
-    # Each child leads its own process group (start_new_session), so its workers go with it.
+    # SIGTERM to each main process only: the q2 cluster stops its own workers in about a second, while a
+    # signal to its whole group makes its sentinel wait on workers that are already gone. Each child leads
+    # its own process group (start_new_session), so whatever is left of it is killed afterwards.
     for proc in children.values():
-        _signal_group(proc, signal.SIGTERM)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
     for proc in children.values():
         try:

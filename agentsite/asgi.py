@@ -11,7 +11,8 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 # collectstatic step; a production deployment may put a CDN or nginx in front instead.
 django_app = ASGIStaticFilesHandler(get_asgi_application())
 
-from agentsite.asgi_limits import LimitsMiddleware  # noqa: E402
+from agentsite.asgi_limits import LimitsMiddleware, install_daphne_body_limit  # noqa: E402
 from agentsite.routing import build_application  # noqa: E402
 
 application = LimitsMiddleware(build_application(django_app))
+install_daphne_body_limit()  # under daphne: refuse an over-size body while it arrives, not after

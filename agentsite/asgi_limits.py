@@ -1,7 +1,8 @@
 """ASGI wrapper in front of every app (Django, MCP): body size limit and security headers.
 
-It sits outside Django so that it also covers the mounted MCP apps, and so a chunked body is
-cut off while it streams in, before anything buffers 10 MB of it.
+It sits outside Django so that it also covers the mounted MCP apps. Under daphne the body is
+refused even earlier, while it arrives (install_daphne_body_limit below), because Twisted would
+otherwise store all of it before the app sees any.
 """
 
 from __future__ import annotations
@@ -90,3 +91,64 @@ def _content_length(scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+# --- inside daphne ----------------------------------------------------------------------------------
+# Twisted buffers a whole request body (to a temp file when large) before daphne hands the request to
+# the ASGI app, so the wrapper above only sees a body after it was stored. These hooks refuse it while
+# it arrives: the 413 goes out at once, the rest is discarded (not stored), and a client that goes on
+# sending past DISCARD_CAP is cut off.
+DISCARD_CAP = 64 * 1024 * 1024
+
+
+def install_daphne_body_limit(limit: int | None = None) -> bool:
+    """Patch daphne's request class once; returns False when daphne is not installed."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:
+        return False
+    if getattr(WebRequest, "_agentsite_body_limit", None) is not None:
+        return True
+    WebRequest._agentsite_body_limit = limit or settings.MAX_BODY_BYTES
+    original_got_length = WebRequest.gotLength
+    original_chunk = WebRequest.handleContentChunk
+    original_process = WebRequest.process
+
+    def got_length(self, length):
+        self._agentsite_received = 0
+        self._agentsite_refused = False
+        original_got_length(self, length)
+        if length is not None and length > self._agentsite_body_limit:
+            _refuse_in_daphne(self)
+
+    def handle_content_chunk(self, data):
+        self._agentsite_received = getattr(self, "_agentsite_received", 0) + len(data)
+        if getattr(self, "_agentsite_refused", False):
+            if self._agentsite_received > self._agentsite_body_limit + DISCARD_CAP:
+                self.channel.transport.abortConnection()
+            return
+        if self._agentsite_received > self._agentsite_body_limit:
+            _refuse_in_daphne(self)
+            return
+        original_chunk(self, data)
+
+    def process(self):
+        if getattr(self, "_agentsite_refused", False):
+            self.channel.transport.loseConnection()
+            return None
+        return original_process(self)
+
+    WebRequest.gotLength = got_length
+    WebRequest.handleContentChunk = handle_content_chunk
+    WebRequest.process = process
+    return True
+
+
+def _refuse_in_daphne(request) -> None:
+    request._agentsite_refused = True
+    path = (getattr(request.channel, "_path", b"") or b"").decode("latin-1").split("?", 1)[0]
+    body = _too_large_body(path)
+    head = [b"HTTP/1.1 413 Payload Too Large", b"Content-Type: application/json",
+            b"Content-Length: " + str(len(body)).encode(), b"Connection: close"]
+    head += [name.title() + b": " + value for name, value in _HEADER_PAIRS]
+    request.channel.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)

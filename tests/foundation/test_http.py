@@ -245,3 +245,42 @@ def test_the_admin_login_form_shares_the_login_rate_limit(limited_server):
     api = requests.post(f"{limited_server.base_url}/api/auth/login", timeout=5,
                         json={"username": "admin", "password": limited_server.admin_password})
     assert api.status_code == 429
+
+
+def _raw_request(server, head: bytes, body_pieces, read_timeout: float = 3.0) -> bytes:
+    """Send a request piece by piece on a raw socket and return what the server answered so far."""
+    import socket
+    import time as _time
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=read_timeout) as sock:
+        sock.sendall(head)
+        for piece in body_pieces:
+            sock.sendall(piece)
+        deadline = _time.monotonic() + read_timeout
+        answer = b""
+        while _time.monotonic() < deadline and b"\r\n\r\n" not in answer:
+            try:
+                data = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not data:
+                break
+            answer += data
+        return answer
+
+
+def test_a_huge_declared_body_is_refused_before_it_is_sent(server):
+    head = (b"POST /api/auth/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 524288000\r\n\r\n")
+    answer = _raw_request(server, head, [b"{" * 1024])
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b'"payload_too_large"' in answer or b"payload_too_large" in answer
+
+
+def test_an_endless_chunked_body_is_refused_while_it_arrives(server):
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+    megabyte = b"%x\r\n" % (1024 * 1024) + b"z" * (1024 * 1024) + b"\r\n"
+    answer = _raw_request(server, head, [megabyte] * 11)  # no final chunk: the upload never ends
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"invalid_request_error" in answer  # /v1 answers in the OpenAI shape

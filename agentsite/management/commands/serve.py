@@ -38,6 +38,9 @@ class Command(BaseCommand):
             [sys.executable, "-m", "django"]
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
                                                                       "agentsite.settings")}
+        # One BLAS thread: knowledge-base search is a matrix-vector product that a second thread slows
+        # down, erratically, whenever the other core is busy (bench/RESULTS.md). The operator may override.
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
         if not no_cluster:
             self.stdout.write("agentsite: starting the django-q2 cluster ...")
             children["qcluster"] = subprocess.Popen([*manage, "qcluster"], env=env, start_new_session=True)

@@ -28,26 +28,21 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a whole number (got {raw!r}).") from exc
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name} must be at least {minimum} (got {value}).")
-    return value
+    return _env_number(name, default, int, "a whole number", minimum)
 
 
 def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    return _env_number(name, default, float, "a number", minimum)
+
+
+def _env_number(name: str, default, parse, kind: str, minimum):
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"{name} must be a number (got {raw!r}).") from exc
+        raise ImproperlyConfigured(f"{name} must be {kind} (got {raw!r}).") from exc
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum} (got {value}).")
     return value

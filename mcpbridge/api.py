@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
+from agentsite.validation import validated
 from mcpbridge import selectors, services
 from mcpbridge.models import SERVER_NAME_PATTERN, McpServer
 
@@ -135,9 +136,8 @@ class ConnectView(APIView):
     @extend_schema(request=ConnectInputSerializer, responses={201: ServerSerializer},
                    summary="Connect an MCP server (stdio command or URL) and store it")
     def post(self, request: Request) -> Response:
-        serializer = ConnectInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        server = services.mcp_server_connect(**serializer.validated_data)
+        data = validated(ConnectInputSerializer, request.data)
+        server = services.mcp_server_connect(**data)
         overview = selectors.ServerOverview(server, server.status, server.error, len(server.tools))
         return Response(ServerSerializer(_server_data(overview)).data, status=status.HTTP_201_CREATED)
 
@@ -148,9 +148,8 @@ class DisconnectView(APIView):
     @extend_schema(request=NameSerializer, responses={200: DisconnectedSerializer},
                    summary="Disconnect an MCP server (its process is stopped) and forget it")
     def post(self, request: Request) -> Response:
-        serializer = NameSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        name = serializer.validated_data["name"]
+        data = validated(NameSerializer, request.data)
+        name = data["name"]
         services.mcp_server_disconnect(name=name)
         return Response(DisconnectedSerializer({"name": name, "status": "disconnected"}).data)
 
@@ -159,9 +158,7 @@ class CallView(APIView):
     @extend_schema(request=CallInputSerializer, responses={200: CallOutputSerializer},
                    summary="Call any listed tool directly")
     def post(self, request: Request) -> Response:
-        serializer = CallInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(CallInputSerializer, request.data)
         result = async_to_sync(services.mcp_tool_call)(user_id=request.user.pk, server=data["server"],
                                                        tool=data["tool"], arguments=data["arguments"])
         return Response(CallOutputSerializer({"content": result.content, "is_error": result.is_error}).data)

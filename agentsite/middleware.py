@@ -112,3 +112,55 @@ class ApiErrorEnvelopeMiddleware(_DualMiddleware):
             return error_response("internal_error", _REASONS[500], 500)
         return None
 
+
+
+def is_token_path(path: str) -> bool:
+    """Paths whose callers authenticate with a bearer token and never use a browser session."""
+    return is_api_path(path) or path == "/v1" or path.startswith("/v1/")
+
+
+class BrowserOnlyMiddleware:
+    """Sessions, CSRF, auth, messages and the rest of Django's browser stack, for the pages that use
+    them (Django admin); /api and /v1 skip them.
+
+    Those middlewares are sync: on an async view each of their hooks is a crossing to a worker thread,
+    which cost about 4 ms per API request (bench/RESULTS.md). Django registers process_view only
+    on top-level middleware, so CSRF's is forwarded from here, for browser paths only.
+    """
+
+    sync_capable = True
+    async_capable = True
+    CHAIN = [
+        "django.middleware.security.SecurityMiddleware",
+        "django.contrib.sessions.middleware.SessionMiddleware",
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.auth.middleware.AuthenticationMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+        "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    ]
+
+    def __init__(self, get_response: Callable):
+        from django.utils.module_loading import import_string
+
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        handler = get_response
+        for path in reversed(self.CHAIN):
+            instance = import_string(path)(handler)
+            if path.endswith("CsrfViewMiddleware"):
+                self._csrf = instance
+            handler = instance
+        self.browser = handler
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        return (self.get_response if is_token_path(request.path) else self.browser)(request)
+
+    async def process_view(self, request: HttpRequest, view, args, kwargs):
+        # Async so that Django calls it on the event loop: a sync hook would cost a thread crossing on
+        # every request. CSRF's check reads the cookie and the already-read body; it does no I/O.
+        if is_token_path(request.path):
+            return None
+        return self._csrf.process_view(request, view, args, kwargs)

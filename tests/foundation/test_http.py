@@ -284,3 +284,18 @@ def test_an_endless_chunked_body_is_refused_while_it_arrives(server):
     answer = _raw_request(server, head, [megabyte] * 11)  # no final chunk: the upload never ends
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b"invalid_request_error" in answer  # /v1 answers in the OpenAI shape
+
+
+def test_the_admin_login_form_still_requires_its_csrf_token(server):
+    response = requests.post(f"{server.base_url}/admin/login/", timeout=5,
+                             data={"username": "admin", "password": server.admin_password})
+    assert response.status_code == 403
+    assert "CSRF" in response.text
+
+
+def test_api_responses_set_no_session_or_csrf_cookies(server):
+    token = server.login()["token"]
+    response = requests.get(f"{server.base_url}/api/auth/me", headers={"Authorization": f"Bearer {token}"},
+                            timeout=5)
+    assert response.status_code == 200
+    assert not response.cookies

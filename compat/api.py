@@ -124,8 +124,14 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
     else:
         from agentsite.agent.providers import get_provider
 
+        provider = get_provider(settings)
         chat_request = translate.to_chat_request(body, provider_model)
-        events = _provider_events(get_provider(settings), chat_request)
+        if not body.stream:  # a plain JSON request upstream: cheaper than folding a stream
+            reply = await provider.complete(chat_request)
+            return JsonResponse(translate.completion_object(
+                cid=cid, model=body.model, text=reply.text, tool_calls=reply.tool_calls,
+                finish_reason=translate.finish_reason_out(reply.finish_reason), usage=reply.usage.as_dict()))
+        events = _provider_events(provider, chat_request)
     if body.stream:
         # Wait for the first event before answering 200, so an upstream that refuses the connection
         # is a proper 502 the SDK can see, not an error chunk after a success status.

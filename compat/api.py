@@ -19,6 +19,7 @@ from accounts.selectors import config_get
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.types import ChatRequest, Finish, TextDelta, ToolCall, ToolCallEvent, Usage
 from agentsite.errors import AppError
+from agentsite.validation import json_object_body
 from compat import translate
 from compat.errors import OpenAIError
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest
@@ -48,15 +49,7 @@ def _model_ids(settings: AgentSettings) -> list[str]:
 
 
 def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
-    # JSON only: a text/plain or form POST is what a foreign web page can send without a CORS preflight.
-    if request.content_type != "application/json":
-        raise OpenAIError(415, "Send the request as Content-Type: application/json.", code="unsupported_media_type")
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise OpenAIError(400, "The body is not valid JSON.") from exc
-    if not isinstance(body, dict):
-        raise OpenAIError(400, "The body must be a JSON object.")
+    body = json_object_body(request)  # its AppErrors (415, 400) leave in the OpenAI shape via _openai_view
     try:
         json.dumps(body, ensure_ascii=False).encode()
     except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800): no upstream could encode it

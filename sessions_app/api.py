@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -17,7 +15,7 @@ from rest_framework.views import APIView
 from accounts.authentication import user_from_bearer_header
 from agentsite.agent.config import get_settings
 from agentsite.errors import AppError, app_error_response, error_response
-from agentsite.validation import validated
+from agentsite.validation import json_object_body, validated
 from sessions_app import selectors, services
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
@@ -140,7 +138,7 @@ def _prepare_chat(request: HttpRequest, pk):
     """Authenticate, validate, store the user message, and build the agent's input (sync: DB)."""
     user = user_from_bearer_header(request.headers.get("Authorization"))
     session = selectors.session_get_for(owner=user, session_id=pk)
-    data = validated(ChatInputSerializer, _json_body(request))
+    data = validated(ChatInputSerializer, json_object_body(request))
     if len(data["message"]) > MAX_MESSAGE_CHARS:
         raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
                        {"message": [f"{len(data['message'])} characters; the limit is {MAX_MESSAGE_CHARS}."]})
@@ -154,18 +152,4 @@ def _prepare_chat(request: HttpRequest, pk):
     current = ChatMessage(role="user", content=data["message"], attachments=upload_ids)
     messages = to_agent_messages([*history, current], parts)
     return session, user, messages, agent_settings
-
-
-def _json_body(request: HttpRequest):
-    if not request.body:
-        return {}
-    if request.content_type != "application/json":
-        raise AppError("unsupported_media_type", "Send the body as Content-Type: application/json.", 415)
-    try:
-        body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AppError("invalid", "The body is not valid JSON.", 400) from exc
-    if not isinstance(body, dict):
-        raise AppError("invalid", "The body must be a JSON object.", 400)
-    return body
 

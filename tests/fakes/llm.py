@@ -125,6 +125,28 @@ class FakeLLMServer(FakeServer):
         return None
 
     def render(self, reply: Reply, request: RecordedRequest, body: dict[str, Any]) -> FakeResponse:
+        """The reply in this wire format: the error, raw and drop cases here, the rest by the subclass."""
+        if isinstance(reply, Error):
+            return FakeResponse.json(self.error_body(reply), reply.status)
+        if isinstance(reply, Raw):
+            return _raw(reply)
+        if isinstance(reply, Drop):
+            return FakeResponse(drop=True)
+        stream = bool(body.get("stream"))
+        if isinstance(reply, Hang) and not stream:
+            return FakeResponse(delay=math.inf)
+        if not stream:
+            return FakeResponse.json(self.whole(reply, body))
+        return self._stream(reply, body)
+
+    def error_body(self, reply: Error) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def whole(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        """The non-streaming reply body."""
+        raise NotImplementedError
+
+    def _stream(self, reply: Reply, body: dict[str, Any]) -> FakeResponse:
         raise NotImplementedError
 
     def new_id(self, prefix: str) -> str:
@@ -177,20 +199,11 @@ class FakeOpenAI(FakeLLMServer):
                 return f"messages[{index}]: unknown role {role!r}"
         return None
 
-    def render(self, reply: Reply, request: RecordedRequest, body: dict[str, Any]) -> FakeResponse:
-        if isinstance(reply, Error):
-            return FakeResponse.json({"error": {"message": reply.message, "type": reply.type, "param": None,
-                                                "code": None}}, reply.status)
-        if isinstance(reply, Raw):
-            return _raw(reply)
-        if isinstance(reply, Drop):
-            return FakeResponse(drop=True)
-        stream = bool(body.get("stream"))
-        if isinstance(reply, Hang) and not stream:
-            return FakeResponse(delay=math.inf)
-        if not stream:
-            return FakeResponse.json(self._completion(reply, body))
-        return self._stream(reply, body)
+    def error_body(self, reply: Error) -> dict[str, Any]:
+        return {"error": {"message": reply.message, "type": reply.type, "param": None, "code": None}}
+
+    def whole(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        return self._completion(reply, body)
 
     def _envelope(self, body: dict[str, Any], obj: str) -> dict[str, Any]:
         return {"id": self.new_id("chatcmpl-fake"), "object": obj, "created": int(time.time()),
@@ -305,20 +318,11 @@ class FakeAnthropic(FakeLLMServer):
                         "blocks: each must have a corresponding tool_use block in the previous message")
         return None
 
-    def render(self, reply: Reply, request: RecordedRequest, body: dict[str, Any]) -> FakeResponse:
-        if isinstance(reply, Error):
-            return FakeResponse.json({"type": "error", "error": {"type": reply.type, "message": reply.message}},
-                                     reply.status)
-        if isinstance(reply, Raw):
-            return _raw(reply)
-        if isinstance(reply, Drop):
-            return FakeResponse(drop=True)
-        stream = bool(body.get("stream"))
-        if isinstance(reply, Hang) and not stream:
-            return FakeResponse(delay=math.inf)
-        if not stream:
-            return FakeResponse.json(self._message(reply, body))
-        return self._stream(reply, body)
+    def error_body(self, reply: Error) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": reply.type, "message": reply.message}}
+
+    def whole(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+        return self._message(reply, body)
 
     def _message(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         content: list[dict[str, Any]] = []

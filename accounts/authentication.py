@@ -17,6 +17,20 @@ class JWTAuthentication(_SimpleJWTAuthentication):
         return user
 
 
+def bearer_token(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme case-insensitive), or None."""
+    scheme, _, raw = (header or "").partition(" ")
+    token = raw.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def user_for_bearer(header: str | None):
+    """The active user of an `Authorization: Bearer <jwt>` header, or None (no header, another scheme, a bad
+    token). Sync: it reads the database."""
+    token = bearer_token(header)
+    return user_for_token(token) if token else None
+
+
 def user_for_token(raw: str):
     """The active user a raw access token belongs to, or None (for non-DRF doors: /v1, /mcp)."""
     auth = JWTAuthentication()
@@ -34,8 +48,7 @@ def user_from_bearer_header(header: str | None):
     if not header:
         raise AppError("not_authenticated", "Send Authorization: Bearer <token> (POST /api/auth/login).", 401,
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})
-    scheme, _, raw = header.partition(" ")
-    user = user_for_token(raw.strip()) if scheme.lower() == "bearer" and raw.strip() else None
+    user = user_for_bearer(header)
     if user is None or not user.is_active:
         raise AppError("token_invalid", "The token is invalid or expired; log in again.", 401,
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from accounts.authentication import user_for_token
+from accounts.authentication import user_for_bearer
 from accounts.selectors import config_get
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.types import ChatRequest, Finish, TextDelta, ToolCall, ToolCallEvent, Usage
@@ -33,9 +33,7 @@ MODEL_CREATED = 1767225600  # 2026-01-01: a fixed date, so the model list is sta
 
 def _caller(request: HttpRequest) -> Any:
     """The dashboard user behind the API key, or None; in `token` mode a valid JWT is required."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, raw = header.partition(" ")
-    user = user_for_token(raw.strip()) if scheme.lower() == "bearer" and raw.strip() else None
+    user = user_for_bearer(request.headers.get("Authorization"))
     if config_get().compat_auth == "token" and user is None:
         raise OpenAIError(401, "This server requires a dashboard token as the API key (compat_auth is 'token').",
                           code="invalid_api_key")

@@ -186,14 +186,13 @@ def _cors_allowed(origin: str) -> bool:
 
 async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:
     """(user id, None), or (None, (code, message)) for the 401."""
-    header = _header(scope, b"authorization") or ""
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        return None, ("not_authenticated", "Send Authorization: Bearer <access token> (from /api/auth/login).")
-    from accounts.authentication import user_for_token
+    from accounts.authentication import bearer_token, user_for_token
 
+    token = bearer_token(_header(scope, b"authorization"))
+    if token is None:
+        return None, ("not_authenticated", "Send Authorization: Bearer <access token> (from /api/auth/login).")
     async with django_db_scope():
-        user = await sync_to_async(user_for_token)(raw.strip())
+        user = await sync_to_async(user_for_token)(token)
     if user is None:
         return None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
     return user.pk, None

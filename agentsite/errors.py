@@ -33,6 +33,36 @@ def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> 
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+# /v1 speaks OpenAI's error shape (API.md), so that SDKs raise the matching exception class.
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                 404: "invalid_request_error", 405: "invalid_request_error", 409: "invalid_request_error",
+                 413: "invalid_request_error", 415: "invalid_request_error", 422: "invalid_request_error",
+                 429: "rate_limit_error"}
+
+
+def is_openai_path(path: str) -> bool:
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def openai_envelope(code: str | None, message: str, status: int, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": _OPENAI_TYPES.get(status, "api_error"), "param": param,
+                      "code": code}}
+
+
+def openai_param(exc: AppError) -> str | None:
+    """The request field a 400 names (its first detail key), for OpenAI's `param`."""
+    return next(iter(exc.details), None) if exc.status == 400 and exc.details else None
+
+
+def envelope_for(path: str, code: str, message: str, status: int,
+                 details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The error body a client of this path expects: OpenAI's shape under /v1, the /api envelope elsewhere."""
+    if is_openai_path(path):
+        param = next(iter(details), None) if status == 400 and details else None
+        return openai_envelope(code, message, status, param)
+    return envelope(code, message, details)
+
+
 def error_response(code: str, message: str, status: int, details: dict | None = None,
                    headers: dict[str, str] | None = None) -> JsonResponse:
     response = JsonResponse(envelope(code, message, details), status=status)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.conf import settings as django_settings
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -13,15 +17,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import user_from_bearer_header
-from agentsite.agent.config import get_settings
+from agentsite.agent.loop import AgentEvent
 from agentsite.errors import AppError, app_error_response, error_response
+from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.validation import json_object_body, validated
 from sessions_app import selectors, services
-from sessions_app.attachments import attachments_resolve
-from sessions_app.history import to_agent_messages
-from sessions_app.models import ChatMessage
+from sessions_app.turns import turn_start
 
-MAX_MESSAGE_CHARS = 32_000
+logger = logging.getLogger(__name__)
 
 
 class SessionSerializer(serializers.Serializer):
@@ -111,22 +114,19 @@ class ChatSchemaView(APIView):
 
 @csrf_exempt
 async def chat(request: HttpRequest, pk) -> HttpResponse:
+    """POST /api/sessions/:id/chat: everything that can fail with a status fails before the stream starts."""
     if request.method != "POST":
         response = error_response("method_not_allowed", "Use POST.", 405)
         response["Allow"] = "POST, OPTIONS"
         return response
     try:
-        prepared = await sync_to_async(_prepare_chat)(request, pk)
+        user = await sync_to_async(user_from_bearer_header)(request.headers.get("Authorization"))
+        data = validated(ChatInputSerializer, json_object_body(request))
+        turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
+                                overrides={"model": data["model"]} if data.get("model") else None)
     except AppError as exc:
         return app_error_response(exc)
-    session, user, messages, agent_settings = prepared
-    from sessions_app.stream import chat_events
-
-    response = StreamingHttpResponse(chat_events(session=session, owner=user, messages=messages,
-                                                 agent_settings=agent_settings), content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return sse_response(chat_stream(turn.events()))
 
 
 # drf-spectacular documents a route through its view's `cls`: point it at ChatSchemaView.
@@ -134,22 +134,15 @@ chat.cls = ChatSchemaView
 chat.initkwargs = {}
 
 
-def _prepare_chat(request: HttpRequest, pk):
-    """Authenticate, validate, store the user message, and build the agent's input (sync: DB)."""
-    user = user_from_bearer_header(request.headers.get("Authorization"))
-    session = selectors.session_get_for(owner=user, session_id=pk)
-    data = validated(ChatInputSerializer, json_object_body(request))
-    if len(data["message"]) > MAX_MESSAGE_CHARS:
-        raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
-                       {"message": [f"{len(data['message'])} characters; the limit is {MAX_MESSAGE_CHARS}."]})
-    upload_ids = [str(upload_id) for upload_id in data["attachments"]]
-    parts = attachments_resolve(owner=user, upload_ids=upload_ids)
-    history = list(selectors.message_list_for(session=session))
-    services.message_append(session=session, role="user", content=data["message"], attachments=upload_ids)
-    agent_settings = get_settings()
-    if data.get("model"):
-        agent_settings = agent_settings.with_overrides(model=data["model"])
-    current = ChatMessage(role="user", content=data["message"], attachments=upload_ids)
-    messages = to_agent_messages([*history, current], parts)
-    return session, user, messages, agent_settings
+async def chat_stream(events: AsyncIterator[AgentEvent]) -> AsyncIterator[bytes]:
+    """The turn's events as SSE, with a keep-alive comment whenever the agent is silent for a while."""
+    try:
+        async for event in with_keepalive(events, keepalive_interval()):
+            yield KEEPALIVE if event is None else sse_event(event.data, event.type)
+    except Exception:  # a boundary: a started stream ends with one error event, never a broken connection
+        logger.exception("The chat stream failed")
+        yield sse_event({"code": "internal_error", "message": "The reply failed; the error was logged."}, "error")
 
+
+def keepalive_interval() -> float:
+    return float(getattr(django_settings, "AGENTSITE_SSE_KEEPALIVE_S", 10.0))

@@ -1,4 +1,4 @@
-"""Stored messages -> the runtime's provider-neutral messages, and the turn's record back."""
+"""Stored messages -> the runtime's provider-neutral messages (the history an agent turn is given)."""
 
 from __future__ import annotations
 
@@ -59,35 +59,3 @@ def _assistant_turn(message: ChatMessage) -> list[Message]:
 def _result_text(result: dict[str, Any]) -> str:
     content = result.get("content")
     return content if isinstance(content, str) else str(content or "")
-
-
-class TurnRecord:
-    """What one assistant turn produced so far: enough to store it complete, interrupted or failed."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.tool_calls: list[dict[str, Any]] = []
-        self.sources: list[dict[str, Any]] = []
-        self.usage: dict[str, int] = {}
-        self.finish_reason = ""
-
-    @property
-    def content(self) -> str:
-        return "".join(self.text)
-
-    def record(self, event_type: str, data: dict[str, Any]) -> None:
-        if event_type == "delta":
-            self.text.append(data.get("content", ""))
-        elif event_type == "tool_call":
-            self.tool_calls.append({"id": data.get("id"), "name": data.get("name"),
-                                    "arguments": data.get("arguments"), "result": None})
-        elif event_type == "tool_result":
-            for call in self.tool_calls:
-                if call["id"] == data.get("id"):
-                    call["result"] = {"content": data.get("content"), "is_error": bool(data.get("is_error"))}
-        elif event_type == "done":
-            if data.get("content") is not None:
-                self.text = [data["content"]]
-            self.sources = list(data.get("sources") or [])
-            self.usage = dict(data.get("usage") or {})
-            self.finish_reason = data.get("finish_reason") or ""

@@ -8,7 +8,6 @@ name, content, is_error}`, then `done {content, finish_reason, usage, sources}` 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -42,7 +41,9 @@ CONTEXT_TIMEOUT = 15.0
 
 class Transcript:
     """What one run has produced so far: the new messages (assistant turns with their tool calls, tool
-    results, the final answer), all streamed text, the summed usage and the context sources.
+    results, the final answer), all streamed text, each tool result as it arrived, the summed usage, the
+    context sources and, once it finished, the finish reason. It is the one record of a run: a caller that
+    stores a turn (however it ended) reads it, and may pass its own in to keep a handle on it.
     """
 
     def __init__(self) -> None:
@@ -50,19 +51,32 @@ class Transcript:
         self.text_parts: list[str] = []
         self.usage = Usage()
         self.sources: list[dict[str, Any]] = []
+        self.finish_reason = ""
+        self.results: dict[str, ToolResult] = {}  # by call id, as each call finishes
+        self.streaming_calls: list[ToolCall] = []  # announced in the round now streaming, not yet in messages
 
     @property
     def text(self) -> str:
         return "".join(self.text_parts)
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """Every call announced so far with its result (None while unfinished), as a stored turn keeps them:
+        `{id, name, arguments, result: {content, is_error} | None}`."""
+        calls = [call for message in self.messages for call in message.tool_calls] + self.streaming_calls
+        return [{"id": call.id, "name": call.name, "arguments": call.arguments,
+                 "result": _result_record(self.results.get(call.id))} for call in calls]
+
+
+def _result_record(result: ToolResult | None) -> dict[str, Any] | None:
+    return None if result is None else {"content": result.text, "is_error": result.is_error}
 
 
 @dataclass
 class AgentEvent:
     """One stream event. `data` is exactly what the chat stream sends; the rest is for the caller only.
 
-    `messages` and `partial` read the run's transcript at the time they are read: on `done` and `error` they
-    are the new messages to store and the text streamed so far. A caller interrupted mid-stream can read
-    them from the last event it received to store the partial reply.
+    `transcript` is the run's record, read at the time it is read: on `done` and `error` it holds the new
+    messages to store and the text streamed so far.
     """
 
     type: str  # delta | tool_call | tool_result | done | error
@@ -78,25 +92,22 @@ class AgentEvent:
     def partial(self) -> str:
         return self.transcript.text if self.transcript else ""
 
-    def sse(self) -> str:
-        return f"event: {self.type}\ndata: {json.dumps(self.data, ensure_ascii=False)}\n\n"
-
 
 def model_settings(settings: AgentSettings) -> ModelSettings:
     return ModelSettings(model=settings.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
 
 
 async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSettings | None = None,
-                    use_tools: bool = True, max_rounds: int = MAX_ROUNDS,
-                    provider: Provider | None = None) -> AsyncIterator[AgentEvent]:
+                    use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
+                    transcript: Transcript | None = None) -> AsyncIterator[AgentEvent]:
     """Run the agent on a conversation (oldest first, the latest user message last) and stream its events.
 
     At most `max_rounds` rounds run tools; then the model is asked once more with tool_choice "none" for
     a final answer. Never raises (but CancelledError): failures end the stream with one `error` event.
-    `provider` overrides the one the settings name.
+    `provider` overrides the one the settings name; `transcript` (a new one) is filled as the run goes.
     """
     settings = settings or await sync_to_async(get_settings)()
-    run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider)
+    run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript())
     async with aclosing(run.events()) as events:
         async for event in events:
             yield event
@@ -104,14 +115,14 @@ async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSet
 
 class _AgentRun:
     def __init__(self, messages: list[Message], user_id: Any, settings: AgentSettings, use_tools: bool,
-                 max_rounds: int, provider: Provider | None):
+                 max_rounds: int, provider: Provider | None, transcript: Transcript):
         self.messages = messages
         self.ctx = ToolContext(user_id)
         self.settings = settings
         self.use_tools = use_tools
         self.max_rounds = max(0, max_rounds)
         self.provider = provider
-        self.transcript = Transcript()
+        self.transcript = transcript
 
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
@@ -142,6 +153,7 @@ class _AgentRun:
             async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as events:
                 async for event in events:
                     yield event
+            self.transcript.streaming_calls = []
             if not turn.calls or last:
                 yield self._finish(turn)
                 return
@@ -163,6 +175,7 @@ class _AgentRun:
                     turn.calls.append(item.call)
                     if announce_calls:
                         call = item.call
+                        self.transcript.streaming_calls.append(call)
                         yield self.event("tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments})
                 elif isinstance(item, Usage):
                     self.transcript.usage += item
@@ -179,6 +192,7 @@ class _AgentRun:
         # Calls the model still asks for after the last round are not run; the reply is stored without them,
         # as a provider rejects history with tool calls that have no results.
         reason = "max_rounds" if turn.calls else turn.finish_reason
+        self.transcript.finish_reason = reason
         self.transcript.messages.append(Message("assistant", turn.text))
         return self.event("done", {"content": self.transcript.text, "finish_reason": reason,
                                    "usage": self.transcript.usage.as_dict(), "sources": self.transcript.sources})
@@ -190,7 +204,7 @@ class _AgentRun:
         try:
             for finished in asyncio.as_completed(tasks):
                 call, result = await finished
-                results[call.id] = result
+                results[call.id] = self.transcript.results[call.id] = result
                 yield self.event("tool_result", {"id": call.id, "name": call.name, "content": result.text,
                                                  "is_error": result.is_error}, result)
         finally:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+# The longest message the agent takes, in characters (API.md: the chat endpoint and any /v1 message).
+MAX_MESSAGE_CHARS = 32_000
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.DOTALL)
 
@@ -66,6 +70,23 @@ class ToolCall:
     arguments: dict[str, Any]
     # Set when the model's arguments were not a JSON object: the call is answered with a tool error.
     arguments_error: str | None = None
+
+    @classmethod
+    def parsed(cls, call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:
+        """A call whose arguments arrive as JSON text (or already decoded). Arguments that are not a JSON
+        object (invalid JSON, an array, a number) give `{}` with `arguments_error` saying why; nothing else
+        is guessed, whichever side (a provider, a /v1 client's history) sent them. Empty text is `{}`.
+        """
+        if isinstance(raw, dict):
+            return cls(call_id, name, raw)
+        text = raw or ""
+        try:
+            arguments = json.loads(text) if text.strip() else {}
+        except ValueError as exc:
+            return cls(call_id, name, {}, arguments_error=f"The arguments were not valid JSON ({exc}): {text!r}")
+        if not isinstance(arguments, dict):
+            return cls(call_id, name, {}, arguments_error=f"The arguments must be a JSON object, not {text!r}")
+        return cls(call_id, name, arguments)
 
 
 @dataclass

@@ -264,10 +264,9 @@ async def test_without_settings_the_loop_reads_them_from_the_registered_loader(f
     assert fake_openai.bodies()[0]["messages"][0]["content"] == "From the loader."
 
 
-async def test_an_event_renders_as_a_server_sent_event():
+def test_an_event_without_a_transcript_has_no_messages_and_no_partial_text():
     event = AgentEvent("delta", {"content": "héllo"})
 
-    assert event.sse() == 'event: delta\ndata: {"content": "héllo"}\n\n'
     assert event.messages == [] and event.partial == ""
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -189,7 +188,7 @@ class _StreamState:
         if block is None:
             return []
         self.called = True
-        return [ToolCallEvent(_tool_call(block["id"], block["name"], "".join(block["json"])))]
+        return [ToolCallEvent(ToolCall.parsed(block["id"], block["name"], "".join(block["json"])))]
 
     def _on_message_delta(self, event: _Event) -> None:
         if event.delta and event.delta.stop_reason:
@@ -205,16 +204,6 @@ class _StreamState:
             raise self.upstream.error("the stream ended before the reply was complete.")
         usage = Usage(self.prompt_tokens, self.completion_tokens)
         return [usage, Finish(_finish_reason(self.stop_reason, [None] if self.called else []))]
-
-
-def _tool_call(call_id: str, name: str, raw: str) -> ToolCall:
-    try:
-        arguments = json.loads(raw) if raw.strip() else {}
-    except ValueError as exc:
-        return ToolCall(call_id, name, {}, arguments_error=f"The arguments were not valid JSON ({exc}): {raw!r}")
-    if not isinstance(arguments, dict):
-        return ToolCall(call_id, name, {}, arguments_error=f"The arguments must be a JSON object, not {raw!r}")
-    return ToolCall(call_id, name, arguments)
 
 
 def _finish_reason(stop_reason: str | None, calls: list[Any]) -> str:

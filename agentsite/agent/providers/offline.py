@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -87,14 +86,10 @@ def _tool_answer(request: ChatRequest, name: str, raw: str) -> _Answer:
     if name not in offered or request.tool_choice == "none":
         available = ", ".join(offered) if offered and request.tool_choice != "none" else "none"
         return _Answer(f"The tool {name} is not available here (tools available: {available}).")
-    try:
-        arguments = json.loads(raw) if raw else {}
-    except ValueError as exc:
-        return _Answer(f"The arguments after /tool {name} must be a JSON object ({exc}).")
-    if not isinstance(arguments, dict):
-        return _Answer(f"The arguments after /tool {name} must be a JSON object.")
     seed = f"{len(request.messages)}:{name}:{raw}".encode()
-    call = ToolCall(f"call_{hashlib.sha256(seed).hexdigest()[:16]}", name, arguments)
+    call = ToolCall.parsed(f"call_{hashlib.sha256(seed).hexdigest()[:16]}", name, raw)
+    if call.arguments_error:  # explained rather than run: the stand-in's user typed the JSON by hand
+        return _Answer(f"The arguments after /tool {name} must be a JSON object. {call.arguments_error}")
     return _Answer(f"Running the tool {name}.", call)
 
 

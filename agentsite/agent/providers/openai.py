@@ -211,16 +211,7 @@ class _StreamState:
 
 
 def _parse_call(call_id: str | None, name: str, arguments: str | dict[str, Any] | None) -> ToolCall:
-    call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
-    if isinstance(arguments, dict):
-        return ToolCall(call_id, name, arguments)
-    try:
-        parsed = json.loads(arguments) if arguments and arguments.strip() else {}
-    except ValueError as exc:
-        return ToolCall(call_id, name, {}, arguments_error=f"The arguments were not valid JSON ({exc}): {arguments!r}")
-    if not isinstance(parsed, dict):
-        return ToolCall(call_id, name, {}, arguments_error=f"The arguments must be a JSON object, not {arguments!r}")
-    return ToolCall(call_id, name, parsed)
+    return ToolCall.parsed(call_id or f"call_{uuid.uuid4().hex[:24]}", name, arguments)
 
 
 def _reply_text(content: str | list[dict[str, Any]] | None) -> str:

@@ -1,0 +1,146 @@
+"""The agent-turn service: one turn of the agent in a chat session, from the user's message to the stored reply.
+
+`turn_start` does everything that can fail with an HTTP status (the session, the message, the attachments)
+and stores the user message; nothing has been streamed yet. `ChatTurn.events()` then runs the agent and
+stores the assistant turn once, however it ends:
+
+- `complete`: the agent finished (`done`);
+- `error`: the agent ended with an `error` event (an upstream failure mid-stream); what had streamed is kept;
+- `interrupted`: the consumer stopped before the end (a client hang-up, a time limit); what had been
+  generated is kept, and the upstream request has been closed.
+
+The chat stream and scheduled prompts that name a session both call this; code that runs the agent with
+no session (/v1's `agent` model, a workflow's `llm` node) calls `agentsite.agent.loop.run_agent` itself,
+with the same `AgentEvent` and `Transcript` types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.loop import AgentEvent, Transcript, run_agent
+from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
+from agentsite.errors import AppError
+from sessions_app import selectors, services
+from sessions_app.attachments import attachments_resolve
+from sessions_app.history import to_agent_messages
+from sessions_app.models import ChatSession
+
+logger = logging.getLogger(__name__)
+
+
+class ChatTurn:
+    """A turn whose user message is stored. Iterate `events()` once; `status` says how the reply was stored
+    (None until it was) and `transcript` holds what the agent produced."""
+
+    def __init__(self, *, session: ChatSession, owner_id: Any, messages: list[Message], settings: AgentSettings,
+                 user_message_id: uuid.UUID):
+        self.session = session
+        self.owner_id = owner_id
+        self.messages = messages
+        self.settings = settings
+        self.user_message_id = user_message_id
+        self.reply_id = uuid.uuid4()
+        self.transcript = Transcript()
+        self.status: str | None = None
+
+    def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
+        return AgentEvent(kind, data, self.transcript)
+
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        """`start {message_id, session_id}`, the agent's events, then `done` (with `message_id`) or `error`.
+
+        Never raises but CancelledError; closing or cancelling it stores the reply as `interrupted`.
+        """
+        yield self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})
+        try:
+            async with aclosing(run_agent(messages=self.messages, user_id=self.owner_id, settings=self.settings,
+                                          transcript=self.transcript)) as run:
+                async for event in run:
+                    if event.type not in ("done", "error"):
+                        yield event
+                        continue
+                    stored = await self._store("complete" if event.type == "done" else "error")
+                    if not stored:
+                        yield self._session_gone()
+                    elif event.type == "done":
+                        yield self.event("done", {"message_id": str(self.reply_id), **event.data})
+                    else:
+                        yield event
+                    return
+            # The loop ended without done or error (a bug): never lose what streamed.
+            await self._store("error")
+            yield self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})
+        finally:
+            if self.status is None:  # closed or cancelled before the turn ended
+                try:
+                    await self._store("interrupted")
+                except Exception:  # logged by _log_failure; the close or cancellation in flight goes on
+                    pass
+
+    def _session_gone(self) -> AgentEvent:
+        return self.event("error", {"code": "not_found", "message": "The session was deleted during the reply."})
+
+    async def _store(self, status: str) -> bool:
+        """Store the reply with this status; False when the session was deleted meanwhile (nothing stored)."""
+        # Marked first, so that a hang-up during the write cannot store the reply a second time; shielded,
+        # so that the write finishes even when this task is cancelled meanwhile (the cancellation still
+        # reaches the caller, and is never replaced by another exception).
+        self.status = status
+        transcript = self.transcript
+        usage = transcript.usage.as_dict() if transcript.usage.total_tokens else {}
+        write = asyncio.ensure_future(sync_to_async(services.message_store_reply)(
+            session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text, status=status,
+            tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
+            finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else "")))
+        write.add_done_callback(_log_failure)
+        try:
+            await asyncio.shield(write)
+        except ChatSession.DoesNotExist:
+            return False
+        return True
+
+
+def _log_failure(write: asyncio.Future) -> None:
+    # Read here, so that a write whose caller was cancelled meanwhile does not fail unnoticed.
+    if write.cancelled():
+        return
+    error = write.exception()
+    if isinstance(error, ChatSession.DoesNotExist):
+        logger.info("A reply was not stored: its session was deleted during the turn")
+    elif error is not None:
+        logger.error("Storing a reply failed", exc_info=error)
+
+
+async def turn_start(*, owner: Any, session_id: Any, message: str, attachments: list[str] | None = None,
+                     overrides: dict[str, Any] | None = None) -> ChatTurn:
+    """Check the turn, store the user message, and return the turn ready to run.
+
+    Raises AppError 404 `not_found` (another user's or a missing session), 400 `message_too_long`, and what
+    the attachment resolver raises for an upload id that is not the owner's.
+    """
+    return await sync_to_async(_turn_prepare)(owner=owner, session_id=session_id, message=message,
+                                              upload_ids=[str(upload) for upload in attachments or []],
+                                              overrides=overrides or {})
+
+
+def _turn_prepare(*, owner: Any, session_id: Any, message: str, upload_ids: list[str],
+                  overrides: dict[str, Any]) -> ChatTurn:
+    session = selectors.session_get_for(owner=owner, session_id=session_id)
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
+                       {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
+    parts = attachments_resolve(owner=owner, upload_ids=upload_ids)
+    history = list(selectors.message_list_for(session=session))
+    user_message = services.message_append(session=session, role="user", content=message, attachments=upload_ids)
+    settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
+    return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
+                    settings=settings, user_message_id=user_message.pk)

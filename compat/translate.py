@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from agentsite.agent.types import (
+    MAX_MESSAGE_CHARS,
     ChatRequest,
     ContentPart,
     ImagePart,
@@ -17,24 +18,34 @@ from agentsite.agent.types import (
     ToolCall,
     ToolSpec,
 )
-from compat.errors import OpenAIError
+from agentsite.errors import AppError
 from compat.schemas import ChatCompletionRequest, ChatMessageIn, ContentPartImage
 
 
+def invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
+    """A 400 naming the request field (OpenAI's `param`)."""
+    return AppError(code, message, 400, {param: [message]})
+
+
 def to_messages(request: ChatCompletionRequest) -> list[Message]:
+    """The request's messages in the runtime's types. Raises AppError 400 (`message_too_long`, a bad part)."""
     return [_message(index, message) for index, message in enumerate(request.messages)]
 
 
 def _message(index: int, message: ChatMessageIn) -> Message:
     role = "system" if message.role == "developer" else message.role
     content = _content(index, message.content)
+    length = len(content) if isinstance(content, str) else sum(len(part.text) for part in content
+                                                                 if isinstance(part, TextPart))
+    if length > MAX_MESSAGE_CHARS:
+        raise invalid(f"messages[{index}].content", f"A message may be at most {MAX_MESSAGE_CHARS} characters "
+                      f"(this one has {length}).", code="message_too_long")
     if role == "assistant" and message.tool_calls:
-        calls = [ToolCall(call.id, call.function.name, _arguments(index, call.function.arguments))
-                 for call in message.tool_calls]
+        calls = [ToolCall.parsed(call.id, call.function.name, call.function.arguments) for call in message.tool_calls]
         return Message("assistant", content, tool_calls=calls)
     if role == "tool":
         if not message.tool_call_id:
-            raise OpenAIError(400, "A tool message needs tool_call_id.", param=f"messages[{index}].tool_call_id")
+            raise invalid(f"messages[{index}].tool_call_id", "A tool message needs tool_call_id.")
         return Message("tool", content if isinstance(content, str) else "".join(
             part.text for part in content if isinstance(part, TextPart)), tool_call_id=message.tool_call_id,
             name=message.name)
@@ -50,29 +61,20 @@ def _content(index: int, content) -> str | list[ContentPart]:
             try:
                 parts.append(ImagePart.from_data_url(part.image_url.url))
             except ValueError as exc:
-                raise OpenAIError(400, f"{exc} Remote image URLs are not fetched; send a data URL.",
-                                  param=f"messages[{index}].content[{part_index}].image_url.url") from exc
+                raise invalid(f"messages[{index}].content[{part_index}].image_url.url",
+                              f"{exc} Remote image URLs are not fetched; send a data URL.") from exc
         else:
             parts.append(TextPart(part.text))
     return parts
 
 
-def _arguments(index: int, raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw or "{}")
-    except ValueError as exc:
-        raise OpenAIError(400, "Tool call arguments must be a JSON object string.",
-                          param=f"messages[{index}].tool_calls") from exc
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def to_chat_request(request: ChatCompletionRequest, model: str) -> ChatRequest:
+def to_chat_request(request: ChatCompletionRequest, model: str, messages: list[Message]) -> ChatRequest:
     stop = [request.stop] if isinstance(request.stop, str) else request.stop
     tools = [ToolSpec(tool.function.name, tool.function.description, tool.function.parameters)
              for tool in request.tools or []]
     settings = ModelSettings(model=model, temperature=request.temperature,
                              max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop)
-    return ChatRequest(messages=to_messages(request), tools=tools, settings=settings, tool_choice=request.tool_choice)
+    return ChatRequest(messages=messages, tools=tools, settings=settings, tool_choice=request.tool_choice)
 
 
 def completion_id() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
@@ -54,3 +55,21 @@ def poll(check: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"within {timeout} s: {what}")
         time.sleep(0.02)
+
+
+def read_then_hang_up(response: requests.Response, *, deltas: int, is_delta: Callable[[str, Any], bool]) -> int:
+    """Read SSE events until `deltas` of them are deltas, then close the connection; returns the count read."""
+    seen = 0
+    with response:
+        for name, data in sse_events(response):
+            if is_delta(name, data):
+                seen += 1
+                if seen == deltas:
+                    break
+    return seen
+
+
+def in_parallel(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run work(0..count-1) on `count` threads at once and return the results in order."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(work, range(count)))

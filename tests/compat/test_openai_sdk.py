@@ -272,3 +272,34 @@ def test_token_mode_requires_a_dashboard_token(compat_server, fake_openai):
     finally:
         requests.patch(f"{server.base_url}/api/config", json={"compat_auth": "public"}, headers=headers,
                        timeout=10).raise_for_status()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model", ["fake-model", "agent"])
+def test_a_message_over_32000_characters_is_message_too_long_and_nothing_goes_upstream(client, fake_openai, stream,
+                                                                                        model):
+    parts = [{"type": "text", "text": "x" * 20_000}, {"type": "text", "text": "y" * 13_000}]
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": parts}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=model, stream=stream, messages=messages)
+    assert caught.value.code == "message_too_long"
+    assert caught.value.body["param"] == "messages[1].content"
+    assert fake_openai.requests == []
+
+
+def test_a_message_of_exactly_32000_characters_is_accepted(client, fake_openai):
+    fake_openai.script(Text("fine"))
+    completion = client.chat.completions.create(model="fake-model",
+                                                messages=[{"role": "user", "content": "z" * 32_000}])
+    assert completion.choices[0].message.content == "fine"
+
+
+def test_history_tool_arguments_that_are_not_an_object_are_passed_on_as_an_empty_object(client, fake_openai):
+    fake_openai.script(Text("ok"))
+    client.chat.completions.create(model="fake-model", messages=[
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1, 2]"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"}])
+    sent = fake_openai.requests[-1].json()["messages"][1]
+    assert sent["tool_calls"][0]["function"]["arguments"] == "{}"

@@ -227,7 +227,9 @@ class FakeServer:
             self.hangups += 1
             return False
         finally:
+            # Awaited, not just cancelled: the next request's read must not start while this one still waits.
             eof.cancel()
+            await asyncio.gather(eof, return_exceptions=True)
 
     async def _send_chunks(self, response: FakeResponse, eof: asyncio.Future, writer: asyncio.StreamWriter) -> bool:
         for chunk in response.chunks or []:

@@ -1,0 +1,178 @@
+"""The /v1 engine: which model a request names, the runtime stream behind it, and that stream as OpenAI objects.
+
+A request for the configured provider's model is translated and passed through (the client's own tools
+included); a request for `agent` runs the agent loop, whose own tool calls stay inside the server. Either
+way the engine works on the runtime's provider-neutral stream events (TextDelta, ToolCallEvent, Usage,
+Finish) and renders them as a chat.completion object or as chat.completion.chunk events. The views in
+`compat.api` parse, authenticate and call these; nothing here reads a request.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentsite.agent.config import AgentSettings
+from agentsite.agent.providers import collect, default_model, get_provider
+from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.errors import AppError, openai_envelope, openai_param
+from agentsite.sse import sse_event
+from compat import translate
+from compat.schemas import ChatCompletionRequest, EmbeddingRequest
+
+logger = logging.getLogger(__name__)
+
+AGENT_MODEL = "agent"
+EMBEDDING_MODEL = "hash-256"
+MODEL_CREATED = 1767225600  # 2026-01-01: a fixed date, so the model list is stable between calls
+MAX_EMBEDDING_INPUTS = 2048
+
+
+def model_ids(settings: AgentSettings) -> list[str]:
+    """The models /v1 serves: the provider's, the agent, and the embedding model."""
+    return [settings.model or default_model(settings.provider), AGENT_MODEL, EMBEDDING_MODEL]
+
+
+def model_list(settings: AgentSettings) -> dict[str, Any]:
+    data = [{"id": model_id, "object": "model", "created": MODEL_CREATED, "owned_by": "agentsite"}
+            for model_id in model_ids(settings)]
+    return {"object": "list", "data": data}
+
+
+class Completion:
+    """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`."""
+
+    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: Any):
+        provider_model = model_ids(settings)[0]
+        if body.model not in (provider_model, AGENT_MODEL):
+            raise AppError("model_not_found", f"The model {body.model!r} does not exist; GET /v1/models lists the "
+                           "models.", 404)
+        self.body = body
+        self.settings = settings
+        self.user = user
+        self.provider_model = provider_model
+        self.cid = translate.completion_id()
+        self.messages = translate.to_messages(body)  # raises AppError 400 before anything is sent upstream
+
+    @property
+    def is_agent(self) -> bool:
+        return self.body.model == AGENT_MODEL
+
+    def events(self) -> AsyncIterator[StreamEvent]:
+        if self.is_agent:
+            return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
+        request = translate.to_chat_request(self.body, self.provider_model, self.messages)
+        return get_provider(self.settings).stream(request)
+
+    async def result(self) -> dict[str, Any]:
+        """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
+        a stream."""
+        if self.is_agent:
+            reply = await collect(self.events())
+        else:
+            request = translate.to_chat_request(self.body, self.provider_model, self.messages)
+            reply = await get_provider(self.settings).complete(request)
+        return translate.completion_object(cid=self.cid, model=self.body.model, text=reply.text,
+                                           tool_calls=reply.tool_calls,
+                                           finish_reason=translate.finish_reason_out(reply.finish_reason),
+                                           usage=reply.usage.as_dict())
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The stream's SSE bytes, started: the upstream's first event has arrived (or it failed, and the
+        AppError is raised here), so an upstream that refuses the connection is a proper 502, not an error
+        chunk after a success status."""
+        events = self.events()
+        try:
+            first: StreamEvent | None = await anext(events)
+        except StopAsyncIteration:
+            first = None
+        return _chunks(_chained(first, events), cid=self.cid, model=self.body.model,
+                       include_usage=bool(self.body.stream_options and self.body.stream_options.include_usage))
+
+
+async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Any,
+                       settings: AgentSettings) -> AsyncIterator[StreamEvent]:
+    """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
+    as the AppError it reports (502 unless it says otherwise)."""
+    from agentsite.agent.loop import run_agent
+
+    overrides = {key: value for key, value in (("temperature", body.temperature),
+                 ("max_tokens", body.max_completion_tokens or body.max_tokens)) if value is not None}
+    user_id = getattr(user, "pk", None)
+    # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
+    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None,
+                                 settings=settings.with_overrides(**overrides) if overrides else settings):
+        if event.type == "delta":
+            yield TextDelta(event.data.get("content", ""))
+        elif event.type == "done" and event.transcript is not None:
+            yield event.transcript.usage
+            yield Finish(event.transcript.finish_reason or "stop")
+        elif event.type == "error":
+            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+
+
+async def _chained(first: StreamEvent | None, rest: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    if first is not None:
+        yield first
+    async for event in rest:
+        yield event
+
+
+async def _chunks(events: AsyncIterator[StreamEvent], *, cid: str, model: str,
+                  include_usage: bool) -> AsyncIterator[bytes]:
+    """chat.completion.chunk events, then [DONE]. A client hang-up cancels this and, with it, the upstream."""
+    created = int(time.time())
+
+    def chunk(**fields: Any) -> bytes:
+        return sse_event(translate.chunk_object(cid=cid, created=created, model=model, **fields))
+
+    yield chunk(delta={"role": "assistant", "content": ""})
+    usage = Usage()
+    finish = "stop"
+    tool_index = 0
+    try:
+        async for event in events:
+            if isinstance(event, TextDelta) and event.text:
+                yield chunk(delta={"content": event.text})
+            elif isinstance(event, ToolCallEvent):
+                yield chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]})
+                tool_index += 1
+            elif isinstance(event, Usage):
+                usage = event
+            elif isinstance(event, Finish):
+                finish = event.reason
+    except AppError as exc:  # a started stream ends with an error chunk, which SDKs raise as an APIError
+        yield sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
+        return
+    except Exception:  # a boundary: never a hanging or broken stream
+        logger.exception("The /v1 stream failed")
+        yield sse_event(openai_envelope("internal_error", "The server failed; the error was logged.", 500))
+        return
+    yield chunk(delta={}, finish_reason=translate.finish_reason_out(finish))
+    if include_usage:
+        yield chunk(usage=usage.as_dict())
+    yield sse_event("[DONE]")
+
+
+def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
+    """The knowledge base's own vectors for the inputs. Raises AppError 404 `model_not_found`, 400 `invalid`."""
+    from knowledge.embedding import embed_many, tokenize
+
+    if body.model != EMBEDDING_MODEL:
+        raise AppError("model_not_found", f"The embedding model {body.model!r} does not exist; use "
+                       f"{EMBEDDING_MODEL!r}.", 404)
+    texts = [body.input] if isinstance(body.input, str) else list(body.input)
+    if not texts or len(texts) > MAX_EMBEDDING_INPUTS:
+        raise AppError("invalid", f"input must hold 1 to {MAX_EMBEDDING_INPUTS} strings.", 400,
+                       {"input": [f"Give 1 to {MAX_EMBEDDING_INPUTS} strings."]})
+    data = []
+    for index, vector in enumerate(embed_many(texts)):
+        embedding: Any = (base64.b64encode(vector.astype("<f4").tobytes()).decode()
+                          if body.encoding_format == "base64" else [float(x) for x in vector])
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    tokens = sum(len(tokenize(text)) for text in texts)
+    return {"object": "list", "data": data, "model": EMBEDDING_MODEL,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}

@@ -1,0 +1,107 @@
+"""The agent-turn service (sessions_app.turns) without HTTP, as the chat view and the scheduler use it."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agentsite.errors import AppError
+from sessions_app.models import ChatMessage
+from sessions_app.services import session_create
+from sessions_app.turns import turn_start
+from tests.fakes.llm import Call, Hang, StreamError, Text, ToolCalls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def upstream(fake_openai) -> dict:
+    return {"provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-x", "model": "m",
+            "request_timeout": 5.0, "kb_enabled": False}
+
+
+async def stored(session) -> list[tuple[str, str, str]]:
+    rows = await sync_to_async(list)(ChatMessage.objects.filter(session=session).order_by("seq"))
+    return [(row.role, row.content, row.status) for row in rows]
+
+
+async def test_a_turn_stores_the_user_message_before_any_event_and_the_reply_complete(owner, fake_openai):
+    session = await sync_to_async(session_create)(owner=owner, name="t")
+    fake_openai.script(Text("Hello there.", usage=(4, 2)))
+
+    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
+    assert await stored(session) == [("user", "hi", "complete")]
+    events = [event async for event in turn.events()]
+
+    assert [event.type for event in events][0] == "start" and events[-1].type == "done"
+    assert events[-1].data["message_id"] == str(turn.reply_id) == events[0].data["message_id"]
+    assert events[-1].data["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    assert turn.status == "complete" and turn.transcript.text == "Hello there."
+    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "Hello there.", "complete")]
+    reply = await sync_to_async(ChatMessage.objects.get)(pk=turn.reply_id)
+    assert reply.usage == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    assert reply.finish_reason == "stop"
+
+
+async def test_a_turn_closed_mid_reply_is_stored_interrupted_and_hangs_up_on_the_upstream(owner, fake_openai):
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Hang(text="partial "))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai))
+    events = turn.events()
+    assert (await anext(events)).type == "start"
+    assert (await anext(events)).data == {"content": "partial "}
+
+    await events.aclose()
+
+    await fake_openai.wait_for_hangups(1, timeout=2)
+    assert turn.status == "interrupted"
+    assert (await stored(session))[-1] == ("assistant", "partial ", "interrupted")
+
+
+async def test_an_upstream_failure_mid_stream_is_stored_as_error_with_what_streamed(owner, fake_openai):
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(StreamError(text="Half ", message="Overloaded."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="go", overrides=upstream(fake_openai))
+    events = [event async for event in turn.events()]
+
+    assert events[-1].type == "error" and events[-1].data["code"] == "upstream_error"
+    assert (await stored(session))[-1] == ("assistant", "Half ", "error")
+
+
+async def test_a_tool_round_is_stored_on_the_reply_with_each_result(owner, fake_openai, fake_web, settings):
+    settings.AGENTSITE_ALLOW_PRIVATE_FETCH = True
+    fake_web.page("/p", "<html><body><p>The answer is forty-two.</p></body></html>")
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(ToolCalls([Call("web_fetch", {"url": fake_web.url("/p")}, id="c1")], text="Looking."),
+                       Text("Forty-two."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="?", overrides=upstream(fake_openai))
+    [event async for event in turn.events()]
+
+    reply = await sync_to_async(ChatMessage.objects.get)(pk=turn.reply_id)
+    assert reply.content == "Looking.\n\nForty-two."
+    assert [(call["id"], call["name"], call["result"]["is_error"]) for call in reply.tool_calls] == [
+        ("c1", "web_fetch", False)]
+    assert "forty-two" in reply.tool_calls[0]["result"]["content"]
+
+
+async def test_a_turn_in_another_users_session_is_not_found_and_stores_nothing(owner, other_user):
+    session = await sync_to_async(session_create)(owner=other_user)
+    with pytest.raises(AppError) as caught:
+        await turn_start(owner=owner, session_id=session.pk, message="hi")
+    assert caught.value.status == 404
+    assert await stored(session) == []
+
+
+async def test_a_message_over_the_limit_is_refused_before_anything_is_stored(owner):
+    session = await sync_to_async(session_create)(owner=owner)
+    with pytest.raises(AppError) as caught:
+        await turn_start(owner=owner, session_id=session.pk, message="x" * 32_001)
+    assert (caught.value.status, caught.value.code) == (400, "message_too_long")
+    assert await stored(session) == []
+
+
+async def test_the_offline_default_answers_a_turn_with_no_network(owner):
+    session = await sync_to_async(session_create)(owner=owner)
+    turn = await turn_start(owner=owner, session_id=session.pk, message="ping")
+    events = [event async for event in turn.events()]
+    assert events[-1].type == "done" and "ping" in events[-1].data["content"]
+    assert (await stored(session))[-1][2] == "complete"

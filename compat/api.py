@@ -86,8 +86,9 @@ def _openai_view(handler: Handler, methods: tuple[str, ...] = ("POST",)) -> Hand
 
 
 async def _models(request: HttpRequest) -> HttpResponse:
-    # Public whatever compat_auth says (API.md); a token will only add the caller's workflow models.
-    return JsonResponse(engine.model_list(await sync_to_async(get_settings)()))
+    # Public whatever compat_auth says (API.md); a valid token adds the caller's own models (their workflows).
+    user = await sync_to_async(user_for_bearer)(request.headers.get("Authorization"))
+    return JsonResponse(await engine.model_list(await sync_to_async(get_settings)(), user))
 
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:

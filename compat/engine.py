@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentsite.agent.config import AgentSettings
+from agentsite.agent.model_sources import model_source_for, model_sources
 from agentsite.agent.providers import collect, default_model, get_provider
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
 from agentsite.errors import AppError, openai_envelope, openai_param
@@ -36,9 +37,12 @@ def model_ids(settings: AgentSettings) -> list[str]:
     return [settings.model or default_model(settings.provider), AGENT_MODEL, EMBEDDING_MODEL]
 
 
-def model_list(settings: AgentSettings) -> dict[str, Any]:
+async def model_list(settings: AgentSettings, user: Any) -> dict[str, Any]:
+    """The models, with those that facets answer for this caller (their workflows) when they are known."""
+    user_id = getattr(user, "pk", None)
+    extra = [name for source in model_sources() for name in await source.list_models(user_id)]
     data = [{"id": model_id, "object": "model", "created": MODEL_CREATED, "owned_by": "agentsite"}
-            for model_id in model_ids(settings)]
+            for model_id in [*model_ids(settings), *extra]]
     return {"object": "list", "data": data}
 
 
@@ -47,7 +51,8 @@ class Completion:
 
     def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: Any):
         provider_model = model_ids(settings)[0]
-        if body.model not in (provider_model, AGENT_MODEL):
+        self.source = model_source_for(body.model)
+        if body.model not in (provider_model, AGENT_MODEL) and self.source is None:
             raise AppError("model_not_found", f"The model {body.model!r} does not exist; GET /v1/models lists the "
                            "models.", 404)
         self.body = body
@@ -62,6 +67,8 @@ class Completion:
         return self.body.model == AGENT_MODEL
 
     def events(self) -> AsyncIterator[StreamEvent]:
+        if self.source is not None:
+            return self.source.stream(self.body.model, self.messages, getattr(self.user, "pk", None))
         if self.is_agent:
             return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
         request = translate.to_chat_request(self.body, self.provider_model, self.messages)
@@ -70,7 +77,7 @@ class Completion:
     async def result(self) -> dict[str, Any]:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
         a stream."""
-        if self.is_agent:
+        if self.is_agent or self.source is not None:
             reply = await collect(self.events())
         else:
             request = translate.to_chat_request(self.body, self.provider_model, self.messages)

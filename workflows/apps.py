@@ -5,3 +5,16 @@ class WorkflowsConfig(AppConfig):
     name = "workflows"
     verbose_name = "Workflows"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentsite.agent.model_sources import register_model_source
+        from agentsite.agent.tools import registry
+        from agentsite.startup import on_service_start
+        from workflows.runs import WorkflowModelSource, WorkflowToolSource
+        from workflows.services import runs_mark_crashed
+
+        # Each workflow is the tool workflow__<name> (the agent, MCP clients and other workflows call it) and
+        # the /v1 model workflow:<name>.
+        registry.register_source(WorkflowToolSource())
+        register_model_source(WorkflowModelSource())
+        on_service_start("workflow runs left running", runs_mark_crashed)

@@ -1,0 +1,98 @@
+"""Workflows data: a workflow, its nodes and edges, and its runs (each keeping the graph it ran)."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Workflow(models.Model):
+    """A named graph of nodes, owned by one user; its name is unique for that user (it is also a /v1 model
+    `workflow:<name>` and a tool `workflow__<name>`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workflows")
+    name = models.CharField(max_length=64)
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="workflow_owner_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class WorkflowNode(models.Model):
+    """One node. `node_id` is the id edges and branches name (the client's own, or assigned)."""
+
+    TYPES = [(name, name) for name in ("input", "llm", "tool", "condition", "code", "delay", "output")]
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
+    node_id = models.CharField(max_length=64)
+    type = models.CharField(max_length=20, choices=TYPES)
+    name = models.CharField(max_length=64)
+    config = models.JSONField(default=dict, blank=True)
+    position_x = models.FloatField(default=0.0)
+    position_y = models.FloatField(default=0.0)
+    order = models.PositiveIntegerField(default=0)  # the order the client gave
+
+    class Meta:
+        ordering = ["workflow_id", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "node_id"], name="workflow_node_id_unique"),
+            models.UniqueConstraint(fields=["workflow", "name"], name="workflow_node_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.type})"
+
+
+class WorkflowEdge(models.Model):
+    """An edge from one node to another, by their node ids."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="edges")
+    source = models.CharField(max_length=64)
+    target = models.CharField(max_length=64)
+    order = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["workflow_id", "order"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "source", "target"], name="workflow_edge_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.target}"
+
+
+class WorkflowRun(models.Model):
+    """One run. It keeps the graph it ran, so later edits of the workflow do not change its record."""
+
+    QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED = "queued", "running", "success", "error", "cancelled"
+    STATUSES = [(status, status) for status in (QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED)]
+    FINAL = (SUCCESS, ERROR, CANCELLED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workflow_runs")
+    status = models.CharField(max_length=12, choices=STATUSES, default=QUEUED)
+    input = models.TextField(blank=True, default="")
+    graph = models.JSONField(default=dict, help_text="The nodes and edges this run ran.")
+    outputs = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True, help_text="{node, message} when the run failed.")
+    trace = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["workflow", "-created_at"], name="workflow_run_recent"),
+                   models.Index(fields=["status"], name="workflow_run_status")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -1,1 +1,14 @@
-urlpatterns: list = []
+from django.urls import path
+
+from workflows import api
+
+urlpatterns = [
+    path("workflows", api.WorkflowListView.as_view(), name="workflow-list"),
+    path("workflows/import", api.ImportView.as_view(), name="workflow-import"),
+    path("workflows/runs/<uuid:run_id>", api.RunDetailView.as_view(), name="workflow-run-detail"),
+    path("workflows/<uuid:pk>", api.WorkflowDetailView.as_view(), name="workflow-detail"),
+    path("workflows/<uuid:pk>/nodes", api.NodeCreateView.as_view(), name="workflow-nodes"),
+    path("workflows/<uuid:pk>/run", api.run, name="workflow-run"),
+    path("workflows/<uuid:pk>/runs", api.RunListView.as_view(), name="workflow-runs"),
+    path("workflows/<uuid:pk>/export", api.ExportView.as_view(), name="workflow-export"),
+]

@@ -69,14 +69,14 @@ async def test_a_cancellation_is_never_swallowed_when_an_event_arrives_in_the_sa
             queue: asyncio.Queue = asyncio.Queue()
             closed = asyncio.Event()
 
-            async def source():
+            async def source(queue: asyncio.Queue = queue, closed: asyncio.Event = closed):
                 try:
                     async for item in _source(queue):
                         yield item
                 finally:
                     closed.set()
 
-            async def consume():
+            async def consume(source=source):
                 async for _ in with_keepalive(source(), 5):
                     pass
 

@@ -17,8 +17,7 @@ import requests
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from tests.mcpbridge.conftest import FRAGILE_SERVER, LIVE_ENV, Api, alive, processes_running, wait_until
 from tests.server import ROOT, LiveServer

@@ -21,14 +21,15 @@ async def shout(arguments: dict, ctx: ToolContext) -> ToolResult:
 
 @pytest.fixture
 def later_facet():
-    """A facet that registers its tools after mcpbridge was set up (as workflows and plugins will)."""
-    tool = Tool(name="shout", description="Say it louder.", call=shout, source="workflows",
+    """A facet that registers its tools after mcpbridge was set up (as workflows and plugins do)."""
+    tool = Tool(name="shout", description="Say it louder.", call=shout, source="later-facet",
                 input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
-    registry.register_source(StaticToolSource("workflows", [tool]))
+    registry.register_source(StaticToolSource("later-facet", [tool]))
     yield tool
-    registry.unregister_source("workflows")
+    registry.unregister_source("later-facet")
 
 
+@pytest.mark.django_db(transaction=True)  # the other facets' sources (workflows) read the database
 async def test_a_tool_source_registered_later_is_served_over_mcp_as_the_servers_user(later_facet):
     async with Client(build_server(user_id=42), mode="legacy") as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
@@ -42,9 +43,9 @@ async def test_a_tool_source_registered_later_is_served_over_mcp_as_the_servers_
 @pytest.mark.django_db
 def test_a_tool_source_registered_later_is_listed_under_its_source_name(owner, owner_client, later_facet):
     listed = owner_client.get("/api/mcp/tools").json()["tools"]
-    assert {"server": "workflows", "tool": {"name": "shout", "description": "Say it louder.",
+    assert {"server": "later-facet", "tool": {"name": "shout", "description": "Say it louder.",
                                             "inputSchema": later_facet.input_schema}} in listed
-    called = owner_client.post("/api/mcp/call", {"server": "workflows", "tool": "shout",
+    called = owner_client.post("/api/mcp/call", {"server": "later-facet", "tool": "shout",
                                                  "arguments": {"text": "hi"}}, format="json")
     assert called.status_code == 200
     assert called.json() == {"content": [{"type": "text", "text": f"HI (for user {owner.pk})"}], "is_error": False}

@@ -1,0 +1,278 @@
+"""Serializers and thin views for /api/workflows/*. Runs are an async view: a client that hangs up cancels them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.authentication import user_from_bearer_header
+from agentsite.errors import AppError, app_error_response, error_response
+from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
+from agentsite.validation import json_object_body, validated
+from workflows import runs, selectors, services
+from workflows.models import WorkflowRun
+
+logger = logging.getLogger(__name__)
+
+
+# --- serializers ------------------------------------------------------------------------------------
+
+class PositionSerializer(serializers.Serializer):
+    x = serializers.FloatField()
+    y = serializers.FloatField()
+
+
+class NodeSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="Unique within the workflow; edges and branches name it. Assigned when "
+                                         "missing.")
+    type = serializers.ChoiceField(choices=["input", "llm", "tool", "condition", "code", "delay", "output"])
+    name = serializers.CharField(help_text="Unique within the workflow; `${name}` and context.outputs use it.")
+    config = serializers.DictField(help_text="The type's keys (see the README), plus retry and onError.")
+    position = PositionSerializer()
+
+
+# `from` is a Python keyword, so the edge serializer is built with it as a plain key.
+EdgeSerializer = type("EdgeSerializer", (serializers.Serializer,), {
+    "from": serializers.CharField(help_text="A node id."), "to": serializers.CharField(help_text="A node id.")})
+
+
+class WorkflowSummarySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class WorkflowSerializer(WorkflowSummarySerializer):
+    nodes = NodeSerializer(many=True)
+    edges = EdgeSerializer(many=True)
+
+
+class WorkflowInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64, help_text="1-64 letters, digits, '-', '_'; unique per owner.")
+    description = serializers.CharField(max_length=services.MAX_DESCRIPTION, required=False, allow_blank=True,
+                                        trim_whitespace=False)
+    nodes = serializers.ListField(child=serializers.DictField(), required=False, max_length=500)
+    edges = serializers.ListField(child=serializers.DictField(), required=False, max_length=5000)
+
+
+class NodeInputSerializer(serializers.Serializer):
+    id = serializers.CharField(max_length=64, required=False)
+    type = serializers.CharField(max_length=20)
+    name = serializers.CharField(max_length=64)
+    config = serializers.DictField(required=False)
+    position = serializers.DictField(required=False)
+
+
+class RunInputSerializer(serializers.Serializer):
+    input = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=runs.MAX_INPUT_CHARS)
+    stream = serializers.BooleanField(required=False, default=False)
+    # `async` is a Python keyword; the field is added under that name below.
+
+
+RunInputSerializer._declared_fields["async"] = serializers.BooleanField(required=False, default=False)
+
+
+class TraceSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    type = serializers.CharField()
+    status = serializers.ChoiceField(choices=["running", "success", "error", "cancelled"])
+    attempts = serializers.IntegerField()
+    started_at = serializers.CharField()
+    duration_ms = serializers.FloatField()
+    error = serializers.CharField(allow_null=True)
+
+
+class RunErrorSerializer(serializers.Serializer):
+    node = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+
+
+class RunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    workflow_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=[choice for choice, _ in WorkflowRun.STATUSES])
+    input = serializers.CharField(allow_blank=True)
+    outputs = serializers.DictField()
+    output = serializers.JSONField(allow_null=True)
+    error = RunErrorSerializer(allow_null=True)
+    trace = TraceSerializer(many=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExportSerializer(serializers.Serializer):
+    format = serializers.CharField(default=selectors.EXPORT_FORMAT)
+    version = serializers.IntegerField(default=selectors.EXPORT_VERSION)
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    nodes = NodeSerializer(many=True)
+    edges = EdgeSerializer(many=True)
+
+
+def _workflow_data(workflow) -> dict[str, Any]:
+    return WorkflowSerializer({**WorkflowSummarySerializer(workflow).data,
+                               **selectors.workflow_graph(workflow).as_dict()}).data
+
+
+def run_data(run: WorkflowRun) -> dict[str, Any]:
+    return dict(RunSerializer(run).data)
+
+
+# --- views ------------------------------------------------------------------------------------------
+
+class WorkflowListView(GenericAPIView):
+    serializer_class = WorkflowSummarySerializer
+
+    @extend_schema(responses={200: WorkflowSummarySerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(selectors.workflow_list_for(owner=request.user))
+        return self.get_paginated_response(WorkflowSummarySerializer(page, many=True).data)
+
+    @extend_schema(request=WorkflowInputSerializer, responses={201: WorkflowSerializer})
+    def post(self, request: Request) -> Response:
+        data = validated(WorkflowInputSerializer, request.data)
+        workflow = services.workflow_create(owner=request.user, name=data["name"],
+                                            description=data.get("description", ""), nodes=data.get("nodes"),
+                                            edges=data.get("edges"))
+        return Response(_workflow_data(workflow), status=status.HTTP_201_CREATED)
+
+
+class WorkflowDetailView(APIView):
+    @extend_schema(responses={200: WorkflowSerializer})
+    def get(self, request: Request, pk) -> Response:
+        return Response(_workflow_data(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
+
+    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer})
+    def put(self, request: Request, pk) -> Response:
+        return self._update(request, pk)
+
+    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer})
+    def patch(self, request: Request, pk) -> Response:
+        return self._update(request, pk)
+
+    def _update(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        changes = validated(WorkflowInputSerializer, request.data, partial=True)
+        return Response(_workflow_data(services.workflow_update(workflow=workflow, changes=dict(changes))))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk) -> Response:
+        services.workflow_delete(workflow=selectors.workflow_get_for(owner=request.user, workflow_id=pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class NodeCreateView(APIView):
+    @extend_schema(request=NodeInputSerializer, responses={201: NodeSerializer})
+    def post(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        data = validated(NodeInputSerializer, request.data)
+        node = services.workflow_node_add(workflow=workflow, node=dict(data))
+        return Response(NodeSerializer(node.as_dict()).data, status=status.HTTP_201_CREATED)
+
+
+class RunListView(GenericAPIView):
+    serializer_class = RunSerializer
+
+    @extend_schema(responses={200: RunSerializer(many=True)})
+    def get(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        page = self.paginate_queryset(selectors.run_list_for(workflow=workflow))
+        return self.get_paginated_response(RunSerializer(page, many=True).data)
+
+
+class RunDetailView(APIView):
+    @extend_schema(responses={200: RunSerializer})
+    def get(self, request: Request, run_id) -> Response:
+        return Response(run_data(selectors.run_get_for(owner=request.user, run_id=run_id)))
+
+
+class ExportView(APIView):
+    @extend_schema(responses={200: ExportSerializer})
+    def get(self, request: Request, pk) -> Response:
+        return Response(selectors.workflow_export(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
+
+
+class ImportView(APIView):
+    @extend_schema(request=ExportSerializer, responses={201: WorkflowSerializer, 409: OpenApiResponse(
+        description="`conflict`: you already have a workflow of that name.")})
+    def post(self, request: Request) -> Response:
+        workflow = services.workflow_import(owner=request.user, document=request.data)
+        return Response(_workflow_data(workflow), status=status.HTTP_201_CREATED)
+
+
+class RunSchemaView(APIView):
+    """Documents POST /api/workflows/:id/run in the schema; the real handler is the async `run` view."""
+
+    @extend_schema(request=RunInputSerializer, responses={
+        200: RunSerializer, 202: RunSerializer,
+        201: OpenApiResponse(description="With stream: text/event-stream of run_started, node_started, delta, "
+                                         "node_finished, then done {run} or error {code, message}.")})
+    def post(self, request: Request, pk) -> Response:  # pragma: no cover - never routed
+        raise AppError("not_found", "Not found.", 404)
+
+
+@csrf_exempt
+async def run(request: HttpRequest, pk) -> HttpResponse:
+    """POST /api/workflows/:id/run: 200 with the finished run, 202 queued (`async`), or an SSE stream."""
+    if request.method != "POST":
+        response = error_response("method_not_allowed", "Use POST.", 405)
+        response["Allow"] = "POST, OPTIONS"
+        return response
+    try:
+        user = await sync_to_async(user_from_bearer_header)(request.headers.get("Authorization"))
+        data = validated(RunInputSerializer, json_object_body(request))
+        queued = bool(data.get("async"))
+        record = await sync_to_async(_run_start)(owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
+    except AppError as exc:
+        return app_error_response(exc)
+    if queued:
+        return JsonResponse(run_data(record), status=202)
+    if data.get("stream"):
+        return sse_response(_run_stream(record))
+    # A client that hangs up cancels this view (Django 5), and with it the run: it is stored `cancelled`.
+    return JsonResponse(run_data(await runs.workflow_execute(run=record)))
+
+
+run.cls = RunSchemaView
+run.initkwargs = {}
+
+
+def _run_start(*, owner: Any, workflow_id: Any, input_text: str, queued: bool) -> WorkflowRun:
+    workflow = selectors.workflow_get_for(owner=owner, workflow_id=workflow_id)
+    with transaction.atomic():
+        record = services.run_create(workflow=workflow, input_text=input_text, queued=queued)
+        if queued:
+            from django_q.tasks import async_task
+
+            # After commit: a worker must find the run it is handed.
+            transaction.on_commit(lambda: async_task("workflows.tasks.workflow_run_task", str(record.pk)))
+    return record
+
+
+async def _run_stream(record: WorkflowRun) -> AsyncIterator[bytes]:
+    interval = float(getattr(django_settings, "AGENTSITE_SSE_KEEPALIVE_S", 10.0))
+    try:
+        async for item in with_keepalive(runs.workflow_run_events(run=record), interval):
+            if item is None:
+                yield KEEPALIVE
+                continue
+            kind, data = item
+            yield sse_event({"run": run_data(data)} if kind == "done" else data, kind)
+    except Exception:  # a boundary: a started stream ends with one error event
+        logger.exception("The workflow stream failed")
+        yield sse_event({"code": "internal_error", "message": "The run failed; the error was logged."}, "error")

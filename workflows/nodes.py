@@ -1,0 +1,292 @@
+"""The node types: what config each takes, what is checked when a workflow is saved, and what it does.
+
+Each type is one `NodeType`: `config` declares its keys (type, required); `problems()` adds the checks a
+schema cannot say; `run()` turns the node's input into its output, or raises `NodeFailure` (or a
+`SandboxError`, an `AppError`) with a message the workflow's author can act on. The engine owns the
+order, the retries and the trace; a node type never sees other nodes except through `RunContext`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from workflows.graph import INPUT_REFERENCE, REFERENCE, CompileCheck, Graph, Node, references
+
+MAX_DELAY_MS = 600_000
+MAX_RETRIES = 10
+MAX_BACKOFF_MS = 60_000
+OUTPUT_FORMATS = ("text", "markdown", "json")
+
+
+class NodeFailure(Exception):
+    """A node failed for a reason its author can act on (a tool error, an agent error)."""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    types: tuple[type, ...]
+    required: bool = False
+    description: str = ""
+
+
+@dataclass
+class Routed:
+    """A node output that continues down some of the node's successors only (a condition's chosen branch)."""
+
+    output: Any
+    targets: frozenset[str]
+
+
+@dataclass
+class RunContext:
+    """What a running node may see and do: the run's input, finished nodes' outputs, its owner, events."""
+
+    input: str
+    owner_id: Any
+    emit: Callable[[str, dict[str, Any]], None]
+    outputs: dict[str, Any] = field(default_factory=dict)  # by node name, as each node finishes
+    depth: int = 0  # how deep in workflows calling workflows (through their tools) this run is
+
+    def value_of(self, name: str) -> Any:
+        return self.input if name == INPUT_REFERENCE else self.outputs.get(name)
+
+    def js_context(self) -> dict[str, Any]:
+        return {"input": self.input, "outputs": dict(self.outputs)}
+
+
+def as_text(value: Any) -> str:
+    """A value as text: a string as is, nothing as "", anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def substitute(template: str, ctx: RunContext) -> str:
+    """`${name}` replaced by that node's output as text (`${input}` by the run's input)."""
+    return REFERENCE.sub(lambda match: as_text(ctx.value_of(match.group(1).strip())), template)
+
+
+def substitute_value(value: Any, ctx: RunContext) -> Any:
+    """substitute() through a JSON value; a string that is exactly one `${name}` takes that output's own value."""
+    if isinstance(value, str):
+        whole = REFERENCE.fullmatch(value.strip())
+        return ctx.value_of(whole.group(1).strip()) if whole else substitute(value, ctx)
+    if isinstance(value, dict):
+        return {key: substitute_value(inner, ctx) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [substitute_value(inner, ctx) for inner in value]
+    return value
+
+
+COMMON_KEYS = {
+    "retry": ConfigKey((dict,), description="{max: 0-10, backoffMs}: attempts after the first, backoff doubling"),
+    "onError": ConfigKey((str,), description='"fail" (default) or "continue" (output null, the run goes on)'),
+}
+
+
+class NodeType:
+    """One kind of node. Subclasses set `name` and `config`, and implement `run()`."""
+
+    name: ClassVar[str]
+    config: ClassVar[dict[str, ConfigKey]] = {}
+    referencing: ClassVar[tuple[str, ...]] = ()  # config keys whose ${name} references are resolved
+
+    def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
+        found = self._config_problems(node)
+        names = {other.name for other in graph.nodes} | {INPUT_REFERENCE}
+        for key in self.referencing:
+            for reference in references(node.config.get(key)):
+                if reference not in names:
+                    found.append(f"{key} refers to ${{{reference}}}, which names no node.")
+        return found
+
+    def _config_problems(self, node: Node) -> list[str]:
+        allowed = {**self.config, **COMMON_KEYS}
+        found = [f"unknown config key {key!r} (known: {', '.join(sorted(allowed))})."
+                 for key in node.config if key not in allowed]
+        for key, spec in allowed.items():
+            value = node.config.get(key)
+            if value is None:
+                if spec.required:
+                    found.append(f"config.{key} is required.")
+            elif not isinstance(value, spec.types) or (isinstance(value, bool) and bool not in spec.types):
+                found.append(f"config.{key} must be {' or '.join(_type_word(kind) for kind in spec.types)}.")
+        return found + _common_problems(node.config)
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        raise NotImplementedError
+
+
+def _type_word(kind: type) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "an object",
+            list: "a list"}.get(kind, kind.__name__)
+
+
+def _common_problems(config: dict[str, Any]) -> list[str]:
+    found = []
+    retry = config.get("retry")
+    if isinstance(retry, dict):
+        if set(retry) - {"max", "backoffMs"}:
+            found.append("config.retry takes max and backoffMs only.")
+        attempts, backoff = retry.get("max", 0), retry.get("backoffMs", 0)
+        if not _int_between(attempts, 0, MAX_RETRIES):
+            found.append(f"config.retry.max must be an integer from 0 to {MAX_RETRIES}.")
+        if not _int_between(backoff, 0, MAX_BACKOFF_MS):
+            found.append(f"config.retry.backoffMs must be an integer from 0 to {MAX_BACKOFF_MS}.")
+    if config.get("onError") not in (None, "fail", "continue"):
+        found.append('config.onError must be "fail" or "continue".')
+    return found
+
+
+def _int_between(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+class InputNode(NodeType):
+    name = "input"
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        return ctx.input
+
+
+class LlmNode(NodeType):
+    name = "llm"
+    config = {"prompt": ConfigKey((str,), required=True), "model": ConfigKey((str,))}
+    referencing = ("prompt",)
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        from asgiref.sync import sync_to_async
+
+        from agentsite.agent.config import get_settings
+        from agentsite.agent.loop import run_agent
+        from agentsite.agent.types import Message
+
+        settings = await sync_to_async(get_settings)()
+        if node.config.get("model"):
+            settings = settings.with_overrides(model=node.config["model"])
+        async for event in run_agent(messages=[Message("user", substitute(node.config["prompt"], ctx))],
+                                     user_id=ctx.owner_id, settings=settings):
+            if event.type == "delta":
+                ctx.emit("delta", {"node": node.name, "content": event.data["content"]})
+            elif event.type == "error":
+                raise NodeFailure(f"The model failed: {event.data.get('message', '')}")
+            elif event.type == "done":
+                return event.data.get("content", "")
+        raise NodeFailure("The agent stopped without an answer.")
+
+
+class ToolNode(NodeType):
+    name = "tool"
+    config = {"toolName": ConfigKey((str,), required=True), "toolArgs": ConfigKey((dict,))}
+    referencing = ("toolArgs",)
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        from agentsite.agent.tools import ToolContext, registry
+
+        arguments = substitute_value(node.config.get("toolArgs") or {}, ctx)
+        result = await registry.call(node.config["toolName"], arguments, ToolContext(user_id=ctx.owner_id))
+        if result.is_error:
+            raise NodeFailure(f"The tool {node.config['toolName']} failed: {result.text}")
+        return result.text
+
+
+class ConditionNode(NodeType):
+    name = "condition"
+    config = {"condition": ConfigKey((str,), required=True), "trueBranch": ConfigKey((str,)),
+              "falseBranch": ConfigKey((str,))}
+
+    def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
+        found = super().problems(node, graph, compile_check)
+        ids = graph.by_id()
+        branches = {node.config.get(key) for key in ("trueBranch", "falseBranch")} - {None}
+        for key in ("trueBranch", "falseBranch"):
+            target = node.config.get(key)
+            if isinstance(target, str) and (target not in ids or target == node.id):
+                found.append(f"config.{key} must be the id of another node ({target!r} is not).")
+        for edge in graph.edges:
+            if edge.source == node.id and edge.target not in branches:
+                found.append(f"the edge to {edge.target!r} is neither its trueBranch nor its falseBranch, so it "
+                             "could never be taken.")
+        source = node.config.get("condition")
+        if compile_check and isinstance(source, str) and (error := compile_check(source, "condition")):
+            found.append(f"the condition does not compile: {error}")
+        return found
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        from workflows.sandbox import sandbox_pool
+
+        chosen = await sandbox_pool().run_condition(node.config["condition"], input=value, context=ctx.js_context())
+        target = node.config.get("trueBranch" if chosen else "falseBranch")
+        return Routed(value, frozenset({target}) if target else frozenset())
+
+
+class CodeNode(NodeType):
+    name = "code"
+    config = {"code": ConfigKey((str,), required=True)}
+
+    def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
+        found = super().problems(node, graph, compile_check)
+        source = node.config.get("code")
+        if compile_check and isinstance(source, str) and (error := compile_check(source, "code")):
+            found.append(f"the code does not compile: {error}")
+        return found
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        from workflows.sandbox import sandbox_pool
+
+        return await sandbox_pool().run_code(node.config["code"], input=value, context=ctx.js_context())
+
+
+class DelayNode(NodeType):
+    name = "delay"
+    config = {"delayMs": ConfigKey((int,), required=True)}
+
+    def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
+        found = super().problems(node, graph, compile_check)
+        delay = node.config.get("delayMs")
+        if isinstance(delay, int) and not _int_between(delay, 0, MAX_DELAY_MS):
+            found.append(f"config.delayMs must be from 0 to {MAX_DELAY_MS}.")
+        return found
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        if node.config["delayMs"]:
+            await asyncio.sleep(node.config["delayMs"] / 1000)
+        return value
+
+
+class OutputNode(NodeType):
+    name = "output"
+    config = {"outputFormat": ConfigKey((str,))}
+
+    def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
+        found = super().problems(node, graph, compile_check)
+        if node.config.get("outputFormat", "text") not in OUTPUT_FORMATS:
+            found.append(f"config.outputFormat must be one of {', '.join(OUTPUT_FORMATS)}.")
+        return found
+
+    async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
+        return format_output(value, node.config.get("outputFormat", "text"))
+
+
+def format_output(value: Any, output_format: str) -> Any:
+    """text and markdown: the value as text; json: JSON text parsed (other text kept as a JSON string)."""
+    if output_format != "json":
+        return as_text(value)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+NODE_TYPES: dict[str, NodeType] = {kind.name: kind() for kind in (
+    InputNode, LlmNode, ToolNode, ConditionNode, CodeNode, DelayNode, OutputNode)}
+
+
+def node_type(name: str) -> NodeType | None:
+    return NODE_TYPES.get(name)

@@ -1,0 +1,176 @@
+"""Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool.
+
+`workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
+failing node), or `cancelled` when the task awaiting it is cancelled (a client that hung up; the LLM
+request of a running `llm` node closes with it). A run reached again through workflow tools nests one
+level deeper; past MAX_DEPTH the tool answers with an error instead of running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agentsite.agent.model_sources import ModelSource
+from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
+from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
+from agentsite.errors import AppError
+from workflows import selectors, services
+from workflows.engine import MAX_DEPTH, Execution
+from workflows.graph import Graph
+from workflows.models import WorkflowRun
+from workflows.nodes import RunContext, as_text
+
+logger = logging.getLogger(__name__)
+
+MAX_INPUT_CHARS = 100_000
+TOOL_PREFIX = "workflow__"
+MODEL_PREFIX = "workflow:"
+TOOL_SOURCE = "workflows"
+# How deep the current task is in workflows run through workflow tools (0: not inside a workflow).
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("workflow_depth", default=0)
+
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+def _ignore(kind: str, data: dict[str, Any]) -> None:
+    return None
+
+
+async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None) -> WorkflowRun:
+    """Run a `running` run to its end and store it; cancelled runs are stored `cancelled` before re-raising."""
+    depth = _depth.get()
+    execution = Execution(Graph.from_dict(run.graph),
+                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth))
+    token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
+    try:
+        status = await execution.run()
+    except asyncio.CancelledError:
+        # Shielded: the record is written even though this task is being cancelled; the cancellation goes on.
+        await asyncio.shield(asyncio.ensure_future(_store(run, execution, WorkflowRun.CANCELLED)))
+        raise
+    finally:
+        _depth.reset(token)
+    return await _store(run, execution, status)
+
+
+async def _store(run: WorkflowRun, execution: Execution, status: str) -> WorkflowRun:
+    error = execution.error.as_dict() if execution.error else None
+    if status == WorkflowRun.CANCELLED:
+        error = {"node": None, "message": "The run was cancelled (the client hung up)."}
+    return await sync_to_async(services.run_finish)(
+        run=run, status=status, outputs=dict(execution.outputs), output=execution.output, error=error,
+        trace=[entry.as_dict() for entry in execution.trace])
+
+
+async def workflow_run_events(*, run: WorkflowRun) -> AsyncIterator[tuple[str, Any]]:
+    """A streamed run's events: `run_started`, `node_started`, `delta`, `node_finished`, then `done` with the
+    stored run. Closing or cancelling the stream cancels the run (stored `cancelled`)."""
+    queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+    yield "run_started", {"run_id": str(run.pk)}
+    task = asyncio.create_task(workflow_execute(run=run, emit=lambda kind, data: queue.put_nowait((kind, data))))
+    task.add_done_callback(lambda _: queue.put_nowait(None))
+    try:
+        while (item := await queue.get()) is not None:
+            yield item
+        yield "done", task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})  # never swallows this task's own cancellation, unlike wait_for
+
+
+def check_input(value: Any) -> str:
+    """The run's input text. Raises AppError 400 for anything but a string within the limit."""
+    if not isinstance(value, str):
+        raise AppError("invalid", "input must be a string.", 400, {"input": ["Give the run's input as text."]})
+    if len(value) > MAX_INPUT_CHARS:
+        raise AppError("invalid", f"input may be at most {MAX_INPUT_CHARS} characters.", 400,
+                       {"input": [f"{len(value)} characters; the limit is {MAX_INPUT_CHARS}."]})
+    return value
+
+
+async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None) -> WorkflowRun:
+    """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
+    workflow = await sync_to_async(selectors.workflow_get_by_name)(owner_id=owner_id, name=name)
+    if workflow is None:
+        raise AppError("not_found", f"You have no workflow named {name!r}.", 404)
+    run = await sync_to_async(services.run_create)(workflow=workflow, input_text=check_input(input_text))
+    return await workflow_execute(run=run, emit=emit)
+
+
+def run_reply(run: WorkflowRun) -> str:
+    """A finished run as one text answer: its output, or why it failed."""
+    if run.status == WorkflowRun.SUCCESS:
+        return as_text(run.output)
+    message = (run.error or {}).get("message", "The workflow did not finish.")
+    node = (run.error or {}).get("node")
+    raise AppError("workflow_failed", f"The workflow failed at {node!r}: {message}" if node else message, 502,
+                   {"run_id": str(run.pk)})
+
+
+# --- the workflow as a tool (`workflow__<name>`) -------------------------------------------------------
+
+TOOL_SCHEMA = {"type": "object", "properties": {"input": {"type": "string", "description": "The workflow's input."}},
+               "required": ["input"], "additionalProperties": False}
+
+
+class WorkflowToolSource(ToolSource):
+    """The caller's workflows, each as the tool `workflow__<name>` taking `{input}`."""
+
+    name = TOOL_SOURCE
+
+    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        if ctx.user_id is None:
+            return []
+        names = await sync_to_async(selectors.workflow_names_for)(owner_id=ctx.user_id)
+        return [workflow_tool(name) for name in names]
+
+
+def workflow_tool(name: str) -> Tool:
+    async def call(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if _depth.get() >= MAX_DEPTH:
+            raise ToolError(f"The workflow {name!r} was not run: workflows calling workflows may nest at most "
+                            f"{MAX_DEPTH} deep (a workflow that reaches itself through its tools loops).")
+        run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"])
+        return ToolResult.of_text(run_reply(run))
+
+    # Function names are at most 64 characters at OpenAI and most others; longer workflow names are cut.
+    return Tool(name=(TOOL_PREFIX + name)[:64], description=f"Run the workflow {name!r} on an input text and "
+                "return its output.", input_schema=TOOL_SCHEMA, call=call, source=TOOL_SOURCE, timeout=600.0)
+
+
+# --- the workflow as a /v1 model (`workflow:<name>`) ---------------------------------------------------
+
+class WorkflowModelSource(ModelSource):
+    """Each of the caller's workflows as the model `workflow:<name>`: the last user message is the input, the
+    output node's value the reply."""
+
+    prefix = MODEL_PREFIX
+
+    async def list_models(self, user_id: Any) -> list[str]:
+        if user_id is None:
+            return []
+        return [MODEL_PREFIX + name for name in await sync_to_async(selectors.workflow_names_for)(owner_id=user_id)]
+
+    async def stream(self, model: str, messages: list[Message], user_id: Any) -> AsyncIterator[StreamEvent]:
+        name = model[len(MODEL_PREFIX):]
+        if user_id is None:
+            raise AppError("model_not_found", f"The model {model!r} does not exist for this caller; send a dashboard "
+                           "token as the API key to use your workflows.", 404)
+        text = next((message.text for message in reversed(messages) if message.role == "user"), "")
+        try:
+            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text)
+        except AppError as exc:
+            if exc.status == 404:
+                raise AppError("model_not_found", f"The model {model!r} does not exist; GET /v1/models lists the "
+                               "models.", 404) from None
+            raise
+        yield TextDelta(run_reply(run))
+        yield Usage()
+        yield Finish("stop")

@@ -1,0 +1,196 @@
+"""Writes of workflows: create, update, add a node, import, delete; and the run records.
+
+Every save validates the whole graph (`workflows.graph.validate`) and stores nodes and edges together in
+one transaction, so a stored workflow is always valid. A failure is one AppError 400 `invalid` whose
+details name the node (`node:<id>`), the edge (`edge:<from>-><to>`) or the `workflow`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentsite.errors import AppError
+from workflows.graph import (
+    NAME_PATTERN,
+    Graph,
+    Node,
+    Problems,
+    edges_from_wire,
+    node_from_wire,
+    nodes_from_wire,
+    validate,
+)
+from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
+from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, workflow_get_for, workflow_graph
+
+logger = logging.getLogger(__name__)
+
+MAX_DESCRIPTION = 2000
+
+
+def compile_check(source: str, kind: str) -> str | None:
+    """The sandbox's syntax check. Raises AppError 503 when the sandbox cannot answer."""
+    from workflows.sandbox import SandboxError, sandbox_pool
+
+    try:
+        return sandbox_pool().compile_problem_sync(source, kind=kind)
+    except SandboxError as exc:
+        raise AppError("unavailable", f"The JavaScript sandbox could not check the code: {exc.message}", 503) from exc
+
+
+def _raise_problems(problems: Problems) -> None:
+    if problems:
+        raise AppError("invalid", problems.first(), 400, problems.found)
+
+
+def graph_from_wire(nodes: Any, edges: Any) -> Graph:
+    """A validated graph from request data. Raises AppError 400 naming the node or edge."""
+    problems = Problems()
+    graph = Graph(tuple(nodes_from_wire(nodes, problems)), tuple(edges_from_wire(edges, problems)))
+    _raise_problems(problems)
+    _raise_problems(validate(graph, compile_check=compile_check))
+    return graph
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise AppError("invalid", "name must be 1-64 letters, digits, '-' or '_'.", 400,
+                       {"name": ["Use 1-64 letters, digits, '-' or '_'."]})
+    return name
+
+
+def _conflict(name: str) -> AppError:
+    return AppError("conflict", f"You already have a workflow named {name!r}.", 409, {"name": [f"{name!r} is taken."]})
+
+
+def _store_graph(workflow: Workflow, graph: Graph) -> None:
+    WorkflowNode.objects.filter(workflow=workflow).delete()
+    WorkflowEdge.objects.filter(workflow=workflow).delete()
+    WorkflowNode.objects.bulk_create([
+        WorkflowNode(workflow=workflow, node_id=node.id, type=node.type, name=node.name, config=node.config,
+                     position_x=node.position["x"], position_y=node.position["y"], order=order)
+        for order, node in enumerate(graph.nodes)])
+    WorkflowEdge.objects.bulk_create([WorkflowEdge(workflow=workflow, source=edge.source, target=edge.target,
+                                                   order=order) for order, edge in enumerate(graph.edges)])
+
+
+def workflow_create(*, owner: Any, name: Any, description: str = "", nodes: Any = None, edges: Any = None) -> Workflow:
+    """Create a workflow (an empty one gets an input node). Raises AppError 400 `invalid`, 409 `conflict`."""
+    name = _check_name(name)
+    if nodes is None and edges is None:
+        nodes, edges = [{"id": "input", "type": "input", "name": "input"}], []
+    graph = graph_from_wire(nodes if nodes is not None else [], edges if edges is not None else [])
+    try:
+        with transaction.atomic():
+            workflow = Workflow.objects.create(owner=owner, name=name, description=description)
+            _store_graph(workflow, graph)
+    except IntegrityError:
+        raise _conflict(name) from None
+    return workflow_get_for(owner=owner, workflow_id=workflow.pk)
+
+
+def workflow_update(*, workflow: Workflow, changes: dict[str, Any]) -> Workflow:
+    """Apply any of name, description, nodes, edges (nodes and edges replace the stored ones; given alone, the
+    other is kept). Raises AppError 400 `invalid`, 409 `conflict`."""
+    current = workflow_graph(workflow)
+    if "nodes" in changes or "edges" in changes:
+        nodes = changes["nodes"] if "nodes" in changes else [node.as_dict() for node in current.nodes]
+        edges = changes["edges"] if "edges" in changes else [edge.as_dict() for edge in current.edges]
+        graph = graph_from_wire(nodes, edges)
+    else:
+        graph = None
+    if "name" in changes:
+        workflow.name = _check_name(changes["name"])
+    if "description" in changes:
+        workflow.description = changes["description"]
+    try:
+        with transaction.atomic():
+            workflow.save()
+            if graph is not None:
+                _store_graph(workflow, graph)
+    except IntegrityError:
+        raise _conflict(workflow.name) from None
+    return workflow_get_for(owner=workflow.owner_id, workflow_id=workflow.pk)
+
+
+def workflow_node_add(*, workflow: Workflow, node: dict[str, Any]) -> Node:
+    """Add one node; the whole graph must stay valid. Raises AppError 400 `invalid`."""
+    problems = Problems()
+    added = node_from_wire(node, len(workflow.nodes.all()), problems)
+    _raise_problems(problems)
+    assert added is not None
+    current = workflow_graph(workflow)
+    graph = Graph((*current.nodes, added), current.edges)
+    _raise_problems(validate(graph, compile_check=compile_check))
+    with transaction.atomic():
+        _store_graph(workflow, graph)
+        Workflow.objects.filter(pk=workflow.pk).update(updated_at=timezone.now())
+    return added
+
+
+def workflow_delete(*, workflow: Workflow) -> None:
+    workflow.delete()  # nodes, edges and runs go with it
+
+
+def workflow_import(*, owner: Any, document: Any) -> Workflow:
+    """Create a workflow from an export document. Raises AppError 400 (naming the problem), 409 `conflict`."""
+    if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+        raise AppError("invalid", f"This is not an agentsite workflow export (format must be {EXPORT_FORMAT!r}).",
+                       400, {"format": [f"Expected {EXPORT_FORMAT!r}."]})
+    version = document.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise AppError("invalid", "version must be a positive integer.", 400, {"version": ["Expected 1."]})
+    if version > EXPORT_VERSION:
+        raise AppError("invalid", f"This export is version {version}, from a newer agentsite; this server reads "
+                       f"version {EXPORT_VERSION}. Upgrade the server to import it.", 400,
+                       {"version": [f"Version {version} is newer than {EXPORT_VERSION}."]})
+    unknown = sorted(set(document) - {"format", "version", "name", "description", "nodes", "edges"})
+    if unknown:
+        raise AppError("invalid", f"Unknown fields in the export: {', '.join(unknown)}.", 400, {"fields": unknown})
+    description = document.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        raise AppError("invalid", f"description must be text of at most {MAX_DESCRIPTION} characters.", 400,
+                       {"description": ["Give a string."]})
+    return workflow_create(owner=owner, name=document.get("name"), description=description,
+                           nodes=document.get("nodes", []), edges=document.get("edges", []))
+
+
+# --- runs ---------------------------------------------------------------------------------------------
+
+def run_create(*, workflow: Workflow, input_text: str, queued: bool = False) -> WorkflowRun:
+    """A run record holding the graph it will run: `queued` for the task cluster, else `running` now."""
+    graph = workflow_graph(workflow)
+    return WorkflowRun.objects.create(
+        workflow=workflow, owner_id=workflow.owner_id, input=input_text, graph=graph.as_dict(),
+        status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now())
+
+
+def run_claim(*, run_id: Any) -> WorkflowRun | None:
+    """Move a queued run to running; None when another worker claimed it (or it is gone)."""
+    claimed = WorkflowRun.objects.filter(pk=run_id, status=WorkflowRun.QUEUED).update(
+        status=WorkflowRun.RUNNING, started_at=timezone.now())
+    return WorkflowRun.objects.filter(pk=run_id).first() if claimed else None
+
+
+def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output: Any, error: dict | None,
+               trace: list[dict[str, Any]]) -> WorkflowRun:
+    """Store how a run ended (only a run still running: a crash sweep or a second store changes nothing)."""
+    run.status, run.outputs, run.output, run.error, run.trace = status, outputs, output, error, trace
+    run.finished_at = timezone.now()
+    WorkflowRun.objects.filter(pk=run.pk, status=WorkflowRun.RUNNING).update(
+        status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at)
+    return run
+
+
+def runs_mark_crashed() -> int:
+    """Mark runs left `running` by a process that died as `error` (called when the service starts)."""
+    count = WorkflowRun.objects.filter(status=WorkflowRun.RUNNING).update(
+        status=WorkflowRun.ERROR, finished_at=timezone.now(),
+        error={"node": None, "message": "The service stopped while this run was running."})
+    if count:
+        logger.warning("Marked %d workflow run(s) left running by a stopped service as error", count)
+    return count

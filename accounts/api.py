@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -106,7 +106,8 @@ class LoginView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(request=LoginSerializer, responses={200: AuthResultSerializer})
+    @extend_schema(request=LoginSerializer, responses={
+        200: AuthResultSerializer, 401: OpenApiResponse(description="`invalid_credentials`")})
     def post(self, request: Request) -> Response:
         login_attempt_check(ip=client_ip(request))
         data = validated(LoginSerializer, request.data)
@@ -120,7 +121,8 @@ class RegisterView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(request=CredentialsSerializer, responses={201: AuthResultSerializer})
+    @extend_schema(request=CredentialsSerializer, responses={
+        201: AuthResultSerializer, 403: OpenApiResponse(description="`registration_closed`")})
     def post(self, request: Request) -> Response:
         if not config_get().allow_registration:
             raise AppError("registration_closed", "Registration is closed on this server; ask an admin.", 403)
@@ -133,7 +135,8 @@ class RefreshView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(request=RefreshSerializer, responses={200: TokenPairSerializer})
+    @extend_schema(request=RefreshSerializer, responses={
+        200: TokenPairSerializer, 401: OpenApiResponse(description="`token_invalid`: expired, revoked or used")})
     def post(self, request: Request) -> Response:
         data = validated(RefreshSerializer, request.data)
         return Response(services.tokens_refresh(refresh=data["refresh"]))

@@ -1,4 +1,5 @@
-"""ASGI wrapper in front of every app (Django, MCP): body size limit and security headers.
+"""ASGI wrapper in front of every app (Django, MCP): the Host check, the body limit, chunked and deep-JSON
+bodies, and the security headers.
 
 It sits outside Django so that it also covers the mounted MCP apps. Under daphne the body is
 refused even earlier, while it arrives (install_daphne_body_limit below), because Twisted would
@@ -8,10 +9,20 @@ otherwise store all of it before the app sees any.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from django.conf import settings
 
+from agentsite.errors import envelope_for
+from agentsite.hosts import scope_host_allowed
+from agentsite.jsonbody import MAX_JSON_DEPTH, json_too_deep
 from agentsite.middleware import SECURITY_HEADERS
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 _HEADER_PAIRS = [(name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
 
@@ -21,16 +32,20 @@ def _with_security_headers(headers: list) -> list:
     return list(headers) + [(name, value) for name, value in _HEADER_PAIRS if name not in present]
 
 
+def _error_body(path: str, code: str, message: str, status: int) -> bytes:
+    return json.dumps(envelope_for(path, code, message, status)).encode()
+
+
 def _too_large_body(path: str) -> bytes:
     limit_mb = settings.MAX_BODY_BYTES // (1024 * 1024)
-    message = f"The request body is larger than {limit_mb} MB."
-    if path.startswith("/v1"):
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": "payload_too_large"}
-        return json.dumps({"error": error}).encode()
-    return json.dumps({"error": {"code": "payload_too_large", "message": message, "details": {}}}).encode()
+    return _error_body(path, "payload_too_large", f"The request body is larger than {limit_mb} MB.", 413)
 
 
 class BodyLimitExceeded(Exception):
+    pass
+
+
+class ClientGone(Exception):
     pass
 
 
@@ -39,28 +54,41 @@ class LimitsMiddleware:
         self.app = app
         self.max_body = max_body
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and not scope_host_allowed(scope):
+            return await send({"type": "websocket.close"})  # the handshake is refused (403), as for any path
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        send = _SecuredSend(send)
+        path = scope.get("path", "")
+        # First, before auth and before a byte of the body is read: a rebound DNS name gets nothing.
+        if not scope_host_allowed(scope):
+            return await _answer(send, 400, _error_body(
+                path, "invalid_host", "The Host header names a host this server does not serve.", 400))
         limit = self.max_body or settings.MAX_BODY_BYTES
-        started = False
-
-        async def send_with_headers(message):
-            nonlocal started
-            if message["type"] == "http.response.start":
-                if started:
-                    return
-                started = True
-                message = {**message, "headers": _with_security_headers(message.get("headers", []))}
-            await send(message)
-
         length = _content_length(scope)
         if length is not None and length > limit:
-            return await self._refuse(scope, send_with_headers)
+            return await _answer(send, 413, _too_large_body(path), close=True)
+        if length is not None and not _is_json(scope):
+            return await self._pass_counting(scope, receive, send, limit)
+        try:
+            body = await _read_body(receive, limit)
+        except BodyLimitExceeded:
+            return await _answer(send, 413, _too_large_body(path), close=True)
+        except ClientGone:
+            return None
+        if _is_json(scope) and json_too_deep(body):
+            return await _answer(send, 400, _error_body(
+                path, "invalid", f"The JSON body nests deeper than {MAX_JSON_DEPTH} levels.", 400))
+        if length is None:
+            scope = _with_content_length(scope, len(body))
+        await self.app(scope, _replaying(body, receive), send)
 
+    async def _pass_counting(self, scope: Scope, receive: Receive, send: _SecuredSend, limit: int) -> None:
+        """A declared-length body the wrapper need not look at (an upload): streamed through, counted."""
         received = 0
 
-        async def counting_receive():
+        async def counting_receive() -> Message:
             nonlocal received
             message = await receive()
             if message["type"] == "http.request":
@@ -70,20 +98,79 @@ class LimitsMiddleware:
             return message
 
         try:
-            await self.app(scope, counting_receive, send_with_headers)
+            await self.app(scope, counting_receive, send)
         except BodyLimitExceeded:
-            if not started:
-                await self._refuse(scope, send_with_headers)
-
-    async def _refuse(self, scope, send):
-        body = _too_large_body(scope.get("path", ""))
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")]})
-        await send({"type": "http.response.body", "body": body})
+            if not send.started:
+                await _answer(send, 413, _too_large_body(scope.get("path", "")), close=True)
 
 
-def _content_length(scope) -> int | None:
+class _SecuredSend:
+    """`send` with the security headers added to the response start; `started` says whether one went out."""
+
+    def __init__(self, send: Send):
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            if self.started:
+                return
+            self.started = True
+            message = {**message, "headers": _with_security_headers(message.get("headers", []))}
+        await self.send(message)
+
+
+async def _answer(send: Send, status: int, body: bytes, close: bool = False) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:  # the rest of an over-size body is not read: the connection cannot carry another request
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    """The whole body (Django reads all of it before the view anyway); raises BodyLimitExceeded, ClientGone."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        part = message.get("body", b"")
+        size += len(part)
+        if size > limit:
+            raise BodyLimitExceeded
+        parts.append(part)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the app the buffered body, then the server's own messages (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+def _with_content_length(scope: Scope, length: int) -> Scope:
+    # Django (and DRF) read a body only up to Content-Length, so a chunked one read as empty: it now has one.
+    headers = [(name, value) for name, value in scope.get("headers", [])
+               if name.lower() not in (b"content-length", b"transfer-encoding")]
+    return {**scope, "headers": [*headers, (b"content-length", str(length).encode())]}
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"content-type":
+            media = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or media.endswith(b"+json")
+    return False
+
+
+def _content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", []):
         if name.lower() == b"content-length":
             try:
@@ -98,25 +185,39 @@ def _content_length(scope) -> int | None:
 # the ASGI app, so the wrapper above only sees a body after it was stored. These hooks refuse it while
 # it arrives: the 413 goes out at once, the rest is discarded (not stored), and a client that goes on
 # sending past DISCARD_CAP is cut off.
+#
+# daphne and Twisted also answer some requests themselves, without the ASGI app (a path or query that is
+# not ASCII, a malformed request line or header, daphne's own 500/503): the hooks below give those
+# answers the security headers too. Twisted would also parse every multipart/form-data POST itself (in
+# memory) and answer a bare 400 when it has no boundary; that parsing is switched off, since Django
+# parses uploads itself.
 DISCARD_CAP = 64 * 1024 * 1024
 
 
 def install_daphne_body_limit(limit: int | None = None) -> bool:
-    """Patch daphne's request class once; returns False when daphne is not installed."""
+    """Patch daphne's request and Twisted's channel once; returns False when daphne is not installed."""
     try:
         from daphne.http_protocol import WebRequest
+        from twisted.web.http import HTTPChannel
     except ImportError:
         return False
     if getattr(WebRequest, "_agentsite_body_limit", None) is not None:
         return True
     WebRequest._agentsite_body_limit = limit or settings.MAX_BODY_BYTES
-    original_got_length = WebRequest.gotLength
-    original_chunk = WebRequest.handleContentChunk
-    original_process = WebRequest.process
+    _install_body_limit(WebRequest)
+    _install_daphne_headers(WebRequest, HTTPChannel)
+    return True
+
+
+def _install_body_limit(request_class: type) -> None:
+    original_got_length = request_class.gotLength
+    original_chunk = request_class.handleContentChunk
+    original_process = request_class.process
 
     def got_length(self, length):
         self._agentsite_received = 0
         self._agentsite_refused = False
+        self._parsePOSTFormSubmission = False  # Django parses forms; Twisted's own parse is a bare 400 or waste
         original_got_length(self, length)
         if length is not None and length > self._agentsite_body_limit:
             _refuse_in_daphne(self)
@@ -138,10 +239,48 @@ def install_daphne_body_limit(limit: int | None = None) -> bool:
             return None
         return original_process(self)
 
-    WebRequest.gotLength = got_length
-    WebRequest.handleContentChunk = handle_content_chunk
-    WebRequest.process = process
-    return True
+    request_class.gotLength = got_length
+    request_class.handleContentChunk = handle_content_chunk
+    request_class.process = process
+
+
+def _install_daphne_headers(request_class: type, channel_class: type) -> None:
+    original_reply = request_class.handle_reply
+
+    def handle_reply(self, message):
+        # daphne's basic_error (bad path, bad query string, its own 500 and 503) starts its reply here.
+        if message.get("type") == "http.response.start":
+            message = {**message, "headers": _with_security_headers(message.get("headers", []))}
+        return original_reply(self, message)
+
+    def respond_to_bad_request_and_disconnect(self):
+        # Twisted's answer to a request it cannot parse (request line, header, chunk framing), headers added.
+        self.transport.write(b"\r\n".join([b"HTTP/1.1 400 Bad Request", *_raw_security_headers(),
+                                             b"Content-Length: 0", b"Connection: close"]) + b"\r\n\r\n")
+        self.loseConnection()
+
+    request_class.handle_reply = handle_reply
+    channel_class._respondToBadRequestAndDisconnect = respond_to_bad_request_and_disconnect
+    _install_websocket_headers()
+
+
+def _install_websocket_headers() -> None:
+    """A WebSocket upgrade is answered by autobahn (daphne's WebSocket layer): its refusals get the headers too."""
+    try:
+        from autobahn.websocket.protocol import WebSocketServerProtocol
+    except ImportError:
+        return
+    original_error = WebSocketServerProtocol.sendHttpErrorResponse
+
+    def send_http_error_response(self, code, reason, responseHeaders=None):  # noqa: N803 - autobahn's name
+        headers = [*(responseHeaders or []), *((name, value) for name, value in SECURITY_HEADERS.items())]
+        return original_error(self, code, reason, headers)
+
+    WebSocketServerProtocol.sendHttpErrorResponse = send_http_error_response
+
+
+def _raw_security_headers() -> list[bytes]:
+    return [name.title() + b": " + value for name, value in _HEADER_PAIRS]
 
 
 def _refuse_in_daphne(request) -> None:
@@ -149,6 +288,5 @@ def _refuse_in_daphne(request) -> None:
     path = (getattr(request.channel, "_path", b"") or b"").decode("latin-1").split("?", 1)[0]
     body = _too_large_body(path)
     head = [b"HTTP/1.1 413 Payload Too Large", b"Content-Type: application/json",
-            b"Content-Length: " + str(len(body)).encode(), b"Connection: close"]
-    head += [name.title() + b": " + value for name, value in _HEADER_PAIRS]
+            b"Content-Length: " + str(len(body)).encode(), b"Connection: close", *_raw_security_headers()]
     request.channel.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, urlsplit
 
+import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -55,37 +56,64 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_redis_url(name: str) -> str:
+    """A redis://, rediss:// or unix:// URL (redis-py's schemes), checked now: a bad one would otherwise
+    surface as a redis-py traceback on the first cache or queue call, after the server is up."""
+    url = env_str(name).strip()
+    if url:
+        problem = _redis_url_problem(url)
+        if problem:
+            raise ImproperlyConfigured(f"{name} {problem}, e.g. redis://127.0.0.1:6379/0.")
+    return url
+
+
+def _redis_url_problem(url: str) -> str | None:
+    parsed = urlsplit(url)
+    if parsed.scheme not in {"redis", "rediss", "unix"}:
+        return f"must start with redis://, rediss:// or unix:// (got {parsed.scheme or 'no'} scheme)"
+    if parsed.scheme == "unix":
+        return None if parsed.path else "must name a socket path (unix:///path/to/redis.sock)"
+    try:
+        port = parsed.port
+    except ValueError:
+        return "has a port that is not a number from 1 to 65535"
+    if not parsed.hostname:
+        return "must name a host"
+    if port == 0:
+        return "has a port that is not a number from 1 to 65535"
+    db = parsed.path.strip("/") or parse_qs(parsed.query).get("db", ["0"])[-1]
+    if not db.isdigit():
+        return f"must end with a database number (got {db!r})"
+    return None
+
+
+# Schemes Django can serve here: psycopg is a dependency, SQLite is built in.
+_POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
+
+
 def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
-    """Translate a postgres:// or sqlite:/// URL into a Django DATABASES entry."""
-    parsed = urlparse(url)
-    if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
-        options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
-            "USER": unquote(parsed.username or ""),
-            "PASSWORD": unquote(parsed.password or ""),
-            "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
-            "CONN_MAX_AGE": 0,
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": {"connect_timeout": 5, **options},
-        }
-    if parsed.scheme == "sqlite":
-        path = unquote(parsed.path)
-        if url.startswith("sqlite:////"):
-            path = "/" + path.lstrip("/")
-        elif url.startswith("sqlite:///"):
-            path = path[1:]
-        return sqlite_database(path)
-    raise ImproperlyConfigured(
-        f"{name} must start with postgres://, postgresql:// or sqlite:/// (got {parsed.scheme!r})."
-    )
+    """Translate a postgres:// or sqlite:/// URL (parsed by dj-database-url) into a Django DATABASES entry."""
+    scheme = urlsplit(url).scheme
+    if scheme not in _POSTGRES_SCHEMES | {"sqlite"}:
+        raise ImproperlyConfigured(f"{name} must start with postgres://, postgresql:// or sqlite:/// (got {scheme!r}).")
+    try:
+        parsed = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    except ValueError as exc:  # a bad port, bad quoting: its message does not repeat the URL (or its password)
+        raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from exc
+    if scheme == "sqlite":
+        if parsed["NAME"] in ("", ":memory:"):
+            raise ImproperlyConfigured(f"{name} must name a database file, e.g. sqlite:////var/lib/agentsite/db.sqlite3.")
+        return sqlite_database(parsed["NAME"])
+    options = parsed.get("OPTIONS", {})
+    # A database that does not answer fails the health check in 5 s instead of hanging the request.
+    return {**parsed, "NAME": parsed["NAME"] or "postgres", "PORT": str(parsed["PORT"] or ""),
+            "OPTIONS": {"connect_timeout": 5, **options}}
 
 
 def sqlite_database(path: str) -> dict:
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        # Django's backend, creating the data directory on first connect (the settings write nothing).
+        "ENGINE": "agentsite.db.sqlite3",
         "NAME": path,
         # WAL lets the q2 worker and the web process read while one writes; IMMEDIATE takes the write
         # lock at BEGIN, so two writers wait on busy_timeout instead of failing with "database is locked".

@@ -29,13 +29,17 @@ def database_ok() -> bool:
         return False
 
 
+HEALTH = inline_serializer("Health", {
+    "status": serializers.ChoiceField(["ok", "degraded"]), "version": serializers.CharField(),
+    "database": serializers.ChoiceField(["ok", "error"]), "uptime_s": serializers.FloatField()})
+
+
 class HealthView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []
 
-    @extend_schema(responses=inline_serializer("Health", {
-        "status": serializers.ChoiceField(["ok", "degraded"]), "version": serializers.CharField(),
-        "database": serializers.ChoiceField(["ok", "error"]), "uptime_s": serializers.FloatField()}))
+    @extend_schema(responses={(status, "application/json"): HEALTH for status in (200, 503)},
+                   description="200 when the database answers; 503 with status `degraded` when it does not.")
     def get(self, request: Request) -> Response:
         db_ok = database_ok()
         body = {

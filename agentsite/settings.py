@@ -5,14 +5,25 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from agentsite.datadir import data_dir, load_secrets
-from agentsite.env import database_from_url, env_bool, env_float, env_int, env_list, env_str, sqlite_database
+from agentsite.datadir import SettingsDict, data_dir_path, secret_lazy
+from agentsite.env import (
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_redis_url,
+    env_str,
+    sqlite_database,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = data_dir()
-_SECRETS = load_secrets(DATA_DIR)
+# Importing the settings writes nothing: the data directory is created by what first writes into it, and
+# the secrets come from AGENTSITE_SECRET_KEY / AGENTSITE_JWT_SIGNING_KEY, else <data>/config.json, else
+# are generated there on first use (agentsite/datadir.py).
+DATA_DIR = data_dir_path()
 
-SECRET_KEY = _SECRETS["secret_key"]
+SECRET_KEY = secret_lazy(DATA_DIR, "secret_key")
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("AGENTSITE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 
@@ -82,7 +93,7 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_str("REDIS_URL")
+REDIS_URL = env_redis_url("REDIS_URL")
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                           "KEY_PREFIX": env_str("AGENTSITE_CACHE_PREFIX", "agentsite")}}
@@ -140,17 +151,19 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "agentsite.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Adds the bearer scheme and each operation's error responses (agentsite/schema.py).
+    "DEFAULT_SCHEMA_CLASS": "agentsite.schema.AppAutoSchema",
     "EXCEPTION_HANDLER": "agentsite.errors.drf_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # A JSON API: other bodies answer 415. Views that take uploads list MultiPartParser themselves.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agentsite.parsers.BoundedJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
-SIMPLE_JWT = {
+# A SettingsDict: simplejwt reads SIGNING_KEY when it makes or checks its first token, and gets a real str.
+SIMPLE_JWT = SettingsDict({
     "ALGORITHM": "HS256",
-    "SIGNING_KEY": _SECRETS["jwt_signing_key"],
+    "SIGNING_KEY": secret_lazy(DATA_DIR, "jwt_signing_key"),
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("AGENTSITE_ACCESS_TOKEN_MINUTES", 60, minimum=1)),
     "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("AGENTSITE_REFRESH_TOKEN_DAYS", 7, minimum=1)),
     "ROTATE_REFRESH_TOKENS": True,
@@ -158,7 +171,7 @@ SIMPLE_JWT = {
     "UPDATE_LAST_LOGIN": True,
     "AUTH_HEADER_TYPES": ("Bearer",),
     "USER_ID_CLAIM": "user_id",
-}
+})
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
@@ -171,6 +184,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Fields named `type` with different choices (a workflow node's, an OpenAI tool's) get stable names.
+    "ENUM_NAME_OVERRIDES": {"WorkflowNodeTypeEnum": "workflows.models.WorkflowNode.TYPES",
+                            "FunctionTypeEnum": [("function", "function")]},
 }
 
 # CORS: local dashboards on any port, plus what the operator lists.
@@ -196,6 +212,11 @@ AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duc
 AGENTSITE_PLUGINS_DIR = DATA_DIR / "plugins"
 # SSE streams send a comment when idle this long (API.md: at least every 15 s).
 AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum=0.05)
+# The JavaScript sandbox of workflow code and condition nodes (workflows/sandbox): worker processes per
+# process that runs workflows, and each evaluation's time and heap limits.
+AGENTSITE_SANDBOX_WORKERS = env_int("AGENTSITE_SANDBOX_WORKERS", 2, minimum=1)
+AGENTSITE_SANDBOX_TIME_LIMIT_S = env_float("AGENTSITE_SANDBOX_TIME_LIMIT_S", 1.0, minimum=0.01)
+AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 64, minimum=8)
 
 LOGGING = {
     "version": 1,

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, QueryDict
 from rest_framework import serializers
 
 from agentsite.errors import AppError, flatten_details, validation_message
+from agentsite.jsonbody import json_loads_bounded
 
 
 def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
-    """The serializer's validated data; raises AppError 400 `invalid` with field -> messages details."""
+    """The serializer's validated data; raises AppError 400 `invalid` with field -> messages details.
+
+    A JSON body is first held to the JSON types its fields name (json_type_problems): DRF alone would
+    turn `{"name": 566}` into "566" and `"1"` into 1.
+    """
     serializer = serializer_class(data=data, **kwargs)
+    if isinstance(data, dict) and not isinstance(data, QueryDict):  # form and multipart values are all text
+        problems = json_type_problems(serializer, data)
+        if problems:
+            raise AppError("invalid", validation_message(problems), 400, problems)
     if not serializer.is_valid():
         details = flatten_details(serializer.errors)
         raise AppError("invalid", validation_message(details), 400, details)
@@ -25,16 +33,78 @@ def json_object_body(request: HttpRequest) -> dict[str, Any]:
 
     Raises AppError 415 `unsupported_media_type` for another Content-Type (a text/plain or form POST is
     what a foreign web page can send without a CORS preflight) and 400 `invalid` for anything not a
-    JSON object.
+    JSON object (malformed, or nested deeper than 100 levels).
     """
     if not request.body:
         return {}
     if request.content_type != "application/json":
         raise AppError("unsupported_media_type", "Send the body as Content-Type: application/json.", 415)
-    try:
-        body = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AppError("invalid", "The body is not valid JSON.", 400) from exc
+    body = json_loads_bounded(request.body)
     if not isinstance(body, dict):
         raise AppError("invalid", "The body must be a JSON object.", 400)
     return body
+
+
+# --- JSON types -------------------------------------------------------------------------------------
+# The JSON type each field takes; ListSerializer, Serializer, ListField and DictField are checked
+# (and their items) below. Fields not listed (JSONField, DecimalField, files, ...) take what DRF does.
+_STRING_FIELDS = (serializers.CharField, serializers.UUIDField, serializers.DateTimeField, serializers.DateField,
+                  serializers.TimeField, serializers.DurationField)
+_MUST_BE = {"string": "Must be a string.", "integer": "Must be an integer.", "number": "Must be a number.",
+            "boolean": "Must be true or false.", "array": "Must be a list.", "object": "Must be an object."}
+
+
+def json_type_problems(serializer: serializers.Serializer, data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Field path (`messages.0.content`) -> messages, for each value that is not the JSON type its field takes."""
+    problems: dict[str, Any] = {}
+    for field in serializer.fields.values():
+        if field.read_only or field.field_name not in data or data[field.field_name] is None:
+            continue  # absent and null values are the serializer's to judge (required, allow_null)
+        problems.update(_value_problems(field, data[field.field_name], prefix + field.field_name))
+    return problems
+
+
+def _value_problems(field: serializers.Field, value: Any, path: str) -> dict[str, Any]:
+    expected = _json_type(field)
+    if expected is None:
+        return {}
+    if not _is_json_type(value, expected):
+        return {path: [_MUST_BE[expected]]}
+    if isinstance(field, serializers.Serializer):
+        return json_type_problems(field, value, path + ".")
+    child = getattr(field, "child", None)
+    if child is None:
+        return {}
+    items = value.items() if expected == "object" else enumerate(value)
+    problems: dict[str, Any] = {}
+    for key, item in items:
+        if item is not None:
+            problems.update(_value_problems(child, item, f"{path}.{key}"))
+    return problems
+
+
+def _json_type(field: serializers.Field) -> str | None:
+    if isinstance(field, serializers.ListSerializer | serializers.ListField):
+        return "array"
+    if isinstance(field, serializers.Serializer | serializers.DictField):
+        return "object"
+    if isinstance(field, serializers.MultipleChoiceField):
+        return "array"
+    if isinstance(field, serializers.ChoiceField):
+        return "string" if all(isinstance(choice, str) for choice in field.choices) else None
+    if isinstance(field, serializers.BooleanField):
+        return "boolean"
+    if isinstance(field, serializers.IntegerField):
+        return "integer"
+    if isinstance(field, serializers.FloatField):
+        return "number"
+    if isinstance(field, _STRING_FIELDS):
+        return "string"
+    return None
+
+
+def _is_json_type(value: Any, expected: str) -> bool:
+    if isinstance(value, bool):  # bool is an int in Python, never a number in JSON
+        return expected == "boolean"
+    return isinstance(value, {"string": str, "integer": int, "number": int | float, "boolean": bool,
+                              "array": list, "object": dict}[expected])

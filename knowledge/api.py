@@ -8,13 +8,14 @@ from django.core.files.uploadedfile import UploadedFile
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.agent.config import get_settings
 from agentsite.errors import AppError
+from agentsite.parsers import BoundedJSONParser
 from agentsite.validation import validated
 from knowledge import services
 from knowledge.selectors import chunk_search, context_build, document_list_for
@@ -91,7 +92,7 @@ class ContextOutputSerializer(serializers.Serializer):
 
 class DocumentListView(GenericAPIView):
     serializer_class = DocumentSerializer
-    parser_classes = [JSONParser, MultiPartParser]  # JSON text, or an uploaded file
+    parser_classes = [BoundedJSONParser, MultiPartParser]  # JSON text, or an uploaded file
 
     @extend_schema(responses={200: DocumentSerializer(many=True)})
     def get(self, request: Request) -> Response:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from django.core.validators import URLValidator
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -133,7 +133,8 @@ class ServerListView(APIView):
 class ConnectView(APIView):
     permission_classes = [IsAuthenticated, IsAdmin]
 
-    @extend_schema(request=ConnectInputSerializer, responses={201: ServerSerializer},
+    @extend_schema(request=ConnectInputSerializer, responses={
+        201: ServerSerializer, 502: OpenApiResponse(description="`mcp_connect_failed`: nothing stored")},
                    summary="Connect an MCP server (stdio command or URL) and store it")
     def post(self, request: Request) -> Response:
         data = validated(ConnectInputSerializer, request.data)
@@ -145,7 +146,8 @@ class ConnectView(APIView):
 class DisconnectView(APIView):
     permission_classes = [IsAuthenticated, IsAdmin]
 
-    @extend_schema(request=NameSerializer, responses={200: DisconnectedSerializer},
+    @extend_schema(request=NameSerializer, responses={
+        200: DisconnectedSerializer, 404: OpenApiResponse(description="No MCP server of that name.")},
                    summary="Disconnect an MCP server (its process is stopped) and forget it")
     def post(self, request: Request) -> Response:
         data = validated(NameSerializer, request.data)
@@ -155,7 +157,9 @@ class DisconnectView(APIView):
 
 
 class CallView(APIView):
-    @extend_schema(request=CallInputSerializer, responses={200: CallOutputSerializer},
+    @extend_schema(request=CallInputSerializer, responses={
+        200: CallOutputSerializer, 404: OpenApiResponse(description="No such server or tool."),
+        502: OpenApiResponse(description="`upstream_error`: the MCP server failed")},
                    summary="Call any listed tool directly")
     def post(self, request: Request) -> Response:
         data = validated(CallInputSerializer, request.data)

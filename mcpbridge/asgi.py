@@ -16,13 +16,8 @@ import re
 import sys
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
-from corsheaders.conf import conf as cors_conf
-from corsheaders.middleware import CorsMiddleware
-from django.conf import settings
-from django.http.request import split_domain_port, validate_host
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.sse import SseServerTransport
@@ -30,7 +25,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.authentication import AuthCredentials
 
+from agentsite.cors import origin_allowed
 from agentsite.errors import envelope
+from agentsite.hosts import host_allowed, scope_host_allowed
 from mcpbridge.apps import MCP_PATH
 from mcpbridge.server import build_server, django_db_scope
 
@@ -66,12 +63,15 @@ class McpHttpApp:
         if scope["type"] != "http":
             return
         origin = _header(scope, b"origin")
-        allowed_origin = origin if origin and _cors_allowed(origin) else None
+        # The API's CORS policy (django-cors-headers' settings), which Django's middleware cannot apply here.
+        allowed_origin = origin if origin and origin_allowed(origin) else None
         send = _with_cors(send, allowed_origin)
+        # The ASGI wrapper (agentsite.asgi_limits) checks the Host first on every path; checked again here so
+        # that this app never serves a foreign Host, wherever it is mounted.
+        if not scope_host_allowed(scope):
+            return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
         if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
             return await _preflight(scope, send, allowed_origin)
-        if not _host_allowed(scope):
-            return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
         if origin and not allowed_origin and not _origin_is_own_host(origin):
             return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
         user_id, problem = await _authenticate(scope)
@@ -156,32 +156,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def _allowed_hosts() -> list[str]:
-    hosts = list(settings.ALLOWED_HOSTS)
-    if settings.DEBUG and not hosts:
-        hosts = [".localhost", "127.0.0.1", "[::1]"]  # what Django itself allows in that case
-    return hosts
-
-
-def _host_allowed(scope: Scope) -> bool:
-    host = _header(scope, b"host")
-    if not host:
-        return False
-    domain, _port = split_domain_port(host)
-    return bool(domain) and validate_host(domain, _allowed_hosts())
-
-
 def _origin_is_own_host(origin: str) -> bool:
-    domain, _port = split_domain_port(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
-    return bool(domain) and validate_host(domain, _allowed_hosts())
-
-
-_CORS = CorsMiddleware(get_response=lambda request: None)  # for its origin check only
-
-
-def _cors_allowed(origin: str) -> bool:
-    """The project's CORS policy (django-cors-headers' settings), which Django's middleware cannot apply here."""
-    return bool(cors_conf.CORS_ALLOW_ALL_ORIGINS) or _CORS.origin_found_in_white_lists(origin, urlsplit(origin))
+    return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
 
 
 async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:

@@ -244,7 +244,8 @@ class McpConnection:
 
     def _http_client(self, headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
         """The SDK's client, noting error responses: the SDK reports a refused handshake without its status."""
-        from mcp.shared._httpx_utils import create_mcp_http_client
+        # The transport module's public name for it (mcp.shared._httpx_utils is private).
+        from mcp.client.streamable_http import create_mcp_http_client
 
         client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
         client.event_hooks = {"response": [self._note_http_error]}

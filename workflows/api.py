@@ -135,6 +135,8 @@ def run_data(run: WorkflowRun) -> dict[str, Any]:
 
 # --- views ------------------------------------------------------------------------------------------
 
+NAME_TAKEN = OpenApiResponse(description="`conflict`: you already have a workflow of that name.")
+
 class WorkflowListView(GenericAPIView):
     serializer_class = WorkflowSummarySerializer
 
@@ -143,7 +145,7 @@ class WorkflowListView(GenericAPIView):
         page = self.paginate_queryset(selectors.workflow_list_for(owner=request.user))
         return self.get_paginated_response(WorkflowSummarySerializer(page, many=True).data)
 
-    @extend_schema(request=WorkflowInputSerializer, responses={201: WorkflowSerializer})
+    @extend_schema(request=WorkflowInputSerializer, responses={201: WorkflowSerializer, 409: NAME_TAKEN})
     def post(self, request: Request) -> Response:
         data = validated(WorkflowInputSerializer, request.data)
         workflow = services.workflow_create(owner=request.user, name=data["name"],
@@ -157,11 +159,11 @@ class WorkflowDetailView(APIView):
     def get(self, request: Request, pk) -> Response:
         return Response(_workflow_data(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
 
-    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer})
+    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer, 409: NAME_TAKEN})
     def put(self, request: Request, pk) -> Response:
         return self._update(request, pk)
 
-    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer})
+    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer, 409: NAME_TAKEN})
     def patch(self, request: Request, pk) -> Response:
         return self._update(request, pk)
 
@@ -208,8 +210,7 @@ class ExportView(APIView):
 
 
 class ImportView(APIView):
-    @extend_schema(request=ExportSerializer, responses={201: WorkflowSerializer, 409: OpenApiResponse(
-        description="`conflict`: you already have a workflow of that name.")})
+    @extend_schema(request=ExportSerializer, responses={201: WorkflowSerializer, 409: NAME_TAKEN})
     def post(self, request: Request) -> Response:
         workflow = services.workflow_import(owner=request.user, document=request.data)
         return Response(_workflow_data(workflow), status=status.HTTP_201_CREATED)

@@ -9,8 +9,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from agentsite.datadir import load_secrets
-from agentsite.env import database_from_url, env_bool, env_int, env_list
+from agentsite.datadir import secrets_ensure
+from agentsite.env import database_from_url, env_bool, env_int, env_list, env_redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
 def test_defaults_are_sqlite_locmem_orm_broker_and_debug_off(tmp_path):
     values = _settings_in_subprocess(tmp_path)
     assert values["debug"] is False
-    assert values["db"] == "django.db.backends.sqlite3"
+    assert values["db"] == "agentsite.db.sqlite3"  # Django's, creating the data directory on first connect
     assert values["db_name"] == str(tmp_path / "db.sqlite3")
     assert values["cache"].endswith("LocMemCache")
     assert values["layer"].endswith("InMemoryChannelLayer")
@@ -79,19 +79,58 @@ def test_database_url_parsing():
     pg = database_from_url("postgresql://u:p%40ss@db.example:6543/agents?sslmode=require")
     assert (pg["USER"], pg["PASSWORD"], pg["HOST"], pg["PORT"], pg["NAME"]) == ("u", "p@ss", "db.example", "6543",
                                                                                "agents")
-    assert pg["OPTIONS"]["sslmode"] == "require"
-    assert database_from_url("sqlite:////var/lib/a.db")["NAME"] == "/var/lib/a.db"
+    assert pg["ENGINE"] == "django.db.backends.postgresql"
+    assert pg["OPTIONS"] == {"connect_timeout": 5, "sslmode": "require"}
+    assert (pg["CONN_MAX_AGE"], pg["CONN_HEALTH_CHECKS"]) == (0, True)
+    assert database_from_url("postgres://u@h/db?connect_timeout=10")["OPTIONS"]["connect_timeout"] == 10
+    assert database_from_url("postgres://u@h")["NAME"] == "postgres"
+    # dj-database-url's own conventions come along, e.g. currentSchema
+    schema = database_from_url("postgres://u@h/db?currentSchema=app")["OPTIONS"]
+    assert schema == {"connect_timeout": 5, "options": "-c search_path=app"}
+    sqlite = database_from_url("sqlite:////var/lib/a.db")
+    assert sqlite["NAME"] == "/var/lib/a.db"
+    assert sqlite["ENGINE"] == "agentsite.db.sqlite3" and "journal_mode=WAL" in sqlite["OPTIONS"]["init_command"]
+    assert database_from_url("sqlite:///relative.db")["NAME"] == "relative.db"
 
 
-def test_secrets_are_generated_once_with_mode_0600(tmp_path):
-    first = load_secrets(tmp_path)
+@pytest.mark.parametrize("url", ["postgres://u@h:notaport/db", "postgres://u@h:99999/db", "mysql://u@h/db",
+                                 "sqlite://", "db.example:5432"])
+def test_a_malformed_database_url_names_the_variable(url):
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        database_from_url(url)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:6379/0", "127.0.0.1:6379", "redis://", "redis://:6379/0",
+                                 "redis://127.0.0.1:notaport/0", "redis://127.0.0.1:70000/0",
+                                 "redis://127.0.0.1:6379/zero", "unix://"])
+def test_a_malformed_redis_url_names_the_variable(monkeypatch, url):
+    monkeypatch.setenv("REDIS_URL", url)
+    with pytest.raises(ImproperlyConfigured, match="REDIS_URL"):
+        env_redis_url("REDIS_URL")
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/1", "redis://:pw@cache.example", "rediss://u:p@h:6380/2",
+                                 "unix:///run/redis.sock?db=3", "redis://[::1]:6379"])
+def test_well_formed_redis_urls_are_accepted(monkeypatch, url):
+    monkeypatch.setenv("REDIS_URL", url)
+    assert env_redis_url("REDIS_URL") == url
+
+
+def test_a_malformed_redis_url_stops_manage_py_before_anything_starts(tmp_path):
+    base = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "AGENTSITE_DATA_DIR")}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, env={**base, "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+                                             "AGENTSITE_DATA_DIR": str(tmp_path), "REDIS_URL": "redis//127.0.0.1"})
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and "REDIS_URL" in result.stderr
+
+
+def test_secrets_are_generated_once_with_mode_0600(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENTSITE_SECRET_KEY", raising=False)
+    monkeypatch.delenv("AGENTSITE_JWT_SIGNING_KEY", raising=False)
+    first = secrets_ensure(tmp_path)
     path = tmp_path / "config.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(first["secret_key"]) >= 50 and len(first["jwt_signing_key"]) >= 64
-    assert load_secrets(tmp_path) == first
-
-
-def test_a_corrupt_secrets_file_names_the_file(tmp_path):
-    (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(ImproperlyConfigured, match="config.json"):
-        load_secrets(tmp_path)
+    assert secrets_ensure(tmp_path) == first
+    assert json.loads(path.read_text()) == first

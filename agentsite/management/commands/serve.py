@@ -12,6 +12,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from agentsite.datadir import data_dir_ensure, secrets_ensure
+
 STOP_GRACE_S = 15
 
 
@@ -24,10 +26,14 @@ class Command(BaseCommand):
         parser.add_argument("--no-cluster", action="store_true", help="Do not start the django-q2 cluster.")
 
     def handle(self, *args, host: str, port: int, no_cluster: bool, **options) -> None:
+        # The first start creates the data directory and its secrets here, before the children start: the
+        # settings import wrote nothing, and a problem with either stops serve instead of a first request.
+        secrets_ensure(data_dir_ensure(settings.DATA_DIR))
         self.stdout.write(f"agentsite: data directory {settings.DATA_DIR}")
         self.stdout.write("agentsite: applying database migrations ...")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("initadmin")
+        call_command("recover")  # before the children start: nothing of theirs can be running yet
         children = self._start_children(host, port, no_cluster)
         self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
         self._supervise(children)

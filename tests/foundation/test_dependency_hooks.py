@@ -1,0 +1,204 @@
+"""Where agentsite relies on more than a dependency's documented API, and what to re-check when it changes.
+
+pyproject.toml caps daphne, Twisted and mcp to the releases these tests passed on. When one of them fails
+after an upgrade, its message names the code to re-check; lift the cap only once it passes again.
+"""
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.test import Client, override_settings
+from twisted.internet import tcp
+from twisted.internet.testing import StringTransport
+from twisted.web import http
+
+from agentsite.cors import origin_allowed
+
+ROOT = Path(__file__).resolve().parents[2]
+BODY_LIMIT_HOOK = ("agentsite/asgi_limits.py: install_daphne_body_limit (and the 413 tests under a real daphne in "
+                   "tests/foundation/test_http.py)")
+
+# daphne's WebRequest as daphne defines it, and after our hook: in a fresh interpreter, because the hook
+# replaces the methods for the whole process.
+_WEBREQUEST_FACTS = """
+import inspect, json
+from twisted.web import http
+from daphne.http_protocol import WebRequest
+
+HOOKED = {"WebRequest": ["gotLength", "handleContentChunk", "process", "handle_reply"],
+          "HTTPChannel": ["_respondToBadRequestAndDisconnect"]}
+CLASSES = {"WebRequest": WebRequest, "HTTPChannel": http.HTTPChannel}
+
+def describe(cls, name):
+    function = getattr(cls, name, None)
+    if function is None:
+        return None
+    owner = next(base.__name__ for base in cls.__mro__ if name in vars(base))
+    return {"params": list(inspect.signature(function).parameters), "owner": owner}
+
+facts = {"is_twisted_request": issubclass(WebRequest, http.Request),
+         "original": {f"{cls}.{name}": describe(CLASSES[cls], name) for cls, names in HOOKED.items() for name in names}}
+from agentsite.asgi_limits import install_daphne_body_limit
+facts["installed"] = install_daphne_body_limit(1024)
+facts["patched_by"] = {f"{cls}.{name}": getattr(CLASSES[cls], name).__module__
+                       for cls, names in HOOKED.items() for name in names}
+print(json.dumps(facts))
+"""
+
+
+@pytest.fixture(scope="module")
+def webrequest_facts(tmp_path_factory) -> dict:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+           "AGENTSITE_DATA_DIR": str(tmp_path_factory.mktemp("hooks"))}
+    result = subprocess.run([sys.executable, "-c", _WEBREQUEST_FACTS], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_daphne_and_twisted_still_have_the_methods_the_hooks_wrap(webrequest_facts):
+    expected = {"WebRequest.gotLength": {"params": ["self", "length"], "owner": "Request"},
+                "WebRequest.handleContentChunk": {"params": ["self", "data"], "owner": "Request"},
+                "WebRequest.process": {"params": ["self"], "owner": "WebRequest"},
+                "WebRequest.handle_reply": {"params": ["self", "message"], "owner": "WebRequest"},
+                "HTTPChannel._respondToBadRequestAndDisconnect": {"params": ["self"], "owner": "HTTPChannel"}}
+    assert webrequest_facts["is_twisted_request"], \
+        f"daphne's WebRequest is no longer a Twisted Request: re-check {BODY_LIMIT_HOOK}"
+    for name, shape in expected.items():
+        assert webrequest_facts["original"][name] == shape, \
+            f"{name} changed in daphne/Twisted ({webrequest_facts['original'][name]}, was {shape}): re-check " \
+            f"{BODY_LIMIT_HOOK}"
+
+
+def test_the_hooks_replace_every_method_they_name(webrequest_facts):
+    assert webrequest_facts["installed"] is True
+    for name, module in webrequest_facts["patched_by"].items():
+        assert module == "agentsite.asgi_limits", f"{name} was not replaced by the hook: re-check {BODY_LIMIT_HOOK}"
+
+
+class _RecordingRequest(http.Request):
+    """Twisted's Request, noting the calls the hook relies on and what the channel holds at each."""
+
+    calls: list
+
+    def gotLength(self, length):
+        self.calls.append(("gotLength", length, self.channel._path))
+        super().gotLength(length)
+
+    def handleContentChunk(self, data):
+        self.calls.append(("handleContentChunk", data, self.channel._path))
+        super().handleContentChunk(data)
+
+    def process(self):
+        self.calls.append(("process",))
+        self.finish()
+
+
+def _feed(raw: bytes) -> tuple[list, StringTransport]:
+    calls: list = []
+    channel = http.HTTPChannel()
+    channel.timeOut = None  # no idle timer on the (not running) reactor
+    channel.requestFactory = type("Recording", (_RecordingRequest,), {"calls": calls})
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    channel.dataReceived(raw)
+    return calls, transport
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    (b"POST /v1/x?y=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello",
+     [("gotLength", 5, b"/v1/x?y=1"), ("handleContentChunk", b"hello", b"/v1/x?y=1"), ("process",)]),
+    (b"POST /api/y HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+     [("gotLength", None, b"/api/y"), ("handleContentChunk", b"abc", b"/api/y"),
+      ("handleContentChunk", b"de", b"/api/y"), ("process",)]),
+])
+def test_twisted_calls_the_wrapped_methods_in_order_with_the_path_on_the_channel(raw, expected):
+    calls, _transport = _feed(raw)
+    assert calls == expected, f"Twisted's HTTPChannel no longer calls gotLength, handleContentChunk, process in " \
+                              f"this order, or no longer keeps the request path in channel._path: re-check " \
+                              f"{BODY_LIMIT_HOOK} (its _refuse_in_daphne reads channel._path)"
+
+
+def test_a_twisted_connection_can_still_be_written_to_and_cut_off():
+    for method in ("write", "loseConnection", "abortConnection"):
+        assert callable(getattr(tcp.Server, method, None)), \
+            f"twisted.internet.tcp.Server.{method} is gone: re-check {BODY_LIMIT_HOOK}"
+
+
+class _FormRequest(_RecordingRequest):
+    parse_forms = True
+
+    def gotLength(self, length):
+        self._parsePOSTFormSubmission = self.parse_forms  # what the hook sets to False
+        super().gotLength(length)
+
+
+@pytest.mark.parametrize(("parse_forms", "expected"), [(True, "400"), (False, "processed")])
+def test_twisted_still_parses_forms_only_while_parsepostformsubmission_is_set(parse_forms, expected):
+    calls: list = []
+    channel = http.HTTPChannel()
+    channel.timeOut = None
+    channel.requestFactory = type("Form", (_FormRequest,), {"calls": calls, "parse_forms": parse_forms})
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    channel.dataReceived(b"POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data\r\n"
+                         b"Content-Length: 3\r\n\r\nabc")
+    outcome = "processed" if ("process",) in calls else transport.value().split(b" ", 2)[1].decode()
+    assert outcome == expected, \
+        f"Twisted's Request._parsePOSTFormSubmission no longer switches its form parsing (got {outcome!r}): " \
+        f"re-check {BODY_LIMIT_HOOK} (got_length sets it to False)"
+
+
+def test_twisted_answers_a_malformed_request_line_through_the_hooked_method():
+    answered: list = []
+    def respond(self) -> None:
+        answered.append(True)
+        http.HTTPChannel._respondToBadRequestAndDisconnect(self)
+
+    channel = type("Channel", (http.HTTPChannel,), {"_respondToBadRequestAndDisconnect": respond})()
+    channel.timeOut = None
+    channel.makeConnection(StringTransport())
+    channel.dataReceived(b"NOT A VALID REQUEST LINE AT ALL\r\n\r\n")
+    assert answered, "Twisted no longer answers a malformed request through HTTPChannel." \
+                     f"_respondToBadRequestAndDisconnect: re-check {BODY_LIMIT_HOOK} (_install_daphne_headers)"
+
+
+def test_the_mcp_http_client_factory_is_public_where_mcpbridge_imports_it():
+    from mcp.client import streamable_http
+
+    factory = getattr(streamable_http, "create_mcp_http_client", None)
+    assert factory is not None, "mcp.client.streamable_http.create_mcp_http_client is gone: re-check " \
+                                "mcpbridge/connection.py (_http_client)"
+    assert list(inspect.signature(factory).parameters) == ["headers", "timeout", "auth"], \
+        "create_mcp_http_client's parameters changed: re-check mcpbridge/connection.py (_http_client)"
+    client = factory(headers={"X-Test": "1"})
+    assert client.headers["X-Test"] == "1" and hasattr(client, "event_hooks"), \
+        "create_mcp_http_client no longer returns an httpx-style client with event_hooks: re-check " \
+        "mcpbridge/connection.py (_note_http_error)"
+
+
+ORIGINS = ["http://localhost:5173", "https://127.0.0.1", "http://localhost", "http://localhost.evil.example",
+           "https://evil.example", "https://app.example", "https://app.example:8443", "http://app.example", "null"]
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"CORS_ALLOWED_ORIGINS": ["https://app.example", "null"]},
+    {"CORS_ALLOW_ALL_ORIGINS": True},
+    {"CORS_ALLOWED_ORIGIN_REGEXES": [r"^https://app\.example(:\d+)?$"], "CORS_ALLOWED_ORIGINS": []},
+], ids=["defaults", "listed", "all", "regex"])
+def test_the_mcp_origin_check_agrees_with_the_apis_cors_middleware(overrides):
+    client = Client()
+    with override_settings(**overrides):
+        for origin in ORIGINS:
+            response = client.options("/api/health", headers={"origin": origin,
+                                                               "access-control-request-method": "GET"})
+            api_allows = response.headers.get("access-control-allow-origin") in (origin, "*")
+            assert origin_allowed(origin) == api_allows, \
+                f"{origin}: django-cors-headers says {api_allows}, agentsite.cors.origin_allowed disagrees " \
+                f"(with {overrides}); /mcp uses origin_allowed, so align agentsite/cors.py with the middleware"

@@ -53,3 +53,33 @@ def user_from_bearer_header(header: str | None):
         raise AppError("token_invalid", "The token is invalid or expired; log in again.", 401,
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})
     return user
+
+
+def async_post_view(handler, *, schema_view=None):
+    """An async POST view under /api (the streams, and work a hang-up must cancel): other methods answer 405,
+    the caller comes from the Bearer header, and every AppError before a response leaves in the envelope.
+    `handler(request, user, *args, **kwargs)`; `schema_view` documents the route (drf-spectacular reads `cls`).
+    """
+    import functools
+
+    from asgiref.sync import sync_to_async
+    from django.views.decorators.csrf import csrf_exempt
+
+    from agentsite.errors import AppError, app_error_response, error_response
+
+    @csrf_exempt
+    @functools.wraps(handler)
+    async def view(request, *args, **kwargs):
+        if request.method != "POST":
+            response = error_response("method_not_allowed", "Use POST.", 405)
+            response["Allow"] = "POST, OPTIONS"
+            return response
+        try:
+            user = await sync_to_async(user_from_bearer_header)(request.headers.get("Authorization"))
+            return await handler(request, user, *args, **kwargs)
+        except AppError as exc:
+            return app_error_response(exc)
+
+    if schema_view is not None:
+        view.cls, view.initkwargs = schema_view, {}
+    return view

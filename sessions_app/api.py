@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 
-from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -16,9 +14,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import user_from_bearer_header
+from accounts.authentication import async_post_view
 from agentsite.agent.loop import AgentEvent
-from agentsite.errors import AppError, app_error_response, error_response
+from agentsite.errors import AppError
 from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.validation import json_object_body, validated
 from sessions_app import selectors, services
@@ -112,26 +110,15 @@ class ChatSchemaView(APIView):
         raise AppError("not_found", "Not found.", 404)
 
 
-@csrf_exempt
-async def chat(request: HttpRequest, pk) -> HttpResponse:
+async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/sessions/:id/chat: everything that can fail with a status fails before the stream starts."""
-    if request.method != "POST":
-        response = error_response("method_not_allowed", "Use POST.", 405)
-        response["Allow"] = "POST, OPTIONS"
-        return response
-    try:
-        user = await sync_to_async(user_from_bearer_header)(request.headers.get("Authorization"))
-        data = validated(ChatInputSerializer, json_object_body(request))
-        turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
-                                overrides={"model": data["model"]} if data.get("model") else None)
-    except AppError as exc:
-        return app_error_response(exc)
+    data = validated(ChatInputSerializer, json_object_body(request))
+    turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
+                            overrides={"model": data["model"]} if data.get("model") else None)
     return sse_response(chat_stream(turn.events()))
 
 
-# drf-spectacular documents a route through its view's `cls`: point it at ChatSchemaView.
-chat.cls = ChatSchemaView
-chat.initkwargs = {}
+chat = async_post_view(_chat, schema_view=ChatSchemaView)
 
 
 async def chat_stream(events: AsyncIterator[AgentEvent]) -> AsyncIterator[bytes]:

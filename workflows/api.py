@@ -10,7 +10,6 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -18,8 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import user_from_bearer_header
-from agentsite.errors import AppError, app_error_response, error_response
+from accounts.authentication import async_post_view
+from agentsite.errors import AppError
 from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.validation import json_object_body, validated
 from workflows import runs, selectors, services
@@ -227,20 +226,11 @@ class RunSchemaView(APIView):
         raise AppError("not_found", "Not found.", 404)
 
 
-@csrf_exempt
-async def run(request: HttpRequest, pk) -> HttpResponse:
+async def _run(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/workflows/:id/run: 200 with the finished run, 202 queued (`async`), or an SSE stream."""
-    if request.method != "POST":
-        response = error_response("method_not_allowed", "Use POST.", 405)
-        response["Allow"] = "POST, OPTIONS"
-        return response
-    try:
-        user = await sync_to_async(user_from_bearer_header)(request.headers.get("Authorization"))
-        data = validated(RunInputSerializer, json_object_body(request))
-        queued = bool(data.get("async"))
-        record = await sync_to_async(_run_start)(owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
-    except AppError as exc:
-        return app_error_response(exc)
+    data = validated(RunInputSerializer, json_object_body(request))
+    queued = bool(data.get("async"))
+    record = await sync_to_async(_run_start)(owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
     if queued:
         return JsonResponse(run_data(record), status=202)
     if data.get("stream"):
@@ -249,8 +239,7 @@ async def run(request: HttpRequest, pk) -> HttpResponse:
     return JsonResponse(run_data(await runs.workflow_execute(run=record)))
 
 
-run.cls = RunSchemaView
-run.initkwargs = {}
+run = async_post_view(_run, schema_view=RunSchemaView)
 
 
 def _run_start(*, owner: Any, workflow_id: Any, input_text: str, queued: bool) -> WorkflowRun:

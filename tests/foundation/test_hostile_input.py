@@ -6,8 +6,6 @@ import time
 import pytest
 import requests
 
-from tests.server import LiveServer
-
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -16,18 +14,6 @@ SECURITY_HEADERS = {
 }
 DEEP = b'{"a": ' * 1000 + b"1" + b"}" * 1000
 DEEP_LIST = b"[" * 1000 + b"]" * 1000
-
-
-@pytest.fixture(scope="module")
-def server():
-    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def admin_headers(server):
-    return {"Authorization": f"Bearer {server.login()['token']}"}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ import requests
 from django.test import override_settings
 
 from agentsite.hosts import host_allowed
-from tests.server import LiveServer
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -14,18 +13,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 CHAT = {"model": "agent", "messages": [{"role": "user", "content": "hi"}]}
-
-
-@pytest.fixture(scope="module")
-def server():
-    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def admin_headers(server):
-    return {"Authorization": f"Bearer {server.login()['token']}"}
 
 
 def _send(server, method: str, path: str, host: str, headers: dict | None = None, **kwargs) -> requests.Response:

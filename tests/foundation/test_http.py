@@ -16,14 +16,6 @@ SECURITY_HEADERS = {
 ELEVEN_MB = 11 * 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def server():
-    # The rate limit is per client IP and every test comes from 127.0.0.1: this module's own server.
-    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
-    yield server
-    server.stop()
-
-
 def _assert_security_headers(response: requests.Response) -> None:
     for name, value in SECURITY_HEADERS.items():
         assert response.headers.get(name) == value, f"{name} on {response.request.method} {response.url}"

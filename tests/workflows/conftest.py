@@ -1,13 +1,10 @@
-"""Fixtures for the workflow tests: a graph builder and a test tool source."""
+"""Fixtures for the workflow tests: a graph builder, and the runtime tests' tool source."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from agentsite.agent.tools import StaticToolSource, Tool, registry
+from tests.agent.conftest import tool_source  # noqa: F401 - the fixture, shared with the runtime's tests
 
 
 def graph(*nodes: dict[str, Any], edges: list[tuple[str, str]] = ()) -> dict[str, Any]:
@@ -18,12 +15,3 @@ def graph(*nodes: dict[str, Any], edges: list[tuple[str, str]] = ()) -> dict[str
 
 def node(name: str, kind: str, **config: Any) -> dict[str, Any]:
     return {"name": name, "type": kind, "config": config}
-
-
-@pytest.fixture
-def tool_source() -> Iterator[list[Tool]]:
-    """Tools registered as the source "test" for the test's duration; append tools to the list."""
-    tools: list[Tool] = []
-    registry.register_source(StaticToolSource("test", lambda: tools))
-    yield tools
-    registry.unregister_source("test")

@@ -77,13 +77,11 @@ class NodeInputSerializer(serializers.Serializer):
     position = serializers.DictField(required=False)
 
 
-class RunInputSerializer(serializers.Serializer):
-    input = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=runs.MAX_INPUT_CHARS)
-    stream = serializers.BooleanField(required=False, default=False)
-    # `async` is a Python keyword; the field is added under that name below.
-
-
-RunInputSerializer._declared_fields["async"] = serializers.BooleanField(required=False, default=False)
+# `async` is a Python keyword, so this serializer is built with it as a plain key (like EdgeSerializer).
+RunInputSerializer = type("RunInputSerializer", (serializers.Serializer,), {
+    "input": serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=runs.MAX_INPUT_CHARS),
+    "async": serializers.BooleanField(required=False, default=False, help_text="Queue the run (202)."),
+    "stream": serializers.BooleanField(required=False, default=False, help_text="Answer an SSE stream.")})
 
 
 class TraceSerializer(serializers.Serializer):

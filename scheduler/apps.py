@@ -5,3 +5,10 @@ class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentsite.startup import on_service_start
+        from scheduler.services import runs_mark_crashed, tick_schedule_ensure
+
+        on_service_start("scheduled runs left running", runs_mark_crashed)
+        on_service_start("scheduler tick schedule", tick_schedule_ensure)

@@ -1,0 +1,67 @@
+"""What a scheduled run does: the runner is injected (setting AGENTSITE_SCHEDULER_RUNNER, a dotted path to an
+async callable), and defaults to `agent_runner` below.
+
+A runner is `async def runner(*, task, scheduled_for) -> str`: it returns the run's output text and raises
+(anything) for an error. `scheduled_for` is the occurrence the run belongs to (UTC; a manual run's is when it
+was asked for), so a runner or a tool can use `(task.id, scheduled_for)` as an idempotency key. The run's
+time limit (AGENTSITE_SCHEDULER_RUN_TIMEOUT_S) is enforced around the runner, not by it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from agentsite.errors import AppError
+
+DEFAULT_RUNNER = "scheduler.runner.agent_runner"
+
+
+def runner() -> Any:
+    return import_string(getattr(settings, "AGENTSITE_SCHEDULER_RUNNER", "") or DEFAULT_RUNNER)
+
+
+async def agent_runner(*, task: Any, scheduled_for: datetime) -> str:
+    """The prompt to the agent as the task's owner (their config, tools and knowledge base); with a workflow,
+    that workflow with the prompt as its input; with a session, the prompt and reply appended to it as a turn."""
+    if task.workflow_id:
+        return await _workflow(task)
+    if task.session_id:
+        return await _session_turn(task)
+    return await _agent(task)
+
+
+async def _agent(task: Any) -> str:
+    from agentsite.agent.loop import run_agent
+    from agentsite.agent.types import Message
+
+    async for event in run_agent(messages=[Message("user", task.prompt)], user_id=task.owner_id):
+        if event.type == "error":
+            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+        if event.type == "done":
+            return event.data.get("content", "")
+    raise AppError("internal_error", "The agent stopped without an answer.", 500)
+
+
+async def _session_turn(task: Any) -> str:
+    from sessions_app.turns import turn_start
+
+    turn = await turn_start(owner=task.owner, session_id=task.session_id, message=task.prompt)
+    async for event in turn.events():
+        if event.type == "error":
+            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+    return turn.transcript.text
+
+
+async def _workflow(task: Any) -> str:
+    from workflows import runs, services
+    from workflows.models import Workflow
+
+    workflow = await sync_to_async(Workflow.objects.prefetch_related("nodes", "edges").get)(
+        pk=task.workflow_id, owner_id=task.owner_id)
+    record = await sync_to_async(services.run_create)(workflow=workflow, input_text=runs.check_input(task.prompt))
+    return runs.run_reply(await runs.workflow_execute(run=record))

@@ -1,0 +1,257 @@
+"""Writes of the scheduler: tasks (validated on every save), the tick, manual runs, and run records.
+
+The tick (`tick()`, called by a django-q2 schedule every AGENTSITE_SCHEDULER_TICK_S seconds):
+1. selects enabled tasks whose `next_run_at` has passed, by the indexed column (no cron is evaluated for
+   a task that is not due);
+2. for each, in a transaction of its own, locks the row (`skip_locked`: another tick that holds it is left
+   to it), walks the occurrences from `next_run_at` to now, and records one run:
+   - one occurrence, at most `grace` old: a `schedule` run for it;
+   - several, or one older than that (the scheduler was down): the task's `missed` policy, once —
+     `run_once` queues one `catch_up` run, `skip` records one `skipped` run saying what was missed;
+   - the task's previous run still queued or running, or its owner inactive: a `skipped` run saying why;
+3. inserts the run under the `(task, scheduled_for)` unique constraint (a race's loser inserts nothing),
+   advances `next_run_at` past now, trims the task's history to its last 100 runs, and enqueues a queued
+   run after commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentsite.errors import AppError
+from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
+from scheduler.models import ScheduledTask, TaskRun
+
+logger = logging.getLogger(__name__)
+
+HISTORY_KEPT = 100
+MAX_PROMPT_CHARS = 32_000
+COUNT_CAP = 10_000  # missed occurrences are counted up to here (a minutely task down for a year has 525,600)
+TICK_SCHEDULE_NAME = "agentsite scheduler tick"
+
+
+def tick_interval_s() -> int:
+    return int(getattr(settings, "AGENTSITE_SCHEDULER_TICK_S", 60))
+
+
+def grace() -> timedelta:
+    """How late an occurrence may be found and still count as on time: two tick intervals."""
+    return timedelta(seconds=2 * tick_interval_s())
+
+
+# --- tasks ----------------------------------------------------------------------------------------------
+
+def _invalid(field: str, message: str) -> AppError:
+    return AppError("invalid", f"{field}: {message}", 400, {field: [message]})
+
+
+def _check_schedule(cron: str, timezone_name: str) -> tuple[str, Any]:
+    try:
+        expression = cron_normalize(cron)
+    except ScheduleError as exc:
+        raise _invalid("cron", str(exc)) from None
+    try:
+        tz = zone(timezone_name)
+    except ScheduleError as exc:
+        raise _invalid("timezone", str(exc)) from None
+    return expression, tz
+
+
+def _check_targets(*, owner: Any, session_id: Any, workflow_id: Any) -> None:
+    from sessions_app.models import ChatSession
+    from workflows.models import Workflow
+
+    if session_id is not None and not ChatSession.objects.filter(pk=session_id, owner=owner).exists():
+        raise _invalid("session_id", "No such session of yours.")
+    if workflow_id is not None and not Workflow.objects.filter(pk=workflow_id, owner=owner).exists():
+        raise _invalid("workflow_id", "No such workflow of yours.")
+
+
+def _schedule_next(task: ScheduledTask, *, now: datetime) -> None:
+    task.next_run_at = next_after(task.cron, zone(task.timezone), now) if task.enabled else None
+
+
+TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "missed")
+
+
+def task_create(*, owner: Any, name: str, cron: str, prompt: str, timezone_name: str = "UTC", enabled: bool = True,
+                session_id: Any = None, workflow_id: Any = None, missed: str = ScheduledTask.RUN_ONCE
+                ) -> ScheduledTask:
+    """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id` or
+    `workflow_id` (another user's session or workflow included)."""
+    task = ScheduledTask(owner=owner)
+    return task_update(task=task, changes={"name": name, "cron": cron, "timezone": timezone_name, "prompt": prompt,
+                                           "enabled": enabled, "session_id": session_id, "workflow_id": workflow_id,
+                                           "missed": missed})
+
+
+def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTask:
+    """Apply any of the task's fields; the next fire time is computed from now when the schedule or `enabled`
+    changes (a re-enabled task does not catch up on the time it was off). Raises AppError 400 as task_create."""
+    unknown = set(changes) - set(TASK_FIELDS)
+    assert not unknown, f"unknown task fields {unknown}"
+    cron, timezone_name = changes.get("cron", task.cron), changes.get("timezone", task.timezone)
+    expression, _tz = _check_schedule(cron, timezone_name)
+    _check_targets(owner=task.owner, session_id=changes.get("session_id", task.session_id),
+                   workflow_id=changes.get("workflow_id", task.workflow_id))
+    rescheduled = task._state.adding or any(
+        key in changes and changes[key] != getattr(task, key) for key in ("cron", "timezone", "enabled"))
+    for key, value in changes.items():
+        setattr(task, key, value)
+    task.cron = expression
+    if rescheduled:
+        _schedule_next(task, now=timezone.now())
+    task.save()
+    return task
+
+
+def task_delete(*, task: ScheduledTask) -> None:
+    task.delete()  # its runs go with it
+
+
+# --- the tick -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Due:
+    """What the tick found for one task: the occurrences from next_run_at to now (counted up to COUNT_CAP)."""
+
+    first: datetime
+    latest: datetime
+    count: int
+
+    def on_time(self, now: datetime) -> bool:
+        return self.count == 1 and now - self.latest <= grace()
+
+
+def due_occurrences(task: ScheduledTask, *, now: datetime) -> Due:
+    first = task.next_run_at
+    assert first is not None and first <= now
+    latest, count = first, 1
+    for instant in occurrences(task.cron, zone(task.timezone), first):
+        if instant > now or count >= COUNT_CAP:
+            break
+        latest, count = instant, count + 1
+    return Due(first, latest, count)
+
+
+def tick(*, now: datetime | None = None, limit: int = 10_000) -> list[TaskRun]:
+    """Record the runs of every due task (see the module docstring); returns the runs recorded now."""
+    now = now or timezone.now()
+    due = list(ScheduledTask.objects.filter(enabled=True, next_run_at__lte=now).order_by("next_run_at")
+               .values_list("pk", flat=True)[:limit])
+    runs = [run for task_id in due if (run := _tick_task(task_id, now=now)) is not None]
+    if runs:
+        logger.info("Scheduler tick: %d run(s) recorded for %d due task(s)", len(runs), len(due))
+    return runs
+
+
+@transaction.atomic
+def _tick_task(task_id: Any, *, now: datetime) -> TaskRun | None:
+    task = (ScheduledTask.objects.select_for_update(skip_locked=True, of=("self",)).select_related("owner")
+            .filter(pk=task_id, enabled=True, next_run_at__lte=now).first())
+    if task is None:  # another tick holds it or has handled it, or it changed meanwhile
+        return None
+    due = due_occurrences(task, now=now)
+    run = _run_for(task, due, now=now)
+    try:
+        with transaction.atomic():  # a savepoint: losing the race must not undo the rest
+            run.save(force_insert=True)
+    except IntegrityError:
+        logger.info("Task %s, occurrence %s: already recorded by another tick", task.pk, due.latest)
+        run = None
+    _schedule_next(task, now=now)
+    if run is not None and run.status == TaskRun.QUEUED:
+        task.last_run_at = due.latest
+    task.save(update_fields=["next_run_at", "last_run_at", "updated_at"])
+    if run is not None:
+        _trim_history(task)
+        if run.status == TaskRun.QUEUED:
+            _enqueue(run)
+    return run
+
+
+def _run_for(task: ScheduledTask, due: Due, *, now: datetime) -> TaskRun:
+    on_time = due.on_time(now)
+    run = TaskRun(task=task, trigger=TaskRun.SCHEDULE if on_time else TaskRun.CATCH_UP, scheduled_for=due.latest,
+                  status=TaskRun.QUEUED)
+    reason = _skip_reason(task, due, on_time)
+    if reason:
+        run.status, run.error, run.finished_at = TaskRun.SKIPPED, reason, now
+    return run
+
+
+def _skip_reason(task: ScheduledTask, due: Due, on_time: bool) -> str:
+    if not task.owner.is_active:
+        return "The task's owner is inactive."
+    active = task.runs.filter(status__in=TaskRun.ACTIVE).order_by("-created_at").first()
+    if active is not None:
+        return f"The previous run ({active.pk}) was still {active.status}."
+    if not on_time and task.missed == ScheduledTask.SKIP:
+        count = f"{due.count}{'+' if due.count >= COUNT_CAP else ''}"
+        return (f"{count} occurrence(s) from {due.first.isoformat()} to {due.latest.isoformat()} were missed while "
+                "the scheduler was not running; the task's missed policy is skip.")
+    return ""
+
+
+def _trim_history(task: ScheduledTask) -> None:
+    keep = list(task.runs.order_by("-created_at").values_list("pk", flat=True)[:HISTORY_KEPT])
+    TaskRun.objects.filter(task=task).exclude(pk__in=keep).delete()
+
+
+def _enqueue(run: TaskRun) -> None:
+    from django_q.tasks import async_task
+
+    transaction.on_commit(lambda: async_task("scheduler.tasks.task_run_execute", str(run.pk)))
+
+
+# --- manual runs and run records ------------------------------------------------------------------------
+
+@transaction.atomic
+def task_run_now(*, task: ScheduledTask) -> TaskRun:
+    """Queue a manual run at once (its scheduled_for is now)."""
+    run = TaskRun.objects.create(task=task, trigger=TaskRun.MANUAL, scheduled_for=timezone.now())
+    _trim_history(task)
+    _enqueue(run)
+    return run
+
+
+def run_claim(*, run_id: Any) -> TaskRun | None:
+    """Move a queued run to running; None when another worker claimed it or it is gone."""
+    claimed = TaskRun.objects.filter(pk=run_id, status=TaskRun.QUEUED).update(
+        status=TaskRun.RUNNING, started_at=timezone.now())
+    return TaskRun.objects.select_related("task", "task__owner").filter(pk=run_id).first() if claimed else None
+
+
+def run_finish(*, run: TaskRun, status: str, output: str = "", error: str = "") -> None:
+    run.status, run.output, run.error, run.finished_at = status, output, error, timezone.now()
+    TaskRun.objects.filter(pk=run.pk, status=TaskRun.RUNNING).update(
+        status=status, output=output, error=error, finished_at=run.finished_at)
+
+
+def runs_mark_crashed() -> int:
+    """Mark runs left `running` by a process that died as `error` (called when the service starts)."""
+    count = TaskRun.objects.filter(status=TaskRun.RUNNING).update(
+        status=TaskRun.ERROR, finished_at=timezone.now(), error="The service stopped while this run was running.")
+    if count:
+        logger.warning("Marked %d scheduled run(s) left running by a stopped service as error", count)
+    return count
+
+
+def tick_schedule_ensure() -> str:
+    """The django-q2 schedule that calls the tick: created (or corrected) at start, never by hand."""
+    from django_q.models import Schedule
+
+    interval = tick_interval_s()
+    # django-q2's shortest interval type is whole minutes; shorter ticks (tests) use a seconds cron.
+    fields = ({"schedule_type": Schedule.MINUTES, "minutes": interval // 60, "cron": None} if interval % 60 == 0
+              else {"schedule_type": Schedule.CRON, "minutes": None, "cron": f"* * * * * */{interval}"})
+    Schedule.objects.update_or_create(name=TICK_SCHEDULE_NAME, defaults={
+        "func": "scheduler.tasks.tick", "repeats": -1, **fields})
+    return f"every {interval} s"

@@ -1,0 +1,74 @@
+"""The default runner: the agent as the task's owner, a workflow, or a turn appended to a session."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from scheduler import services
+from scheduler.models import ScheduledTask, TaskRun
+from sessions_app.models import ChatMessage
+from sessions_app.services import session_create
+from tests.fakes.llm import Text
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def fire(task: ScheduledTask) -> TaskRun:
+    ScheduledTask.objects.filter(pk=task.pk).update(next_run_at=T0)
+    [run] = services.tick(now=T0)
+    run.refresh_from_db()
+    return run
+
+
+def test_a_prompt_goes_to_the_agent_as_the_owner(owner):
+    run = fire(services.task_create(owner=owner, name="ping", cron="0 * * * *", prompt="ping from the schedule"))
+    assert run.status == "success" and "ping from the schedule" in run.output
+
+
+def test_the_owners_config_is_used(owner, fake_openai):
+    from accounts.services import config_update
+
+    config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "model": "m", "kb_enabled": False})
+    fake_openai.script(Text("Scheduled answer."))
+    run = fire(services.task_create(owner=owner, name="ask", cron="0 * * * *", prompt="question"))
+    assert (run.status, run.output) == ("success", "Scheduled answer.")
+    assert fake_openai.requests[-1].json()["messages"][-1]["content"] == "question"
+
+
+def test_with_a_session_the_prompt_and_reply_are_appended_as_a_turn(owner):
+    session = session_create(owner=owner, name="daily")
+    run = fire(services.task_create(owner=owner, name="s", cron="0 * * * *", prompt="good morning",
+                                    session_id=session.pk))
+    messages = list(ChatMessage.objects.filter(session=session).order_by("seq"))
+    assert [(message.role, message.status) for message in messages] == [("user", "complete"),
+                                                                        ("assistant", "complete")]
+    assert messages[0].content == "good morning" and messages[1].content == run.output
+
+
+def test_with_a_workflow_the_prompt_is_its_input(owner):
+    from workflows.services import workflow_create
+
+    workflow = workflow_create(owner=owner, name="wrap", nodes=[
+        {"id": "in", "type": "input", "name": "in"},
+        {"id": "code", "type": "code", "name": "code", "config": {"code": "return '[' + input + ']';"}},
+        {"id": "out", "type": "output", "name": "out"}], edges=[{"from": "in", "to": "code"},
+                                                                  {"from": "code", "to": "out"}])
+    run = fire(services.task_create(owner=owner, name="w", cron="0 * * * *", prompt="payload",
+                                    workflow_id=workflow.pk))
+    assert (run.status, run.output) == ("success", "[payload]")
+    assert workflow.runs.count() == 1
+
+
+def test_a_failing_workflow_makes_the_run_an_error_naming_the_node(owner):
+    from workflows.services import workflow_create
+
+    workflow = workflow_create(owner=owner, name="bad", nodes=[
+        {"id": "in", "type": "input", "name": "in"},
+        {"id": "boom", "type": "code", "name": "boom", "config": {"code": "throw new Error('broken step');"}}],
+        edges=[{"from": "in", "to": "boom"}])
+    run = fire(services.task_create(owner=owner, name="w", cron="0 * * * *", prompt="x", workflow_id=workflow.pk))
+    assert run.status == "error" and "boom" in run.error and "broken step" in run.error

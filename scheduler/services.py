@@ -41,9 +41,13 @@ def tick_interval_s() -> int:
     return int(getattr(settings, "AGENTSITE_SCHEDULER_TICK_S", 60))
 
 
+# django-q2's cluster looks at its schedules every 30 s (its guard loop), so no tick comes more often.
+Q2_SCHEDULER_PERIOD_S = 30
+
+
 def grace() -> timedelta:
-    """How late an occurrence may be found and still count as on time: two tick intervals."""
-    return timedelta(seconds=2 * tick_interval_s())
+    """How late an occurrence may be found and still count as on time: two tick periods."""
+    return timedelta(seconds=2 * max(tick_interval_s(), Q2_SCHEDULER_PERIOD_S))
 
 
 # --- tasks ----------------------------------------------------------------------------------------------

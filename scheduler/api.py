@@ -1,0 +1,144 @@
+"""Serializers and thin views for /api/scheduler/*."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentsite.errors import AppError
+from agentsite.validation import validated
+from scheduler import selectors, services
+from scheduler.cron import ScheduleError, cron_normalize, next_times, zone
+from scheduler.models import ScheduledTask, TaskRun
+
+# --- serializers ------------------------------------------------------------------------------------
+
+
+class TaskSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    cron = serializers.CharField()
+    timezone = serializers.CharField()
+    prompt = serializers.CharField(allow_blank=True)
+    enabled = serializers.BooleanField()
+    session_id = serializers.UUIDField(allow_null=True)
+    workflow_id = serializers.UUIDField(allow_null=True)
+    missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED])
+    next_run_at = serializers.DateTimeField(allow_null=True)
+    last_run_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class TaskInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    cron = serializers.CharField(max_length=200, help_text="5 fields: minute hour day-of-month month day-of-week.")
+    prompt = serializers.CharField(max_length=services.MAX_PROMPT_CHARS, trim_whitespace=False)
+    enabled = serializers.BooleanField(required=False, default=True)
+    timezone = serializers.CharField(max_length=64, required=False, default="UTC", help_text="An IANA zone.")
+    session_id = serializers.UUIDField(required=False, allow_null=True, default=None)
+    workflow_id = serializers.UUIDField(required=False, allow_null=True, default=None)
+    missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED], required=False,
+                                     default=ScheduledTask.RUN_ONCE)
+
+
+class RunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    task_id = serializers.UUIDField()
+    task_name = serializers.CharField(source="task.name")
+    trigger = serializers.ChoiceField(choices=[choice for choice, _ in TaskRun.TRIGGERS])
+    scheduled_for = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=[choice for choice, _ in TaskRun.STATUSES])
+    output = serializers.CharField(allow_blank=True)
+    error = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    task = serializers.UUIDField(required=False, help_text="Only this task's runs.")
+
+
+class PreviewQuerySerializer(serializers.Serializer):
+    cron = serializers.CharField(max_length=200)
+    timezone = serializers.CharField(max_length=64, required=False, default="UTC")
+    count = serializers.IntegerField(min_value=1, max_value=20, required=False, default=5)
+
+
+class PreviewSerializer(serializers.Serializer):
+    next = serializers.ListField(child=serializers.DateTimeField())
+
+
+# --- views ------------------------------------------------------------------------------------------
+
+class TaskListView(GenericAPIView):
+    serializer_class = TaskSerializer
+
+    @extend_schema(responses={200: TaskSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(selectors.task_list_for(owner=request.user))
+        return self.get_paginated_response(TaskSerializer(page, many=True).data)
+
+    @extend_schema(request=TaskInputSerializer, responses={201: TaskSerializer})
+    def post(self, request: Request) -> Response:
+        data = dict(validated(TaskInputSerializer, request.data))
+        task = services.task_create(owner=request.user, timezone_name=data.pop("timezone"), **data)
+        return Response(TaskSerializer(task).data, status=status.HTTP_201_CREATED)
+
+
+class TaskDetailView(APIView):
+    @extend_schema(request=TaskInputSerializer, responses={200: TaskSerializer})
+    def put(self, request: Request, pk) -> Response:
+        return self._update(request, pk)
+
+    @extend_schema(request=TaskInputSerializer, responses={200: TaskSerializer})
+    def patch(self, request: Request, pk) -> Response:
+        return self._update(request, pk)
+
+    def _update(self, request: Request, pk) -> Response:
+        task = selectors.task_get_for(owner=request.user, task_id=pk)
+        changes = validated(TaskInputSerializer, request.data, partial=True)
+        return Response(TaskSerializer(services.task_update(task=task, changes=dict(changes))).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk) -> Response:
+        services.task_delete(task=selectors.task_get_for(owner=request.user, task_id=pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RunNowView(APIView):
+    @extend_schema(request=None, responses={202: RunSerializer})
+    def post(self, request: Request, pk) -> Response:
+        run = services.task_run_now(task=selectors.task_get_for(owner=request.user, task_id=pk))
+        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class HistoryView(GenericAPIView):
+    serializer_class = RunSerializer
+
+    @extend_schema(parameters=[HistoryQuerySerializer], responses={200: RunSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        query = validated(HistoryQuerySerializer, request.query_params)
+        task = selectors.task_get_for(owner=request.user, task_id=query["task"]) if query.get("task") else None
+        page = self.paginate_queryset(selectors.run_list_for(owner=request.user, task=task))
+        return self.get_paginated_response(RunSerializer(page, many=True).data)
+
+
+class PreviewView(APIView):
+    @extend_schema(parameters=[PreviewQuerySerializer], responses={200: PreviewSerializer})
+    def get(self, request: Request) -> Response:
+        query = validated(PreviewQuerySerializer, request.query_params)
+        try:
+            expression = cron_normalize(query["cron"])
+        except ScheduleError as exc:
+            raise AppError("invalid", f"cron: {exc}", 400, {"cron": [str(exc)]}) from None
+        try:
+            tz = zone(query["timezone"])
+        except ScheduleError as exc:
+            raise AppError("invalid", f"timezone: {exc}", 400, {"timezone": [str(exc)]}) from None
+        times = next_times(expression, tz, timezone.now(), query["count"])
+        return Response(PreviewSerializer({"next": times}).data)

@@ -1,0 +1,28 @@
+"""Reads of the scheduler, always scoped to the owner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from agentsite.errors import AppError
+from scheduler.models import ScheduledTask, TaskRun
+
+
+def task_list_for(*, owner: Any) -> QuerySet[ScheduledTask]:
+    return ScheduledTask.objects.filter(owner=owner).order_by("name", "created_at")
+
+
+def task_get_for(*, owner: Any, task_id: Any) -> ScheduledTask:
+    """The owner's task; raises AppError 404 for another user's or a missing one (ids do not leak)."""
+    task = task_list_for(owner=owner).select_related("owner").filter(pk=task_id).first()
+    if task is None:
+        raise AppError("not_found", "No such scheduled task.", 404)
+    return task
+
+
+def run_list_for(*, owner: Any, task: ScheduledTask | None = None) -> QuerySet[TaskRun]:
+    """The owner's runs, newest first (of one task when given)."""
+    runs = TaskRun.objects.filter(task__owner=owner).select_related("task")
+    return (runs.filter(task=task) if task is not None else runs).order_by("-created_at")

@@ -52,7 +52,8 @@ class DocumentUploadSerializer(serializers.Serializer):
 
 
 class SearchInputSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=MAX_QUERY_CHARS)
+    # Not trimmed: the length checked is the length sent (a trimmed query passed a limit the schema states).
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
     topK = serializers.IntegerField(min_value=1, max_value=50, default=5)  # noqa: N815 - the wire name
 
 
@@ -77,7 +78,8 @@ class SearchOutputSerializer(serializers.Serializer):
 
 
 class ContextInputSerializer(serializers.Serializer):
-    query = serializers.CharField(max_length=MAX_QUERY_CHARS)
+    # Not trimmed: the length checked is the length sent (a trimmed query passed a limit the schema states).
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
     maxChars = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False,  # noqa: N815
                                         help_text="Defaults to the config's kb_max_chars.")
     topK = serializers.IntegerField(min_value=1, max_value=50, required=False,  # noqa: N815

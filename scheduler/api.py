@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -75,6 +75,8 @@ class PreviewSerializer(serializers.Serializer):
 
 # --- views ------------------------------------------------------------------------------------------
 
+BAD_QUERY = OpenApiResponse(description="`invalid`: a query parameter is missing or malformed (details name it).")
+
 class TaskListView(GenericAPIView):
     serializer_class = TaskSerializer
 
@@ -120,7 +122,9 @@ class RunNowView(APIView):
 class HistoryView(GenericAPIView):
     serializer_class = RunSerializer
 
-    @extend_schema(parameters=[HistoryQuerySerializer], responses={200: RunSerializer(many=True)})
+    @extend_schema(parameters=[HistoryQuerySerializer], responses={200: RunSerializer(many=True), 400: BAD_QUERY,
+                                                                  404: OpenApiResponse(description="`task` names no "
+                                                                                       "task of yours.")})
     def get(self, request: Request) -> Response:
         query = validated(HistoryQuerySerializer, request.query_params)
         task = selectors.task_get_for(owner=request.user, task_id=query["task"]) if query.get("task") else None
@@ -129,7 +133,7 @@ class HistoryView(GenericAPIView):
 
 
 class PreviewView(APIView):
-    @extend_schema(parameters=[PreviewQuerySerializer], responses={200: PreviewSerializer})
+    @extend_schema(parameters=[PreviewQuerySerializer], responses={200: PreviewSerializer, 400: BAD_QUERY})
     def get(self, request: Request) -> Response:
         query = validated(PreviewQuerySerializer, request.query_params)
         try:

@@ -74,10 +74,21 @@ def zone(name: str) -> ZoneInfo:
         raise ScheduleError(f"{name!r} is not an IANA time zone name (such as Europe/Paris or UTC).") from None
 
 
-def occurrences(expression: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
-    """The fire times strictly after `after` (aware), in UTC, increasing, without end (see the module policy)."""
+def occurrences(expression: str, tz: ZoneInfo, after: datetime,
+                walks: dict[str, croniter] | None = None) -> Iterator[datetime]:
+    """The fire times strictly after `after` (aware), in UTC, increasing, without end (see the module policy).
+
+    `walks` (expression -> croniter) lets a caller that walks many tasks reuse each parsed expression: parsing
+    costs more than a step. A shared walk must be consumed before the next occurrences() of that expression.
+    """
     local_start = after.astimezone(tz).replace(tzinfo=None)
-    walk = croniter(expression, local_start, max_years_between_matches=MAX_YEARS_BETWEEN)
+    walk = walks.get(expression) if walks is not None else None
+    if walk is None:
+        walk = croniter(expression, local_start, max_years_between_matches=MAX_YEARS_BETWEEN)
+        if walks is not None:
+            walks[expression] = walk
+    else:
+        walk.set_current(local_start, force=True)
     last = after
     while True:
         wall = walk.get_next(datetime)

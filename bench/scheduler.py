@@ -1,0 +1,90 @@
+"""The cost of one scheduler tick: N enabled tasks of which 100 are due (issue 11 target: <= 50 ms at 10,000).
+
+    python bench/scheduler.py                   # 10,000 and 100,000 tasks, SQLite in a temporary data dir
+    DATABASE_URL=postgres://... python bench/scheduler.py   # the same on PostgreSQL (a scratch database!)
+
+Each round puts the 100 due tasks' next_run_at back in the past and deletes their runs, then times
+`scheduler.services.tick()`: selecting due tasks by the indexed next_run_at, locking and walking each,
+inserting its run under the unique constraint, advancing it, trimming its history and enqueueing the run
+(an insert into django-q2's ORM broker on SQLite). The runs themselves are not executed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("AGENTSITE_DATA_DIR", tempfile.mkdtemp(prefix="agentsite-bench-scheduler-"))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+os.environ["AGENTSITE_Q_SYNC"] = "0"  # enqueue only: the tick is what is measured
+DUE = 100
+ROUNDS = 7
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))]
+
+
+def populate(owner, total: int, now: datetime) -> list:
+    from scheduler.models import ScheduledTask, TaskRun
+
+    TaskRun.objects.all().delete()
+    ScheduledTask.objects.all().delete()
+    later = now + timedelta(days=1)
+    batch = [ScheduledTask(owner=owner, name=f"t{index}", cron="*/5 * * * *", timezone="Europe/Paris",
+                           prompt="p", next_run_at=now - timedelta(seconds=5) if index < DUE else later)
+             for index in range(total)]
+    ScheduledTask.objects.bulk_create(batch, batch_size=2000)
+    return list(ScheduledTask.objects.filter(next_run_at__lte=now).values_list("pk", flat=True))
+
+
+def measure(total: int) -> tuple[float, float]:
+    from django.contrib.auth import get_user_model
+    from django_q.models import OrmQ
+
+    from scheduler.models import ScheduledTask, TaskRun
+    from scheduler.services import tick
+
+    owner, _ = get_user_model().objects.get_or_create(username="bench")
+    now = datetime(2026, 6, 1, 12, 0, 30, tzinfo=UTC)
+    due = populate(owner, total, now.replace(second=0))
+    timings = []
+    for _ in range(ROUNDS):
+        ScheduledTask.objects.filter(pk__in=due).update(next_run_at=now.replace(second=0))
+        TaskRun.objects.filter(task_id__in=due).delete()
+        OrmQ.objects.all().delete()
+        started = time.perf_counter()
+        runs = tick(now=now)
+        timings.append((time.perf_counter() - started) * 1000)
+        assert len(runs) == DUE, len(runs)
+    return percentile(timings[1:], 50), max(timings[1:])
+
+
+def main() -> None:
+    import django
+    from django.core.management import call_command
+
+    from agentsite.datadir import data_dir_ensure
+
+    data_dir_ensure()
+    django.setup()
+    call_command("migrate", verbosity=0)
+    from django.db import connection
+
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, {connection.vendor}; "
+          f"{time.strftime('%Y-%m-%d')}")
+    for total in (10_000, 100_000):
+        p50, worst = measure(total)
+        print(f"tick with {total:,} enabled tasks, {DUE} due: {p50:.1f} ms p50, {worst:.1f} ms worst "
+              f"({p50 / DUE:.2f} ms per due task)")
+
+
+if __name__ == "__main__":
+    main()

@@ -106,3 +106,12 @@ def test_occurrences_are_strictly_increasing_across_a_year_of_transitions():
         previous = instant
         if count > 3 * 365 * 3:
             break
+
+
+def test_a_daily_0230_task_in_paris_fires_once_on_both_transition_days():
+    # Europe/Paris skips 02:00-03:00 on 29 March 2026 and repeats 02:00-03:00 on 25 October 2026.
+    paris = zone("Europe/Paris")
+    spring = next_times("30 2 * * *", paris, utc(2026, 3, 27, 12), 3)
+    assert [local(time, paris) for time in spring] == ["03-28 02:30 CET", "03-29 03:30 CEST", "03-30 02:30 CEST"]
+    autumn = next_times("30 2 * * *", paris, utc(2026, 10, 23, 12), 3)
+    assert [local(time, paris) for time in autumn] == ["10-24 02:30 CEST", "10-25 02:30 CEST", "10-26 02:30 CET"]

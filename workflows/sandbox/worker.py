@@ -97,7 +97,8 @@ class Engine:
         arguments = (request["op"], request.get("kind", "code"), request["source"],
                      request.get("input", "null"), request.get("context", "null"))
         script = DRIVER + "(" + ",".join(json.dumps(argument) for argument in arguments) + ")"
-        return await asyncio.wait_for(self.racer.eval_cancelable(script), self.time_limit_s)
+        async with asyncio.timeout(self.time_limit_s):
+            return await self.racer.eval_cancelable(script)
 
     def out_of_memory(self) -> bool:
         return bool(self.racer.was_hard_memory_limit_reached())

@@ -1,0 +1,1 @@
+"""Speech: preset voices, speech-to-text and text-to-speech providers."""

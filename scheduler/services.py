@@ -17,16 +17,18 @@ The tick (`tick()`, called by a django-q2 schedule every AGENTSITE_SCHEDULER_TIC
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, F
 from django.utils import timezone
 
 from agentsite.errors import AppError
+from agentsite.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
 
@@ -44,6 +46,11 @@ def tick_interval_s() -> int:
 
 # django-q2's cluster looks at its schedules every 30 s (its guard loop), so no tick comes more often.
 Q2_SCHEDULER_PERIOD_S = 30
+
+
+def run_concurrency() -> int:
+    """How many runs one queued task runs side by side."""
+    return max(1, int(getattr(settings, "AGENTSITE_SCHEDULER_RUN_CONCURRENCY", 8)))
 
 
 def grace() -> timedelta:
@@ -162,16 +169,20 @@ def tick(*, now: datetime | None = None, limit: int = 1000) -> list[TaskRun]:
     """
     now = now or timezone.now()
     with transaction.atomic():
-        tasks = list(ScheduledTask.objects.select_for_update(skip_locked=True, of=("self",)).select_related("owner")
+        # Only what the tick reads: the owner's is_active rides along as owner_active (no user rows built).
+        tasks = list(ScheduledTask.objects.select_for_update(skip_locked=True, of=("self",))
+                     .only("id", "cron", "timezone", "missed", "next_run_at", "last_run_at")
+                     .annotate(owner_active=F("owner__is_active"))
                      .filter(enabled=True, next_run_at__lte=now).order_by("next_run_at")[:limit])
         if not tasks:
             return []
         active = dict(TaskRun.objects.filter(task__in=tasks, status__in=TaskRun.ACTIVE)
                       .values_list("task_id", "status"))
-        walks: dict = {}  # one parsed expression per cron string in this batch
-        planned = [(task, due_occurrences(task, now=now, walks=walks)) for task in tasks]
+        walks = _thread_walks()  # parsed expressions, kept from tick to tick: parsing costs twice a step
+        dues: dict = {}  # tasks on one schedule, due since one instant, share one walk (a daily 09:00 for many)
+        planned = [(task, _due_shared(task, now=now, walks=walks, dues=dues)) for task in tasks]
         runs = [_run_for(task, due, now=now, active=active.get(task.pk)) for task, due in planned]
-        TaskRun.objects.bulk_create(runs, ignore_conflicts=True)
+        _insert_runs(runs)
         recorded = set(TaskRun.objects.filter(pk__in=[run.pk for run in runs]).values_list("pk", flat=True))
         for (task, due), run in zip(planned, runs, strict=True):
             task.next_run_at = due.following
@@ -187,6 +198,26 @@ def tick(*, now: datetime | None = None, limit: int = 1000) -> list[TaskRun]:
     return runs
 
 
+_local = threading.local()
+WALKS_KEPT = 10_000
+
+
+def _thread_walks() -> dict:
+    """This thread's parsed cron expressions (a walk is stateful, so threads never share one)."""
+    walks = getattr(_local, "walks", None)
+    if walks is None or len(walks) > WALKS_KEPT:
+        walks = _local.walks = {}
+    return walks
+
+
+def _due_shared(task: ScheduledTask, *, now: datetime, walks: dict, dues: dict) -> Due:
+    key = (task.cron, task.timezone, task.next_run_at)
+    due = dues.get(key)
+    if due is None:
+        due = dues[key] = due_occurrences(task, now=now, walks=walks)
+    return due
+
+
 def _advance(tasks: list[ScheduledTask], *, now: datetime) -> None:
     """Store each task's next_run_at and last_run_at with one prepared statement (bulk_update's CASE
     expressions cost more than the rest of a tick)."""
@@ -195,10 +226,47 @@ def _advance(tasks: list[ScheduledTask], *, now: datetime) -> None:
     assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields[:3])
     statement = (f"UPDATE {quote(ScheduledTask._meta.db_table)} SET {assignments} "
                  f"WHERE {quote(fields[3].column)} = %s")
-    rows = [tuple(field.get_db_prep_save(value, connection) for field, value in zip(
-        fields, (task.next_run_at, task.last_run_at, now, task.pk), strict=True)) for task in tasks]
+    rows = _prepared(fields, [(task.next_run_at, task.last_run_at, now, task.pk) for task in tasks])
     with connection.cursor() as cursor:
         cursor.executemany(statement, rows)
+
+
+def _insert_runs(runs: list[TaskRun]) -> None:
+    """Insert the runs with one prepared statement; a run whose occurrence another tick recorded first is
+    not inserted (the unique constraint, ON CONFLICT DO NOTHING). bulk_create spends longer than the rest
+    of a tick turning the same few values into parameters again and again."""
+    from django.db.models.constants import OnConflict
+
+    fields = list(TaskRun._meta.concrete_fields)
+    created = timezone.now()  # the wall clock, as auto_now_add would (now may be a test's clock)
+    for run in runs:
+        run.created_at = created
+    quote = connection.ops.quote_name
+    insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+    suffix = connection.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, None, None)
+    statement = (f"{insert} {quote(TaskRun._meta.db_table)} ({', '.join(quote(field.column) for field in fields)}) "
+                 f"VALUES ({', '.join(['%s'] * len(fields))}) {suffix}")
+    rows = _prepared(fields, [tuple(getattr(run, field.attname) for field in fields) for run in runs])
+    with connection.cursor() as cursor:
+        cursor.executemany(statement, rows)
+
+
+def _prepared(fields: list, rows: list[tuple]) -> list[tuple]:
+    """Rows of Python values as database parameters; a value repeated across rows (the tick's now, a shared
+    occurrence, a status) is converted once."""
+    seen: dict = {}
+
+    def prepare(field: Any, value: Any) -> Any:
+        key = (field.attname, value)
+        try:
+            return seen[key]
+        except KeyError:
+            prepared = seen[key] = field.get_db_prep_save(value, connection)
+            return prepared
+        except TypeError:  # an unhashable value
+            return field.get_db_prep_save(value, connection)
+
+    return [tuple(prepare(field, value) for field, value in zip(fields, row, strict=True)) for row in rows]
 
 
 def _run_for(task: ScheduledTask, due: Due, *, now: datetime, active: str | None) -> TaskRun:
@@ -212,7 +280,7 @@ def _run_for(task: ScheduledTask, due: Due, *, now: datetime, active: str | None
 
 
 def _skip_reason(task: ScheduledTask, due: Due, *, on_time: bool, active: str | None) -> str:
-    if not task.owner.is_active:
+    if not task.owner_active:  # annotated by tick()
         return "The task's owner is inactive."
     if active is not None:
         return f"The previous run was still {active}."
@@ -233,20 +301,11 @@ def _trim_histories(task_ids: set[Any]) -> None:
 
 
 def _enqueue(runs: list[TaskRun]) -> None:
-    """Hand queued runs to the task cluster once the transaction that recorded them has committed."""
-    if not runs:
-        return
-    from django_q.tasks import async_task
-
-    def enqueue_all() -> None:
-        # One atomic block around the batch: django-q2's ORM broker closes (and the next enqueue reopens) the
-        # database connection before every enqueue made outside one, which cost 4 ms a run. With the Redis
-        # broker the block holds no rows; the runs it names have committed either way.
-        with transaction.atomic():
-            for run in runs:
-                async_task("scheduler.tasks.task_run_execute", str(run.pk))
-
-    transaction.on_commit(enqueue_all)
+    """Hand queued runs to the task cluster with the transaction that recorded them (agentsite.taskqueue), in
+    chunks that one worker runs side by side (scheduler.tasks.task_runs_execute)."""
+    size = run_concurrency()
+    ids = [str(run.pk) for run in runs]
+    enqueue_with_commit("scheduler.tasks.task_runs_execute", [ids[at:at + size] for at in range(0, len(ids), size)])
 
 
 # --- manual runs and run records ------------------------------------------------------------------------

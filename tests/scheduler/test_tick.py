@@ -168,6 +168,18 @@ def test_a_failing_runner_ends_its_run_as_error_and_other_tasks_still_run(owner,
         ("error", "RuntimeError: the runner broke")] * 2
 
 
+def test_a_ticks_runs_are_queued_in_chunks_whose_runs_run_side_by_side(owner, settings):
+    from tests.scheduler.runners import IN_FLIGHT
+
+    settings.AGENTSITE_SCHEDULER_RUNNER = "tests.scheduler.runners.overlapping_runner"
+    settings.AGENTSITE_SCHEDULER_RUN_CONCURRENCY = 3
+    IN_FLIGHT.update(now=0, most=0)
+    tasks = [make(owner, name=f"t{index}") for index in range(7)]
+    assert len(services.tick(now=T0)) == 7
+    assert IN_FLIGHT["most"] == 3  # chunks of 3, 3 and 1, each run side by side (the cluster is synchronous here)
+    assert [run.status for task in tasks for run in runs(task)] == ["success"] * 7
+
+
 def test_a_run_past_its_time_limit_ends_as_error(owner, settings):
     settings.AGENTSITE_SCHEDULER_RUNNER = "tests.scheduler.runners.slow_runner"
     settings.AGENTSITE_SCHEDULER_RUN_TIMEOUT_S = 0.2

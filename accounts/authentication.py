@@ -62,9 +62,9 @@ def async_post_view(handler, *, schema_view=None):
     """
     import functools
 
-    from asgiref.sync import sync_to_async
     from django.views.decorators.csrf import csrf_exempt
 
+    from agentsite.dbcall import db
     from agentsite.errors import AppError, app_error_response, error_response
 
     @csrf_exempt
@@ -75,7 +75,7 @@ def async_post_view(handler, *, schema_view=None):
             response["Allow"] = "POST, OPTIONS"
             return response
         try:
-            user = await sync_to_async(user_from_bearer_header)(request.headers.get("Authorization"))
+            user = await db(user_from_bearer_header, request.headers.get("Authorization"))
             return await handler(request, user, *args, **kwargs)
         except AppError as exc:
             return app_error_response(exc)

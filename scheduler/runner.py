@@ -12,7 +12,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.module_loading import import_string
 
@@ -58,10 +57,7 @@ async def _session_turn(task: Any) -> str:
 
 
 async def _workflow(task: Any) -> str:
-    from workflows import runs, services
-    from workflows.models import Workflow
+    from workflows import runs
 
-    workflow = await sync_to_async(Workflow.objects.prefetch_related("nodes", "edges").get)(
-        pk=task.workflow_id, owner_id=task.owner_id)
-    record = await sync_to_async(services.run_create)(workflow=workflow, input_text=runs.check_input(task.prompt))
-    return runs.run_reply(await runs.workflow_execute(run=record))
+    record = await runs.workflow_run_start(owner_id=task.owner_id, workflow_id=task.workflow_id, input_text=task.prompt)
+    return runs.run_reply(record)

@@ -3,6 +3,11 @@
 Every test process gets its own data dir (so tests never touch ./data and parallel runs never share a
 database file), runs queued tasks inline, and has a cache prefix of its own (so clearing this
 process's cache never touches a live server's keys in a shared Redis).
+
+Passwords are hashed with the production algorithm (PBKDF2-SHA256, the same hash format) at a test
+iteration count: at 1,000,000 iterations every test user costs ~0.5 s of CPU, which was most of the
+suite's time. Live servers (tests/server.py) run the real settings, so end-to-end tests still log in
+against the production count.
 """
 
 import os
@@ -12,4 +17,17 @@ os.environ.setdefault("AGENTSITE_DATA_DIR", tempfile.mkdtemp(prefix="agentsite-t
 os.environ.setdefault("AGENTSITE_Q_SYNC", "1")
 os.environ["AGENTSITE_CACHE_PREFIX"] = f"test-{os.getpid()}"
 
+from django.contrib.auth.hashers import PBKDF2PasswordHasher  # noqa: E402
+
 from agentsite.settings import *  # noqa: E402,F403
+
+
+class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
+    iterations = 1000
+
+
+PASSWORD_HASHERS = ["tests.settings.QuickPBKDF2PasswordHasher"]
+
+# Async views' database work on the request's own thread (sync_to_async), where pytest-django's
+# transaction-wrapped test database is visible. Live servers run the real setting (a pool of threads).
+AGENTSITE_DB_THREADS = 0

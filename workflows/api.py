@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -18,8 +17,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import async_post_view
+from agentsite.dbcall import db
 from agentsite.errors import AppError
 from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
+from agentsite.taskqueue import enqueue_with_commit
 from agentsite.validation import json_object_body, validated
 from workflows import runs, selectors, services
 from workflows.models import WorkflowRun
@@ -228,7 +229,7 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/workflows/:id/run: 200 with the finished run, 202 queued (`async`), or an SSE stream."""
     data = validated(RunInputSerializer, json_object_body(request))
     queued = bool(data.get("async"))
-    record = await sync_to_async(_run_start)(owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
+    record = await db(_run_start, owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
     if queued:
         return JsonResponse(run_data(record), status=202)
     if data.get("stream"):
@@ -241,14 +242,13 @@ run = async_post_view(_run, schema_view=RunSchemaView)
 
 
 def _run_start(*, owner: Any, workflow_id: Any, input_text: str, queued: bool) -> WorkflowRun:
-    workflow = selectors.workflow_get_for(owner=owner, workflow_id=workflow_id)
+    workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id)
+    if workflow is None:
+        raise AppError("not_found", "No such workflow.", 404)
     with transaction.atomic():
         record = services.run_create(workflow=workflow, input_text=input_text, queued=queued)
-        if queued:
-            from django_q.tasks import async_task
-
-            # After commit: a worker must find the run it is handed.
-            transaction.on_commit(lambda: async_task("workflows.tasks.workflow_run_task", str(record.pk)))
+        if queued:  # with the run's own transaction: a worker always finds the run it is handed
+            enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
     return record
 
 

@@ -14,11 +14,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
+from agentsite.dbcall import db
 from agentsite.errors import AppError
 from workflows import selectors, services
 from workflows.engine import MAX_DEPTH, Execution
@@ -63,9 +62,8 @@ async def _store(run: WorkflowRun, execution: Execution, status: str) -> Workflo
     error = execution.error.as_dict() if execution.error else None
     if status == WorkflowRun.CANCELLED:
         error = {"node": None, "message": "The run was cancelled (the client hung up)."}
-    return await sync_to_async(services.run_finish)(
-        run=run, status=status, outputs=dict(execution.outputs), output=execution.output, error=error,
-        trace=[entry.as_dict() for entry in execution.trace])
+    return await db(services.run_finish, run=run, status=status, outputs=dict(execution.outputs),
+                    output=execution.output, error=error, trace=[entry.as_dict() for entry in execution.trace])
 
 
 async def workflow_run_events(*, run: WorkflowRun) -> AsyncIterator[tuple[str, Any]]:
@@ -97,11 +95,23 @@ def check_input(value: Any) -> str:
 
 async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None) -> WorkflowRun:
     """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
-    workflow = await sync_to_async(selectors.workflow_get_by_name)(owner_id=owner_id, name=name)
-    if workflow is None:
-        raise AppError("not_found", f"You have no workflow named {name!r}.", 404)
-    run = await sync_to_async(services.run_create)(workflow=workflow, input_text=check_input(input_text))
+    return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit)
+
+
+async def workflow_run_start(*, owner_id: Any, input_text: str, workflow_id: Any = None, name: str | None = None,
+                             emit: Emit | None = None) -> WorkflowRun:
+    """Run the owner's workflow (by id or by name) now and store the run. Raises AppError 404."""
+    text = check_input(input_text)
+    run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text)
     return await workflow_execute(run=run, emit=emit)
+
+
+def _run_create(*, owner_id: Any, workflow_id: Any, name: str | None, input_text: str) -> WorkflowRun:
+    workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name)
+    if workflow is None:
+        raise AppError("not_found", f"You have no workflow named {name!r}." if name is not None
+                       else "The workflow no longer exists.", 404)
+    return services.run_create(workflow=workflow, input_text=input_text)
 
 
 def run_reply(run: WorkflowRun) -> str:
@@ -128,7 +138,7 @@ class WorkflowToolSource(ToolSource):
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         if ctx.user_id is None:
             return []
-        names = await sync_to_async(selectors.workflow_names_for)(owner_id=ctx.user_id)
+        names = await db(selectors.workflow_names_for, owner_id=ctx.user_id)
         return [workflow_tool(name) for name in names]
 
 
@@ -156,7 +166,7 @@ class WorkflowModelSource(ModelSource):
     async def list_models(self, user_id: Any) -> list[str]:
         if user_id is None:
             return []
-        return [MODEL_PREFIX + name for name in await sync_to_async(selectors.workflow_names_for)(owner_id=user_id)]
+        return [MODEL_PREFIX + name for name in await db(selectors.workflow_names_for, owner_id=user_id)]
 
     async def stream(self, model: str, messages: list[Message], user_id: Any) -> AsyncIterator[StreamEvent]:
         name = model[len(MODEL_PREFIX):]

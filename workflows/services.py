@@ -25,7 +25,7 @@ from workflows.graph import (
     validate,
 )
 from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
-from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, workflow_get_for, workflow_graph
+from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, Runnable, workflow_get_for, workflow_graph
 
 logger = logging.getLogger(__name__)
 
@@ -161,11 +161,10 @@ def workflow_import(*, owner: Any, document: Any) -> Workflow:
 
 # --- runs ---------------------------------------------------------------------------------------------
 
-def run_create(*, workflow: Workflow, input_text: str, queued: bool = False) -> WorkflowRun:
+def run_create(*, workflow: Runnable, input_text: str, queued: bool = False) -> WorkflowRun:
     """A run record holding the graph it will run: `queued` for the task cluster, else `running` now."""
-    graph = workflow_graph(workflow)
     return WorkflowRun.objects.create(
-        workflow=workflow, owner_id=workflow.owner_id, input=input_text, graph=graph.as_dict(),
+        workflow_id=workflow.id, owner_id=workflow.owner_id, input=input_text, graph=workflow.graph.as_dict(),
         status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now())
 
 

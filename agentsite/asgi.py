@@ -7,9 +7,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
+from agentsite.requestthreads import ReusedRequestThreads  # noqa: E402
+
 # Static files (admin, the offline API docs) come from the app finders, so `serve` needs no
-# collectstatic step; a production deployment may put a CDN or nginx in front instead.
-django_app = ASGIStaticFilesHandler(get_asgi_application())
+# collectstatic step; a production deployment may put a CDN or nginx in front instead. Each request's
+# sync work runs on a reused thread that keeps its database connection (agentsite/requestthreads.py).
+django_app = ReusedRequestThreads(ASGIStaticFilesHandler(get_asgi_application()))
 
 from agentsite.asgi_limits import LimitsMiddleware, install_daphne_body_limit  # noqa: E402
 from agentsite.routing import build_application  # noqa: E402

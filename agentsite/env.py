@@ -97,7 +97,8 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
     if scheme not in _POSTGRES_SCHEMES | {"sqlite"}:
         raise ImproperlyConfigured(f"{name} must start with postgres://, postgresql:// or sqlite:/// (got {scheme!r}).")
     try:
-        parsed = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+        # Persistent connections (checked before reuse): request threads are reused (agentsite/requestthreads.py).
+        parsed = dj_database_url.parse(url, conn_max_age=None, conn_health_checks=True)
     except ValueError as exc:  # a bad port, bad quoting: its message does not repeat the URL (or its password)
         raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from exc
     if scheme == "sqlite":
@@ -122,6 +123,8 @@ def sqlite_database(path: str) -> dict:
             "transaction_mode": "IMMEDIATE",
             "timeout": 10,
         },
+        # A connection is kept by the thread that opened it: request threads are reused (requestthreads.py).
+        "CONN_MAX_AGE": None,
         # A file, not :memory:, so that end-to-end tests can open the test database from another process.
         "TEST": {"NAME": f"{path}.test"},
     }

@@ -81,7 +81,7 @@ def test_database_url_parsing():
                                                                                "agents")
     assert pg["ENGINE"] == "django.db.backends.postgresql"
     assert pg["OPTIONS"] == {"connect_timeout": 5, "sslmode": "require"}
-    assert (pg["CONN_MAX_AGE"], pg["CONN_HEALTH_CHECKS"]) == (0, True)
+    assert (pg["CONN_MAX_AGE"], pg["CONN_HEALTH_CHECKS"]) == (None, True)  # kept by reused request threads
     assert database_from_url("postgres://u@h/db?connect_timeout=10")["OPTIONS"]["connect_timeout"] == 10
     assert database_from_url("postgres://u@h")["NAME"] == "postgres"
     # dj-database-url's own conventions come along, e.g. currentSchema

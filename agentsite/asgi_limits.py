@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import unquote
 
 from django.conf import settings
 
@@ -36,8 +37,14 @@ def _error_body(path: str, code: str, message: str, status: int) -> bytes:
     return json.dumps(envelope_for(path, code, message, status)).encode()
 
 
-def _too_large_body(path: str) -> bytes:
-    limit_mb = settings.MAX_BODY_BYTES // (1024 * 1024)
+def body_limit_for(path: str) -> int:
+    """The largest body a path takes: MAX_BODY_BYTES, or its own (MAX_BODY_BYTES_BY_PATH: the upload path, whose
+    10 MB file comes in a multipart or base64 envelope). `path` is decoded, without the query string."""
+    return getattr(settings, "MAX_BODY_BYTES_BY_PATH", {}).get(path, settings.MAX_BODY_BYTES)
+
+
+def _too_large_body(path: str, limit: int | None = None) -> bytes:
+    limit_mb = f"{(limit or body_limit_for(path)) / (1024 * 1024):.1f}".removesuffix(".0")
     return _error_body(path, "payload_too_large", f"The request body is larger than {limit_mb} MB.", 413)
 
 
@@ -65,16 +72,16 @@ class LimitsMiddleware:
         if not scope_host_allowed(scope):
             return await _answer(send, 400, _error_body(
                 path, "invalid_host", "The Host header names a host this server does not serve.", 400))
-        limit = self.max_body or settings.MAX_BODY_BYTES
+        limit = self.max_body or body_limit_for(path)
         length = _content_length(scope)
         if length is not None and length > limit:
-            return await _answer(send, 413, _too_large_body(path), close=True)
+            return await _answer(send, 413, _too_large_body(path, limit), close=True)
         if length is not None and not _is_json(scope):
             return await self._pass_counting(scope, receive, send, limit)
         try:
             body = await _read_body(receive, limit)
         except BodyLimitExceeded:
-            return await _answer(send, 413, _too_large_body(path), close=True)
+            return await _answer(send, 413, _too_large_body(path, limit), close=True)
         except ClientGone:
             return None
         if _is_json(scope) and json_too_deep(body):
@@ -101,7 +108,7 @@ class LimitsMiddleware:
             await self.app(scope, counting_receive, send)
         except BodyLimitExceeded:
             if not send.started:
-                await _answer(send, 413, _too_large_body(scope.get("path", "")), close=True)
+                await _answer(send, 413, _too_large_body(scope.get("path", ""), limit), close=True)
 
 
 class _SecuredSend:
@@ -218,6 +225,10 @@ def _install_body_limit(request_class: type) -> None:
         self._agentsite_received = 0
         self._agentsite_refused = False
         self._parsePOSTFormSubmission = False  # Django parses forms; Twisted's own parse is a bare 400 or waste
+        # The path is known here (the request line came first): a path with a limit of its own keeps it.
+        path = _channel_path(self)
+        own = getattr(settings, "MAX_BODY_BYTES_BY_PATH", {}).get(path)
+        self._agentsite_body_limit = max(type(self)._agentsite_body_limit, own or 0)
         original_got_length(self, length)
         if length is not None and length > self._agentsite_body_limit:
             _refuse_in_daphne(self)
@@ -283,10 +294,16 @@ def _raw_security_headers() -> list[bytes]:
     return [name.title() + b": " + value for name, value in _HEADER_PAIRS]
 
 
+def _channel_path(request) -> str:
+    """The request's path as the ASGI scope will have it (percent-decoded, no query string)."""
+    raw = (getattr(request.channel, "_path", b"") or b"").split(b"?", 1)[0]
+    return unquote(raw.decode("latin-1"), encoding="utf-8", errors="replace")
+
+
 def _refuse_in_daphne(request) -> None:
     request._agentsite_refused = True
-    path = (getattr(request.channel, "_path", b"") or b"").decode("latin-1").split("?", 1)[0]
-    body = _too_large_body(path)
+    path = _channel_path(request)
+    body = _too_large_body(path, request._agentsite_body_limit)
     head = [b"HTTP/1.1 413 Payload Too Large", b"Content-Type: application/json",
             b"Content-Length: " + str(len(body)).encode(), b"Connection: close", *_raw_security_headers()]
     request.channel.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)

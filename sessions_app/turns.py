@@ -124,8 +124,8 @@ async def turn_start(*, owner: Any, session_id: Any, message: str, attachments: 
                      overrides: dict[str, Any] | None = None) -> ChatTurn:
     """Check the turn, store the user message, and return the turn ready to run.
 
-    Raises AppError 404 `not_found` (another user's or a missing session), 400 `message_too_long`, and what
-    the attachment resolver raises for an upload id that is not the owner's.
+    Raises AppError 404 `not_found` (another user's or a missing session; an attachment that is not one of
+    owner's uploads) and 400 `message_too_long`; in each case nothing is stored.
     """
     return await sync_to_async(_turn_prepare)(owner=owner, session_id=session_id, message=message,
                                               upload_ids=[str(upload) for upload in attachments or []],
@@ -140,6 +140,10 @@ def _turn_prepare(*, owner: Any, session_id: Any, message: str, upload_ids: list
                        {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
     parts = attachments_resolve(owner=owner, upload_ids=upload_ids)
     history = list(selectors.message_list_for(session=session))
+    # Earlier turns' attachments go with them: a follow-up question about an image still shows the image.
+    earlier = [str(upload) for stored in history if stored.role == "user" for upload in stored.attachments]
+    parts = {**attachments_resolve(owner=owner, upload_ids=[upload for upload in earlier if upload not in parts],
+                                   missing_ok=True), **parts}
     user_message = services.message_append(session=session, role="user", content=message, attachments=upload_ids)
     settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from agentsite.agent.types import ContentPart, ImagePart, TextPart
@@ -20,15 +21,26 @@ _TEXT_TYPES = ("application/json", "application/xml", "application/x-yaml", "app
                "application/javascript", "application/x-python", "application/csv")
 
 
-def upload_part(*, filename: str, content_type: str, data: bytes) -> ContentPart:
-    """An uploaded file as one content part: images as ImagePart, documents as their text with the filename."""
+# (mime type without parameters, filename, bytes) -> the document's text, or None when it cannot be read as text.
+TextExtractor = Callable[[str, str, bytes], str | None]
+
+
+def upload_part(*, filename: str, content_type: str, data: bytes,
+                extract_text: TextExtractor | None = None) -> ContentPart:
+    """An uploaded file as one content part: images as ImagePart, documents as their text with the filename.
+
+    `extract_text` reads documents (the uploads facet passes the knowledge base's extraction); by default
+    text is decoded and a PDF's pages are read with pypdf.
+    """
     mime = (content_type or "").split(";")[0].strip().lower()
     if mime in IMAGE_TYPES:
         return ImagePart(mime, data)
-    text = _document_text(mime, filename, data)
+    text = (extract_text or _document_text)(mime, filename, data)
     if text is None:
         return TextPart(f"[Attached file: {filename} ({mime or 'unknown type'}, {len(data)} bytes); "
                         "its content cannot be read as text.]")
+    if not text.strip():
+        return TextPart(f"[Attached file: {filename} ({mime or 'unknown type'}, {len(data)} bytes); it has no text.]")
     if len(text) > MAX_DOCUMENT_CHARS:
         text = text[:MAX_DOCUMENT_CHARS] + f"\n[... cut at {MAX_DOCUMENT_CHARS} characters]"
     return TextPart(f"[Attached file: {filename}]\n{text}\n[End of {filename}]")

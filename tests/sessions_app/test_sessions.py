@@ -103,7 +103,7 @@ def test_unknown_attachments_are_refused_and_nothing_is_stored(owner_client, own
     session = ChatSession.objects.create(owner=owner)
     response = owner_client.post(f"/api/sessions/{session.pk}/chat",
                                  {"message": "look", "attachments": [str(uuid.uuid4())]}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 404  # ids do not leak: an unknown and another user's upload look alike
     assert "attachments" in response.json()["error"]["details"]
     assert not ChatMessage.objects.filter(session=session).exists()
 

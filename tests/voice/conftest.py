@@ -1,0 +1,60 @@
+"""Uploads fixtures: a media directory of the test's own, and small files made on the spot."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def media(settings, tmp_path) -> Path:
+    """MEDIA_ROOT in this test's own directory (tmp_path/media); tmp_path holds nothing else."""
+    root = tmp_path / "media"
+    settings.MEDIA_ROOT = root
+    return root
+
+
+def stored_files(root: Path) -> list[Path]:
+    """Every file under root (the media directory, or the directory around it)."""
+    return sorted(path for path in root.rglob("*") if path.is_file()) if root.exists() else []
+
+
+def image_bytes(fmt: str = "PNG", size: tuple[int, int] = (4, 3), color: tuple[int, int, int] = (200, 30, 60)) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def png_with_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height pixels, with one tiny (invalid) data chunk: cheap to make, and
+    what a decompression bomb looks like to a reader that trusts the header."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00")) + chunk(b"IEND", b"")
+
+
+def minimal_pdf(text: str) -> bytes:
+    """A one-page PDF showing `text` in Helvetica, with a correct cross-reference table."""
+    content = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET".encode()
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+               b"/Resources << /Font << /F1 5 0 R >> >> >>",
+               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    pdf, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(pdf))
+        pdf += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(pdf)
+    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(pdf)

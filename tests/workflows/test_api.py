@@ -266,3 +266,21 @@ def test_export_and_import_round_trip_every_node_type(owner_client):
     again = owner_client.get(f"/api/workflows/{copy['id']}/export").json()
     assert {**again, "name": "all"} == exported
     assert exported["nodes"][0]["position"] == {"x": 1.0, "y": 2.0}
+
+
+def test_run_data_is_exactly_what_the_run_serializer_gives(owner_client):
+    from workflows.api import RunSerializer, run_data
+
+    failing = graph(node("in", "input"), node("boom", "code", code="throw new Error('no');"), node("out", "output"),
+                    edges=[("in", "boom"), ("boom", "out")])
+    ids = [create(owner_client, name=name, data=data).json()["id"] for name, data in (("chain", CHAIN),
+                                                                                       ("fails", failing))]
+    for workflow_id in ids:
+        owner_client.post(f"/api/workflows/{workflow_id}/run", {"input": "7"}, format="json")
+        owner_client.post(f"/api/workflows/{workflow_id}/run", {"input": "7", "async": True}, format="json")
+    WorkflowRun.objects.create(workflow_id=ids[0], owner=WorkflowRun.objects.first().owner, input="", graph={},
+                               status="queued")  # never started
+    runs = list(WorkflowRun.objects.all())
+    assert {run.status for run in runs} >= {"success", "error", "queued"}
+    for run in runs:
+        assert run_data(run) == dict(RunSerializer(run).data)

@@ -11,11 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fakes.audio import FakeEdgeService, FakeOpenAIAudio
 from tests.fakes.llm import FakeAnthropic, FakeOpenAI
 from tests.fakes.web import FakeSearchServer, FakeWebServer
 
-__all__ = ["fake_anthropic", "fake_anthropic_server", "fake_openai", "fake_openai_server", "fake_search",
-           "fake_search_server", "fake_web", "fake_web_server"]
+__all__ = ["fake_anthropic", "fake_anthropic_server", "fake_audio", "fake_audio_server", "fake_edge",
+           "fake_edge_server", "fake_openai", "fake_openai_server", "fake_search", "fake_search_server", "fake_web",
+           "fake_web_server"]
 
 
 @pytest.fixture(scope="session")
@@ -64,3 +66,31 @@ def fake_search(fake_search_server: FakeSearchServer) -> FakeSearchServer:
 def fake_web(fake_web_server: FakeWebServer) -> FakeWebServer:
     fake_web_server.reset()
     return fake_web_server
+
+
+@pytest.fixture(scope="session")
+def fake_audio_server() -> Iterator[FakeOpenAIAudio]:
+    with FakeOpenAIAudio() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_audio(fake_audio_server: FakeOpenAIAudio) -> FakeOpenAIAudio:
+    fake_audio_server.reset()
+    return fake_audio_server
+
+
+@pytest.fixture(scope="session")
+def fake_edge_server() -> Iterator[FakeEdgeService]:
+    with FakeEdgeService() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_edge(fake_edge_server: FakeEdgeService, monkeypatch: pytest.MonkeyPatch) -> FakeEdgeService:
+    """The fake read-aloud service, with edge-tts pointed at it for this test (its URL is the only change)."""
+    import edge_tts.communicate
+
+    fake_edge_server.reset()
+    monkeypatch.setattr(edge_tts.communicate, "WSS_URL", fake_edge_server.wss_url)
+    return fake_edge_server

@@ -9,7 +9,7 @@ ADMIN_OPERATIONS = {("put", "/api/config"), ("patch", "/api/config"), ("post", "
                     ("post", "/api/mcp/disconnect")}
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),
-                     ("post", "/v1/embeddings")}
+                     ("post", "/v1/embeddings"), ("get", "/api/voices")}
 
 
 @pytest.fixture

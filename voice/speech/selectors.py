@@ -1,0 +1,28 @@
+"""Reads: the preset voices, and the speech settings (the config singleton plus the AGENTSITE_* settings)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from accounts.selectors import config_get
+from voice.speech.providers.base import SpeechSettings
+from voice.speech.voices import PRESETS, Voice
+
+
+def voice_list() -> tuple[Voice, ...]:
+    """The preset voices, English, Chinese and Japanese (edge-tts ids)."""
+    return PRESETS
+
+
+def speech_settings_get() -> SpeechSettings:
+    """The config's speech fields and endpoint with the deployment's speech settings (sync: it may query)."""
+    config = config_get()
+    return SpeechSettings(
+        stt_provider=config.stt_provider, tts_provider=config.tts_provider, tts_voice=config.tts_voice,
+        llm_provider=config.provider, base_url=config.base_url, api_key=config.api_key,
+        stt_model=settings.AGENTSITE_STT_MODEL, stt_command=settings.AGENTSITE_STT_COMMAND,
+        stt_timeout_s=settings.AGENTSITE_STT_TIMEOUT_S, stt_max_audio_s=settings.AGENTSITE_STT_MAX_AUDIO_S,
+        stt_beam_size=settings.AGENTSITE_STT_BEAM_SIZE,
+        espeak=settings.AGENTSITE_TTS_ESPEAK, timeout_s=settings.AGENTSITE_SPEECH_TIMEOUT_S,
+        hosted_stt_model=settings.AGENTSITE_STT_HOSTED_MODEL, hosted_tts_model=settings.AGENTSITE_TTS_HOSTED_MODEL,
+    )

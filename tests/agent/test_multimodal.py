@@ -16,6 +16,7 @@ from agentsite.agent.multimodal import (
     upload_part,
 )
 from agentsite.agent.types import ImagePart, Message, TextPart
+from tests.knowledge.conftest import minimal_pdf as pdf_of_lines
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,22 +56,8 @@ def test_an_uploaded_text_document_becomes_a_text_part_with_its_filename():
 
 
 def minimal_pdf(text: str) -> bytes:
-    """A one-page PDF showing `text` in Helvetica, with a correct cross-reference table."""
-    content = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET".encode()
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
-               b"/Resources << /Font << /F1 5 0 R >> >> >>",
-               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    pdf, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(pdf))
-        pdf += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(pdf)
-    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(pdf)
+    """A one-page PDF showing `text` (the knowledge base tests' maker, one line)."""
+    return pdf_of_lines([text])
 
 
 def test_an_uploaded_pdf_becomes_its_text():

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.knowledge.conftest import minimal_pdf as pdf_of_lines
+from tests.server import LiveServer
+
 SPEECH_MODULES = ("test_speech_stt.py", "test_speech_tts.py", "test_speech_http.py")
 
 
@@ -23,6 +26,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SPEECH_MODULES:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def live():
+    """One real daphne server for the voice facet's end-to-end tests (uploads and speech)."""
+    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def headers(live) -> dict[str, str]:
+    return {"Authorization": f"Bearer {live.login()['token']}"}
 
 
 @pytest.fixture
@@ -57,19 +73,5 @@ def png_with_header(width: int, height: int) -> bytes:
 
 
 def minimal_pdf(text: str) -> bytes:
-    """A one-page PDF showing `text` in Helvetica, with a correct cross-reference table."""
-    content = f"BT /F1 12 Tf 20 100 Td ({text}) Tj ET".encode()
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-               b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
-               b"/Resources << /Font << /F1 5 0 R >> >> >>",
-               b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
-               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
-    pdf, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(pdf))
-        pdf += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(pdf)
-    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    pdf += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(pdf)
+    """A one-page PDF showing `text` (the knowledge base tests' maker, one line)."""
+    return pdf_of_lines([text])

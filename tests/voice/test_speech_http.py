@@ -6,23 +6,9 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.server import LiveServer
-
 pytestmark = pytest.mark.e2e
 
 SENTENCE = "Please schedule a meeting with the marketing team tomorrow morning."
-
-
-@pytest.fixture(scope="module")
-def live():
-    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def headers(live) -> dict[str, str]:
-    return {"Authorization": f"Bearer {live.login()['token']}"}
 
 
 def test_speech_made_by_the_server_comes_back_as_its_text(live, headers):

@@ -15,24 +15,11 @@ import time
 import pytest
 import requests
 
-from tests.server import LiveServer
 from tests.voice.conftest import stored_files
 
 pytestmark = pytest.mark.e2e
 
 TEN_MB = 10 * 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def live():
-    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def headers(live) -> dict[str, str]:
-    return {"Authorization": f"Bearer {live.login()['token']}"}
 
 
 def _file(size: int) -> bytes:

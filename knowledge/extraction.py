@@ -8,9 +8,6 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from bs4 import BeautifulSoup
-from pypdf import PdfReader
-
 from agentsite.errors import AppError
 
 logger = logging.getLogger(__name__)
@@ -98,6 +95,10 @@ def _looks_binary(text: str) -> bool:
 
 def html_text(html: str) -> str:
     """The visible text of an HTML page, one block per line."""
+    # Imported here, as pdf_text's pypdf: every Django start imports this module (the admin imports the
+    # services), and these two cost each process about 0.3 s for the rare upload that needs them.
+    from bs4 import BeautifulSoup
+
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(_DROPPED_TAGS):
         tag.decompose()
@@ -107,6 +108,8 @@ def html_text(html: str) -> str:
 
 def pdf_text(data: bytes) -> str:
     """The text of each page of a PDF, pages separated by a blank line. Raises 400 `unreadable_document`."""
+    from pypdf import PdfReader
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:

@@ -45,8 +45,8 @@ def sse_events(response: requests.Response, on_event: Callable[[str, Any], bool]
             event, data = None, []
 
 
-def poll(check: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
-    """Call check until it returns something truthy; fail naming what did not happen."""
+def poll(check: Callable[[], Any], what: str, timeout: float = 5.0, every: float = 0.02) -> Any:
+    """Call check every `every` s until it returns something truthy; fail naming what did not happen."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -54,7 +54,7 @@ def poll(check: Callable[[], Any], what: str, timeout: float = 5.0) -> Any:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"within {timeout} s: {what}")
-        time.sleep(0.02)
+        time.sleep(every)
 
 
 def read_then_hang_up(response: requests.Response, *, deltas: int, is_delta: Callable[[str, Any], bool]) -> int:

@@ -46,7 +46,7 @@ class TaskInputSerializer(serializers.Serializer):
                                      default=ScheduledTask.RUN_ONCE)
 
 
-class RunSerializer(serializers.Serializer):
+class TaskRunSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     task_id = serializers.UUIDField()
     task_name = serializers.CharField(source="task.name")
@@ -113,23 +113,23 @@ class TaskDetailView(APIView):
 
 
 class RunNowView(APIView):
-    @extend_schema(request=None, responses={202: RunSerializer})
+    @extend_schema(request=None, responses={202: TaskRunSerializer})
     def post(self, request: Request, pk) -> Response:
         run = services.task_run_now(task=selectors.task_get_for(owner=request.user, task_id=pk))
-        return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        return Response(TaskRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 class HistoryView(GenericAPIView):
-    serializer_class = RunSerializer
+    serializer_class = TaskRunSerializer
 
-    @extend_schema(parameters=[HistoryQuerySerializer], responses={200: RunSerializer(many=True), 400: BAD_QUERY,
+    @extend_schema(parameters=[HistoryQuerySerializer], responses={200: TaskRunSerializer(many=True), 400: BAD_QUERY,
                                                                   404: OpenApiResponse(description="`task` names no "
                                                                                        "task of yours.")})
     def get(self, request: Request) -> Response:
         query = validated(HistoryQuerySerializer, request.query_params)
         task = selectors.task_get_for(owner=request.user, task_id=query["task"]) if query.get("task") else None
         page = self.paginate_queryset(selectors.run_list_for(owner=request.user, task=task))
-        return self.get_paginated_response(RunSerializer(page, many=True).data)
+        return self.get_paginated_response(TaskRunSerializer(page, many=True).data)
 
 
 class PreviewView(APIView):

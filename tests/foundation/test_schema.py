@@ -21,3 +21,12 @@ def test_the_schema_lists_every_implemented_path_and_method(anon_client):
     for path, methods in API_PATHS.items():
         assert path in paths, f"{path} is missing from /api/schema"
         assert methods <= set(paths[path]), f"{path}: {sorted(methods - set(paths[path]))} undocumented"
+
+
+@pytest.mark.django_db
+def test_the_schema_generates_without_a_warning_and_validates(tmp_path):
+    """drf-spectacular warns, for example, when two serializers would share a component name (one of them then
+    documents the other's fields)."""
+    from django.core.management import call_command
+
+    call_command("spectacular", "--fail-on-warn", "--validate", "--file", str(tmp_path / "schema.yaml"))

@@ -103,22 +103,27 @@ class StaticToolSource(ToolSource):
         self.name = name
         self._tools = tools
 
-    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+    def tools(self) -> list[Tool]:
         return list(self._tools() if callable(self._tools) else self._tools)
+
+    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        return self.tools()
 
 
 class ToolRegistry:
     def __init__(self) -> None:
+        # Replaced whole on every change (copy on write): a listing on the event loop iterates one snapshot
+        # while a plugin watcher's thread registers or removes a source.
         self._sources: dict[str, ToolSource] = {}
 
     def register_source(self, source: ToolSource) -> None:
         """Add or replace the source with this name. Sources are asked in registration order, and the first
         tool of a name wins, so a built-in cannot be shadowed by a later source.
         """
-        self._sources[source.name] = source
+        self._sources = {**self._sources, source.name: source}
 
     def unregister_source(self, name: str) -> None:
-        self._sources.pop(name, None)
+        self._sources = {key: source for key, source in self._sources.items() if key != name}
 
     def sources(self) -> list[str]:
         return list(self._sources)

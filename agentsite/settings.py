@@ -47,12 +47,14 @@ INSTALLED_APPS = [
     "accounts",
     "sessions_app",
     "compat",
+    # Before mcpbridge and workflows: apps register their tool sources in this order, and a tool call asks
+    # the sources in turn, so a plugin's tool is found without listing every MCP server first.
+    "plugins",
     "mcpbridge",
     "knowledge",
     "scheduler",
     "workflows",
     "voice",
-    "plugins",
 ]
 
 MIDDLEWARE = [
@@ -216,7 +218,11 @@ AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
 # DuckDuckGo's keyless HTML search page; empty turns that backend off.
 AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duckduckgo.com/html/")
-AGENTSITE_PLUGINS_DIR = DATA_DIR / "plugins"
+# Plugins (plugins/): the watched directory of tool modules, whether it is watched (off: reload through
+# POST /api/plugins/reload), and a plugin tool's time limit.
+AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()
+AGENTSITE_PLUGIN_WATCH = env_bool("AGENTSITE_PLUGIN_WATCH", True)
+AGENTSITE_PLUGIN_TOOL_TIMEOUT_S = env_float("AGENTSITE_PLUGIN_TOOL_TIMEOUT_S", 30.0, minimum=0.01)
 # SSE streams send a comment when idle this long (API.md: at least every 15 s).
 AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum=0.05)
 # The JavaScript sandbox of workflow code and condition nodes (workflows/sandbox): worker processes per

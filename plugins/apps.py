@@ -5,3 +5,12 @@ class PluginsConfig(AppConfig):
     name = "plugins"
     verbose_name = "Plugins"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentsite.agent.tools import registry
+        from plugins.loader import PluginToolSource
+        from plugins.services import plugin_loader
+
+        # Every plugin's tools (listed under `plugin:<name>`); the first listing in a process loads the plugin
+        # directory and starts watching it (plugins/services.py).
+        registry.register_source(PluginToolSource(plugin_loader))

@@ -258,3 +258,27 @@ def test_a_receiver_that_raises_does_not_stop_the_load(loader, plugin_dir):
     finally:
         plugin_reloaded.disconnect(failing)
     assert loader.state("words").status == "loaded"
+
+
+async def test_a_plugin_tool_has_the_registrys_time_limit(plugin_dir):
+    from plugins.loader import PluginLoader
+
+    strict = PluginLoader(plugin_dir, namespace="agentsite_test_plugins_strict", tool_timeout=0.2)
+    try:
+        write(plugin_dir / "sleepy.py", '''
+            import asyncio
+            from plugins.sdk import tool
+
+            @tool
+            async def nap() -> str:
+                """Sleep for a long time."""
+                await asyncio.sleep(30)
+                return "rested"
+        ''')
+        strict.load_all()
+        started = asyncio.get_running_loop().time()
+        result = await call_tool(tools_of(strict)["nap"], {}, CTX)
+        assert result.is_error and "did not finish within 0.2 seconds" in result.text
+        assert asyncio.get_running_loop().time() - started < 2
+    finally:
+        strict.close()

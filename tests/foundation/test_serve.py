@@ -146,3 +146,49 @@ def test_health_is_503_degraded_when_the_database_does_not_answer(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def _children_running(pid: int, marker: str) -> set[int]:
+    found = set()
+    for child in _descendants(pid):
+        try:
+            if marker in (Path("/proc") / str(child) / "cmdline").read_bytes().decode(errors="replace") \
+                    and _alive(child):
+                found.add(child)
+        except OSError:
+            continue
+    return found
+
+
+def test_serve_restarts_a_child_that_dies_and_keeps_serving(tmp_path):
+    server = LiveServer(data_dir=str(tmp_path))
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=server.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
+        server.wait_healthy(60)
+        daphne = _children_running(proc.pid, "daphne")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not _children_running(proc.pid, "qcluster"):
+            time.sleep(0.1)
+        cluster = _children_running(proc.pid, "qcluster")
+        assert len(daphne) == 1 and cluster
+        for pid in daphne | cluster:
+            os.kill(pid, signal.SIGKILL)
+        server.wait_healthy(30)  # a new daphne answers
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (_children_running(proc.pid, "qcluster") - cluster):
+            time.sleep(0.1)
+        assert _children_running(proc.pid, "daphne") - daphne, "daphne was not started again"
+        assert _children_running(proc.pid, "qcluster") - cluster, "the cluster was not started again"
+        assert proc.poll() is None, "serve stopped"
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, output
+        assert "daphne exited unexpectedly (status -9); starting it again in 1 s." in output
+        assert "qcluster exited unexpectedly" in output
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()

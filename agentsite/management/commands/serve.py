@@ -15,6 +15,11 @@ from django.core.management.base import BaseCommand, CommandParser
 from agentsite.datadir import data_dir_ensure, secrets_ensure
 
 STOP_GRACE_S = 15
+# A child that dies unexpectedly is started again after a wait that doubles from 1 s to 30 s while it keeps
+# dying, and is back to 1 s once a run of it lasted a minute.
+RESTART_FIRST_S = 1.0
+RESTART_MAX_S = 30.0
+RESTART_STABLE_S = 60.0
 
 
 class Command(BaseCommand):
@@ -34,31 +39,32 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("initadmin")
         call_command("recover")  # before the children start: nothing of theirs can be running yet
-        children = self._start_children(host, port, no_cluster)
-        self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
-        self._supervise(children)
-
-    def _start_children(self, host: str, port: int, no_cluster: bool) -> dict[str, subprocess.Popen]:
-        children: dict[str, subprocess.Popen] = {}
-        manage = [sys.executable, os.path.abspath(sys.argv[0])] if sys.argv[0].endswith("manage.py") else \
-            [sys.executable, "-m", "django"]
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
-                                                                      "agentsite.settings")}
+        commands = self._commands(host, port, no_cluster)
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
+                                                                           "agentsite.settings")}
         # One BLAS thread: knowledge-base search is a matrix-vector product that a second thread slows
         # down, erratically, whenever the other core is busy (bench/RESULTS.md). The operator may override.
-        env.setdefault("OPENBLAS_NUM_THREADS", "1")
-        if not no_cluster:
-            self.stdout.write("agentsite: starting the django-q2 cluster ...")
-            children["qcluster"] = subprocess.Popen([*manage, "qcluster"], env=env, start_new_session=True)
-        self.stdout.write(f"agentsite: starting daphne on {host}:{port} ...")
-        children["daphne"] = subprocess.Popen(
-            # No --proxy-headers: daphne would take REMOTE_ADDR from the client's own X-Forwarded-For.
-            # accounts.ratelimit.client_ip reads that header, and only behind AGENTSITE_TRUSTED_PROXIES.
-            [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "agentsite.asgi:application"],
-            env=env, start_new_session=True)
-        return children
+        self.env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        children = {name: self._spawn(name, command) for name, command in commands.items()}
+        self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
+        self._supervise(commands, children)
 
-    def _supervise(self, children: dict[str, subprocess.Popen]) -> None:
+    def _commands(self, host: str, port: int, no_cluster: bool) -> dict[str, list[str]]:
+        manage = [sys.executable, os.path.abspath(sys.argv[0])] if sys.argv[0].endswith("manage.py") else \
+            [sys.executable, "-m", "django"]
+        commands = {} if no_cluster else {"qcluster": [*manage, "qcluster"]}
+        # No --proxy-headers: daphne would take REMOTE_ADDR from the client's own X-Forwarded-For.
+        # accounts.ratelimit.client_ip reads that header, and only behind AGENTSITE_TRUSTED_PROXIES.
+        commands["daphne"] = [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
+                              "agentsite.asgi:application"]
+        return commands
+
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
+        self.stdout.write(f"agentsite: starting {name} ...")
+        return subprocess.Popen(command, env=self.env, start_new_session=True)
+
+    def _supervise(self, commands: dict[str, list[str]], children: dict[str, subprocess.Popen]) -> None:
+        """Until SIGINT/SIGTERM: restart a child that exits, after a back-off (RESTART_*), and keep serving."""
         stopping = {"signal": None}
 
         def on_signal(signum, _frame):
@@ -66,19 +72,29 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
-        exit_code = 0
+        started = {name: time.monotonic() for name in children}
+        backoff = {name: RESTART_FIRST_S for name in children}
+        restart_at: dict[str, float] = {}
         while stopping["signal"] is None:
-            dead = [name for name, proc in children.items() if proc.poll() is not None]
-            if dead:
-                self.stderr.write(f"agentsite: {', '.join(dead)} exited unexpectedly; stopping.")
-                exit_code = 1
-                break
+            now = time.monotonic()
+            for name, proc in children.items():
+                if name in restart_at or proc.poll() is None:
+                    continue
+                if now - started[name] >= RESTART_STABLE_S:
+                    backoff[name] = RESTART_FIRST_S
+                self.stderr.write(f"agentsite: {name} exited unexpectedly (status {proc.returncode}); starting it "
+                                  f"again in {backoff[name]:g} s.")
+                _signal_group(proc, signal.SIGKILL)  # what is left of its group (q2 workers) goes with it
+                restart_at[name] = now + backoff[name]
+                backoff[name] = min(RESTART_MAX_S, backoff[name] * 2)
+            for name, at in list(restart_at.items()):
+                if now >= at:
+                    del restart_at[name]
+                    children[name], started[name] = self._spawn(name, commands[name]), now
             time.sleep(0.2)
         self.stdout.write("agentsite: stopping ...")
         _stop_all(children)
         self.stdout.write("agentsite: stopped.")
-        if exit_code:
-            sys.exit(exit_code)
 
 
 def _stop_all(children: dict[str, subprocess.Popen]) -> None:

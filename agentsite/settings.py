@@ -108,7 +108,10 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 Q_CLUSTER = {
-    "name": "agentsite",
+    # The queue's name on Redis (django_q:<name>:q): every process of one deployment uses the same; two
+    # deployments sharing a Redis need different ones, or each takes the other's tasks (and drops them: they
+    # are signed with the other's secret key).
+    "name": env_str("AGENTSITE_Q_NAME", "agentsite"),
     "workers": env_int("AGENTSITE_Q_WORKERS", 2, minimum=1),
     "timeout": env_int("AGENTSITE_Q_TIMEOUT", 600, minimum=1),
     "retry": env_int("AGENTSITE_Q_TIMEOUT", 600, minimum=1) + 60,
@@ -218,6 +221,11 @@ AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
 # DuckDuckGo's keyless HTML search page; empty turns that backend off.
 AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duckduckgo.com/html/")
+# Processes that own running work (agentsite/processes.py): how often each records that it is alive, after how
+# long without a heartbeat another host takes it for dead, and how often each process sweeps the dead's work.
+AGENTSITE_PROCESS_HEARTBEAT_S = env_float("AGENTSITE_PROCESS_HEARTBEAT_S", 10.0, minimum=0.05)
+AGENTSITE_PROCESS_STALE_S = env_float("AGENTSITE_PROCESS_STALE_S", 45.0, minimum=0.1)
+AGENTSITE_PROCESS_SWEEP_S = env_float("AGENTSITE_PROCESS_SWEEP_S", 60.0, minimum=0.05)
 # Plugins (plugins/): the watched directory of tool modules, whether it is watched (off: reload through
 # POST /api/plugins/reload), and a plugin tool's time limit.
 AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()

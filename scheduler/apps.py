@@ -7,8 +7,9 @@ class SchedulerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from agentsite.processes import on_process_death
         from agentsite.startup import on_service_start
         from scheduler.services import runs_mark_crashed, tick_schedule_ensure
 
-        on_service_start("scheduled runs left running", runs_mark_crashed)
+        on_process_death("scheduled runs", runs_mark_crashed)
         on_service_start("scheduler tick schedule", tick_schedule_ensure)

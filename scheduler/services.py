@@ -24,10 +24,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agentsite.errors import AppError
+from agentsite.processes import current_process_id
 from agentsite.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
@@ -322,7 +323,7 @@ def task_run_now(*, task: ScheduledTask) -> TaskRun:
 def run_claim(*, run_id: Any) -> TaskRun | None:
     """Move a queued run to running; None when another worker claimed it or it is gone."""
     claimed = TaskRun.objects.filter(pk=run_id, status=TaskRun.QUEUED).update(
-        status=TaskRun.RUNNING, started_at=timezone.now())
+        status=TaskRun.RUNNING, started_at=timezone.now(), process=current_process_id())
     return TaskRun.objects.select_related("task", "task__owner").filter(pk=run_id).first() if claimed else None
 
 
@@ -332,12 +333,15 @@ def run_finish(*, run: TaskRun, status: str, output: str = "", error: str = "") 
         status=status, output=output, error=error, finished_at=run.finished_at)
 
 
-def runs_mark_crashed() -> int:
-    """Mark runs left `running` by a process that died as `error` (called when the service starts)."""
-    count = TaskRun.objects.filter(status=TaskRun.RUNNING).update(
-        status=TaskRun.ERROR, finished_at=timezone.now(), error="The service stopped while this run was running.")
+def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
+    """Mark the runs that these dead processes left `running` as `error` (agentsite.processes sweeps;
+    include_unowned: runs that name no process too, left by a release before processes were recorded)."""
+    owned = Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+    count = TaskRun.objects.filter(owned, status=TaskRun.RUNNING).update(
+        status=TaskRun.ERROR, finished_at=timezone.now(),
+        error="The process running this run stopped (a crash or a kill) before it finished.")
     if count:
-        logger.warning("Marked %d scheduled run(s) left running by a stopped service as error", count)
+        logger.warning("Marked %d scheduled run(s) left running by a stopped process as error", count)
     return count
 
 

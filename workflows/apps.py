@@ -9,7 +9,7 @@ class WorkflowsConfig(AppConfig):
     def ready(self) -> None:
         from agentsite.agent.model_sources import register_model_source
         from agentsite.agent.tools import registry
-        from agentsite.startup import on_service_start
+        from agentsite.processes import on_process_death
         from workflows.runs import WorkflowModelSource, WorkflowToolSource
         from workflows.services import runs_mark_crashed
 
@@ -17,4 +17,4 @@ class WorkflowsConfig(AppConfig):
         # the /v1 model workflow:<name>.
         registry.register_source(WorkflowToolSource())
         register_model_source(WorkflowModelSource())
-        on_service_start("workflow runs left running", runs_mark_crashed)
+        on_process_death("workflow runs", runs_mark_crashed)

@@ -86,6 +86,8 @@ class WorkflowRun(models.Model):
     error = models.JSONField(null=True, blank=True, help_text="{node, message} when the run failed.")
     trace = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    process = models.CharField(max_length=200, blank=True, default="", help_text=(
+        "The process running it (agentsite.processes): if that process dies, the run is marked error."))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

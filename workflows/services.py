@@ -11,9 +11,11 @@ import logging
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agentsite.errors import AppError
+from agentsite.processes import current_process_id
 from workflows.graph import (
     NAME_PATTERN,
     Graph,
@@ -165,13 +167,14 @@ def run_create(*, workflow: Runnable, input_text: str, queued: bool = False) -> 
     """A run record holding the graph it will run: `queued` for the task cluster, else `running` now."""
     return WorkflowRun.objects.create(
         workflow_id=workflow.id, owner_id=workflow.owner_id, input=input_text, graph=workflow.graph.as_dict(),
-        status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now())
+        status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now(),
+        process="" if queued else current_process_id())
 
 
 def run_claim(*, run_id: Any) -> WorkflowRun | None:
     """Move a queued run to running; None when another worker claimed it (or it is gone)."""
     claimed = WorkflowRun.objects.filter(pk=run_id, status=WorkflowRun.QUEUED).update(
-        status=WorkflowRun.RUNNING, started_at=timezone.now())
+        status=WorkflowRun.RUNNING, started_at=timezone.now(), process=current_process_id())
     return WorkflowRun.objects.filter(pk=run_id).first() if claimed else None
 
 
@@ -185,11 +188,14 @@ def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output
     return run
 
 
-def runs_mark_crashed() -> int:
-    """Mark runs left `running` by a process that died as `error` (called when the service starts)."""
-    count = WorkflowRun.objects.filter(status=WorkflowRun.RUNNING).update(
+def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
+    """Mark the runs that these dead processes left `running` as `error` (agentsite.processes sweeps;
+    include_unowned: runs that name no process too, left by a release before processes were recorded)."""
+    owned = Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+    count = WorkflowRun.objects.filter(owned, status=WorkflowRun.RUNNING).update(
         status=WorkflowRun.ERROR, finished_at=timezone.now(),
-        error={"node": None, "message": "The service stopped while this run was running."})
+        error={"node": None, "message": "The process running this run stopped (a crash or a kill) before it "
+                                        "finished."})
     if count:
-        logger.warning("Marked %d workflow run(s) left running by a stopped service as error", count)
+        logger.warning("Marked %d workflow run(s) left running by a stopped process as error", count)
     return count

@@ -197,13 +197,22 @@ def test_a_manual_run_is_queued_at_once_and_runs(owner):
     assert run.status == "success" and CALLS == [(str(task.pk), run.scheduled_for.isoformat())]
 
 
-def test_runs_left_running_by_a_crash_are_marked_error_at_start(owner):
+def test_runs_left_running_by_a_dead_process_or_none_are_marked_error_at_start_not_a_live_ones(owner):
+    from agentsite.processes import current_process_id
     from agentsite.startup import run_start_hooks
+    from tests.foundation.test_processes import dead_process
 
     task = make(owner)
-    TaskRun.objects.create(task=task, trigger="schedule", scheduled_for=T0, status="running")
-    assert run_start_hooks()["scheduled runs left running"] == 1
-    assert runs(task)[0].status == "error"
+    dead = TaskRun.objects.create(task=task, trigger="schedule", scheduled_for=T0, status="running",
+                                  process=dead_process())
+    unowned = TaskRun.objects.create(task=task, trigger="schedule", scheduled_for=T0 + timedelta(minutes=1),
+                                     status="running")
+    live = TaskRun.objects.create(task=task, trigger="schedule", scheduled_for=T0 + timedelta(minutes=2),
+                                  status="running", process=current_process_id())
+    assert run_start_hooks()["work left running by stopped processes"]["scheduled runs"] == 2
+    statuses = {run.pk: (run.status, run.error) for run in runs(task)}
+    assert statuses[dead.pk][0] == statuses[unowned.pk][0] == "error" and "stopped" in statuses[dead.pk][1]
+    assert statuses[live.pk][0] == "running"
 
 
 def test_the_tick_schedule_is_created_at_start_and_not_duplicated(settings):

@@ -199,15 +199,21 @@ def test_deleting_a_workflow_removes_its_runs(owner_client):
     assert not WorkflowRun.objects.exists()
 
 
-def test_runs_left_running_by_a_crash_are_marked_error_at_start(owner_client):
+def test_runs_left_running_by_a_dead_process_are_marked_error_at_start_and_a_live_ones_are_not(owner_client):
+    from agentsite.processes import current_process_id
     from agentsite.startup import run_start_hooks
+    from tests.foundation.test_processes import dead_process
 
     workflow = create(owner_client).json()
-    run = owner_client.post(f"/api/workflows/{workflow['id']}/run", {"input": "x"}, format="json").json()
-    WorkflowRun.objects.filter(pk=run["id"]).update(status="running", finished_at=None)
-    assert run_start_hooks()["workflow runs left running"] == 1
-    stored = owner_client.get(f"/api/workflows/runs/{run['id']}").json()
+    crashed, live = (owner_client.post(f"/api/workflows/{workflow['id']}/run", {"input": "x"}, format="json").json()
+                     for _ in range(2))
+    WorkflowRun.objects.filter(pk=crashed["id"]).update(status="running", finished_at=None, process=dead_process())
+    WorkflowRun.objects.filter(pk=live["id"]).update(status="running", finished_at=None,
+                                                     process=current_process_id())
+    assert run_start_hooks()["work left running by stopped processes"]["workflow runs"] == 1
+    stored = owner_client.get(f"/api/workflows/runs/{crashed['id']}").json()
     assert stored["status"] == "error" and "stopped" in stored["error"]["message"]
+    assert owner_client.get(f"/api/workflows/runs/{live['id']}").json()["status"] == "running"
 
 
 def test_a_workflow_that_reaches_itself_through_its_tool_stops_at_the_nesting_limit(owner_client):

@@ -162,6 +162,9 @@ class LiveServer:
             "AGENTSITE_DATA_DIR": str(self.data_dir),
             "DJANGO_SETTINGS_MODULE": "agentsite.settings",
             "AGENTSITE_CACHE_PREFIX": f"e2e-{secrets.token_hex(4)}",
+            # Each server its own task queue on a shared Redis: a server of an earlier test (or another test
+            # run) must never take this one's tasks.
+            "AGENTSITE_Q_NAME": f"e2e-{secrets.token_hex(4)}",
             "PYTHONUNBUFFERED": "1",
         })
         if self.database_url:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -61,7 +62,7 @@ class Command(BaseCommand):
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         self.stdout.write(f"agentsite: starting {name} ...")
-        return subprocess.Popen(command, env=self.env, start_new_session=True)
+        return subprocess.Popen(command, env=self.env, start_new_session=True, preexec_fn=_stop_with_parent)
 
     def _supervise(self, commands: dict[str, list[str]], children: dict[str, subprocess.Popen]) -> None:
         """Until SIGINT/SIGTERM: restart a child that exits, after a back-off (RESTART_*), and keep serving."""
@@ -75,8 +76,12 @@ class Command(BaseCommand):
         started = {name: time.monotonic() for name in children}
         backoff = {name: RESTART_FIRST_S for name in children}
         restart_at: dict[str, float] = {}
+        next_sweep = time.monotonic() + settings.AGENTSITE_PROCESS_SWEEP_S
         while stopping["signal"] is None:
             now = time.monotonic()
+            if now >= next_sweep:  # work of processes that died (a q2 worker killed alone, another host)
+                next_sweep = now + settings.AGENTSITE_PROCESS_SWEEP_S
+                self._sweep()
             for name, proc in children.items():
                 if name in restart_at or proc.poll() is None:
                     continue
@@ -85,6 +90,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"agentsite: {name} exited unexpectedly (status {proc.returncode}); starting it "
                                   f"again in {backoff[name]:g} s.")
                 _signal_group(proc, signal.SIGKILL)  # what is left of its group (q2 workers) goes with it
+                self._sweep()  # its runs and streaming replies are marked now, not at the next start
                 restart_at[name] = now + backoff[name]
                 backoff[name] = min(RESTART_MAX_S, backoff[name] * 2)
             for name, at in list(restart_at.items()):
@@ -95,6 +101,25 @@ class Command(BaseCommand):
         self.stdout.write("agentsite: stopping ...")
         _stop_all(children)
         self.stdout.write("agentsite: stopped.")
+
+
+    def _sweep(self) -> None:
+        from agentsite.processes import sweep_dead
+
+        try:
+            sweep_dead()
+        except Exception as exc:  # a boundary: the database may be what failed; the next sweep catches up
+            self.stderr.write(f"agentsite: could not mark the stopped process's work yet ({exc}).")
+
+
+def _stop_with_parent() -> None:
+    """In a child, before it runs: SIGTERM it when serve dies, even by SIGKILL (Linux), so no child outlives
+    serve. Each child leads its own process group, so a Ctrl-C reaches serve alone, which stops them in order."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: a hard kill of serve may leave children behind
 
 
 def _stop_all(children: dict[str, subprocess.Popen]) -> None:

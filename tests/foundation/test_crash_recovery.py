@@ -1,0 +1,148 @@
+"""Killed processes: the work they left running is marked (with a reason) on restart, by `serve` when it sees
+a child die, and by the heartbeat sweeps of the processes still alive, while live work elsewhere is never
+touched (agentsite/processes.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import requests
+
+from tests.e2e import poll
+from tests.server import PREPARE, ROOT, LiveServer, free_port
+from tests.workflows.conftest import graph, node
+
+QUICK = {"AGENTSITE_PROCESS_SWEEP_S": "0.3", "AGENTSITE_PROCESS_HEARTBEAT_S": "0.2",
+         "AGENTSITE_LOGIN_RATE_LIMIT": "1000"}
+
+
+def slow_workflow(base_url: str, headers: dict, name: str, delay_ms: int) -> str:
+    created = requests.post(f"{base_url}/api/workflows", headers=headers, timeout=10, json={"name": name, **graph(
+        node("start", "input"), node("wait", "delay", delayMs=delay_ms), node("out", "output"),
+        edges=[("start", "wait"), ("wait", "out")])})
+    assert created.status_code == 201, created.text
+    return created.json()["id"]
+
+
+def run_in_background(base_url: str, headers: dict, workflow_id: str) -> None:
+    def call() -> None:
+        try:
+            requests.post(f"{base_url}/api/workflows/{workflow_id}/run", headers=headers, timeout=120,
+                          json={"input": "x"})
+        except requests.RequestException:
+            pass  # the server was killed under it
+
+    threading.Thread(target=call, daemon=True).start()
+
+
+def running_run(base_url: str, headers: dict, workflow_id: str) -> dict:
+    return poll(lambda: next((run for run in requests.get(f"{base_url}/api/workflows/{workflow_id}/runs",
+                                                          headers=headers, timeout=10).json()["results"]
+                              if run["status"] == "running"), None), "a running run", timeout=20)
+
+
+def run_status(base_url: str, headers: dict, run_id: str) -> dict:
+    return requests.get(f"{base_url}/api/workflows/runs/{run_id}", headers=headers, timeout=10).json()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def children_with(pid: int, marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                command = cmdline.read().decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and marker in command:
+            found.append(int(entry))
+    return found
+
+
+def test_serve_marks_the_runs_of_a_killed_daphne_and_a_killed_cluster_and_serves_on(tmp_path):
+    server = LiveServer(data_dir=str(tmp_path), env=QUICK, migrated=True)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=server.env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
+        server.wait_healthy(60)
+        headers = {"Authorization": f"Bearer {server.login()['token']}"}
+        in_daphne = slow_workflow(server.base_url, headers, "in-daphne", 60_000)
+        in_worker = slow_workflow(server.base_url, headers, "in-worker", 60_000)
+        run_in_background(server.base_url, headers, in_daphne)
+        queued = requests.post(f"{server.base_url}/api/workflows/{in_worker}/run", headers=headers, timeout=10,
+                               json={"input": "x", "async": True}).json()
+        daphne_run = running_run(server.base_url, headers, in_daphne)
+        poll(lambda: run_status(server.base_url, headers, queued["id"])["status"] == "running",
+             "the worker running its run", timeout=30)
+
+        for marker in ("daphne", "qcluster"):
+            for pid in children_with(proc.pid, marker):
+                os.kill(pid, signal.SIGKILL)
+        server.wait_healthy(30)
+
+        for run_id in (daphne_run["id"], queued["id"]):
+            stored = poll(lambda run_id=run_id: (found := run_status(server.base_url, headers, run_id))["status"]
+                          != "running" and found, "the killed run marked", timeout=15)
+            assert stored["status"] == "error" and "stopped" in stored["error"]["message"], stored
+        assert proc.poll() is None
+
+        # serve killed outright: its children get SIGTERM from the kernel (their parent-death signal) and exit.
+        family = children_with(proc.pid, "")
+        assert len(family) >= 2
+        os.kill(proc.pid, signal.SIGKILL)
+        poll(lambda: not any(os.path.exists(f"/proc/{pid}/cmdline") and _running(pid) for pid in family),
+             "serve's children gone after serve was killed", timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        server.stop()
+
+
+def test_a_killed_daphne_is_swept_by_its_peer_and_a_restart_never_marks_live_work():
+    first = LiveServer(command="daphne", env=QUICK).start()
+    second = LiveServer(command="daphne", env=QUICK, data_dir=str(first.data_dir), database_url=first.database_url,
+                        migrated=False)
+    second.log_path = first.data_dir / "second.log"
+    second.start()
+    try:
+        headers = {"Authorization": f"Bearer {first.login()['token']}"}
+        survivor = slow_workflow(first.base_url, headers, "survivor", 6_000)
+        victim = slow_workflow(first.base_url, headers, "victim", 60_000)
+        run_in_background(first.base_url, headers, survivor)
+        live = running_run(first.base_url, headers, survivor)
+        run_in_background(second.base_url, headers, victim)
+        killed = running_run(second.base_url, headers, victim)
+
+        os.killpg(second.proc.pid, signal.SIGKILL)
+        second.proc.wait()
+        # The first server's heartbeat sweep finds the second's pid gone and marks its run.
+        stored = poll(lambda: (found := run_status(first.base_url, headers, killed["id"]))["status"] != "running"
+                      and found, "the killed server's run marked by its peer", timeout=10)
+        assert stored["status"] == "error" and "stopped" in stored["error"]["message"]
+
+        # A restart of the second server (its start-up recovery) leaves the first server's live run alone.
+        subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=second.env(), check=True, capture_output=True)
+        assert run_status(first.base_url, headers, live["id"])["status"] == "running"
+        finished = poll(lambda: (found := run_status(first.base_url, headers, live["id"]))["status"] != "running"
+                        and found, "the live run to finish", timeout=20)
+        assert finished["status"] == "success", finished
+    finally:
+        second.stop(drop_database=False)
+        first.stop()

@@ -5,3 +5,9 @@ class SessionsAppConfig(AppConfig):
     name = "sessions_app"
     verbose_name = "Chat sessions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentsite.processes import on_process_death
+        from sessions_app.services import replies_mark_interrupted
+
+        on_process_death("streaming replies", replies_mark_interrupted)

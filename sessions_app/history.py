@@ -19,7 +19,7 @@ def to_agent_messages(stored: Iterable[ChatMessage], attachment_parts: dict[str,
             extra = [part for upload_id in message.attachments for part in parts_by_id.get(str(upload_id), [])]
             content: str | list[ContentPart] = [TextPart(message.content), *extra] if extra else message.content
             messages.append(Message("user", content))
-        elif message.role == "assistant":
+        elif message.role == "assistant" and message.status != "streaming":  # another turn still going on
             messages.extend(_assistant_turn(message))
     return _merge_user_runs(messages)
 

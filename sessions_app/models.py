@@ -27,7 +27,10 @@ class ChatMessage(models.Model):
     """One message. An assistant message holds the whole turn: its tool calls, each with its result."""
 
     ROLES = [("user", "user"), ("assistant", "assistant"), ("tool", "tool"), ("system", "system")]
-    STATUSES = [("complete", "complete"), ("interrupted", "interrupted"), ("error", "error")]
+    # `streaming`: the reply is being generated (its content is checkpointed as it goes); if the process that
+    # generates it dies, it becomes `interrupted` (agentsite.processes).
+    STATUSES = [("complete", "complete"), ("interrupted", "interrupted"), ("error", "error"),
+                ("streaming", "streaming")]
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
@@ -40,6 +43,8 @@ class ChatMessage(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     finish_reason = models.CharField(max_length=30, blank=True, default="")
     status = models.CharField(max_length=12, choices=STATUSES, default="complete")
+    process = models.CharField(max_length=200, blank=True, default="",
+                               help_text="The process generating a streaming reply (agentsite.processes).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

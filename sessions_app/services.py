@@ -6,9 +6,10 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
+from agentsite.processes import current_process_id
 from sessions_app.models import ChatMessage, ChatSession
 
 
@@ -39,9 +40,33 @@ def message_append(*, session: ChatSession, role: str, content: str, message_id:
     return message
 
 
+def message_start_reply(*, session: ChatSession, message_id: uuid.UUID) -> ChatMessage:
+    """The assistant reply about to stream, stored now as `streaming` by this process: if the process dies,
+    what was checkpointed stays, as `interrupted` (sessions_app.apps registers the sweeper)."""
+    return message_append(session=session, message_id=message_id, role="assistant", content="",
+                          status="streaming", process=current_process_id())
+
+
+def message_checkpoint_reply(*, message_id: uuid.UUID, **fields: Any) -> bool:
+    """Save what a streaming reply has so far (content, tool_calls, sources); False once it is final."""
+    return bool(ChatMessage.objects.filter(pk=message_id, status="streaming").update(**fields))
+
+
 def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> ChatMessage | None:
-    """Store an assistant reply once; a second store of the same id keeps the first (None when gone)."""
+    """Store an assistant reply once: the streaming placeholder becomes final; a second store of the same id
+    keeps the first; with no placeholder the reply is appended. Raises ChatSession.DoesNotExist when the
+    session was deleted meanwhile."""
+    if ChatMessage.objects.filter(pk=message_id, status="streaming").update(process="", **fields):
+        return ChatMessage.objects.filter(pk=message_id).first()
     existing = ChatMessage.objects.filter(pk=message_id).first()
     if existing is not None:
         return existing
     return message_append(session=session, message_id=message_id, **fields)
+
+
+def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> int:
+    """Replies that these dead processes were streaming become `interrupted`, keeping their last checkpoint
+    (the agentsite.processes sweeper; include_unowned: streaming replies that name no process too)."""
+    owned = Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+    return ChatMessage.objects.filter(owned, status="streaming").update(status="interrupted",
+                                                                        finish_reason="interrupted", process="")

@@ -9,6 +9,10 @@ stores the assistant turn once, however it ends:
 - `interrupted`: the consumer stopped before the end (a client hang-up, a time limit); what had been
   generated is kept, and the upstream request has been closed.
 
+The reply exists from the start as a `streaming` message owned by this process, and what has been generated
+is checkpointed into it at most every CHECKPOINT_S and after each tool result; if the process dies, the
+sweep of dead processes' work (agentsite.processes) turns it into `interrupted` with its last checkpoint.
+
 The chat stream and scheduled prompts that name a session both call this; code that runs the agent with
 no session (/v1's `agent` model, a workflow's `llm` node) calls `agentsite.agent.loop.run_agent` itself,
 with the same `AgentEvent` and `Transcript` types.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -28,6 +33,7 @@ from asgiref.sync import sync_to_async
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.loop import AgentEvent, Transcript, run_agent
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
+from agentsite.dbcall import db
 from agentsite.errors import AppError
 from sessions_app import selectors, services
 from sessions_app.attachments import attachments_resolve
@@ -36,21 +42,26 @@ from sessions_app.models import ChatSession
 
 logger = logging.getLogger(__name__)
 
+CHECKPOINT_S = 1.0
+
 
 class ChatTurn:
     """A turn whose user message is stored. Iterate `events()` once; `status` says how the reply was stored
     (None until it was) and `transcript` holds what the agent produced."""
 
     def __init__(self, *, session: ChatSession, owner_id: Any, messages: list[Message], settings: AgentSettings,
-                 user_message_id: uuid.UUID):
+                 user_message_id: uuid.UUID, reply_id: uuid.UUID):
         self.session = session
         self.owner_id = owner_id
         self.messages = messages
         self.settings = settings
         self.user_message_id = user_message_id
-        self.reply_id = uuid.uuid4()
+        self.reply_id = reply_id
         self.transcript = Transcript()
         self.status: str | None = None
+        self._checkpointed_at = 0.0
+        self._checkpoint: asyncio.Future | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
@@ -66,6 +77,7 @@ class ChatTurn:
                                           transcript=self.transcript)) as run:
                 async for event in run:
                     if event.type not in ("done", "error"):
+                        self._maybe_checkpoint(force=event.type == "tool_result")
                         yield event
                         continue
                     stored = await self._store("complete" if event.type == "done" else "error")
@@ -80,11 +92,38 @@ class ChatTurn:
             await self._store("error")
             yield self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})
         finally:
+            if self._timer is not None:
+                self._timer.cancel()
             if self.status is None:  # closed or cancelled before the turn ended
                 try:
                     await self._store("interrupted")
                 except Exception:  # logged by _log_failure; the close or cancellation in flight goes on
                     pass
+
+    def _maybe_checkpoint(self, *, force: bool = False) -> None:
+        """Save what was generated so far, in the background: at most one write in flight, and at most one
+        per CHECKPOINT_S unless forced; what a skipped call would have saved is saved by a timer when the
+        interval is over, so a stream that goes quiet is still saved whole. A checkpoint never delays the
+        stream, and one that lands after the final store changes nothing (it only updates a `streaming` reply).
+        """
+        if self.status is not None:
+            return
+        now = time.monotonic()
+        wait = 0.0 if force else self._checkpointed_at + CHECKPOINT_S - now
+        if wait > 0 or (self._checkpoint is not None and not self._checkpoint.done()):
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(max(wait, 0.05), self._on_timer)
+            return
+        self._checkpointed_at = now
+        transcript = self.transcript
+        self._checkpoint = asyncio.ensure_future(db(
+            services.message_checkpoint_reply, message_id=self.reply_id, content=transcript.text,
+            tool_calls=transcript.tool_calls(), sources=transcript.sources))
+        self._checkpoint.add_done_callback(_log_checkpoint_failure)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._maybe_checkpoint()
 
     def _session_gone(self) -> AgentEvent:
         return self.event("error", {"code": "not_found", "message": "The session was deleted during the reply."})
@@ -107,6 +146,12 @@ class ChatTurn:
         except ChatSession.DoesNotExist:
             return False
         return True
+
+
+def _log_checkpoint_failure(write: asyncio.Future) -> None:
+    if not write.cancelled() and write.exception() is not None:
+        logger.warning("Checkpointing a streaming reply failed (the final store still follows)",
+                       exc_info=write.exception())
 
 
 def _log_failure(write: asyncio.Future) -> None:
@@ -145,6 +190,7 @@ def _turn_prepare(*, owner: Any, session_id: Any, message: str, upload_ids: list
     parts = {**attachments_resolve(owner=owner, upload_ids=[upload for upload in earlier if upload not in parts],
                                    missing_ok=True), **parts}
     user_message = services.message_append(session=session, role="user", content=message, attachments=upload_ids)
+    reply = services.message_start_reply(session=session, message_id=uuid.uuid4())
     settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
-                    settings=settings, user_message_id=user_message.pk)
+                    settings=settings, user_message_id=user_message.pk, reply_id=reply.pk)

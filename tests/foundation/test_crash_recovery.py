@@ -146,3 +146,40 @@ def test_a_killed_daphne_is_swept_by_its_peer_and_a_restart_never_marks_live_wor
     finally:
         second.stop(drop_database=False)
         first.stop()
+
+
+def test_a_reply_streaming_when_daphne_is_killed_is_kept_as_interrupted_with_what_was_generated(fake_openai_server,
+                                                                                              fake_openai):
+    from tests.e2e import UPSTREAM_KEY, sse_events
+    from tests.fakes.llm import Hang
+
+    server = LiveServer(command="daphne", env=QUICK).start()
+    try:
+        headers = {"Authorization": f"Bearer {server.login()['token']}"}
+        requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
+            "provider": "openai", "base_url": fake_openai.base_url, "api_key": UPSTREAM_KEY,
+            "model": "fake-model"}).raise_for_status()
+        session = requests.post(f"{server.base_url}/api/sessions", json={"name": "crash"}, headers=headers,
+                                timeout=10).json()
+        fake_openai.script(Hang(text="Once upon a time "))
+        response = requests.post(f"{server.base_url}/api/sessions/{session['id']}/chat", headers=headers,
+                                 json={"message": "Tell me a story."}, stream=True, timeout=30)
+        streamed = ""
+        for name, data in sse_events(response):
+            streamed += data["content"] if name == "delta" else ""
+            if streamed == "Once upon a time ":
+                break
+        messages_url = f"{server.base_url}/api/sessions/{session['id']}/messages"
+        poll(lambda: requests.get(messages_url, headers=headers, timeout=10).json()["results"][-1]["content"]
+             == "Once upon a time ", "the checkpoint of the streaming reply")
+
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+        response.close()
+        server.start()  # the restart's recovery marks what the killed process was streaming
+
+        messages = requests.get(messages_url, headers=headers, timeout=10).json()["results"]
+        assert [(m["role"], m["content"], m["status"]) for m in messages] == [
+            ("user", "Tell me a story.", "complete"), ("assistant", "Once upon a time ", "interrupted")]
+    finally:
+        server.stop()

@@ -29,7 +29,8 @@ async def test_a_turn_stores_the_user_message_before_any_event_and_the_reply_com
     fake_openai.script(Text("Hello there.", usage=(4, 2)))
 
     turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
-    assert await stored(session) == [("user", "hi", "complete")]
+    # The reply exists from the start, `streaming`: a crash before the end leaves it, not nothing.
+    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "", "streaming")]
     events = [event async for event in turn.events()]
 
     assert [event.type for event in events][0] == "start" and events[-1].type == "done"
@@ -105,3 +106,46 @@ async def test_the_offline_default_answers_a_turn_with_no_network(owner):
     events = [event async for event in turn.events()]
     assert events[-1].type == "done" and "ping" in events[-1].data["content"]
     assert (await stored(session))[-1][2] == "complete"
+
+
+async def test_a_streaming_reply_is_checkpointed_and_a_dead_process_leaves_it_interrupted(owner, fake_openai,
+                                                                                         monkeypatch):
+    """What a crash leaves: the reply as of its last checkpoint, `interrupted` once the process is swept."""
+    import asyncio
+
+    from agentsite import processes
+    from sessions_app import turns
+
+    monkeypatch.setattr(turns, "CHECKPOINT_S", 0.0)
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Hang(text="Once upon "))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai))
+    events = turn.events()
+    assert (await anext(events)).type == "start"
+    assert (await anext(events)).data == {"content": "Once upon "}
+    for _ in range(100):  # the checkpoint is written in the background
+        if (await stored(session))[-1] == ("assistant", "Once upon ", "streaming"):
+            break
+        await asyncio.sleep(0.02)
+    assert (await stored(session))[-1] == ("assistant", "Once upon ", "streaming")
+
+    # The process dies (simulated: the sweep is told it is dead); the reply keeps its checkpoint.
+    me = await sync_to_async(processes.current_process_id)()
+    marked = await sync_to_async(processes._sweepers["streaming replies"])([me], False)
+    assert marked == 1 and (await stored(session))[-1] == ("assistant", "Once upon ", "interrupted")
+    await events.aclose()  # this test's turn is not really dead: its own final store keeps the sweep's
+    assert (await stored(session))[-1] == ("assistant", "Once upon ", "interrupted")
+
+
+async def test_another_turn_still_streaming_is_not_in_the_history(owner, fake_openai):
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Hang(text="Thinking "))
+    first = await turn_start(owner=owner, session_id=session.pk, message="one", overrides=upstream(fake_openai))
+    first_events = first.events()
+    await anext(first_events)
+    await anext(first_events)
+    fake_openai.script(Text("Two."))
+    second = await turn_start(owner=owner, session_id=session.pk, message="two", overrides=upstream(fake_openai))
+    assert [message.role for message in second.messages] == ["user"]  # both user messages, merged
+    [event async for event in second.events()]
+    await first_events.aclose()

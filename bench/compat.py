@@ -1,14 +1,21 @@
-"""How much latency /v1/chat/completions adds over talking to the upstream directly, and its throughput.
+"""How much latency /v1/chat/completions adds over talking to the upstream directly, its server CPU per
+request, its memory, and its throughput.
 
     python bench/compat.py                      # starts a fake upstream and an agentsite server itself
-    python bench/compat.py --target URL --upstream URL   # measure any gateway (LiteLLM, ...) the same way
+    python bench/compat.py --target URL --upstream URL [--server-pid PID]   # any gateway (LiteLLM, ...)
 
 --target is the OpenAI-compatible base URL to measure (ending in /v1); --upstream is the base URL of the
 upstream that gateway forwards to (measured directly as the floor). Both must answer --model. Without
-them, a fake OpenAI upstream streaming --tokens tokens starts on loopback, and an agentsite server
-(daphne, SQLite) is started pointing at it. Prints time to first token and total time (p50/p99) for
-streaming and non-streaming, direct and through the target, and requests per second at concurrency
-1, 8 and 32 through the target.
+them, a fake OpenAI upstream streaming --tokens tokens starts in a process of its own (so it shares no
+GIL with this client or the server), and an agentsite server (daphne, SQLite) is started pointing at it;
+the API key is then a dashboard token of the server's admin (the authenticated path) unless --api-key
+gives another (any other string is an anonymous caller when compat_auth is public, the default).
+
+Direct and through-target requests alternate one by one (in alternating order), so both see the same
+machine state. Prints time to first token and total time (p50/p99) for streaming and non-streaming, the
+server's CPU time per request over each phase (utime+stime from /proc of the server process and its
+children: agentsite's daphne, or --server-pid on this machine), requests per second at concurrency 1, 8
+and 32 through the target, and the server's resident memory (VmRSS) at the end.
 """
 
 from __future__ import annotations
@@ -18,7 +25,10 @@ import asyncio
 import json
 import os
 import platform
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +37,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
 
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
@@ -34,22 +46,86 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[index]
 
 
+# --- the server process, read from /proc ---
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and its live descendants (a gateway may serve from worker processes)."""
+    tree, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        tree.append(current)
+        queue += _children(current)
+    return tree
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """utime + stime of pid and its descendants, all threads, in seconds (0 without a pid)."""
+    if pid is None:
+        return 0.0
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return total / CLOCK_TICKS
+
+
+def rss_mib(pid: int | None) -> float | None:
+    """VmRSS of pid and its descendants, in MiB."""
+    if pid is None:
+        return None
+    total_kib = 0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue
+        total_kib += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total_kib / 1024
+
+
+# --- requests ---
+
+
+def _first_content(line: str) -> bool:
+    """Whether an SSE line carries a non-empty content delta (the first token)."""
+    if not line.startswith("data: {") or '"content"' not in line:
+        return False
+    choices = json.loads(line[6:]).get("choices") or [{}]
+    return bool((choices[0].get("delta") or {}).get("content"))
+
+
 async def one_request(client: httpx.AsyncClient, base: str, model: str, stream: bool) -> tuple[float, float]:
     """(time to first token, total) in seconds for one chat completion."""
     body = {"model": model, "stream": stream, "messages": [{"role": "user", "content": "Count for me."}]}
     started = time.perf_counter()
-    first = None
     if not stream:
         response = await client.post(f"{base}/chat/completions", json=body)
         response.raise_for_status()
         response.json()
         total = time.perf_counter() - started
         return total, total
+    first = None
     async with client.stream("POST", f"{base}/chat/completions", json=body) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
-            if first is None and line.startswith("data: {") and '"content": "' in line.replace('":"', '": "') \
-                    and '"content": ""' not in line.replace('":"', '": "'):
+            if first is None and _first_content(line):
                 first = time.perf_counter() - started
             if line == "data: [DONE]":
                 break
@@ -57,110 +133,188 @@ async def one_request(client: httpx.AsyncClient, base: str, model: str, stream: 
     return (first if first is not None else total), total
 
 
-async def latency(base: str, model: str, stream: bool, count: int) -> dict[str, float]:
-    async with httpx.AsyncClient(timeout=60, headers={"Authorization": "Bearer bench"}) as client:
-        for _ in range(5):  # warm-up: connections, caches, lazy imports
-            await one_request(client, base, model, stream)
-        samples = [await one_request(client, base, model, stream) for _ in range(count)]
+def _figures(samples: list[tuple[float, float]]) -> dict[str, float]:
     ttft = [s[0] * 1000 for s in samples]
     total = [s[1] * 1000 for s in samples]
     return {"ttft_p50": percentile(ttft, 50), "ttft_p99": percentile(ttft, 99),
             "total_p50": percentile(total, 50), "total_p99": percentile(total, 99)}
 
 
-async def throughput(base: str, model: str, concurrency: int, seconds: float, stream: bool) -> float:
+async def latency(args: argparse.Namespace, stream: bool) -> dict:
+    """Direct and through-target requests alternating, with the server's CPU per target request."""
+    headers = {"Authorization": f"Bearer {args.api_key}"}
+    async with httpx.AsyncClient(timeout=60, headers=headers) as client:
+        for _ in range(5):  # warm-up: connections, caches, lazy imports
+            await one_request(client, args.upstream, args.model, stream)
+            await one_request(client, args.target, args.model, stream)
+        direct, via = [], []
+        cpu_before = cpu_seconds(args.server_pid)
+        for index in range(args.requests):
+            order = ((args.upstream, direct), (args.target, via))
+            for base, samples in order if index % 2 else reversed(order):
+                samples.append(await one_request(client, base, args.model, stream))
+        cpu = cpu_seconds(args.server_pid) - cpu_before
+    return {"direct": _figures(direct), "target": _figures(via),
+            "server_cpu_ms": cpu * 1000 / args.requests if args.server_pid else None}
+
+
+async def throughput(args: argparse.Namespace, concurrency: int, stream: bool) -> tuple[float, float | None]:
+    """(requests/s through the target, server CPU ms per request) at this concurrency."""
     done = 0
-    deadline = time.perf_counter() + seconds
+    deadline = time.perf_counter() + args.seconds
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=60, limits=limits, headers={"Authorization": "Bearer bench"}) as client:
+    headers = {"Authorization": f"Bearer {args.api_key}"}
+    async with httpx.AsyncClient(timeout=60, limits=limits, headers=headers) as client:
         async def worker() -> None:
             nonlocal done
             while time.perf_counter() < deadline:
-                await one_request(client, base, model, stream)
+                await one_request(client, args.target, args.model, stream)
                 done += 1
 
+        cpu_before = cpu_seconds(args.server_pid)
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
-    return done / elapsed
+        cpu = cpu_seconds(args.server_pid) - cpu_before
+    return done / elapsed, (cpu * 1000 / done if args.server_pid and done else None)
 
 
-def start_local(tokens: int):
-    """A fake upstream streaming `tokens` tokens, and an agentsite server pointed at it."""
-    import requests
+# --- the local upstream and server ---
 
+
+def serve_upstream(tokens: int) -> None:
+    """Run the fake upstream in this process until SIGTERM (the benchmark starts it as a child)."""
     from tests.fakes.llm import FakeOpenAI, Text
-    from tests.server import LiveServer
+
+    class BenchUpstream(FakeOpenAI):
+        def record(self, request):  # noqa: ANN001 - thousands of requests: keep none of them
+            return False
 
     words = [f"tok{i} " for i in range(tokens)]
-    fake = FakeOpenAI(default_reply=Text("".join(words), pieces=words)).start()
-    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_LOG_LEVEL": "WARNING"})
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with BenchUpstream(default_reply=Text("".join(words), pieces=words)) as fake:
+        print(fake.base_url, flush=True)
+        stop.wait()
+
+
+def start_upstream(tokens: int) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-upstream", "--tokens", str(tokens)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    base_url = proc.stdout.readline().strip()
+    if not base_url.startswith("http"):
+        proc.kill()
+        raise RuntimeError(f"the fake upstream did not start (printed {base_url!r})")
+    return proc, base_url
+
+
+def start_agentsite(upstream: str):
+    """An agentsite server (daphne only, SQLite) pointed at the upstream; (server, dashboard token)."""
+    import requests
+
+    from tests.server import LiveServer
+
+    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000",
+                                               "AGENTSITE_LOG_LEVEL": "WARNING"})
     server.start()
-    headers = {"Authorization": f"Bearer {server.login()['token']}"}
-    requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
-        "provider": "openai", "base_url": fake.base_url, "api_key": "sk-bench", "model": "fake-model",
+    token = server.login()["token"]
+    requests.patch(f"{server.base_url}/api/config", headers={"Authorization": f"Bearer {token}"}, timeout=10, json={
+        "provider": "openai", "base_url": upstream, "api_key": "sk-bench", "model": "fake-model",
     }).raise_for_status()
-    return fake, server
+    return server, token
 
 
-def print_table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
+# --- output ---
+
+
+def print_latency(title: str, figures: dict) -> None:
+    direct, via = figures["direct"], figures["target"]
     print(f"\n{title}")
     print(f"{'path':<22}{'TTFT p50':>10}{'TTFT p99':>10}{'total p50':>11}{'total p99':>11}   (ms)")
-    for name, figures in rows:
-        print(f"{name:<22}{figures['ttft_p50']:>10.2f}{figures['ttft_p99']:>10.2f}"
-              f"{figures['total_p50']:>11.2f}{figures['total_p99']:>11.2f}")
-    direct, via = rows[0][1], rows[1][1]
+    for name, row in (("direct to upstream", direct), ("through target", via)):
+        print(f"{name:<22}{row['ttft_p50']:>10.2f}{row['ttft_p99']:>10.2f}"
+              f"{row['total_p50']:>11.2f}{row['total_p99']:>11.2f}")
     print(f"{'added by the target':<22}{via['ttft_p50'] - direct['ttft_p50']:>10.2f}"
           f"{via['ttft_p99'] - direct['ttft_p99']:>10.2f}{via['total_p50'] - direct['total_p50']:>11.2f}"
           f"{via['total_p99'] - direct['total_p99']:>11.2f}")
+    if figures["server_cpu_ms"] is not None:
+        print(f"server CPU per request: {figures['server_cpu_ms']:.2f} ms")
 
 
 async def run(args: argparse.Namespace) -> dict:
     results: dict = {"tokens": args.tokens, "requests": args.requests}
-    for stream in (True, False):
+    for stream in (False, True):
         kind = "streaming" if stream else "non-streaming"
-        direct = await latency(args.upstream, args.model, stream, args.requests)
-        via = await latency(args.target, args.model, stream, args.requests)
-        print_table(f"{kind}, {args.requests} sequential requests, {args.tokens} tokens each",
-                    [("direct to upstream", direct), ("through target", via)])
-        results[kind] = {"direct": direct, "target": via}
-    print(f"\nthroughput through the target ({args.seconds:.0f} s per level, requests/s)")
-    print(f"{'concurrency':<14}{'streaming':>12}{'non-streaming':>15}")
+        figures = await latency(args, stream)
+        print_latency(f"{kind}, {args.requests} requests each way, interleaved, {args.tokens} tokens each", figures)
+        results[kind] = figures
+    print(f"\nthroughput through the target ({args.seconds:.0f} s per level; requests/s, server CPU ms/request)")
+    print(f"{'concurrency':<14}{'streaming':>12}{'CPU':>8}{'non-streaming':>15}{'CPU':>8}")
     results["rps"] = {}
     for concurrency in (1, 8, 32):
-        streaming = await throughput(args.target, args.model, concurrency, args.seconds, True)
-        plain = await throughput(args.target, args.model, concurrency, args.seconds, False)
-        print(f"{concurrency:<14}{streaming:>12.1f}{plain:>15.1f}")
-        results["rps"][concurrency] = {"streaming": streaming, "non_streaming": plain}
+        streaming, streaming_cpu = await throughput(args, concurrency, True)
+        plain, plain_cpu = await throughput(args, concurrency, False)
+        print(f"{concurrency:<14}{streaming:>12.1f}{_ms(streaming_cpu):>8}{plain:>15.1f}{_ms(plain_cpu):>8}")
+        results["rps"][concurrency] = {"streaming": streaming, "streaming_cpu_ms": streaming_cpu,
+                                       "non_streaming": plain, "non_streaming_cpu_ms": plain_cpu}
+    results["server_rss_mib"] = rss_mib(args.server_pid)
+    if results["server_rss_mib"] is not None:
+        print(f"\nserver resident memory after the benchmark (VmRSS): {results['server_rss_mib']:.1f} MiB")
     return results
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def machine() -> str:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, {platform.platform()}, "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", help="OpenAI-compatible base URL to measure (…/v1)")
     parser.add_argument("--upstream", help="the upstream's base URL (…/v1), measured directly")
+    parser.add_argument("--server-pid", type=int, help="with --target: the gateway's process id, for CPU and RSS")
+    parser.add_argument("--api-key", help="the API key sent to both (default: a dashboard token of the local "
+                        "server's admin; with --target, 'bench')")
     parser.add_argument("--model", default="fake-model")
     parser.add_argument("--tokens", type=int, default=100, help="tokens the local fake upstream streams")
-    parser.add_argument("--requests", type=int, default=200, help="sequential requests per latency figure")
+    parser.add_argument("--requests", type=int, default=200, help="requests each way per latency figure")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput level")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve_upstream:
+        serve_upstream(args.tokens)
+        return
     if bool(args.target) != bool(args.upstream):
         parser.error("give both --target and --upstream, or neither")
-    fake = server = None
-    if not args.target:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-        fake, server = start_local(args.tokens)
-        args.target, args.upstream = f"{server.base_url}/v1", fake.base_url
-        print(f"started a fake upstream at {fake.base_url} and agentsite (daphne, SQLite) at {server.base_url}")
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
+    upstream = server = None
     try:
+        if not args.target:
+            os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+            upstream, args.upstream = start_upstream(args.tokens)
+            server, token = start_agentsite(args.upstream)
+            args.api_key = args.api_key or token
+            args.target, args.server_pid = f"{server.base_url}/v1", server.proc.pid
+            print(f"fake upstream (own process, pid {upstream.pid}) at {args.upstream}; "
+                  f"agentsite (daphne, SQLite, pid {args.server_pid}) at {server.base_url}")
+        args.api_key = args.api_key or "bench"
+        print(f"machine: {machine()}")
         results = asyncio.run(run(args))
     finally:
         if server:
             server.stop()
-        if fake:
-            fake.stop()
+        if upstream:
+            upstream.terminate()
+            upstream.wait(10)
     if args.json:
         print(json.dumps(results, indent=2))
 

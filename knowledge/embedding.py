@@ -88,9 +88,23 @@ def word_codes(words: Sequence[str]) -> list[int]:
     return list(map(_codes.__getitem__, words))
 
 
+_SHORT_TEXT_WORDS = 64  # up to this many words, embed() sums them one by one (cheaper than a NumPy pass)
+
+
 def embed(text: str) -> np.ndarray:
     """The unit-length float32 vector of text, shape (256,); zeros when text has no words."""
-    return embed_many([text])[0]
+    codes = word_codes(tokenize(text))
+    if len(codes) > _SHORT_TEXT_WORDS:
+        return _embed_block([text])[0]
+    # Every search embeds its query: the NumPy pass of embed_many costs ~30 µs, this a few for a short one.
+    # The sums are small integers, exact in float32, so the vector is bit for bit what embed_many gives.
+    vector = np.zeros(DIMENSIONS, dtype=np.float32)
+    for code in codes:
+        vector[code & 0xFF] += 1 - ((code >> 8) << 1)
+    norm = np.sqrt(np.dot(vector, vector))
+    if norm > 0:
+        vector /= norm
+    return vector
 
 
 def embed_many(texts: Sequence[str]) -> np.ndarray:

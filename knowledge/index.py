@@ -15,13 +15,14 @@ would then apply twice).
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from knowledge.embedding import DIMENSIONS
 from knowledge.models import Chunk, Document, KnowledgeStamp
@@ -97,13 +98,19 @@ _lock = threading.Lock()
 
 def stamp_current(owner_id: int) -> int:
     """The owner's stamp in the database; 0 before their first write."""
-    # Every search runs this: plain SQL costs a tenth of what building the ORM query does (bench/kb.py).
-    quote = connection.ops.quote_name
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {quote('value')} FROM {quote(KnowledgeStamp._meta.db_table)} "
-                       f"WHERE {quote('owner_id')} = %s", [owner_id])
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(_stamp_sql(db.vendor), [owner_id])
         row = cursor.fetchone()
     return row[0] if row else 0
+
+
+@functools.lru_cache(maxsize=8)
+def _stamp_sql(vendor: str) -> str:
+    # Plain SQL built once: the ORM query (or quoting the names per call) costs more than the read itself.
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    return (f"SELECT {quote('value')} FROM {quote(KnowledgeStamp._meta.db_table)} "
+            f"WHERE {quote('owner_id')} = %s")
 
 
 def stamp_lock(owner_id: int) -> KnowledgeStamp:
@@ -163,7 +170,11 @@ def _row_documents(raw_keys: list) -> list[uuid.UUID]:
 
 
 def as_uuid(value: uuid.UUID | str) -> uuid.UUID:
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+    return value if isinstance(value, uuid.UUID) else _uuid_from_text(value)
+
+
+# Each search converts its hits' document ids (SQLite's hex text): the same few documents, again and again.
+_uuid_from_text = functools.lru_cache(maxsize=4096)(uuid.UUID)
 
 
 def matrix_add(*, owner_id: int, before: int, after: int, document_id: uuid.UUID, chunk_ids: list[int],

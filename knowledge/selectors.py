@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Count, QuerySet
 
 from knowledge import index
 from knowledge.embedding import embed
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk, Document, KnowledgeStamp
 
 CONTEXT_SEPARATOR = "\n\n"
 
@@ -46,12 +47,26 @@ def document_list_for(*, owner_id: int) -> QuerySet[Document]:
 def chunk_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]:
     """The owner's chunks most similar to query, best first: at most top_k, only positive scores."""
     query_vector = embed(query)
-    matrix = index.matrix_for(owner_id)
+    cached = index.cached_matrix(owner_id)
+    if cached is not None and cached.size and top_k >= 1 and query_vector.any():
+        # The usual case, in one statement: rank with the cached matrix, then read the hits' rows together
+        # with the owner's stamp. When the stamp still labels the matrix, the ranking was current.
+        chunk_ids, scores = _ranked(cached, query_vector, top_k)
+        stamp, rows = _rows_and_stamp(owner_id, chunk_ids)
+        if stamp == cached.stamp:
+            return _hits(chunk_ids, scores, rows)
+    matrix = index.matrix_for(owner_id)  # another process wrote (or nothing is cached yet): bring it up to date
     if matrix.size == 0 or top_k < 1 or not query_vector.any():
         return []
+    chunk_ids, scores = _ranked(matrix, query_vector, top_k)
+    return _hits(chunk_ids, scores, _chunk_rows(chunk_ids))
+
+
+def _ranked(matrix: index.OwnerMatrix, query_vector: np.ndarray, top_k: int) -> tuple[list[int], list[float]]:
+    """The ids and scores of the matrix's top_k chunks with a positive score, best first."""
     rows, scores = top_rows(matrix.vectors, query_vector, top_k)
     positive = scores > 0  # a chunk sharing no word with the query is not a match, however few there are
-    return _hits(matrix.ids[rows[positive]], scores[positive])
+    return matrix.ids[rows[positive]].tolist(), scores[positive].tolist()
 
 
 def top_rows(vectors: np.ndarray, query_vector: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -63,31 +78,73 @@ def top_rows(vectors: np.ndarray, query_vector: np.ndarray, top_k: int) -> tuple
     return rows, scores[rows]
 
 
-def _hits(chunk_ids: np.ndarray, scores: np.ndarray) -> list[ChunkHit]:
-    wanted = [int(chunk_id) for chunk_id in chunk_ids]
-    by_id = {row[0]: row for row in _chunk_rows(wanted)}
+def _hits(chunk_ids: list[int], scores: list[float], rows: list[tuple]) -> list[ChunkHit]:
+    by_id = {row[0]: row for row in rows}
     hits = []
-    for chunk_id, score in zip(wanted, scores.tolist(), strict=True):
+    for chunk_id, score in zip(chunk_ids, scores, strict=True):
         row = by_id.get(chunk_id)
         if row is not None:  # deleted by another process since the matrix was checked
             hits.append(ChunkHit(chunk_id, row[1], row[2], round(min(score, 1.0), 6), index.as_uuid(row[3]), row[4]))
     return hits
 
 
+# Every search runs one of these statements: plain SQL built once per database vendor and number of ids, since
+# building an ORM query (or even quoting the names again) costs more than SQLite takes to answer it.
+@functools.lru_cache(maxsize=64)
+def _rows_sql(vendor: str, count: int, with_stamp: bool) -> str:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    chunk, document = quote(Chunk._meta.db_table), quote(Document._meta.db_table)
+    stamp = (f", (SELECT {quote('value')} FROM {quote(KnowledgeStamp._meta.db_table)} "
+             f"WHERE {quote('owner_id')} = %s)" if with_stamp else "")
+    return (f"SELECT c.{quote('id')}, c.{quote('index')}, c.{quote('text')}, c.{quote('document_id')}, "
+            f"d.{quote('filename')}{stamp} FROM {chunk} c JOIN {document} d ON d.{quote('id')} = "
+            f"c.{quote('document_id')} WHERE c.{quote('id')} IN ({', '.join(['%s'] * count)})")
+
+
 def _chunk_rows(chunk_ids: list[int]) -> list[tuple]:
     """(id, index, text, document_id, filename) of the given chunks, in no particular order."""
     if not chunk_ids:
         return []
-    # Every search runs this: plain SQL costs a fraction of what building the ORM query does (bench/kb.py).
-    quote = connection.ops.quote_name
-    chunk, document = quote(Chunk._meta.db_table), quote(Document._meta.db_table)
-    placeholders = ", ".join(["%s"] * len(chunk_ids))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT c.{quote('id')}, c.{quote('index')}, c.{quote('text')}, c.{quote('document_id')}, "
-            f"d.{quote('filename')} FROM {chunk} c JOIN {document} d ON d.{quote('id')} = c.{quote('document_id')} "
-            f"WHERE c.{quote('id')} IN ({placeholders})", chunk_ids)
-        return cursor.fetchall()
+    return _fetch_all(False, chunk_ids, len(chunk_ids))
+
+
+def _rows_and_stamp(owner_id: int, chunk_ids: list[int]) -> tuple[int, list[tuple]]:
+    """The owner's stamp and the rows of _chunk_rows, read in one statement (so both are of one moment)."""
+    if not chunk_ids:
+        return index.stamp_current(owner_id), []
+    rows = _fetch_all(True, [owner_id, *chunk_ids], len(chunk_ids))
+    if not rows:  # every hit was deleted meanwhile, which changed the stamp: read it on its own
+        return index.stamp_current(owner_id), []
+    return rows[0][5] or 0, rows
+
+
+def _fetch_all(with_stamp: bool, params: list[int], count: int) -> list[tuple]:
+    db = connections[DEFAULT_DB_ALIAS]
+    statement = _driver_sql(db.vendor, count, with_stamp)
+    if statement is None:
+        with db.cursor() as cursor:
+            cursor.execute(_rows_sql(db.vendor, count, with_stamp), params)
+            return cursor.fetchall()
+    # Straight to the driver's cursor, past Django's wrapper (which costs as much as SQLite takes to answer):
+    # the same connection and transaction, the same error translation; the statement just is not logged.
+    db.ensure_connection()
+    with db.wrap_database_errors:
+        cursor = db.connection.cursor()
+        try:
+            cursor.execute(statement, params)
+            return cursor.fetchall()
+        finally:
+            cursor.close()
+
+
+_DRIVER_PLACEHOLDERS = {"sqlite": "?", "postgresql": "%s"}  # the drivers' own parameter styles
+
+
+@functools.lru_cache(maxsize=64)
+def _driver_sql(vendor: str, count: int, with_stamp: bool) -> str | None:
+    """_rows_sql in the driver's parameter style; None for another database (which gets Django's cursor)."""
+    placeholder = _DRIVER_PLACEHOLDERS.get(vendor)
+    return None if placeholder is None else _rows_sql(vendor, count, with_stamp).replace("%s", placeholder)
 
 
 def context_build(*, owner_id: int, query: str, max_chars: int, top_k: int = 5) -> KnowledgeContext:

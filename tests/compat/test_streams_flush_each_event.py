@@ -1,0 +1,120 @@
+"""Every stream hands each event to the client as it is produced: nothing between the provider and the socket
+holds events back until the reply ends.
+
+The fake upstream sends its deltas GAP seconds apart; the client notes when each event arrives. Buffering
+anywhere (in the view, the middleware, the server) would make the deltas arrive bunched, at the end or in
+blocks. The margins are wide, so a loaded machine does not fail them: half the upstream's spread.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e import server_with_fake_upstream
+from tests.fakes.llm import Text
+
+GAP = 0.15  # seconds between two deltas at the upstream
+PIECES = [f"part{number} " for number in range(6)]
+SLOW_REPLY = Text("".join(PIECES), pieces=PIECES, delay=GAP)
+ASK = {"nodes": [{"id": "start", "name": "start", "type": "input", "config": {}},
+                {"id": "ask", "name": "ask", "type": "llm", "config": {"prompt": "Answer: ${input}"}},
+                {"id": "out", "name": "out", "type": "output", "config": {"outputFormat": "text"}}],
+       "edges": [{"from": "start", "to": "ask"}, {"from": "ask", "to": "out"}]}
+
+
+@pytest.fixture(scope="module")
+def live(fake_openai_server):
+    # Keep-alive comments far apart, so none lands among the deltas.
+    server, headers = server_with_fake_upstream(fake_openai_server, AGENTSITE_SSE_KEEPALIVE_S="30")
+    yield server, headers
+    server.stop()
+
+
+def timed_events(response: requests.Response) -> list[tuple[float, str, Any]]:
+    """(arrival time, event, data) of each SSE event, comments left out; data is JSON-decoded unless it is
+    `[DONE]`. Read byte by byte, so an event counts as arrived the moment its blank line does."""
+    assert response.status_code == 200, response.text
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    events, name, data = [], None, []
+    for line in response.iter_lines(chunk_size=1, decode_unicode=True):
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and data:
+            payload = "\n".join(data)
+            decoded = payload if payload == "[DONE]" else json.loads(payload)
+            events.append((time.monotonic(), name or "message", decoded))
+            name, data = None, []
+    return events
+
+
+def assert_deltas_arrived_as_produced(times: list[float]) -> None:
+    assert len(times) == len(PIECES)
+    spread = times[-1] - times[0]
+    produced = GAP * (len(PIECES) - 1)
+    assert spread >= produced / 2, (
+        f"the {len(PIECES)} deltas, produced over {produced:.2f} s, arrived within {spread:.3f} s: held back")
+    gaps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+    assert statistics.median(gaps) >= GAP / 2, f"the deltas arrived bunched: gaps {[round(g, 3) for g in gaps]}"
+
+
+def test_the_chat_stream_sends_each_delta_as_the_upstream_produces_it(live, fake_openai):
+    server, headers = live
+    session = requests.post(f"{server.base_url}/api/sessions", json={"name": "flush"}, headers=headers,
+                            timeout=10).json()
+    fake_openai.script(SLOW_REPLY)
+    with requests.post(f"{server.base_url}/api/sessions/{session['id']}/chat", json={"message": "Count"},
+                       headers=headers, stream=True, timeout=30) as response:
+        events = timed_events(response)
+    assert [name for _, name, _ in events] == ["start", *["delta"] * len(PIECES), "done"]
+    assert [data["content"] for _, name, data in events if name == "delta"] == PIECES
+    assert events[-1][2]["content"] == "".join(PIECES)
+    assert_deltas_arrived_as_produced([moment for moment, name, _ in events if name == "delta"])
+
+
+def test_a_streamed_workflow_run_sends_each_delta_as_the_upstream_produces_it(live, fake_openai):
+    server, headers = live
+    created = requests.post(f"{server.base_url}/api/workflows", json={"name": "flush-ask", **ASK}, headers=headers,
+                            timeout=10)
+    assert created.status_code == 201, created.text
+    fake_openai.script(SLOW_REPLY)
+    with requests.post(f"{server.base_url}/api/workflows/{created.json()['id']}/run", headers=headers, stream=True,
+                       timeout=30, json={"input": "the question", "stream": True}) as response:
+        events = timed_events(response)
+    assert [name for _, name, _ in events] == [
+        "run_started", "node_started", "node_finished", "node_started", *["delta"] * len(PIECES), "node_finished",
+        "node_started", "node_finished", "done"]
+    assert [data["content"] for _, name, data in events if name == "delta"] == PIECES
+    assert events[-1][2]["run"]["status"] == "success"
+    assert_deltas_arrived_as_produced([moment for moment, name, _ in events if name == "delta"])
+
+
+def _kind(data: Any) -> str:
+    if data == "[DONE]":
+        return "[DONE]"
+    choice = data["choices"][0]
+    if choice["finish_reason"]:
+        return f"finish:{choice['finish_reason']}"
+    return "content" if choice["delta"].get("content") else "role"
+
+
+@pytest.mark.parametrize("model", ["fake-model", "agent"])
+def test_a_v1_stream_sends_each_chunk_as_the_upstream_produces_it(live, fake_openai, model):
+    server, headers = live
+    fake_openai.script(SLOW_REPLY)
+    with requests.post(f"{server.base_url}/v1/chat/completions", headers=headers, stream=True, timeout=30,
+                       json={"model": model, "stream": True, "messages": [{"role": "user", "content": "Count"}]},
+                       ) as response:
+        events = timed_events(response)
+    assert [_kind(data) for _, _, data in events] == ["role", *["content"] * len(PIECES), "finish:stop", "[DONE]"]
+    contents = [(moment, data["choices"][0]["delta"]["content"]) for moment, _, data in events
+                if _kind(data) == "content"]
+    assert [text for _, text in contents] == PIECES
+    assert_deltas_arrived_as_produced([moment for moment, _ in contents])

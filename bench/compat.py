@@ -3,11 +3,14 @@ request, its memory, and its throughput.
 
     python bench/compat.py                      # starts a fake upstream and an agentsite server itself
     python bench/compat.py --target URL --upstream URL [--server-pid PID]   # any gateway (LiteLLM, ...)
+    python bench/compat.py --serve-upstream     # only the fake upstream, in the foreground (prints its URL)
+    python bench/compat.py --upstream URL       # agentsite, started here, against that upstream
 
 --target is the OpenAI-compatible base URL to measure (ending in /v1); --upstream is the base URL of the
 upstream that gateway forwards to (measured directly as the floor). Both must answer --model. Without
 them, a fake OpenAI upstream streaming --tokens tokens starts in a process of its own (so it shares no
-GIL with this client or the server), and an agentsite server (daphne, SQLite) is started pointing at it;
+GIL with this client or the server; --upstream alone names one already running, so that several gateways
+are measured against the same one), and an agentsite server (daphne, SQLite) is started pointing at it;
 the API key is then a dashboard token of the server's admin (the authenticated path) unless --api-key
 gives another (any other string is an anonymous caller when compat_auth is public, the default).
 
@@ -289,22 +292,23 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="requests each way per latency figure")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput level")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
-    parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-upstream", action="store_true", help="only run the fake upstream (--tokens)")
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.tokens)
         return
-    if bool(args.target) != bool(args.upstream):
-        parser.error("give both --target and --upstream, or neither")
+    if args.target and not args.upstream:
+        parser.error("--target needs --upstream")
     upstream = server = None
     try:
         if not args.target:
             os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-            upstream, args.upstream = start_upstream(args.tokens)
+            if not args.upstream:
+                upstream, args.upstream = start_upstream(args.tokens)
             server, token = start_agentsite(args.upstream)
             args.api_key = args.api_key or token
             args.target, args.server_pid = f"{server.base_url}/v1", server.proc.pid
-            print(f"fake upstream (own process, pid {upstream.pid}) at {args.upstream}; "
+            print(f"upstream at {args.upstream}{f' (own process, pid {upstream.pid})' if upstream else ''}; "
                   f"agentsite (daphne, SQLite, pid {args.server_pid}) at {server.base_url}")
         args.api_key = args.api_key or "bench"
         print(f"machine: {machine()}")

@@ -65,8 +65,10 @@ def chunk_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]
 def _ranked(matrix: index.OwnerMatrix, query_vector: np.ndarray, top_k: int) -> tuple[list[int], list[float]]:
     """The ids and scores of the matrix's top_k chunks with a positive score, best first."""
     rows, scores = top_rows(matrix.vectors, query_vector, top_k)
-    positive = scores > 0  # a chunk sharing no word with the query is not a match, however few there are
-    return matrix.ids[rows[positive]].tolist(), scores[positive].tolist()
+    if scores[-1] <= 0:  # best first: only then are some not positive
+        positive = scores > 0  # a chunk sharing no word with the query is not a match, however few there are
+        rows, scores = rows[positive], scores[positive]
+    return matrix.ids[rows].tolist(), scores.tolist()
 
 
 def top_rows(vectors: np.ndarray, query_vector: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:

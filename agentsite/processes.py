@@ -44,6 +44,13 @@ _current: tuple[int, str] | None = None  # (pid, id) of this process once record
 heartbeat_thread: threading.Thread | None = None
 
 
+def owned_by(dead: list[str], include_unowned: bool = False):
+    """The filter a sweeper applies to its rows' `process` field: owned by one of the dead (or by none)."""
+    from django.db.models import Q
+
+    return Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+
+
 def on_process_death(name: str, sweeper: Sweeper) -> None:
     """Register a facet's sweeper under a name (replacing an earlier one of that name)."""
     _sweepers[name] = sweeper

@@ -24,11 +24,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F
 from django.utils import timezone
 
 from agentsite.errors import AppError
-from agentsite.processes import current_process_id
+from agentsite.processes import current_process_id, owned_by
 from agentsite.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
@@ -336,7 +336,7 @@ def run_finish(*, run: TaskRun, status: str, output: str = "", error: str = "") 
 def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
     """Mark the runs that these dead processes left `running` as `error` (agentsite.processes sweeps;
     include_unowned: runs that name no process too, left by a release before processes were recorded)."""
-    owned = Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+    owned = owned_by(dead, include_unowned)
     count = TaskRun.objects.filter(owned, status=TaskRun.RUNNING).update(
         status=TaskRun.ERROR, finished_at=timezone.now(),
         error="The process running this run stopped (a crash or a kill) before it finished.")

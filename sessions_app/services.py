@@ -6,10 +6,10 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
-from agentsite.processes import current_process_id
+from agentsite.processes import current_process_id, owned_by
 from sessions_app.models import ChatMessage, ChatSession
 
 
@@ -67,6 +67,6 @@ def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields
 def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> int:
     """Replies that these dead processes were streaming become `interrupted`, keeping their last checkpoint
     (the agentsite.processes sweeper; include_unowned: streaming replies that name no process too)."""
-    owned = Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+    owned = owned_by(dead, include_unowned)
     return ChatMessage.objects.filter(owned, status="streaming").update(status="interrupted",
                                                                         finish_reason="interrupted", process="")

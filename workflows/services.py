@@ -11,11 +11,10 @@ import logging
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from agentsite.errors import AppError
-from agentsite.processes import current_process_id
+from agentsite.processes import current_process_id, owned_by
 from workflows.graph import (
     NAME_PATTERN,
     Graph,
@@ -191,7 +190,7 @@ def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output
 def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
     """Mark the runs that these dead processes left `running` as `error` (agentsite.processes sweeps;
     include_unowned: runs that name no process too, left by a release before processes were recorded)."""
-    owned = Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
+    owned = owned_by(dead, include_unowned)
     count = WorkflowRun.objects.filter(owned, status=WorkflowRun.RUNNING).update(
         status=WorkflowRun.ERROR, finished_at=timezone.now(),
         error={"node": None, "message": "The process running this run stopped (a crash or a kill) before it "

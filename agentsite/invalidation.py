@@ -1,0 +1,177 @@
+"""Per-process caches kept correct across processes: a change is announced, and every process drops what it
+cached of it.
+
+A cache that lives in a process's memory (the bearer token's user, the agent config) registers a callback
+with `subscribe(topic, drop)` and calls `listen()` before each load (cheap once started). The code that
+changes what it caches calls `announce(topic, key)` once the change is committed. `drop(key)` then runs
+
+- at once in the announcing process, and
+- in every other process of the deployment when `REDIS_URL` is set: the announcement is published on one
+  Redis channel (`<AGENTSITE_CACHE_PREFIX>:invalidate`), which a listener thread in each process that
+  subscribed receives and applies, within milliseconds on a local network.
+
+`drop(None)` means "drop everything": the listener calls it whenever it (re)connects, because
+announcements sent while it was not connected are lost (Redis pub/sub keeps nothing).
+
+Contract for a cache that subscribes:
+- `drop` is cheap, thread-safe, and never raises (it runs on the listener's thread);
+- entries still expire after a time to live of the cache's own choosing: it bounds how long a change made
+  where no announcement reaches (the embedded default has no Redis: `manage.py changepassword` in another
+  process, a queryset `update()` that sends no signal) stays unseen.
+
+Invariants: an announcement made after a commit is applied in this process before `announce` returns;
+with Redis, a process that subscribed has either received every later announcement or dropped everything
+since (tested in tests/foundation/test_invalidation.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+Drop = Callable[[str | None], None]
+
+_subscribers: dict[str, list[Drop]] = {}
+_lock = threading.Lock()
+_listener: tuple[int, threading.Thread] | None = None  # (pid, thread): a forked child starts its own
+_connected = threading.Event()
+RECONNECT_MAX_S = 5.0
+
+
+def channel() -> str:
+    return f"{os.environ.get('AGENTSITE_CACHE_PREFIX', 'agentsite')}:invalidate"
+
+
+def subscribe(topic: str, drop: Drop) -> None:
+    """Call `drop(key)` when `topic` changes (key None: everything), here and, with Redis, anywhere."""
+    with _lock:
+        if drop not in _subscribers.setdefault(topic, []):
+            _subscribers[topic].append(drop)
+
+
+def drop_here(topic: str, key: object = None) -> None:
+    """Drop `topic` at `key` in this process only (a change not yet committed: `announce` it after)."""
+    _apply(topic, None if key is None else str(key))
+
+
+def announce(topic: str, key: object = None) -> None:
+    """`topic` changed at `key` (None: all of it). Call it after the change is committed."""
+    key_text = None if key is None else str(key)
+    _apply(topic, key_text)
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return
+    try:
+        _redis(url).publish(channel(), json.dumps([topic, key_text, _origin()]))
+    except Exception:  # noqa: BLE001 - Redis down: the others' caches expire after their time to live
+        logger.warning("Could not announce a change of %s to other processes (Redis unreachable); their caches "
+                       "expire within seconds.", topic, exc_info=True)
+
+
+def connected() -> bool:
+    """Whether this process's listener is subscribed (always False without Redis)."""
+    return _connected.is_set()
+
+
+def _apply(topic: str, key: str | None) -> None:
+    with _lock:
+        drops = list(_subscribers.get(topic, ()))
+    for drop in drops:
+        try:
+            drop(key)
+        except Exception:  # noqa: BLE001 - a cache's bug must not stop the others from dropping
+            logger.exception("A cache subscribed to %s failed to drop %r", topic, key)
+
+
+def _apply_all() -> None:
+    with _lock:
+        topics = list(_subscribers)
+    for topic in topics:
+        _apply(topic, None)
+
+
+_clients: dict[tuple[int, str], object] = {}
+_origins: dict[int, str] = {}
+
+
+def _origin() -> str:
+    """This process's name on the channel: unique across hosts and forks (a pid alone is not)."""
+    pid = os.getpid()
+    if pid not in _origins:
+        _origins[pid] = uuid.uuid4().hex
+    return _origins[pid]
+
+
+def _redis(url: str):
+    import redis
+
+    key = (os.getpid(), url)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    return client
+
+
+def listen() -> None:
+    """Start this process's listener thread once (per pid), when Redis is configured. A cache calls it before
+    it loads anything: a process that never caches never listens (manage.py commands, migrations)."""
+    global _listener
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return
+    with _lock:
+        if _listener is not None and _listener[0] == os.getpid() and _listener[1].is_alive():
+            return
+        _connected.clear()
+        thread = threading.Thread(target=_listen_forever, args=(url,), name="agentsite-invalidation", daemon=True)
+        _listener = (os.getpid(), thread)
+        thread.start()
+
+
+def _listen_forever(url: str) -> None:
+    import redis
+
+    delay = 0.1
+    while True:
+        pubsub = None
+        try:
+            # Named after the channel, so an operator (and a test) can tell the listeners in CLIENT LIST.
+            client = redis.Redis.from_url(url, socket_connect_timeout=2, health_check_interval=10,
+                                          client_name=channel())
+            pubsub = client.pubsub(ignore_subscribe_messages=False)
+            pubsub.subscribe(channel())
+            while True:
+                message = pubsub.get_message(timeout=1.0)
+                if message is None:
+                    continue
+                if message["type"] == "subscribe":
+                    # Anything announced before this point was missed: start from nothing.
+                    _apply_all()
+                    _connected.set()
+                    delay = 0.1
+                elif message["type"] == "message":
+                    topic, key, origin = json.loads(message["data"])
+                    if origin != _origin():  # the announcer applied its own already
+                        _apply(topic, key)
+        except Exception:  # noqa: BLE001 - Redis went away: drop everything, then reconnect with backoff
+            if _connected.is_set():
+                logger.warning("Lost the invalidation channel on Redis; reconnecting.", exc_info=True)
+            _connected.clear()
+            _apply_all()
+            time.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+        finally:
+            if pubsub is not None:
+                try:
+                    pubsub.close()
+                except Exception:  # noqa: BLE001
+                    pass

@@ -2,7 +2,6 @@ from django import forms
 from django.contrib import admin
 
 from accounts.models import AgentConfig
-from accounts.selectors import config_cache_clear
 
 
 class AgentConfigForm(forms.ModelForm):
@@ -34,6 +33,3 @@ class AgentConfigAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def save_model(self, request, obj, form, change) -> None:
-        super().save_model(request, obj, form, change)
-        config_cache_clear()

@@ -7,19 +7,38 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_delete, post_save
+
+        from accounts import selectors
+        from accounts.authentication import users
+        from accounts.models import AgentConfig
+        from agentsite import invalidation
         from agentsite.agent.config import set_settings_loader
 
-        set_settings_loader(_settings_from_config)
+        set_settings_loader(selectors.settings_get, peek=selectors.settings_peek)
+        invalidation.subscribe(users.TOPIC, users.drop)
+        invalidation.subscribe(selectors.TOPIC, selectors.config_cache_clear)
+        user_model = get_user_model()
+        for name, signal in (("save", post_save), ("delete", post_delete)):
+            signal.connect(_user_changed, sender=user_model, dispatch_uid=f"accounts-user-{name}")
+            signal.connect(_config_changed, sender=AgentConfig, dispatch_uid=f"accounts-config-{name}")
 
 
-def _settings_from_config():
-    from accounts.selectors import config_get
-    from agentsite.agent.config import AgentSettings
+def _user_changed(sender, instance, **kwargs) -> None:
+    _changed("user", instance.pk)
 
-    config = config_get()
-    return AgentSettings(
-        provider=config.provider, base_url=config.base_url, api_key=config.api_key, model=config.model,
-        system_prompt=config.system_prompt, temperature=config.temperature, max_tokens=config.max_tokens,
-        tools=tuple(config.tools or ()), kb_enabled=config.kb_enabled, kb_top_k=config.kb_top_k,
-        kb_max_chars=config.kb_max_chars,
-    )
+
+def _config_changed(sender, instance, **kwargs) -> None:
+    _changed("config", None)
+
+
+def _changed(topic: str, key) -> None:
+    """Dropped here at once (even inside a transaction that may yet roll back: a drop only costs a reload),
+    and announced everywhere once committed."""
+    from django.db import transaction
+
+    from agentsite import invalidation
+
+    invalidation.drop_here(topic, key)
+    transaction.on_commit(lambda: invalidation.announce(topic, key))

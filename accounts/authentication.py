@@ -1,20 +1,133 @@
+"""Bearer-token authentication: simplejwt's signature and expiry checks, the password claim, and the users
+that tokens name cached per process.
+
+Every request with a token needs its user (active? admin? the password the token was issued for?). Reading
+the row each time cost a query and, from async views, a crossing to a database thread: about a tenth of a
+`/v1` request's server time. `UserCache` keeps each user's row per process instead:
+
+- an entry is dropped at once, in every process, when the user is saved or deleted (`post_save`/`post_delete`
+  -> `agentsite.invalidation`, which reaches the other processes through Redis when `REDIS_URL` is set),
+  so a password change, a deactivation or a lost admin flag stops the old token at once;
+- an entry lives at most `AGENTSITE_AUTH_CACHE_S` (2 s), which bounds a change no announcement reaches (the
+  embedded default has no Redis: `manage.py changepassword` in another process; a queryset `update()`);
+- a load that raced a drop is not stored (a generation counter), so a drop is never undone by an older read;
+- callers get a copy of the cached row, never the row itself, so a request that changes its user (a password
+  change) changes nothing another request sees.
+"""
+
 from __future__ import annotations
 
+import copy
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from rest_framework_simplejwt.authentication import JWTAuthentication as _SimpleJWTAuthentication
-from rest_framework_simplejwt.exceptions import AuthenticationFailed
+from rest_framework_simplejwt.exceptions import AuthenticationFailed, InvalidToken
+from rest_framework_simplejwt.settings import api_settings
 
 from accounts.tokens import PASSWORD_CLAIM, password_version
 
 
+@dataclass(frozen=True)
+class _Entry:
+    user: Any  # the row as read; handed out only as copies
+    password_version: str
+    expires: float
+
+
+class UserCache:
+    """The users tokens name, per process (see the module docstring for the invariants)."""
+
+    TOPIC = "user"
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry | None] = {}  # None: no such user (cached too, as briefly)
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    @staticmethod
+    def ttl() -> float:
+        return float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
+
+    def fresh(self, user_id: object) -> tuple[bool, _Entry | None]:
+        """(hit, entry) without touching the database: a miss is (False, None)."""
+        key = str(user_id)
+        with self._lock:
+            if key not in self._entries:
+                return False, None
+            entry = self._entries[key]
+        if entry is not None and entry.expires < time.monotonic():
+            return False, None
+        return True, entry
+
+    def load(self, user_id: object) -> _Entry | None:
+        """Read the user's row (sync: the database) and cache it, unless a drop came in meanwhile."""
+        from agentsite import invalidation
+
+        invalidation.listen()
+        key = str(user_id)
+        with self._lock:
+            generation = self._generation
+        user = get_user_model().objects.filter(**{api_settings.USER_ID_FIELD: user_id}).first()
+        entry = None if user is None else _Entry(user, password_version(user), time.monotonic() + self.ttl())
+        with self._lock:
+            if generation == self._generation:
+                self._entries[key] = entry
+        return entry
+
+    def get(self, user_id: object) -> _Entry | None:
+        hit, entry = self.fresh(user_id)
+        return entry if hit else self.load(user_id)
+
+    def drop(self, key: str | None) -> None:
+        with self._lock:
+            self._generation += 1
+            if key is None:
+                self._entries.clear()
+            else:
+                self._entries.pop(str(key), None)
+
+
+users = UserCache()
+
+
+def _checked(validated_token: Any, entry: _Entry | None) -> Any:
+    """The user a validated token names, given its cache entry; raises AuthenticationFailed."""
+    if entry is None:
+        raise AuthenticationFailed("User not found", code="user_not_found")
+    if not entry.user.is_active:
+        raise AuthenticationFailed("User is inactive", code="user_inactive")
+    if validated_token.get(PASSWORD_CLAIM) != entry.password_version:
+        raise AuthenticationFailed("The token was issued before a password change; log in again.",
+                                   code="token_not_valid")
+    return copy.copy(entry.user)
+
+
+def _user_id(validated_token: Any) -> Any:
+    try:
+        return validated_token[api_settings.USER_ID_CLAIM]
+    except KeyError as exc:
+        raise InvalidToken("Token contained no recognizable user identification") from exc
+
+
 class JWTAuthentication(_SimpleJWTAuthentication):
-    """simplejwt's bearer auth, plus: the token must have been issued for the current password."""
+    """simplejwt's bearer auth, plus: the token must have been issued for the current password; the user comes
+    from the per-process cache."""
 
     def get_user(self, validated_token):
-        user = super().get_user(validated_token)
-        if validated_token.get(PASSWORD_CLAIM) != password_version(user):
-            raise AuthenticationFailed("The token was issued before a password change; log in again.",
-                                       code="token_not_valid")
-        return user
+        return _checked(validated_token, users.get(_user_id(validated_token)))
+
+
+def _validated(raw: str | bytes) -> Any | None:
+    """The validated access token (signature, expiry, type: CPU only), or None."""
+    try:
+        return JWTAuthentication().get_validated_token(raw.encode() if isinstance(raw, str) else raw)
+    except Exception:  # any invalid or expired token is simply "no token"
+        return None
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -32,23 +145,62 @@ def user_for_bearer(header: str | None):
 
 
 def user_for_token(raw: str):
-    """The active user a raw access token belongs to, or None (for non-DRF doors: /v1, /mcp)."""
-    auth = JWTAuthentication()
-    try:
-        validated = auth.get_validated_token(raw.encode() if isinstance(raw, str) else raw)
-        return auth.get_user(validated)
-    except Exception:  # any invalid, expired or stale token is simply "no user"
+    """The active user a raw access token belongs to, or None (for non-DRF doors: /v1, /mcp). Sync."""
+    validated = _validated(raw)
+    if validated is None:
         return None
+    try:
+        return _checked(validated, users.get(_user_id(validated)))
+    except Exception:  # a stale or orphaned token is simply "no user"
+        return None
+
+
+async def auser_for_token(raw: str):
+    """`user_for_token` from async code: a cached user costs no database thread."""
+    validated = _validated(raw)
+    if validated is None:
+        return None
+    try:
+        user_id = _user_id(validated)
+        hit, entry = users.fresh(user_id)
+        if not hit:
+            from agentsite.dbcall import db
+
+            entry = await db(users.load, user_id)
+        return _checked(validated, entry)
+    except Exception:  # a stale or orphaned token is simply "no user"
+        return None
+
+
+async def auser_for_bearer(header: str | None):
+    """`user_for_bearer` from async code."""
+    token = bearer_token(header)
+    return await auser_for_token(token) if token else None
 
 
 def user_from_bearer_header(header: str | None):
     """The user of an `Authorization: Bearer <jwt>` header; raises AppError 401 otherwise (sync: DB access)."""
+    _require_header(header)
+    return _require_user(user_for_bearer(header))
+
+
+async def auser_from_bearer_header(header: str | None):
+    """`user_from_bearer_header` from async code: a cached user costs no database thread."""
+    _require_header(header)
+    return _require_user(await auser_for_bearer(header))
+
+
+def _require_header(header: str | None) -> None:
     from agentsite.errors import AppError
 
     if not header:
         raise AppError("not_authenticated", "Send Authorization: Bearer <token> (POST /api/auth/login).", 401,
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})
-    user = user_for_bearer(header)
+
+
+def _require_user(user: Any):
+    from agentsite.errors import AppError
+
     if user is None or not user.is_active:
         raise AppError("token_invalid", "The token is invalid or expired; log in again.", 401,
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})
@@ -64,7 +216,6 @@ def async_post_view(handler, *, schema_view=None):
 
     from django.views.decorators.csrf import csrf_exempt
 
-    from agentsite.dbcall import db
     from agentsite.errors import AppError, app_error_response, error_response
 
     @csrf_exempt
@@ -75,7 +226,7 @@ def async_post_view(handler, *, schema_view=None):
             response["Allow"] = "POST, OPTIONS"
             return response
         try:
-            user = await db(user_from_bearer_header, request.headers.get("Authorization"))
+            user = await auser_from_bearer_header(request.headers.get("Authorization"))
             return await handler(request, user, *args, **kwargs)
         except AppError as exc:
             return app_error_response(exc)

@@ -7,30 +7,83 @@ import time
 
 from accounts.models import AgentConfig
 
-# The config is read on every chat turn; a per-process copy avoids a query each time. A save in this
-# process drops it at once; other processes (the q2 workers) pick a change up within CONFIG_TTL_S.
+# The config is read on every chat turn and every /v1 request; a per-process copy avoids a query and a
+# database thread each time. A save anywhere drops it at once in this process and, through Redis
+# (agentsite.invalidation), in every other; without Redis, other processes (the task cluster) pick a change
+# up within CONFIG_TTL_S. A load that raced a drop is not kept (the generation counter).
 CONFIG_TTL_S = 2.0
+TOPIC = "config"
 _cache: dict[str, object] = {}
 _lock = threading.Lock()
+_generation = 0
 
 
 def config_get() -> AgentConfig:
     """The config singleton, created with first-run defaults when missing."""
+    return _cached()[0]  # type: ignore[return-value]
+
+
+def config_peek() -> AgentConfig | None:
+    """The cached config while it is fresh, else None: no database access (safe on the event loop)."""
+    entry = _fresh()
+    return entry[0] if entry else None  # type: ignore[return-value]
+
+
+def settings_peek():
+    """The agent settings built from the cached config while it is fresh, else None (no database access)."""
+    entry = _fresh()
+    return entry[1] if entry else None
+
+
+def settings_get():
+    return _cached()[1]
+
+
+def _fresh() -> tuple[object, object] | None:
     with _lock:
-        cached = _cache.get("config")
-        if cached is not None and time.monotonic() - _cache["at"] < CONFIG_TTL_S:
-            return cached  # type: ignore[return-value]
+        entry = _cache.get("entry")
+        if entry is not None and time.monotonic() - _cache["at"] < CONFIG_TTL_S:  # type: ignore[operator]
+            return entry  # type: ignore[return-value]
+    return None
+
+
+def _cached() -> tuple[object, object]:
+    global _generation
+    entry = _fresh()
+    if entry is not None:
+        return entry
+    from agentsite import invalidation
+
+    invalidation.listen()
+    with _lock:
+        generation = _generation
     config = AgentConfig.objects.filter(pk=1).first()
     if config is None:
         from accounts.services import config_create_default
 
         config = config_create_default()
+    entry = (config, _settings_of(config))
     with _lock:
-        _cache["config"] = config
-        _cache["at"] = time.monotonic()
-    return config
+        if generation == _generation:
+            _cache["entry"] = entry
+            _cache["at"] = time.monotonic()
+    return entry
 
 
-def config_cache_clear() -> None:
+def _settings_of(config: AgentConfig):
+    from agentsite.agent.config import AgentSettings
+
+    return AgentSettings(
+        provider=config.provider, base_url=config.base_url, api_key=config.api_key, model=config.model,
+        system_prompt=config.system_prompt, temperature=config.temperature, max_tokens=config.max_tokens,
+        tools=tuple(config.tools or ()), kb_enabled=config.kb_enabled, kb_top_k=config.kb_top_k,
+        kb_max_chars=config.kb_max_chars,
+    )
+
+
+def config_cache_clear(key: str | None = None) -> None:
+    """Drop the cached config (the `config` topic's subscriber; `key` is ignored: there is one row)."""
+    global _generation
     with _lock:
+        _generation += 1
         _cache.clear()

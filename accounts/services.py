@@ -17,7 +17,6 @@ from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, Ou
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.models import AgentConfig
-from accounts.selectors import config_cache_clear
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
 from agentsite.datadir import write_private
 from agentsite.errors import AppError
@@ -159,6 +158,5 @@ def config_update(*, changes: dict[str, Any]) -> AgentConfig:
     for name, value in changes.items():
         setattr(config, name, value)
     config.save()
-    transaction.on_commit(config_cache_clear)
     logger.info("Config updated: %s", ", ".join(sorted(changes)))  # names only: values may be secrets
     return config

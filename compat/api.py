@@ -11,14 +11,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from accounts.authentication import user_for_bearer
-from accounts.selectors import config_get
-from agentsite.agent.config import get_settings
+from accounts.authentication import auser_for_bearer
+from accounts.selectors import config_get, config_peek
+from agentsite.agent.config import aget_settings
+from agentsite.dbcall import db
 from agentsite.errors import AppError, openai_envelope, openai_param
 from agentsite.sse import sse_response
 from agentsite.validation import json_object_body
@@ -40,10 +40,11 @@ def openai_error_response(exc: AppError) -> JsonResponse:
     return response
 
 
-def _caller(request: HttpRequest) -> Any:
-    """The dashboard user behind the API key, or None; in `token` mode a valid JWT is required (sync: DB)."""
-    user = user_for_bearer(request.headers.get("Authorization"))
-    if config_get().compat_auth == "token" and user is None:
+async def _caller(request: HttpRequest) -> Any:
+    """The dashboard user behind the API key, or None; in `token` mode a valid JWT is required."""
+    user = await auser_for_bearer(request.headers.get("Authorization"))
+    config = config_peek() or await db(config_get)
+    if config.compat_auth == "token" and user is None:
         raise AppError("invalid_api_key", "This server requires a dashboard token as the API key (compat_auth is "
                        "'token').", 401)
     return user
@@ -87,21 +88,21 @@ def _openai_view(handler: Handler, methods: tuple[str, ...] = ("POST",)) -> Hand
 
 async def _models(request: HttpRequest) -> HttpResponse:
     # Public whatever compat_auth says (API.md); a valid token adds the caller's own models (their workflows).
-    user = await sync_to_async(user_for_bearer)(request.headers.get("Authorization"))
-    return JsonResponse(await engine.model_list(await sync_to_async(get_settings)(), user))
+    user = await auser_for_bearer(request.headers.get("Authorization"))
+    return JsonResponse(await engine.model_list(await aget_settings(), user))
 
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
-    user = await sync_to_async(_caller)(request)
+    user = await _caller(request)
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
-    completion = engine.Completion(body, settings=await sync_to_async(get_settings)(), user=user)
+    completion = engine.Completion(body, settings=await aget_settings(), user=user)
     if body.stream:
         return sse_response(await completion.chunks())
     return JsonResponse(await completion.result())
 
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:
-    await sync_to_async(_caller)(request)
+    await _caller(request)
     return JsonResponse(engine.embeddings(_parse(request, EmbeddingRequest)))
 
 

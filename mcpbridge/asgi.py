@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.sse import SseServerTransport
@@ -162,13 +161,13 @@ def _origin_is_own_host(origin: str) -> bool:
 
 async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:
     """(user id, None), or (None, (code, message)) for the 401."""
-    from accounts.authentication import bearer_token, user_for_token
+    from accounts.authentication import auser_for_token, bearer_token
 
     token = bearer_token(_header(scope, b"authorization"))
     if token is None:
         return None, ("not_authenticated", "Send Authorization: Bearer <access token> (from /api/auth/login).")
     async with django_db_scope():
-        user = await sync_to_async(user_for_token)(token)
+        user = await auser_for_token(token)
     if user is None:
         return None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
     return user.pk, None

@@ -51,12 +51,15 @@ def _flush_postgres_by_delete() -> None:
 def _fresh_caches():
     from django.core.cache import cache
 
+    from accounts.authentication import users
     from accounts.selectors import config_cache_clear
 
     _clear_own_cache(cache)
     config_cache_clear()
+    users.drop(None)
     yield
     config_cache_clear()
+    users.drop(None)
 
 
 def _clear_own_cache(cache) -> None:

@@ -159,13 +159,12 @@ class LlmNode(NodeType):
     referencing = ("prompt",)
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
-        from asgiref.sync import sync_to_async
 
-        from agentsite.agent.config import get_settings
+        from agentsite.agent.config import aget_settings
         from agentsite.agent.loop import run_agent
         from agentsite.agent.types import Message
 
-        settings = await sync_to_async(get_settings)()
+        settings = await aget_settings()
         if node.config.get("model"):
             settings = settings.with_overrides(model=node.config["model"])
         async for event in run_agent(messages=[Message("user", substitute(node.config["prompt"], ctx))],

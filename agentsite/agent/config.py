@@ -34,11 +34,15 @@ class AgentSettings:
 
 
 _loader: Callable[[], AgentSettings] | None = None
+_peek: Callable[[], AgentSettings | None] | None = None
 
 
-def set_settings_loader(loader: Callable[[], AgentSettings] | None) -> None:
-    global _loader
-    _loader = loader
+def set_settings_loader(loader: Callable[[], AgentSettings] | None,
+                        peek: Callable[[], AgentSettings | None] | None = None) -> None:
+    """`loader()` returns the settings (sync, may read the database); `peek()`, when given, returns them only
+    if it can without any I/O (a fresh cached copy), else None, so async code skips a thread crossing."""
+    global _loader, _peek
+    _loader, _peek = loader, peek
 
 
 def settings_loader() -> Callable[[], AgentSettings] | None:
@@ -46,6 +50,24 @@ def settings_loader() -> Callable[[], AgentSettings] | None:
     return _loader
 
 
+def settings_peek() -> Callable[[], AgentSettings | None] | None:
+    """The peek now registered (put it back with the loader: `set_settings_loader(loader, peek)`)."""
+    return _peek
+
+
 def get_settings() -> AgentSettings:
-    """The current settings (sync: call it through sync_to_async from async code)."""
+    """The current settings (sync: from async code, await `aget_settings()`)."""
     return _loader() if _loader else AgentSettings()
+
+
+async def aget_settings() -> AgentSettings:
+    """The current settings from async code: a fresh cached copy costs no thread crossing."""
+    if _loader is None:
+        return AgentSettings()
+    if _peek is not None:
+        settings = _peek()
+        if settings is not None:
+            return settings
+    from agentsite.dbcall import db
+
+    return await db(_loader)

@@ -14,9 +14,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
-from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.context import ContextBlock, ContextRequest, context_sources, format_reference
 from agentsite.agent.multimodal import parts_from_tool_content
 from agentsite.agent.providers import Provider, get_provider
@@ -106,7 +104,7 @@ async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSet
     a final answer. Never raises (but CancelledError): failures end the stream with one `error` event.
     `provider` overrides the one the settings name; `transcript` (a new one) is filled as the run goes.
     """
-    settings = settings or await sync_to_async(get_settings)()
+    settings = settings or await aget_settings()
     run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript())
     async with aclosing(run.events()) as events:
         async for event in events:

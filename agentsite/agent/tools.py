@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
-from asgiref.sync import sync_to_async
 
-from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.types import ToolSpec
 from agentsite.errors import AppError
 
@@ -135,7 +134,7 @@ class ToolRegistry:
                          enabled_only: bool = True) -> list[Tool]:
         """Every source's tools (those the settings enable, unless enabled_only is False), first name wins."""
         if enabled_only and settings is None:
-            settings = await sync_to_async(get_settings)()
+            settings = await aget_settings()
         listed = await asyncio.gather(*(self._list_source(source, ctx) for source in self._sources.values()))
         tools: dict[str, Tool] = {}
         for source_tools in listed:

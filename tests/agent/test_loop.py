@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from agentsite.agent.config import AgentSettings, set_settings_loader, settings_loader
+from agentsite.agent.config import AgentSettings, set_settings_loader, settings_loader, settings_peek
 from agentsite.agent.context import ContextBlock
 from agentsite.agent.loop import AgentEvent, run_agent
 from agentsite.agent.tools import Tool, ToolResult
@@ -252,13 +252,13 @@ async def test_a_tools_images_go_back_to_the_model(fake_anthropic, anthropic_set
 
 async def test_without_settings_the_loop_reads_them_from_the_registered_loader(fake_openai, openai_settings):
     fake_openai.script(Text("loaded"))
-    previous = settings_loader()
+    previous, previous_peek = settings_loader(), settings_peek()
     set_settings_loader(lambda: openai_settings.with_overrides(system_prompt="From the loader."))
     try:
         events = [event async for event in run_agent(messages=[Message("user", "hi")], user_id=None,
                                                      use_tools=False)]
     finally:
-        set_settings_loader(previous)
+        set_settings_loader(previous, previous_peek)
 
     assert events[-1].data["content"] == "loaded"
     assert fake_openai.bodies()[0]["messages"][0]["content"] == "From the loader."

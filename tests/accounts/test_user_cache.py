@@ -1,0 +1,112 @@
+"""The per-process cache of the users bearer tokens name (accounts.authentication.UserCache): a cached user costs
+no query; a save or a deletion stops an old token at once; what no announcement reaches expires with the
+time to live; a load that raced a drop is not kept; callers never share the cached row."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from accounts import authentication
+from accounts.authentication import auser_for_token, user_for_token, users
+from accounts.tokens import token_pair_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_cached_user_costs_no_query(owner, django_assert_num_queries):
+    token = token_pair_for(owner)["token"]
+    assert user_for_token(token).pk == owner.pk  # loads
+    with django_assert_num_queries(0):
+        assert user_for_token(token).pk == owner.pk
+        assert owner_client_me(token).status_code == 200
+
+
+def owner_client_me(token: str):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.get("/api/auth/me")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_async_door_reads_the_cache_without_a_database_thread(owner, monkeypatch):
+    token = (await sync_to_async(token_pair_for)(owner))["token"]
+    assert (await auser_for_token(token)).pk == owner.pk
+
+    async def no_database(*args, **kwargs):
+        raise AssertionError("a cached user went to the database")
+
+    monkeypatch.setattr("agentsite.dbcall.db", no_database)
+    assert (await auser_for_token(token)).pk == owner.pk
+
+
+def test_a_password_change_stops_the_old_token_at_once(owner):
+    token = token_pair_for(owner)["token"]
+    assert user_for_token(token) is not None
+    owner.set_password("another-horse-battery-7")
+    owner.save()
+    assert user_for_token(token) is None
+    assert user_for_token(token_pair_for(owner)["token"]).pk == owner.pk
+
+
+def test_deactivation_and_deletion_stop_the_token_at_once(owner, other_user):
+    token, other = token_pair_for(owner)["token"], token_pair_for(other_user)["token"]
+    assert user_for_token(token) and user_for_token(other)
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+    other_user.delete()
+    assert user_for_token(token) is None
+    assert user_for_token(other) is None
+    assert owner_client_me(token).status_code == 401
+
+
+def test_a_lost_admin_flag_is_a_403_on_the_next_request(admin):
+    token = token_pair_for(admin)["token"]
+    client_headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    assert client.patch("/api/config", {"temperature": 0.5}, format="json", **client_headers).status_code == 200
+    admin.is_staff = admin.is_superuser = False
+    admin.save()
+    assert client.patch("/api/config", {"temperature": 0.4}, format="json", **client_headers).status_code == 403
+
+
+def test_a_change_no_signal_announces_is_seen_after_the_time_to_live(owner, settings):
+    settings.AGENTSITE_AUTH_CACHE_S = 0.2
+    token = token_pair_for(owner)["token"]
+    assert user_for_token(token) is not None
+    type(owner).objects.filter(pk=owner.pk).update(is_active=False)  # no post_save: nothing announced
+    assert user_for_token(token) is not None  # still the cached row
+    time.sleep(0.25)
+    assert user_for_token(token) is None
+
+
+def test_a_load_that_raced_a_drop_is_not_kept(owner, monkeypatch):
+    real = authentication.password_version
+
+    def dropped_meanwhile(user):
+        users.drop(str(user.pk))  # a save announced while this load was reading the old row
+        return real(user)
+
+    monkeypatch.setattr(authentication, "password_version", dropped_meanwhile)
+    assert users.load(owner.pk) is not None  # the caller still gets what it read...
+    assert users.fresh(owner.pk) == (False, None)  # ...but the cache did not keep it
+    monkeypatch.setattr(authentication, "password_version", real)
+    users.load(owner.pk)
+    assert users.fresh(owner.pk)[0]
+
+
+def test_callers_get_copies_not_the_cached_row(owner):
+    token = token_pair_for(owner)["token"]
+    first = user_for_token(token)
+    first.username = "changed-in-one-request"
+    first.set_password("not-saved-anywhere-1")
+    second = user_for_token(token)
+    assert second is not first
+    assert second.username == owner.username
+    assert second.check_password("not-saved-anywhere-1") is False

@@ -95,6 +95,9 @@ DATABASES = {
 }
 # Threads that run the async views' database work, each keeping its connection (agentsite/dbcall.py).
 AGENTSITE_DB_THREADS = env_int("AGENTSITE_DB_THREADS", 4, minimum=1)
+# Seconds a process keeps a token's user without reading it again; saves and deletions drop it at once
+# (accounts.authentication; agentsite.invalidation carries that to the other processes through Redis).
+AGENTSITE_AUTH_CACHE_S = env_float("AGENTSITE_AUTH_CACHE_S", 2.0, minimum=0.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")

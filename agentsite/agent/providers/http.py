@@ -7,12 +7,17 @@ and carries the upstream's own words, with the API key scrubbed out.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import logging
+import re
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+import certifi
 import httpx
 
 from agentsite.errors import AppError
@@ -109,29 +114,78 @@ def error_text(body: bytes) -> str:
     return raw
 
 
-def transport_error(upstream: Upstream, exc: httpx.HTTPError) -> AppError:
-    if isinstance(exc, httpx.TimeoutException):
+def transport_error(upstream: Upstream, exc: BaseException) -> AppError:
+    if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors
         return upstream.error(f"no answer from {upstream.url} within {upstream.timeout:g} s ({type(exc).__name__}).")
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.InvalidURL):
         return upstream.error(f"could not connect to {upstream.url}: {exc or type(exc).__name__}.")
-    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError):
         return upstream.error(f"the connection broke before the reply was complete ({exc or type(exc).__name__}).")
     return upstream.error(f"{type(exc).__name__}: {exc}")
+
+
+# The upstream's own client: aiohttp. httpx spent ~2 ms of CPU per request at concurrency 32 in its pool's
+# bookkeeping (every idle connection polled on every request) against aiohttp's ~0.13 ms, which was half of
+# a /v1 request's server time (bench/RESULTS.md). One session per event loop, closed with its loop.
+_sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncIterator[None]]] = {}
+UPSTREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
+
+
+def upstream_session() -> aiohttp.ClientSession:
+    loop = asyncio.get_running_loop()
+    entry = _sessions.get(loop)
+    if entry is None or entry[0].closed:
+        for old_loop in [old for old in list(_sessions) if old.is_closed()]:
+            _sessions.pop(old_loop, None)
+        connector = aiohttp.TCPConnector(limit=100, ssl=ssl.create_default_context(cafile=certifi.where()))
+        # trust_env: HTTPS_PROXY/NO_PROXY apply, as they did with httpx. No cookie jar: every call stands alone.
+        session = aiohttp.ClientSession(connector=connector, trust_env=True, cookie_jar=aiohttp.DummyCookieJar(),
+                                        auto_decompress=True, raise_for_status=False)
+        entry = _sessions[loop] = (session, _session_closed_with_the_loop(session))
+    return entry[0]
+
+
+def _session_closed_with_the_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    async def close_at_shutdown() -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            _sessions.pop(asyncio.get_running_loop(), None)
+            await session.close()
+
+    generator = close_at_shutdown()
+    try:
+        generator.__anext__().send(None)
+    except StopIteration:
+        pass
+    return generator
+
+
+def _request(upstream: Upstream, body: dict[str, Any]):
+    """The POST as an aiohttp request context: the body encoded as httpx did (UTF-8, compact, no NaN)."""
+    try:
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    except ValueError as exc:  # NaN or infinity: no upstream would take it
+        raise upstream.error(f"the request could not be encoded as JSON ({exc}).") from None
+    timeout = aiohttp.ClientTimeout(total=None, connect=upstream.timeout, sock_read=upstream.timeout,
+                                    sock_connect=min(upstream.timeout, CONNECT_TIMEOUT))
+    headers = {"Content-Type": "application/json", **upstream.headers}
+    return upstream_session().post(upstream.url, data=data, headers=headers, timeout=timeout)
 
 
 async def post_json(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
     """POST a JSON body and return the JSON reply; raises the upstream AppError."""
     try:
-        response = await shared_client().post(upstream.url, json=body, headers=upstream.headers,
-                                              timeout=upstream.httpx_timeout())
-    except httpx.HTTPError as exc:
+        async with _request(upstream, body) as response:
+            if response.status >= 400:
+                raise upstream.error(error_text(await _read_capped(response)), status=response.status)
+            content = await response.read()
+    except UPSTREAM_ERRORS as exc:
         raise transport_error(upstream, exc) from None
-    if response.status_code >= 400:
-        raise upstream.error(error_text(response.content), status=response.status_code)
     try:
-        data = response.json()
+        data = json.loads(content)
     except ValueError:
-        raise upstream.error(f"the reply was not JSON: {response.text[:200]!r}") from None
+        raise upstream.error(f"the reply was not JSON: {content[:200].decode('utf-8', 'replace')!r}") from None
     if not isinstance(data, dict):
         raise upstream.error("the reply was not a JSON object.")
     return data
@@ -146,29 +200,56 @@ class SseEvent:
 async def stream_sse(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[SseEvent]:
     """POST a JSON body and yield the reply's server-sent events; raises the upstream AppError.
 
-    Leaving the generator early (a cancelled consumer, aclose()) closes the response, and with it the
-    connection, since httpx does not return a half-read connection to its pool.
+    Leaving the generator early (a cancelled consumer, aclose()) closes the connection (a half-read one is
+    never returned to the pool); one read to its end goes back to the pool.
     """
-    request = shared_client().build_request("POST", upstream.url, json=body, headers=upstream.headers,
-                                            timeout=upstream.httpx_timeout())
+    context = _request(upstream, body)
     try:
-        response = await shared_client().send(request, stream=True)
-    except httpx.HTTPError as exc:
+        response = await context.__aenter__()
+    except UPSTREAM_ERRORS as exc:
         raise transport_error(upstream, exc) from None
+    complete = False
     try:
-        if response.status_code >= 400:
-            raise upstream.error(error_text(await _read_capped(response)), status=response.status_code)
-        async for event in parse_sse(response.aiter_lines()):
+        if response.status >= 400:
+            raise upstream.error(error_text(await _read_capped(response)), status=response.status)
+        async for event in parse_sse(_lines(response)):
             yield event
-    except httpx.HTTPError as exc:
+        complete = True
+    except UPSTREAM_ERRORS as exc:
         raise transport_error(upstream, exc) from None
     finally:
-        await response.aclose()
+        # Synchronous on purpose: a cancellation arriving here cannot interrupt it or be swallowed by it.
+        if complete:
+            response.release()
+        else:
+            response.close()
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
+_LINE_BREAK = re.compile("\r\n|\r|\n")
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The body's text lines, split at CRLF, CR or LF (as SSE allows) however the chunks fall."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending = ""
+    async for chunk in response.content.iter_any():
+        text = pending + decoder.decode(chunk)
+        held = text.endswith("\r")  # maybe the first half of a CRLF whose LF comes in the next chunk
+        parts = _LINE_BREAK.split(text[:-1] if held else text)
+        pending = parts.pop() + ("\r" if held else "")
+        for line in parts:
+            yield line
+    parts = _LINE_BREAK.split(pending + decoder.decode(b"", final=True))
+    last = parts.pop()
+    for line in parts:
+        yield line
+    if last:  # a body that ends without a line break still delivers its last line
+        yield last
+
+
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_any():
         body += chunk
         if len(body) >= MAX_ERROR_BODY:
             break

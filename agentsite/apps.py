@@ -4,3 +4,24 @@ from django.apps import AppConfig
 class AgentsiteConfig(AppConfig):
     name = "agentsite"
     verbose_name = "agentsite"
+
+    def ready(self) -> None:
+        _request_signals_at_the_end_only()
+
+
+def _request_signals_at_the_end_only() -> None:
+    """Django runs `reset_queries` and `close_old_connections` when a request starts and `close_old_connections`
+    when it ends. Both are sync receivers: on the ASGI handler each signal with one costs a crossing to the
+    request's thread, the start one on every request, even an async view's that never touches that thread.
+
+    With the request threads reused (agentsite/requestthreads.py) the start one is redundant: the same thread
+    ran the previous request's end hook, which already closed any connection that failed, and there is no
+    connection age (CONN_MAX_AGE=None) or health check (CONN_HEALTH_CHECKS off) for it to act on. So both run
+    at the end only, inside the crossing Django makes anyway to close the response.
+    """
+    from django.core import signals
+    from django.db import close_old_connections, reset_queries
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_started.disconnect(reset_queries)
+    signals.request_finished.connect(reset_queries)

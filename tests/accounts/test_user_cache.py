@@ -110,3 +110,22 @@ def test_callers_get_copies_not_the_cached_row(owner):
     assert second is not first
     assert second.username == owner.username
     assert second.check_password("not-saved-anywhere-1") is False
+
+
+def test_a_validated_token_is_reused_until_it_expires_and_bad_ones_are_never_kept(owner, monkeypatch):
+    from datetime import timedelta
+
+    from rest_framework_simplejwt.tokens import AccessToken
+
+    from accounts.tokens import PASSWORD_CLAIM, password_version
+
+    token = AccessToken.for_user(owner)
+    token[PASSWORD_CLAIM] = password_version(owner)
+    token.set_exp(lifetime=timedelta(seconds=1))
+    raw = str(token)
+    assert user_for_token(raw).pk == owner.pk
+    assert raw in authentication._validated_tokens
+    assert user_for_token(raw[:-2] + ("AA" if not raw.endswith("AA") else "BB")) is None  # a bad signature
+    assert len([key for key in authentication._validated_tokens if key.startswith(raw[:-2])]) == 1
+    time.sleep(1.2)
+    assert user_for_token(raw) is None  # the cached validation does not outlive the token

@@ -128,3 +128,15 @@ def test_other_scopes_pass_through():
 
     asyncio.run(ReusedRequestThreads(app)({"type": "lifespan"}, None, None))
     assert seen == ["lifespan"]
+
+
+def test_the_request_start_signal_has_no_sync_receiver_and_connections_are_still_checked_at_the_end():
+    """agentsite.apps: a sync receiver on request_started costs every ASGI request a thread crossing."""
+    from django.core import signals
+    from django.core.handlers.asgi import ASGIHandler
+    from django.db import close_old_connections, reset_queries
+
+    sync_receivers, _async_receivers = signals.request_started._live_receivers(ASGIHandler)
+    assert sync_receivers == []
+    sync_receivers, _async_receivers = signals.request_finished._live_receivers(ASGIHandler)
+    assert close_old_connections in sync_receivers and reset_queries in sync_receivers

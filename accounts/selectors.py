@@ -13,7 +13,8 @@ from accounts.models import AgentConfig
 # up within CONFIG_TTL_S. A load that raced a drop is not kept (the generation counter).
 CONFIG_TTL_S = 2.0
 TOPIC = "config"
-_cache: dict[str, object] = {}
+# (config, settings, loaded at): replaced whole, so a reader on the event loop needs no lock.
+_entry: tuple[object, object, float] | None = None
 _lock = threading.Lock()
 _generation = 0
 
@@ -40,15 +41,14 @@ def settings_get():
 
 
 def _fresh() -> tuple[object, object] | None:
-    with _lock:
-        entry = _cache.get("entry")
-        if entry is not None and time.monotonic() - _cache["at"] < CONFIG_TTL_S:  # type: ignore[operator]
-            return entry  # type: ignore[return-value]
+    entry = _entry
+    if entry is not None and time.monotonic() - entry[2] < CONFIG_TTL_S:
+        return entry[0], entry[1]
     return None
 
 
 def _cached() -> tuple[object, object]:
-    global _generation
+    global _entry
     entry = _fresh()
     if entry is not None:
         return entry
@@ -62,12 +62,11 @@ def _cached() -> tuple[object, object]:
         from accounts.services import config_create_default
 
         config = config_create_default()
-    entry = (config, _settings_of(config))
+    settings = _settings_of(config)
     with _lock:
         if generation == _generation:
-            _cache["entry"] = entry
-            _cache["at"] = time.monotonic()
-    return entry
+            _entry = (config, settings, time.monotonic())
+    return config, settings
 
 
 def _settings_of(config: AgentConfig):
@@ -83,7 +82,7 @@ def _settings_of(config: AgentConfig):
 
 def config_cache_clear(key: str | None = None) -> None:
     """Drop the cached config (the `config` topic's subscriber; `key` is ignored: there is one row)."""
-    global _generation
+    global _generation, _entry
     with _lock:
         _generation += 1
-        _cache.clear()
+        _entry = None

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import functools
 import json
 import logging
 import re
 import ssl
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,8 +141,9 @@ def upstream_session() -> aiohttp.ClientSession:
         for old_loop in [old for old in list(_sessions) if old.is_closed()]:
             _sessions.pop(old_loop, None)
         connector = aiohttp.TCPConnector(limit=100, ssl=ssl.create_default_context(cafile=certifi.where()))
-        # trust_env: HTTPS_PROXY/NO_PROXY apply, as they did with httpx. No cookie jar: every call stands alone.
-        session = aiohttp.ClientSession(connector=connector, trust_env=True, cookie_jar=aiohttp.DummyCookieJar(),
+        # No cookie jar: every call stands alone. Proxies come from _proxy_for (aiohttp's trust_env would read
+        # ~/.netrc again on every request).
+        session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                                         auto_decompress=True, raise_for_status=False)
         entry = _sessions[loop] = (session, _session_closed_with_the_loop(session))
     return entry[0]
@@ -170,7 +174,19 @@ def _request(upstream: Upstream, body: dict[str, Any]):
     timeout = aiohttp.ClientTimeout(total=None, connect=upstream.timeout, sock_read=upstream.timeout,
                                     sock_connect=min(upstream.timeout, CONNECT_TIMEOUT))
     headers = {"Content-Type": "application/json", **upstream.headers}
-    return upstream_session().post(upstream.url, data=data, headers=headers, timeout=timeout)
+    return upstream_session().post(upstream.url, data=data, headers=headers, timeout=timeout,
+                                   proxy=_proxy_for(upstream.url))
+
+
+@functools.lru_cache(maxsize=256)
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for url (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY, minus NO_PROXY), as httpx
+    applied it; read once per URL, since the environment does not change while the process runs."""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 async def post_json(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,18 @@ def build_application(django_app):
     from channels.routing import ProtocolTypeRouter
 
     def http_router():
-        mounted = [(prefix, factory()) for prefix, factory in MOUNTS]
+        # A mount's app is built on its first request (the MCP server and its SDK are ~50 MiB of memory that a
+        # process serving no MCP client never needs). Building runs on the event loop, so it happens once.
+        mounted: list[list] = [[prefix, factory, None] for prefix, factory in MOUNTS]
 
         async def route(scope, receive, send):
             path = scope.get("path", "")
-            for prefix, app in mounted:
+            for mount in mounted:
+                prefix = mount[0]
                 if path == prefix or path.startswith(prefix + "/"):
-                    return await app(scope, receive, send)
+                    if mount[2] is None:
+                        mount[2] = mount[1]()
+                    return await mount[2](scope, receive, send)
             return await django_app(scope, receive, send)
 
         return route

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from types import ModuleType
 
-import av
 import numpy as np
 
 from agentsite.errors import AppError
@@ -21,7 +21,18 @@ OUTPUT_FORMATS = ("mp3", "wav")
 CONTENT_TYPES = {"mp3": "audio/mpeg", "wav": "audio/wav", "webm": "audio/webm", "ogg": "audio/ogg"}
 _DEMUXERS = {"wav": "wav", "mp3": "mp3", "webm": "matroska", "ogg": "ogg"}
 _ENCODERS = {"mp3": ("mp3", "libmp3lame"), "wav": ("wav", "pcm_s16le")}
-_DECODE_ERRORS = (av.FFmpegError, ValueError, OSError, EOFError)
+
+
+def _av() -> ModuleType:
+    """PyAV, imported on first use: it and its FFmpeg libraries are ~20 MiB of every server process's memory,
+    for a facet many deployments never call."""
+    import av
+
+    return av
+
+
+def _decode_errors() -> tuple[type[BaseException], ...]:
+    return (_av().FFmpegError, ValueError, OSError, EOFError)
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,7 @@ def audio_decode(data: bytes, *, field: str, max_seconds: float, declared: str |
         raise _invalid("format", f"The audio is {kind}, not {declared}.")
     try:
         samples = _samples(data, kind, max_samples=int(max_seconds * SAMPLE_RATE))
-    except _DECODE_ERRORS as exc:
+    except _decode_errors() as exc:
         raise _invalid(field, f"The {kind} audio could not be decoded ({type(exc).__name__}).") from None
     if samples is None:
         raise _invalid(field, f"The audio is longer than {max_seconds:g} seconds.")
@@ -78,11 +89,11 @@ def audio_decode(data: bytes, *, field: str, max_seconds: float, declared: str |
 
 def _samples(data: bytes, kind: str, *, max_samples: int) -> np.ndarray | None:
     """The samples, or None past max_samples (decoding stops there: a small file can hold hours)."""
-    with av.open(io.BytesIO(data), mode="r", format=_DEMUXERS[kind]) as container:
+    with _av().open(io.BytesIO(data), mode="r", format=_DEMUXERS[kind]) as container:
         if not container.streams.audio:
             raise ValueError("no audio stream")
         stream = container.streams.audio[0]
-        resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+        resampler = _av().AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
         parts: list[np.ndarray] = []
         total = 0
         for frame in _frames_then_flush(container.decode(stream)):
@@ -106,16 +117,16 @@ def audio_transcode(data: bytes, *, source: str, target: str) -> bytes:
         return data
     container_format, codec = _ENCODERS[target]
     buffer = io.BytesIO()
-    with av.open(io.BytesIO(data), mode="r", format=_DEMUXERS[source]) as inp:
+    with _av().open(io.BytesIO(data), mode="r", format=_DEMUXERS[source]) as inp:
         rate = inp.streams.audio[0].rate
-        with av.open(buffer, mode="w", format=container_format) as out:
+        with _av().open(buffer, mode="w", format=container_format) as out:
             # LAME's quality 7 halves the encoding time (50 ms for a sentence on 2 cores) with no audible loss
             # on speech at 64 kb/s.
             options = {"compression_level": "7"} if target == "mp3" else {}
             stream = out.add_stream(codec, rate=rate, layout="mono", options=options)
             if target == "mp3":
                 stream.bit_rate = 64_000
-            resampler = av.AudioResampler(format=stream.format.name, layout="mono", rate=rate)
+            resampler = _av().AudioResampler(format=stream.format.name, layout="mono", rate=rate)
             for frame in _frames_then_flush(inp.decode(inp.streams.audio[0])):
                 for resampled in resampler.resample(frame):
                     out.mux(stream.encode(resampled))
@@ -139,7 +150,7 @@ def audio_output(data: bytes, *, target: str) -> bytes:
     try:
         duration = audio_duration(data, kind=kind)
         converted = audio_transcode(data, source=kind, target=target) if duration > 0 else b""
-    except _DECODE_ERRORS as exc:
+    except _decode_errors() as exc:
         raise NotAudio(f"{kind} that does not decode ({type(exc).__name__})") from None
     if not converted:
         raise NoSound("no samples")
@@ -150,7 +161,7 @@ def audio_duration(data: bytes, *, kind: str) -> float:
     """Seconds of sound in the audio (decoded, not read from a header that may lie)."""
     samples = 0
     rate = 1
-    with av.open(io.BytesIO(data), mode="r", format=_DEMUXERS[kind]) as container:
+    with _av().open(io.BytesIO(data), mode="r", format=_DEMUXERS[kind]) as container:
         stream = container.streams.audio[0]
         for frame in container.decode(stream):
             samples += frame.samples

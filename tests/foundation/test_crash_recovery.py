@@ -183,3 +183,60 @@ def test_a_reply_streaming_when_daphne_is_killed_is_kept_as_interrupted_with_wha
             ("user", "Tell me a story.", "complete"), ("assistant", "Once upon a time ", "interrupted")]
     finally:
         server.stop()
+
+
+def test_a_scheduled_run_in_a_killed_cluster_is_marked_and_its_task_and_history_are_kept(tmp_path, fake_openai_server,
+                                                                                         fake_openai):
+    from tests.e2e import UPSTREAM_KEY
+    from tests.fakes.llm import Hang, Text
+
+    server = LiveServer(data_dir=str(tmp_path), env=QUICK, migrated=True)
+    port = free_port()
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=server.env(),
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
+        server.wait_healthy(60)
+        headers = {"Authorization": f"Bearer {server.login()['token']}"}
+        requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
+            "provider": "openai", "base_url": fake_openai.base_url, "api_key": UPSTREAM_KEY,
+            "model": "fake-model"}).raise_for_status()
+        task = requests.post(f"{server.base_url}/api/scheduler/tasks", headers=headers, timeout=10, json={
+            "name": "nightly digest", "cron": "0 3 * * *", "prompt": "Summarise the day."}).json()
+
+        def history() -> list[dict]:
+            return requests.get(f"{server.base_url}/api/scheduler/history", params={"task": task["id"]},
+                                headers=headers, timeout=10).json()["results"]
+
+        # A finished run first: it must survive the crash as it was.
+        fake_openai.script(Text("A quiet day."))
+        done = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10).json()
+        finished = poll(lambda: next((run for run in history() if run["id"] == done["id"]
+                                      and run["status"] not in ("queued", "running")), None), "the first run", 30)
+        assert (finished["status"], finished["output"]) == ("success", "A quiet day."), finished
+        # Then one the upstream never finishes, running in the cluster when it is killed.
+        fake_openai.script(Hang(text="Today "))
+        hung = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10).json()
+        poll(lambda: any(run["id"] == hung["id"] and run["status"] == "running" for run in history()),
+             "the cluster running the scheduled run", timeout=30)
+
+        for pid in children_with(proc.pid, "qcluster"):
+            os.kill(pid, signal.SIGKILL)
+
+        marked = poll(lambda: next((run for run in history() if run["id"] == hung["id"]
+                                    and run["status"] != "running"), None), "the killed run marked", timeout=30)
+        assert marked["status"] == "error" and "stopped" in marked["error"], marked
+        runs = {run["id"]: run for run in history()}
+        assert runs[done["id"]] == finished  # the finished run untouched
+        kept = requests.get(f"{server.base_url}/api/scheduler/tasks", headers=headers, timeout=10).json()["results"]
+        assert [(t["id"], t["enabled"], t["cron"]) for t in kept] == [(task["id"], True, "0 3 * * *")]
+        # serve restarted the cluster, which takes new work.
+        again = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10).json()
+        poll(lambda: any(run["id"] == again["id"] and run["status"] != "queued" for run in history()),
+             "a run taken by the restarted cluster", timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+        server.stop()

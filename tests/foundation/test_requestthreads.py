@@ -130,13 +130,24 @@ def test_other_scopes_pass_through():
     assert seen == ["lifespan"]
 
 
-def test_the_request_start_signal_has_no_sync_receiver_and_connections_are_still_checked_at_the_end():
-    """agentsite.apps: a sync receiver on request_started costs every ASGI request a thread crossing."""
-    from django.core import signals
-    from django.core.handlers.asgi import ASGIHandler
-    from django.db import close_old_connections, reset_queries
+def test_the_request_start_signal_has_no_sync_receiver_and_connections_are_still_checked_at_the_end(tmp_path):
+    """agentsite.apps: a sync receiver on request_started costs every ASGI request a thread crossing. Checked in a
+    fresh server-like process: Django's test client reconnects close_old_connections in this one."""
+    import json
+    import os
+    import subprocess
+    import sys
 
-    sync_receivers, _async_receivers = signals.request_started._live_receivers(ASGIHandler)
-    assert sync_receivers == []
-    sync_receivers, _async_receivers = signals.request_finished._live_receivers(ASGIHandler)
-    assert close_old_connections in sync_receivers and reset_queries in sync_receivers
+    from tests.server import ROOT
+
+    probe = ("import json, django; django.setup(); from django.core import signals; "
+             "from django.core.handlers.asgi import ASGIHandler; "
+             "names = lambda receivers: sorted(f.__name__ for f in receivers); "
+             "print(json.dumps([names(signals.request_started._live_receivers(ASGIHandler)[0]), "
+             "names(signals.request_finished._live_receivers(ASGIHandler)[0])]))")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings", "AGENTSITE_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    started, finished = json.loads(out.stdout.strip().splitlines()[-1])
+    assert started == []
+    assert {"close_old_connections", "reset_queries"} <= set(finished)

@@ -1,11 +1,11 @@
 """Bad input on every operation that takes a body (issue 15, item 5), generated from the schema.
 
 Every operation whose schema has a request body gets, on a real object of the caller's where its path names
-one: malformed JSON, JSON that is not an object, invalid UTF-8, a body that is empty, JSON sent as
-text/plain, as a form or with no content type, every field set to the wrong type, to a string with a NUL
-character, to a 1 MB string, and fields nested too deep. Each must be a 4xx in its path's envelope (never a
-5xx); a refused request changes no row of any table (nothing stored half-way). Both CI passes run it, so
-PostgreSQL's own refusals (NUL in text and in jsonb) are covered too.
+one: malformed JSON, JSON that is not an object, an object missing its required fields, an empty body,
+invalid UTF-8, JSON sent as text/plain, as a form or with no content type, every field set to the wrong
+type, to a string with a NUL character, to a 1 MB string, and fields nested too deep. Each must be a 4xx in
+its path's envelope (never a 5xx); a refused request changes no row of any table (nothing stored
+half-way). Both CI passes run it, so PostgreSQL's own refusals (NUL in text and in jsonb) are covered too.
 
 Also here: every route of the URL conf is an operation of the schema, so schemathesis
 (tests/foundation/test_schemathesis.py) reaches every endpoint, the new facets included.
@@ -113,6 +113,8 @@ def _variants(schema: dict, body_schema: dict) -> list[tuple[str, bytes, str | N
         ("a JSON string", b'"text"', json_type),
         ("a JSON number", b"42", json_type),
         ("JSON null", b"null", json_type),
+        ("no fields (the required ones missing)", b"{}", json_type),
+        ("an empty body", b"", json_type),
         ("invalid UTF-8", b'{"a": "\xff\xfe"}', json_type),
         ("nested 1,000 deep", b'{"a": ' * 1000 + b"1" + b"}" * 1000, json_type),
         ("JSON as text/plain", b"{}", "text/plain"),

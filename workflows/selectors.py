@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db.models import Prefetch, QuerySet
@@ -32,12 +31,12 @@ def workflow_get_for(*, owner: Any, workflow_id: Any) -> Workflow:
 
 @dataclass(frozen=True)
 class Runnable:
-    """What a run needs of its workflow: the graph as of `updated_at`."""
+    """What a run needs of its workflow: the graph as of its stamp (`updated_at` as the database returns it)."""
 
     id: Any
     owner_id: Any
     name: str
-    updated_at: datetime
+    stamp: Any
     graph: Graph
 
 
@@ -53,14 +52,13 @@ def workflow_runnable(*, owner_id: Any, workflow_id: Any = None, name: str | Non
     The stamp is read before the nodes and edges: a change committed in between leaves a newer graph under
     an older stamp, which the next call replaces; never an older graph under a newer stamp.
     """
-    rows = Workflow.objects.filter(owner_id=owner_id)
-    rows = rows.filter(pk=workflow_id) if workflow_id is not None else rows.filter(name=name)
-    row = rows.values_list("pk", "name", "updated_at").first()
+    row = _stamp_row(owner_id, workflow_id, name)
     if row is None:
         return None
-    pk, found_name, updated_at = row
+    raw_pk, found_name, stamp = row
+    pk = Workflow._meta.pk.to_python(raw_pk)
     cached = _runnables.get(pk)
-    if cached is not None and cached.updated_at == updated_at and cached.name == found_name:
+    if cached is not None and cached.stamp == stamp and cached.name == found_name:
         return cached
     nodes = WorkflowNode.objects.filter(workflow_id=pk).order_by("order")
     edges = WorkflowEdge.objects.filter(workflow_id=pk).order_by("order")
@@ -69,8 +67,30 @@ def workflow_runnable(*, owner_id: Any, workflow_id: Any = None, name: str | Non
                   tuple(Edge(edge.source, edge.target) for edge in edges))
     if len(_runnables) >= RUNNABLES_KEPT:
         _runnables.clear()
-    runnable = _runnables[pk] = Runnable(pk, owner_id, found_name, updated_at, graph)
+    runnable = _runnables[pk] = Runnable(pk, owner_id, found_name, stamp, graph)
     return runnable
+
+
+def _stamp_row(owner_id: Any, workflow_id: Any, name: str | None) -> tuple[Any, str, Any] | None:
+    """(id, name, updated_at) of the owner's workflow as the database returns them, by a statement written once.
+
+    Every run reads this row; through the ORM (`.first()`: a query built, ordered and compiled each time) it
+    cost ~0.9 ms of CPU, a fifth of a small run's. The values are compared, never shown: the stamp needs no
+    conversion, the id goes through the field's own `to_python`.
+    """
+    from django.db import connection
+
+    meta, quote = Workflow._meta, connection.ops.quote_name
+    columns = ", ".join(quote(meta.get_field(field).column) for field in ("id", "name", "updated_at"))
+    if workflow_id is not None:
+        key, value = "id", meta.pk.get_db_prep_value(meta.pk.to_python(workflow_id), connection)
+    else:
+        key, value = "name", name
+    sql = (f"SELECT {columns} FROM {quote(meta.db_table)} "
+           f"WHERE {quote(meta.get_field('owner').column)} = %s AND {quote(meta.get_field(key).column)} = %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [owner_id, value])
+        return cursor.fetchone()
 
 
 def workflow_get_by_name(*, owner_id: Any, name: str) -> Workflow | None:

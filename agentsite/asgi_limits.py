@@ -262,7 +262,10 @@ def _install_daphne_headers(request_class: type, channel_class: type) -> None:
         # daphne's basic_error (bad path, bad query string, its own 500 and 503) starts its reply here.
         if message.get("type") == "http.response.start":
             message = {**message, "headers": _with_security_headers(message.get("headers", []))}
-        return original_reply(self, message)
+        result = original_reply(self, message)
+        if message.get("type") == "http.response.body" and message.get("more_body"):
+            _flush(self)
+        return result
 
     def respond_to_bad_request_and_disconnect(self):
         # Twisted's answer to a request it cannot parse (request line, header, chunk framing), headers added.
@@ -273,6 +276,19 @@ def _install_daphne_headers(request_class: type, channel_class: type) -> None:
     request_class.handle_reply = handle_reply
     channel_class._respondToBadRequestAndDisconnect = respond_to_bad_request_and_disconnect
     _install_websocket_headers()
+
+
+def _flush(request) -> None:
+    """Send a streamed body's chunk to the socket now. Twisted's transport only buffers on write and sends when
+    the event loop next polls the socket (an epoll registration, a loop turn and a deregistration per chunk):
+    a stream produced in a burst left in one piece at the end of the burst, and each event cost a loop turn.
+    `doWrite` is what the reactor itself calls when the socket is writable; on a full socket it writes
+    nothing and the transport stays registered, as before."""
+    transport = getattr(getattr(request, "channel", None), "transport", None)
+    if transport is None or not getattr(transport, "connected", False):
+        return
+    if getattr(transport, "_tempDataBuffer", None) or getattr(transport, "dataBuffer", None):
+        transport.doWrite()
 
 
 def _install_websocket_headers() -> None:

@@ -32,31 +32,12 @@ def sse_event(data: Any, event: str | None = None) -> bytes:
 
 
 def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
-    """A streaming response that proxies (X-Accel-Buffering) and caches leave alone; each event reaches the
-    socket before the next is produced (`flushed`)."""
-    response = StreamingHttpResponse(flushed(stream), content_type="text/event-stream")
+    """A streaming response that proxies (X-Accel-Buffering) and caches leave alone. Each event reaches the
+    socket as it is sent (under daphne, agentsite.asgi_limits flushes every streamed chunk)."""
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
-
-
-async def flushed(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """`stream`, with the event loop given one turn after each event.
-
-    Daphne's transport (Twisted) writes to the socket when the loop next polls, not inside `send`. When the
-    upstream delivers a burst (a fast model: many events in one read), producing the whole burst never
-    yields to the loop, so the first event left with the last: the client's first token waited for the
-    entire burst. One turn per event lets each go out as it is produced (tests/compat/
-    test_streams_flush_each_event.py).
-    """
-    try:
-        async for chunk in stream:
-            yield chunk
-            await asyncio.sleep(0)
-    finally:
-        closing = getattr(stream, "aclose", None)
-        if closing is not None:
-            await closing()
 
 
 @dataclass(frozen=True)

@@ -202,3 +202,37 @@ def test_the_mcp_origin_check_agrees_with_the_apis_cors_middleware(overrides):
             assert origin_allowed(origin) == api_allows, \
                 f"{origin}: django-cors-headers says {api_allows}, agentsite.cors.origin_allowed disagrees " \
                 f"(with {overrides}); /mcp uses origin_allowed, so align agentsite/cors.py with the middleware"
+
+
+def test_twisted_still_buffers_a_write_until_dowrite_which_the_stream_flush_calls():
+    """agentsite/asgi_limits.py `_flush` sends each streamed chunk at once by calling `doWrite`, relying on
+    Twisted's FileDescriptor keeping written data in `_tempDataBuffer`/`dataBuffer` until then."""
+    from types import SimpleNamespace
+
+    from twisted.internet import abstract
+
+    from agentsite.asgi_limits import _flush
+
+    sent: list[bytes] = []
+
+    class Socketless(abstract.FileDescriptor):
+        connected = True
+
+        def writeSomeData(self, data):  # noqa: N802 - Twisted's name
+            sent.append(bytes(data))
+            return len(data)
+
+        def startWriting(self):  # noqa: N802
+            pass
+
+        def stopWriting(self):  # noqa: N802
+            pass
+
+    transport = Socketless(reactor=SimpleNamespace())
+    transport.write(b"event one")
+    assert sent == [], "Twisted wrote at once: _flush in agentsite/asgi_limits.py is no longer needed"
+    assert transport._tempDataBuffer or transport.dataBuffer, "re-check _flush in agentsite/asgi_limits.py"
+    _flush(SimpleNamespace(channel=SimpleNamespace(transport=transport)))
+    assert b"".join(sent) == b"event one"
+    _flush(SimpleNamespace(channel=SimpleNamespace(transport=transport)))  # nothing pending: nothing sent
+    assert b"".join(sent) == b"event one"

@@ -1,8 +1,15 @@
 """ASGI entry point: Django (and later the MCP apps) behind the limits wrapper."""
 
 import os
+import sys
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+
+# On the embedded default (SQLite) nothing uses psycopg, but DRF's compat module imports
+# django.contrib.postgres whenever psycopg is installed: ~9 MiB of every server process. A server process on
+# SQLite is refused that import (DRF falls back as if psycopg were absent); on PostgreSQL nothing changes.
+if os.environ.get("DATABASE_URL", "").partition(":")[0] not in ("postgres", "postgresql", "pgsql"):
+    sys.modules.setdefault("psycopg", None)  # type: ignore[arg-type]
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402

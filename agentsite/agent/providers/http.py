@@ -15,7 +15,7 @@ import re
 import ssl
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,22 +44,23 @@ def shared_client() -> httpx.AsyncClient:
         for old_loop in [old for old in list(_clients) if old.is_closed()]:
             _clients.pop(old_loop, None)  # a loop that closed without shutting its async generators down
         client = httpx.AsyncClient(limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
-        entry = _clients[loop] = (client, _closed_with_the_loop(client))
+        entry = _clients[loop] = (client, _closed_with_the_loop(_clients, client.aclose))
     return entry[0]
 
 
-def _closed_with_the_loop(client: httpx.AsyncClient) -> AsyncIterator[None]:
-    """A started async generator that closes the client when it is closed. asyncio.run(), asgiref's
-    async_to_sync and pytest-asyncio close every live async generator of a loop before closing the loop,
-    which is the only end-of-loop hook asyncio offers; so the pool's sockets close cleanly with their loop.
+def _closed_with_the_loop(registry: dict, close: Callable[[], Awaitable[Any]]) -> AsyncIterator[None]:
+    """A started async generator that, when closed, drops this loop's entry from `registry` and awaits
+    `close()`. asyncio.run(), asgiref's async_to_sync and pytest-asyncio close every live async generator of a
+    loop before closing the loop, which is the only end-of-loop hook asyncio offers; so a pool's sockets close
+    cleanly with their loop.
     """
 
     async def close_at_shutdown() -> AsyncIterator[None]:
         try:
             yield
         finally:
-            _clients.pop(asyncio.get_running_loop(), None)
-            await client.aclose()
+            registry.pop(asyncio.get_running_loop(), None)
+            await close()
 
     generator = close_at_shutdown()
     try:
@@ -145,24 +146,8 @@ def upstream_session() -> aiohttp.ClientSession:
         # ~/.netrc again on every request).
         session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
                                         auto_decompress=True, raise_for_status=False)
-        entry = _sessions[loop] = (session, _session_closed_with_the_loop(session))
+        entry = _sessions[loop] = (session, _closed_with_the_loop(_sessions, session.close))
     return entry[0]
-
-
-def _session_closed_with_the_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
-    async def close_at_shutdown() -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            _sessions.pop(asyncio.get_running_loop(), None)
-            await session.close()
-
-    generator = close_at_shutdown()
-    try:
-        generator.__anext__().send(None)
-    except StopIteration:
-        pass
-    return generator
 
 
 def _request(upstream: Upstream, body: dict[str, Any]):

@@ -74,6 +74,14 @@ def children_with(pid: int, marker: str) -> list[int]:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    found, level = [], children_with(pid, "")
+    while level:
+        found += level
+        level = [child for parent in level for child in children_with(parent, "")]
+    return found
+
+
 def test_serve_marks_the_runs_of_a_killed_daphne_and_a_killed_cluster_and_serves_on(tmp_path):
     server = LiveServer(data_dir=str(tmp_path), env=QUICK, migrated=True)
     port = free_port()
@@ -185,16 +193,20 @@ def test_a_reply_streaming_when_daphne_is_killed_is_kept_as_interrupted_with_wha
         server.stop()
 
 
-def test_a_scheduled_run_in_a_killed_cluster_is_marked_and_its_task_and_history_are_kept(tmp_path, fake_openai_server,
-                                                                                         fake_openai):
+def test_a_scheduled_run_in_a_killed_cluster_or_a_killed_serve_is_marked_and_nothing_else_is_lost(
+        tmp_path, fake_openai_server, fake_openai):
     from tests.e2e import UPSTREAM_KEY
     from tests.fakes.llm import Hang, Text
 
     server = LiveServer(data_dir=str(tmp_path), env=QUICK, migrated=True)
     port = free_port()
-    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=server.env(),
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log = open(tmp_path / "serve.log", "ab")  # noqa: SIM115
+
+    def serve() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT,
+                                env=server.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    proc = serve()
     try:
         server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
         server.wait_healthy(60)
@@ -209,32 +221,71 @@ def test_a_scheduled_run_in_a_killed_cluster_is_marked_and_its_task_and_history_
             return requests.get(f"{server.base_url}/api/scheduler/history", params={"task": task["id"]},
                                 headers=headers, timeout=10).json()["results"]
 
-        # A finished run first: it must survive the crash as it was.
-        fake_openai.script(Text("A quiet day."))
-        done = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10).json()
-        finished = poll(lambda: next((run for run in history() if run["id"] == done["id"]
-                                      and run["status"] not in ("queued", "running")), None), "the first run", 30)
-        assert (finished["status"], finished["output"]) == ("success", "A quiet day."), finished
-        # Then one the upstream never finishes, running in the cluster when it is killed.
-        fake_openai.script(Hang(text="Today "))
-        hung = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10).json()
-        poll(lambda: any(run["id"] == hung["id"] and run["status"] == "running" for run in history()),
-             "the cluster running the scheduled run", timeout=30)
+        def run_now(reply) -> dict:
+            fake_openai.script(reply)  # scripted before the run exists, so the worker can never get there first
+            started = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10)
+            assert started.status_code in (200, 201, 202), started.text
+            return started.json()
 
+        def finished(run_id: str) -> dict:
+            return poll(lambda: next((run for run in history() if run["id"] == run_id
+                                      and run["status"] not in ("queued", "running")), None), "a finished run", 40)
+
+        def hung_and_running() -> dict:
+            hung = run_now(Hang(text="Today "))
+            poll(lambda: any(run["id"] == hung["id"] and run["status"] == "running" for run in history()),
+                 "the cluster running the scheduled run", timeout=30)
+            # Killed only once its request is at the upstream: else the next run would get the hanging reply.
+            poll(lambda: fake_openai.pending == 0, "the scheduled run's request at the upstream", timeout=30)
+            return hung
+
+        def tasks() -> list[tuple]:
+            kept = requests.get(f"{server.base_url}/api/scheduler/tasks", headers=headers, timeout=10).json()
+            return [(t["id"], t["name"], t["enabled"], t["cron"], t["prompt"]) for t in kept["results"]]
+
+        # A finished run first: it must survive both crashes as it was.
+        first = finished(run_now(Text("A quiet day."))["id"])
+        assert (first["status"], first["output"]) == ("success", "A quiet day."), first
+        the_task = tasks()
+        assert the_task == [(task["id"], "nightly digest", True, "0 3 * * *", "Summarise the day.")]
+
+        # 1. The cluster killed under a running scheduled run: serve marks it and restarts the cluster.
+        hung = hung_and_running()
         for pid in children_with(proc.pid, "qcluster"):
             os.kill(pid, signal.SIGKILL)
-
         marked = poll(lambda: next((run for run in history() if run["id"] == hung["id"]
                                     and run["status"] != "running"), None), "the killed run marked", timeout=30)
         assert marked["status"] == "error" and "stopped" in marked["error"], marked
-        runs = {run["id"]: run for run in history()}
-        assert runs[done["id"]] == finished  # the finished run untouched
-        kept = requests.get(f"{server.base_url}/api/scheduler/tasks", headers=headers, timeout=10).json()["results"]
-        assert [(t["id"], t["enabled"], t["cron"]) for t in kept] == [(task["id"], True, "0 3 * * *")]
-        # serve restarted the cluster, which takes new work.
-        again = requests.post(f"{server.base_url}/api/scheduler/run/{task['id']}", headers=headers, timeout=10).json()
-        poll(lambda: any(run["id"] == again["id"] and run["status"] != "queued" for run in history()),
-             "a run taken by the restarted cluster", timeout=60)
+        assert marked["finished_at"], marked
+        again = finished(run_now(Text("Another quiet day."))["id"])  # the restarted cluster takes new work
+        assert (again["status"], again["output"]) == ("success", "Another quiet day."), again
+
+        # 2. The whole server killed, as a crash of its machine or container would: serve and every process
+        # under it stopped first (none can react), then killed. Then started again on the same data.
+        hung_too = hung_and_running()
+        before = {run["id"]: run for run in history()}
+        tree = descendants(proc.pid)
+        assert len(tree) >= 4, tree  # daphne, the cluster and its workers
+        for signum in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in (proc.pid, *tree):
+                os.kill(pid, signum)
+        proc.wait()
+        poll(lambda: not any(_running(pid) for pid in tree), "every process of the killed server gone", 10)
+        proc = server.proc = serve()
+        server.wait_healthy(60)
+        headers["Authorization"] = f"Bearer {server.login()['token']}"
+        marked_too = poll(lambda: next((run for run in history() if run["id"] == hung_too["id"]
+                                        and run["status"] != "running"), None), "the run marked on restart", 30)
+        assert marked_too["status"] == "error" and "stopped" in marked_too["error"], marked_too
+        after = {run["id"]: run for run in history()}
+        assert after.keys() == before.keys()  # no run lost, none invented
+        # Every other run is exactly as it was: the first, the cluster's victim, the one after it.
+        assert {k: v for k, v in after.items() if k != hung_too["id"]} == {
+            k: v for k, v in before.items() if k != hung_too["id"]}
+        assert after[first["id"]] == first and after[hung["id"]] == marked
+        assert tasks() == the_task
+        last = finished(run_now(Text("A third quiet day."))["id"])
+        assert (last["status"], last["output"]) == ("success", "A third quiet day."), last
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

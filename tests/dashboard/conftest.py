@@ -85,14 +85,16 @@ def dashboard_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     server.stop()
 
 
-def admin_headers(server: LiveServer) -> dict[str, str]:
-    return {"Authorization": f"Bearer {server.login()['token']}"}
+@pytest.fixture(scope="module")
+def admin_headers(dashboard_server: LiveServer) -> dict[str, str]:
+    """The initial admin's bearer header for API calls a test makes itself (one password check per module)."""
+    return {"Authorization": f"Bearer {dashboard_server.login()['token']}"}
 
 
 @pytest.fixture
-def chat_upstream(dashboard_server: LiveServer, fake_openai) -> Iterator:
+def chat_upstream(dashboard_server: LiveServer, admin_headers: dict[str, str], fake_openai) -> Iterator:
     """The fake OpenAI upstream as this server's model for one test (script it with fake_openai.script)."""
-    headers = admin_headers(dashboard_server)
+    headers = admin_headers
     answer = requests.patch(f"{dashboard_server.base_url}/api/config", headers=headers, timeout=10, json={
         "provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-dashboard-test", "model": "fake-model"})
     answer.raise_for_status()
@@ -120,7 +122,7 @@ def log_in(page, dashboard_server: LiveServer, username: str, password: str) -> 
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("link", name="Chat")).to_be_visible()
+    expect(page.get_by_role("link", name="Chat", exact=True)).to_be_visible()
 
 
 @pytest.fixture

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # Every method a client can send that a view could answer; HEAD and OPTIONS included, since Django answers
@@ -75,3 +77,54 @@ def asgi_mounts() -> list[str]:
 def api_routes() -> list[Route]:
     """Every /api and /v1 route of the URL conf."""
     return url_routes()
+
+
+WORKFLOW_NODES = [{"id": "in", "name": "in", "type": "input", "config": {}},
+                  {"id": "out", "name": "out", "type": "output", "config": {"outputFormat": "text"}}]
+WORKFLOW_EDGES = [{"from": "in", "to": "out"}]
+
+
+def _created(response, what: str) -> dict:
+    assert response.status_code in (200, 201, 202), f"making {what}: {response.status_code} {response.content[:300]!r}"
+    return response.json()
+
+
+def stream_text(response) -> str:
+    """The whole body of a streamed (SSE) response from the test client (async views stream asynchronously)."""
+    if not response.is_async:
+        return b"".join(response.streaming_content).decode()
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(read)().decode()
+
+
+def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, str]:
+    """One object of every kind a user owns, made through the API by `client`: {kind: id}.
+
+    The session holds one chat turn (so it has messages), the task one manual run, the workflow one run.
+    """
+    session = _created(client.post("/api/sessions", {"name": f"{label} chat"}, format="json"), "a session")["id"]
+    chat = client.post(f"/api/sessions/{session}/chat", {"message": f"hello from {label}"}, format="json")
+    assert chat.status_code == 200 and "event: done" in stream_text(chat), "the chat turn did not finish"
+    document = _created(client.post("/api/kb/documents", {"filename": f"{label}.md", "content": f"{label}'s notes "
+                                                          "about the orchard and its pear trees."}, format="json"),
+                        "a document")["id"]
+    upload = _created(client.post("/api/upload", {"filename": f"{label}.txt", "content_base64": base64.b64encode(
+        f"{label}'s file".encode()).decode()}, format="json"), "an upload")["id"]
+    workflow = _created(client.post("/api/workflows", {"name": label, "nodes": WORKFLOW_NODES,
+                                                       "edges": WORKFLOW_EDGES}, format="json"), "a workflow")["id"]
+    workflow_run = _created(client.post(f"/api/workflows/{workflow}/run", {"input": label}, format="json"),
+                            "a workflow run")["id"]
+    task = _created(client.post("/api/scheduler/tasks", {"name": label, "cron": "0 9 * * *", "prompt": "hello",
+                                                         "session_id": session}, format="json"), "a task")["id"]
+    task_run = _created(client.post(f"/api/scheduler/run/{task}"), "a scheduled task's run")["id"]
+    return {"session": session, "document": document, "upload": upload, "workflow": workflow,
+            "workflow_run": workflow_run, "task": task, "task_run": task_run}
+
+
+@pytest.fixture
+def owner_objects(owner_client) -> dict[str, str]:
+    """The `owner` user's objects of every kind, made through the API."""
+    return objects_made_through_the_api(owner_client)

@@ -1,7 +1,9 @@
 // MCP: the connected MCP servers (status, error, tools), every tool the agent can use, and the plugins.
 // Admins connect and disconnect servers and reload plugins; a user sees the servers and tools read-only
 // (the plugin list is an admin endpoint, so it is not asked for).
-import { confirmDialog, errorText, field, fieldErrors, formatTime, h, loading, pageHeader, problemBox } from "./workflows/common.js";
+import {
+  confirmDialog, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, problemBox, put,
+} from "./workflows/common.js";
 
 export async function mount(root, ctx) {
   const page = new McpPage(root, ctx);
@@ -36,7 +38,7 @@ class McpPage {
     this.serversBox = h("section", { class: "mcp-servers", "aria-labelledby": "mcp-servers-title" });
     this.toolsBox = h("section", { class: "mcp-tools", "aria-labelledby": "mcp-tools-title" });
     this.pluginsBox = h("section", { class: "mcp-plugins", "aria-labelledby": "mcp-plugins-title" });
-    this.root.replaceChildren(
+    put(this.root, 
       pageHeader("MCP and plugins", "Tool servers the agent connects to, the tools they offer, and the plugins loaded from the plugin directory."),
       this.admin ? null : h("p", { class: "notice", role: "note" },
         "You can see the servers and tools. Only an admin can connect or disconnect servers and manage plugins."),
@@ -48,20 +50,20 @@ class McpPage {
 
   async loadServers() {
     const title = h("h2", { id: "mcp-servers-title" }, "Servers");
-    this.serversBox.replaceChildren(title, loading("Loading servers…"));
+    put(this.serversBox, title, loading("Loading servers…"));
     let servers;
     try {
       servers = (await this.ctx.api("/api/mcp/servers")).servers;
     } catch (error) {
-      if (!this.stopped) this.serversBox.replaceChildren(title, problemBox(`The servers could not be loaded: ${errorText(error)}`, () => this.loadServers()));
+      if (!this.stopped) put(this.serversBox, title, problemBox(`The servers could not be loaded: ${errorText(error)}`, () => this.loadServers()));
       return;
     }
     if (this.stopped) return;
     if (!servers.length) {
-      this.serversBox.replaceChildren(title, h("p", { class: "empty" }, "No MCP server is connected."));
+      put(this.serversBox, title, h("p", { class: "empty" }, "No MCP server is connected."));
       return;
     }
-    this.serversBox.replaceChildren(title, h("div", { class: "table-scroll" }, h("table", { class: "mcp-server-table" },
+    put(this.serversBox, title, h("div", { class: "table-wrap" }, h("table", { class: "mcp-server-table" },
       h("thead", {}, h("tr", {}, ...["Name", "Transport", "Where", "Status", "Tools", ...(this.admin ? [""] : [])]
         .map((label) => h("th", { scope: "col" }, label)))),
       h("tbody", {}, ...servers.map((server) => h("tr", { "data-server": server.name },
@@ -85,11 +87,11 @@ class McpPage {
       field("Command", h("input", { name: "command", autocomplete: "off", spellcheck: "false", placeholder: "uvx" })),
       field("Arguments (one per line)", h("textarea", { name: "args", rows: "2", spellcheck: "false", placeholder: "mcp-server-time" })),
       field("Environment (KEY=value per line)", h("textarea", { name: "env", rows: "2", spellcheck: "false" }),
-        h("small", {}, "Kept secret: never shown again.")));
+        hint("Kept secret: never shown again.")));
     const urlFields = h("div", { class: "mcp-url", hidden: true },
       field("URL", h("input", { name: "url", type: "url", autocomplete: "off", spellcheck: "false", placeholder: "https://example.com/mcp" })),
       field("Headers (Name: value per line)", h("textarea", { name: "headers", rows: "2", spellcheck: "false" }),
-        h("small", {}, "For example Authorization: Bearer …; kept secret.")));
+        hint("For example Authorization: Bearer …; kept secret.")));
     transport.addEventListener("change", () => {
       commandFields.hidden = transport.value !== "stdio";
       urlFields.hidden = transport.value === "stdio";
@@ -168,18 +170,18 @@ class McpPage {
 
   async loadTools() {
     const title = h("h2", { id: "mcp-tools-title" }, "Tools");
-    this.toolsBox.replaceChildren(title, loading("Loading tools…"));
+    put(this.toolsBox, title, loading("Loading tools…"));
     let tools;
     try {
       tools = (await this.ctx.api("/api/mcp/tools")).tools;
     } catch (error) {
-      if (!this.stopped) this.toolsBox.replaceChildren(title, problemBox(`The tools could not be loaded: ${errorText(error)}`, () => this.loadTools()));
+      if (!this.stopped) put(this.toolsBox, title, problemBox(`The tools could not be loaded: ${errorText(error)}`, () => this.loadTools()));
       return;
     }
     if (this.stopped) return;
     const groups = new Map();
     for (const item of tools) groups.set(item.server, [...(groups.get(item.server) || []), item.tool]);
-    this.toolsBox.replaceChildren(title, tools.length ? h("div", { class: "mcp-tool-groups" }, ...[...groups].map(([server, items]) =>
+    put(this.toolsBox, title, tools.length ? h("div", { class: "mcp-tool-groups" }, ...[...groups].map(([server, items]) =>
       h("details", { class: "mcp-tool-group", open: groups.size <= 3 },
         h("summary", {}, `${server} (${items.length})`),
         h("ul", { class: "mcp-tool-list" }, ...items.map((tool) => h("li", {},
@@ -193,14 +195,14 @@ class McpPage {
   async loadPlugins() {
     const title = h("h2", { id: "mcp-plugins-title" }, "Plugins");
     if (!this.admin) {
-      this.pluginsBox.replaceChildren(title, h("p", { class: "muted" }, "Plugins are managed by admins."));
+      put(this.pluginsBox, title, h("p", { class: "muted" }, "Plugins are managed by admins."));
       return;
     }
-    this.pluginsBox.replaceChildren(title, loading("Loading plugins…"));
+    put(this.pluginsBox, title, loading("Loading plugins…"));
     try {
       this.renderPlugins((await this.ctx.api("/api/plugins")).plugins);
     } catch (error) {
-      if (!this.stopped) this.pluginsBox.replaceChildren(title, problemBox(`The plugins could not be loaded: ${errorText(error)}`, () => this.loadPlugins()));
+      if (!this.stopped) put(this.pluginsBox, title, problemBox(`The plugins could not be loaded: ${errorText(error)}`, () => this.loadPlugins()));
     }
   }
 
@@ -209,10 +211,10 @@ class McpPage {
     const reloadAll = h("button", { type: "button", onclick: () => this.reload(null, reloadAll) }, "Reload all plugins");
     const head = h("div", { class: "section-head" }, h("h2", { id: "mcp-plugins-title" }, "Plugins"), reloadAll);
     if (!plugins.length) {
-      this.pluginsBox.replaceChildren(head, h("p", { class: "empty" }, "No plugins in the plugin directory."));
+      put(this.pluginsBox, head, h("p", { class: "empty" }, "No plugins in the plugin directory."));
       return;
     }
-    this.pluginsBox.replaceChildren(head, h("ul", { class: "mcp-plugin-list" }, ...plugins.map((plugin) => {
+    put(this.pluginsBox, head, h("ul", { class: "mcp-plugin-list" }, ...plugins.map((plugin) => {
       const button = h("button", { type: "button", class: "small", "aria-label": `Reload ${plugin.name}`,
         onclick: () => this.reload(plugin.name, button) }, "Reload");
       return h("li", { class: `card plugin status-${plugin.status}`, "data-plugin": plugin.name },

@@ -2,8 +2,8 @@
 // fire times as you type, enable/disable, run now, delete, edit, and each task's run history (skipped runs
 // with their reasons). History refreshes itself while a run is queued or running.
 import {
-  checkbox, confirmDialog, errorText, field, fieldErrors, formatTime, h, loading, localZone, pageHeader, problemBox,
-  timeZones,
+  checkbox, confirmDialog, errorText, field, fieldErrors, formatTime, h, hint, loading, localZone, pageHeader,
+  problemBox, put, timeZones,
 } from "./workflows/common.js";
 
 const PREVIEW_DELAY_MS = 300;
@@ -48,10 +48,10 @@ class SchedulerPage {
   async start() {
     this.listBox = h("section", { class: "sched-tasks", "aria-labelledby": "sched-tasks-title" });
     this.form = this.buildForm();
-    this.root.replaceChildren(
+    put(this.root, 
       pageHeader("Scheduler", "Prompts or workflows that run on a cron schedule, in a time zone of your choice."),
       h("div", { class: "sched-layout" }, this.form, this.listBox));
-    this.listBox.replaceChildren(h("h2", { id: "sched-tasks-title" }, "Tasks"), loading("Loading tasks…"));
+    put(this.listBox, h("h2", { id: "sched-tasks-title" }, "Tasks"), loading("Loading tasks…"));
     await Promise.all([this.loadTasks(), this.loadWorkflows()]);
     this.schedulePreview();
   }
@@ -65,7 +65,7 @@ class SchedulerPage {
     }
     const select = this.form.elements.workflow_id;
     const current = select.value;
-    select.replaceChildren(h("option", { value: "" }, "None: send the prompt to the agent"),
+    put(select, h("option", { value: "" }, "None: send the prompt to the agent"),
       ...this.workflows.map((workflow) => h("option", { value: workflow.id }, `Workflow ${workflow.name}`)));
     select.value = current;
   }
@@ -77,7 +77,7 @@ class SchedulerPage {
       this.renderTasks();
     } catch (error) {
       if (this.stopped) return;
-      this.listBox.replaceChildren(h("h2", { id: "sched-tasks-title" }, "Tasks"),
+      put(this.listBox, h("h2", { id: "sched-tasks-title" }, "Tasks"),
         problemBox(`The tasks could not be loaded: ${errorText(error)}`, () => this.loadTasks()));
     }
   }
@@ -99,7 +99,7 @@ class SchedulerPage {
     field("Prompt", h("textarea", { name: "prompt", rows: "3", required: true })),
     field("Cron", h("input", { name: "cron", value: "0 9 * * 1-5", required: true, autocomplete: "off",
       spellcheck: "false", "aria-describedby": "sched-preview-status", oninput: () => this.schedulePreview() }),
-    h("small", {}, "Five fields: minute, hour, day of month, month, day of week (e.g. */15 * * * *).")),
+    hint("Five fields: minute, hour, day of month, month, day of week (e.g. */15 * * * *).")),
     h("div", { class: "sched-preview", "aria-live": "polite" },
       h("h3", {}, "Next five runs"), this.previewStatus, this.previewList),
     field("Time zone", h("input", { name: "timezone", value: localZone(), list: "sched-zones", required: true,
@@ -125,7 +125,7 @@ class SchedulerPage {
     const zone = this.form.elements.timezone.value.trim() || "UTC";
     this.previewAbort?.abort();
     if (!cron) {
-      this.previewList.replaceChildren();
+      put(this.previewList);
       this.previewStatus.textContent = "Type a cron expression to see when it fires.";
       return;
     }
@@ -137,14 +137,14 @@ class SchedulerPage {
       const data = await this.ctx.api(`/api/scheduler/preview?${query}`, { signal: controller.signal });
       this.setInvalid([]);
       this.previewStatus.textContent = `In ${zone}:`;
-      this.previewList.replaceChildren(...data.next.map((iso) => h("li", {},
+      put(this.previewList, ...data.next.map((iso) => h("li", {},
         h("time", { datetime: iso, title: `${iso} (UTC)` }, formatTime(iso, zone)))));
     } catch (error) {
       if (controller.signal.aborted) return;
       const fields = fieldErrors(error);
       this.setInvalid(Object.keys(fields));
-      this.previewList.replaceChildren();
-      this.previewStatus.replaceChildren(h("span", { class: "error-text", role: "alert" }, errorText(error)));
+      put(this.previewList);
+      put(this.previewStatus, h("span", { class: "error-text", role: "alert" }, errorText(error)));
     } finally {
       this.aborts.delete(controller);
     }
@@ -181,7 +181,7 @@ class SchedulerPage {
     } catch (error) {
       const fields = fieldErrors(error);
       this.setInvalid(Object.keys(fields));
-      this.formError.replaceChildren(errorText(error));
+      put(this.formError, errorText(error));
       this.formError.hidden = false;
     } finally {
       this.submitButton.disabled = false;
@@ -222,10 +222,10 @@ class SchedulerPage {
   renderTasks() {
     const title = h("h2", { id: "sched-tasks-title" }, "Tasks");
     if (!this.tasks.length) {
-      this.listBox.replaceChildren(title, h("p", { class: "empty" }, "No tasks yet. Create one with the form."));
+      put(this.listBox, title, h("p", { class: "empty" }, "No tasks yet. Create one with the form."));
       return;
     }
-    this.listBox.replaceChildren(title, h("ul", { class: "sched-task-list" }, ...this.tasks.map((task) => this.taskItem(task))));
+    put(this.listBox, title, h("ul", { class: "sched-task-list" }, ...this.tasks.map((task) => this.taskItem(task))));
   }
 
   taskItem(task) {
@@ -300,7 +300,7 @@ class SchedulerPage {
     if (this.openHistory.has(task.id)) {
       this.openHistory.delete(task.id);
       button.setAttribute("aria-expanded", "false");
-      box.replaceChildren();
+      put(box);
       return;
     }
     this.openHistory.add(task.id);
@@ -309,16 +309,16 @@ class SchedulerPage {
   }
 
   async renderHistory(task, box) {
-    if (!box.childElementCount) box.replaceChildren(loading("Loading history…"));
+    if (!box.childElementCount) put(box, loading("Loading history…"));
     let runs;
     try {
       runs = (await this.ctx.api(`/api/scheduler/history?task=${encodeURIComponent(task.id)}&limit=50`)).results;
     } catch (error) {
-      if (!this.stopped) box.replaceChildren(problemBox(`The history could not be loaded: ${errorText(error)}`, () => this.renderHistory(task, box)));
+      if (!this.stopped) put(box, problemBox(`The history could not be loaded: ${errorText(error)}`, () => this.renderHistory(task, box)));
       return;
     }
     if (this.stopped || !this.openHistory.has(task.id)) return;
-    box.replaceChildren(h("h4", {}, `History of ${task.name}`), runs.length ? h("table", { class: "sched-runs" },
+    put(box, h("h4", {}, `History of ${task.name}`), runs.length ? h("table", { class: "sched-runs" },
       h("thead", {}, h("tr", {}, ...["When", "Trigger", "Status", "Result"].map((label) => h("th", { scope: "col" }, label)))),
       h("tbody", {}, ...runs.map((run) => runRow(run, task.timezone)))) : h("p", { class: "empty" }, "No runs yet."));
     // A queued or running run changes soon: look again until every run has finished.

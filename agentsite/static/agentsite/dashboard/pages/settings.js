@@ -3,7 +3,7 @@
 // fields that changed (PATCH), so a save never rewrites what someone else changed meanwhile.
 import * as apiModule from "../api.js";
 import {
-  checkbox, errorText, field, fieldErrors, formatTime, h, loading, pageHeader, problemBox,
+  checkbox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, problemBox, put,
 } from "./workflows/common.js";
 
 // The config API's whitelist (API.md), in the order the form shows it, with how each is edited.
@@ -43,7 +43,7 @@ class SettingsPage {
 
   async start() {
     this.configBox = h("section", { class: "card settings-config", "aria-labelledby": "settings-config-title" });
-    this.root.replaceChildren(
+    put(this.root, 
       pageHeader("Settings", null),
       h("div", { class: "settings-layout" }, this.accountSection(), this.configBox));
     await this.loadConfig();
@@ -114,7 +114,7 @@ class SettingsPage {
 
   async loadConfig() {
     const title = h("h2", { id: "settings-config-title" }, "Agent configuration");
-    this.configBox.replaceChildren(title, loading("Loading the configuration…"));
+    put(this.configBox, title, loading("Loading the configuration…"));
     let voices = [];
     try {
       const [config, voiceList] = await Promise.all([this.ctx.api("/api/config"),
@@ -122,7 +122,7 @@ class SettingsPage {
       this.config = config;
       voices = voiceList.voices || [];
     } catch (error) {
-      if (!this.stopped) this.configBox.replaceChildren(title, problemBox(`The configuration could not be loaded: ${errorText(error)}`, () => this.loadConfig()));
+      if (!this.stopped) put(this.configBox, title, problemBox(`The configuration could not be loaded: ${errorText(error)}`, () => this.loadConfig()));
       return;
     }
     if (this.stopped) return;
@@ -142,13 +142,13 @@ class SettingsPage {
     h("fieldset", { disabled: !this.admin }, h("legend", { class: "visually-hidden" }, "Agent configuration"), ...controls),
     this.configError, this.configOk,
     this.admin ? h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Save configuration")) : null);
-    this.configBox.replaceChildren(title, note, form,
+    put(this.configBox, title, note, form,
       this.config.updated_at ? h("p", { class: "muted" }, "Last changed ", h("time", { datetime: this.config.updated_at }, formatTime(this.config.updated_at))) : null);
   }
 
   control(spec) {
     const value = this.config[spec.name];
-    const help = spec.help ? h("small", {}, spec.help) : null;
+    const help = spec.help ? hint(spec.help) : null;
     let input;
     switch (spec.kind) {
     case "select":
@@ -175,7 +175,7 @@ class SettingsPage {
     case "secret":
       input = h("input", { type: "password", name: spec.name, autocomplete: "off",
         placeholder: this.config.api_key_set ? "A key is set: type to replace it" : "No key set" });
-      return field(spec.label, input, h("small", {}, this.config.api_key_set ? "Set (never shown). Leave empty to keep it." : "Not set."),
+      return field(spec.label, input, hint(this.config.api_key_set ? "Set (never shown). Leave empty to keep it." : "Not set."),
         this.admin && this.config.api_key_set ? checkbox("Remove the key", h("input", { type: "checkbox", name: "api_key_clear" })) : null);
     case "number":
     case "integer":
@@ -231,7 +231,7 @@ class SettingsPage {
       for (const name of Object.keys(fields)) form.elements[name]?.setAttribute("aria-invalid", "true");
       const labelled = Object.entries(fields).filter(([name]) => name !== "allowed" && name !== "fields")
         .map(([name, messages]) => `${CONFIG_FIELDS.find((spec) => spec.name === name)?.label || name}: ${messages.join(" ")}`);
-      this.configError.replaceChildren(h("p", {}, error.message || "The configuration was not saved."),
+      put(this.configError, h("p", {}, error.message || "The configuration was not saved."),
         labelled.length ? h("ul", {}, ...labelled.map((line) => h("li", {}, line))) : null);
       this.configError.hidden = false;
     }

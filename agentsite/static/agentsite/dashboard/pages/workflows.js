@@ -1,6 +1,8 @@
 // Workflows: `#/workflows` lists them (create, import from a file, delete); `#/workflows/<id>` is the
 // editor (pages/workflows/editor.js): the drawn graph, the JSON view, node forms, runs, export.
-import { confirmDialog, errorText, field, formatTime, h, loading, pageHeader, problemBox } from "./workflows/common.js";
+import {
+  confirmDialog, errorText, field, formatTime, h, hint, loading, pageHeader, problemBox, put,
+} from "./workflows/common.js";
 import { mountEditor } from "./workflows/editor.js";
 
 export async function mount(root, ctx) {
@@ -26,7 +28,7 @@ class WorkflowList {
       onsubmit: (event) => { event.preventDefault(); this.create(event.currentTarget); } },
     h("h2", { id: "wf-create-title" }, "New workflow"),
     field("Name", h("input", { name: "name", required: true, maxlength: "64", pattern: "[A-Za-z0-9_\\-]{1,64}",
-      autocomplete: "off", spellcheck: "false" }), h("small", {}, "1-64 letters, digits, - or _; unique among yours.")),
+      autocomplete: "off", spellcheck: "false" }), hint("1-64 letters, digits, - or _; unique among yours.")),
     field("Description", h("textarea", { name: "description", rows: "2", maxlength: "2000" })),
     this.createError,
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Create workflow")));
@@ -34,22 +36,22 @@ class WorkflowList {
       onchange: (event) => this.importFile(event.currentTarget) });
     const importForm = h("div", { class: "card wf-import", role: "group", "aria-labelledby": "wf-import-title" },
       h("h2", { id: "wf-import-title" }, "Import"),
-      field("Import a workflow file", fileInput, h("small", {}, "A file exported from this or another agentsite.")),
+      field("Import a workflow file", fileInput, hint("A file exported from this or another agentsite.")),
       this.importError);
-    this.root.replaceChildren(
+    put(this.root, 
       pageHeader("Workflows", "Graphs of nodes (input, LLM, tool, condition, code, delay, output) that run on an input."),
       h("div", { class: "wf-list-layout" }, this.listBox, h("div", { class: "wf-side" }, create, importForm)));
     await this.load();
   }
 
   async load() {
-    this.listBox.replaceChildren(h("h2", { id: "wf-list-title" }, "Your workflows"), loading("Loading workflows…"));
+    put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"), loading("Loading workflows…"));
     let workflows;
     try {
       workflows = (await this.ctx.api("/api/workflows?limit=200")).results;
     } catch (error) {
       if (!this.stopped) {
-        this.listBox.replaceChildren(h("h2", { id: "wf-list-title" }, "Your workflows"),
+        put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"),
           problemBox(`The workflows could not be loaded: ${errorText(error)}`, () => this.load()));
       }
       return;
@@ -57,10 +59,10 @@ class WorkflowList {
     if (this.stopped) return;
     const title = h("h2", { id: "wf-list-title" }, "Your workflows");
     if (!workflows.length) {
-      this.listBox.replaceChildren(title, h("p", { class: "empty" }, "No workflows yet: create one or import a file."));
+      put(this.listBox, title, h("p", { class: "empty" }, "No workflows yet: create one or import a file."));
       return;
     }
-    this.listBox.replaceChildren(title, h("ul", { class: "wf-items" }, ...workflows.map((workflow) => h("li", {
+    put(this.listBox, title, h("ul", { class: "wf-items" }, ...workflows.map((workflow) => h("li", {
       class: "card wf-item", "data-workflow-id": workflow.id },
     h("div", {}, h("a", { href: `#/workflows/${workflow.id}`, class: "wf-item-name" }, workflow.name),
       workflow.description ? h("p", { class: "muted" }, workflow.description) : null,

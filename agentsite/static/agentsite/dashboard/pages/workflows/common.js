@@ -60,6 +60,18 @@ export function field(label, control, ...extra) {
   return h("div", { class: "field" }, h("label", { for: control.id }, label), control, ...help);
 }
 
+// Replace an element's children, leaving out null, undefined and false (which replaceChildren would
+// otherwise turn into the text "null").
+export function put(element, ...children) {
+  element.replaceChildren(...children.flat(Infinity).filter((child) => child !== null && child !== undefined && child !== false));
+  return element;
+}
+
+// A field's help text (field() links it to the control with aria-describedby).
+export function hint(text) {
+  return h("p", { class: "hint" }, text);
+}
+
 export function checkbox(label, input) {
   if (!input.id) input.id = `field-${++fieldCount}`;
   return h("div", { class: "field check" }, input, h("label", { for: input.id }, label));

@@ -3,7 +3,7 @@
 // the whole graph on every save). A refused save keeps the change on screen, marks the nodes and edges the
 // 400 names, and is retried by the next change or the Save button. Runs stream over SSE and light the
 // nodes up as their events arrive.
-import { confirmDialog, download, errorText, field, h, loading, problemBox, stream } from "./common.js";
+import { confirmDialog, download, errorText, field, h, hint, loading, problemBox, put, stream } from "./common.js";
 import { arrange, createGraph, freeSpot, overlapping } from "./graph.js";
 import { defaultConfig, newNodeId, nodeForm, uniqueName } from "./nodeform.js";
 
@@ -68,12 +68,12 @@ class WorkflowEditor {
   }
 
   async start() {
-    this.root.replaceChildren(loading("Loading the workflow…"));
+    put(this.root, loading("Loading the workflow…"));
     let workflow;
     try {
       workflow = await this.ctx.api(`/api/workflows/${encodeURIComponent(this.id)}`);
     } catch (error) {
-      this.root.replaceChildren(h("p", {}, h("a", { href: "#/workflows" }, "← All workflows")),
+      put(this.root, h("p", {}, h("a", { href: "#/workflows" }, "← All workflows")),
         problemBox(error.status === 404 ? "There is no such workflow (or it is not yours)."
           : `The workflow could not be loaded: ${errorText(error)}`, error.status === 404 ? null : () => this.start()));
       return;
@@ -87,6 +87,8 @@ class WorkflowEditor {
     }
     this.build();
     this.refresh();
+    // On a phone the whole graph is shown at first (zoom in, or scroll, to work on part of it).
+    if (this.canvas.clientWidth && this.canvas.clientWidth < 600) this.zoom("fit");
     this.loadTools();
     this.loadRuns();
   }
@@ -95,6 +97,7 @@ class WorkflowEditor {
 
   build() {
     this.status = h("p", { class: "wf-save-status", role: "status", "aria-live": "polite" });
+    this.live = h("p", { class: "visually-hidden", "aria-live": "polite" });
     this.problemsBox = h("div", { class: "wf-problems error-box", role: "alert", hidden: true });
     this.nameInput = h("input", { name: "workflowName", value: this.doc.name, maxlength: "64", autocomplete: "off",
       spellcheck: "false", onchange: () => this.setDetails() });
@@ -123,21 +126,22 @@ class WorkflowEditor {
         h("button", { type: "button", "aria-label": "Zoom out", onclick: () => this.zoom(1 / 1.25) }, "−"),
         this.zoomLabel,
         h("button", { type: "button", "aria-label": "Zoom in", onclick: () => this.zoom(1.25) }, "+"),
-        h("button", { type: "button", onclick: () => this.zoom(null) }, "Reset zoom")),
+        h("button", { type: "button", onclick: () => this.zoom("fit") }, "Fit"),
+        h("button", { type: "button", onclick: () => this.zoom(null) }, "Actual size")),
       h("p", { class: "wf-hint muted" }, "Drag a node to move it; drag from its right-hand dot to another node to connect them. "
         + "With the keyboard: Tab to a node, arrow keys move it (Shift: further), Enter opens its form; Delete removes a focused edge."),
       this.canvas);
     this.jsonView = h("div", { id: "wf-view-json", role: "tabpanel", "aria-labelledby": "wf-tab-json", class: "wf-view", hidden: true },
-      field("Workflow JSON", this.jsonText, h("small", {}, "name, description, nodes and edges; applied to the workflow on save.")),
+      field("Workflow JSON", this.jsonText, hint("name, description, nodes and edges; applied to the workflow on save.")),
       this.jsonError,
       h("div", { class: "actions" },
         h("button", { type: "button", class: "primary", onclick: () => this.applyJson() }, "Apply JSON"),
         h("button", { type: "button", onclick: () => this.fillJson() }, "Revert JSON")));
     this.side = h("aside", { class: "wf-side-panel", "aria-label": "Node" });
     this.runPanel = this.buildRunPanel();
-    this.root.replaceChildren(
+    put(this.root, 
       h("header", { class: "page-header wf-head" },
-        h("p", {}, h("a", { href: "#/workflows" }, "← All workflows")), this.title, this.status),
+        h("p", {}, h("a", { href: "#/workflows" }, "← All workflows")), this.title, this.status, this.live),
       h("div", { class: "wf-details" },
         field("Workflow name", this.nameInput), field("Description", this.descriptionInput),
         h("div", { class: "actions" },
@@ -199,7 +203,7 @@ class WorkflowEditor {
     for (const [key, messages] of this.edgeProblems) items.push(...messages.map((message) => h("li", {}, `Edge ${key}: ${message}`)));
     items.push(...this.otherProblems.map((message) => h("li", {}, message)));
     this.problemsBox.hidden = !items.length;
-    this.problemsBox.replaceChildren(h("p", {}, "The server refused the last save:"), h("ul", {}, ...items));
+    put(this.problemsBox, h("p", {}, "The server refused the last save:"), h("ul", {}, ...items));
   }
 
   // --- edits -----------------------------------------------------------------------------------------
@@ -255,8 +259,10 @@ class WorkflowEditor {
     return this.doc.nodes.find((node) => node.id === id)?.name ?? id;
   }
 
+  // Edits are announced to screen readers in the editor's own live region: a toast for every drag or
+  // connection would bury the ones that matter.
   announce(message) {
-    this.ctx.toast(message, "info");
+    this.live.textContent = message;
   }
 
   arrangeAll() {
@@ -264,7 +270,7 @@ class WorkflowEditor {
   }
 
   zoom(factor) {
-    const scale = this.graph.zoom(factor);
+    const scale = factor === "fit" ? this.graph.fit(this.canvas.clientWidth) : this.graph.zoom(factor);
     this.zoomLabel.textContent = `${Math.round(scale * 100)}%`;
   }
 
@@ -293,7 +299,7 @@ class WorkflowEditor {
 
   renderPanel() {
     if (!this.panel) {
-      this.side.replaceChildren(h("p", { class: "muted wf-panel-hint" }, "Select a node to edit it, or add one."));
+      put(this.side, h("p", { class: "muted wf-panel-hint" }, "Select a node to edit it, or add one."));
       return;
     }
     const common = {
@@ -303,7 +309,7 @@ class WorkflowEditor {
       onDisconnect: (from, to) => this.disconnect(from, to),
     };
     if (this.panel.mode === "new") {
-      this.side.replaceChildren(nodeForm({ ...common, isNew: true, node: this.panel.draft, from: this.panel.from,
+      put(this.side, nodeForm({ ...common, isNew: true, node: this.panel.draft, from: this.panel.from,
         onApply: (node, from) => this.addNode(node, from) }));
       return;
     }
@@ -314,7 +320,7 @@ class WorkflowEditor {
       return;
     }
     const focused = this.side.contains(document.activeElement) ? document.activeElement.name : null;
-    this.side.replaceChildren(nodeForm({ ...common, isNew: false, node, result: this.results.get(node.name),
+    put(this.side, nodeForm({ ...common, isNew: false, node, result: this.results.get(node.name),
       problems: this.nodeProblems.get(node.id),
       onApply: (updated) => this.updateNode(updated), onDelete: (id) => this.deleteNode(id) }));
     if (focused) this.side.querySelector(`[name="${CSS.escape(focused)}"]`)?.focus();
@@ -559,7 +565,7 @@ class WorkflowEditor {
   showResults() {
     this.graph.setStates(this.nodeStates());
     const order = [...this.results.keys()];
-    this.runTrace.replaceChildren(...order.map((name) => {
+    put(this.runTrace, ...order.map((name) => {
       const result = this.results.get(name);
       return h("li", { class: `wf-trace-item ${result.state}`, "data-node": name },
         h("div", { class: "wf-trace-head" }, h("strong", {}, name),
@@ -580,7 +586,7 @@ class WorkflowEditor {
     }
     this.results = new Map();
     this.showResults();
-    this.runOutput.replaceChildren();
+    put(this.runOutput);
     const controller = new AbortController();
     this.runAbort = controller;
     this.runButton.disabled = true;
@@ -651,7 +657,7 @@ class WorkflowEditor {
     const words = { success: "The run succeeded", error: "The run failed", cancelled: "The run was cancelled" };
     const took = run.started_at && run.finished_at ? ` in ${((Date.parse(run.finished_at) - Date.parse(run.started_at)) / 1000).toFixed(2)} s` : "";
     this.runStatus.textContent = `${words[run.status] || `Run ${run.status}`}${took}.`;
-    this.runOutput.replaceChildren(
+    put(this.runOutput, 
       run.error ? h("p", { class: "error-text", role: "alert" }, run.error.node ? `${run.error.node}: ${run.error.message}` : run.error.message) : null,
       run.output !== null && run.output !== undefined ? h("div", { class: "wf-final" }, h("h3", {}, "Output"),
         h("pre", { class: "wf-output wf-final-output" }, showValue(run.output))) : null);
@@ -665,7 +671,7 @@ class WorkflowEditor {
       return;
     }
     if (this.stopped) return;
-    this.runList.replaceChildren(...(runs.length ? runs.map((run) => h("li", {},
+    put(this.runList, ...(runs.length ? runs.map((run) => h("li", {},
       h("button", { type: "button", class: "link", onclick: () => this.showRun(run) },
         `${new Date(run.started_at || run.finished_at || Date.now()).toLocaleString()} · ${run.status}`),
       run.input ? h("span", { class: "muted" }, ` input: ${run.input.slice(0, 40)}`) : null))

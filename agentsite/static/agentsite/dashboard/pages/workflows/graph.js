@@ -211,6 +211,7 @@ export function createGraph(host, callbacks) {
     },
     svg("title", {}),
     svg("rect", { class: "wf-node-box", width: NODE_W, height: NODE_H, rx: "8" }),
+    svg("rect", { class: "wf-node-kind", x: "1", y: "8", width: "5", height: NODE_H - 16, rx: "2" }),
     svg("text", { class: "wf-node-name", x: "12", y: "22" }, clip(node.name, 20)),
     svg("text", { class: "wf-node-status", x: "12", y: "44" }),
     svg("circle", { class: "wf-port in", cx: "0", cy: NODE_H / 2, r: "6" }),
@@ -352,6 +353,12 @@ export function createGraph(host, callbacks) {
       problems = new Map(nodeMap);
       edgeProblems = new Map(edgeMap);
       render(doc);
+    },
+    // The zoom at which the whole graph fits `width` pixels (never above 100%).
+    fit(width) {
+      scale = Math.min(1, Math.max(0.3, (width - 4) / bounds().width));
+      fit();
+      return scale;
     },
     zoom(factor) {
       scale = factor === null ? 1 : Math.min(2.5, Math.max(0.3, scale * factor));

@@ -1,7 +1,7 @@
 // The form of one node: its name, its type's config keys (API.md's node semantics), retry and onError,
 // its connections, and what it did in the last run. Used for a new node (type picker, "Add node") and an
 // existing one ("Apply", "Delete node").
-import { field, h } from "./common.js";
+import { field, h, hint, put } from "./common.js";
 
 export const NODE_TYPES = ["input", "llm", "tool", "condition", "code", "delay", "output"];
 const TYPE_LABELS = { input: "Input", llm: "LLM", tool: "Tool", condition: "Condition", code: "Code (JavaScript)",
@@ -59,7 +59,7 @@ function configFields(type, config, ctx) {
   switch (type) {
   case "llm":
     return [
-      field("Prompt", area("prompt", config.prompt, { rows: "5" }), h("small", {}, "${name} is that node's output; ${input} the run's input.")),
+      field("Prompt", area("prompt", config.prompt, { rows: "5" }), hint("${name} is that node's output; ${input} the run's input.")),
       field("Model", text("model", config.model, { placeholder: "the agent's model" })),
     ];
   case "tool": {
@@ -67,19 +67,19 @@ function configFields(type, config, ctx) {
     return [
       field("Tool name", text("toolName", config.toolName, { list: list.id })), list,
       field("Tool arguments (JSON)", area("toolArgs", JSON.stringify(config.toolArgs ?? {}, null, 2)),
-        h("small", {}, "A JSON object; ${name} in a string is replaced by that node's output.")),
+        hint("A JSON object; ${name} in a string is replaced by that node's output.")),
     ];
   }
   case "condition":
     return [
       field("Condition (JavaScript expression)", area("condition", config.condition, { rows: "2" }),
-        h("small", {}, "Sees input and context; true takes the true branch.")),
+        hint("Sees input and context; true takes the true branch.")),
       field("True branch", select("trueBranch", nodeOptions(doc, node.id, "None"), config.trueBranch)),
       field("False branch", select("falseBranch", nodeOptions(doc, node.id, "None"), config.falseBranch)),
     ];
   case "code":
     return [field("Code (JavaScript function body)", area("code", config.code, { rows: "7" }),
-      h("small", {}, "The body of function (input, context); its return value is the output."))];
+      hint("The body of function (input, context); its return value is the output."))];
   case "delay":
     return [field("Delay (ms)", text("delayMs", config.delayMs, { type: "number", min: "0", step: "100", inputmode: "numeric" }))];
   case "output":
@@ -149,7 +149,7 @@ function resultSection(result) {
   if (!result) return null;
   return h("section", { class: `wf-node-result ${result.state || ""}`, "aria-label": "Last run" },
     h("h3", {}, "Last run"),
-    h("p", {}, `Status: ${result.status || result.state}${result.duration_ms !== undefined ? `, ${result.duration_ms} ms` : ""}`
+    h("p", {}, `Status: ${result.status || result.state}${result.duration_ms !== undefined ? `, ${Math.round(result.duration_ms * 10) / 10} ms` : ""}`
       + `${result.attempts > 1 ? `, ${result.attempts} attempts` : ""}`),
     result.error ? h("p", { class: "error-text" }, `Error: ${result.error}`) : null,
     result.output !== undefined ? h("pre", { class: "wf-output" }, showValue(result.output)) : null);
@@ -200,7 +200,7 @@ export function nodeForm(options) {
   const fromSelect = isNew ? select("from", nodeOptions(doc, null, "Nothing (connect later)"), options.from || "") : null;
 
   function fillConfig(type, config) {
-    configBox.replaceChildren(...configFields(type, config, { doc, node, tools: options.tools || [] }), errorFields(config));
+    put(configBox, ...configFields(type, config, { doc, node, tools: options.tools || [] }), errorFields(config));
   }
 
   typeSelect.addEventListener("change", () => {
@@ -231,11 +231,11 @@ export function nodeForm(options) {
   }
 
   fillConfig(node.type, node.config || {});
-  form.append(
+  put(form,
     h("div", { class: "wf-form-head" }, h("h2", {}, isNew ? "New node" : `Node ${node.name}`),
       h("button", { type: "button", class: "small", onclick: () => options.onClose() }, "Close")),
     isNew ? field("Type", typeSelect) : h("p", { class: "muted" }, `Type: ${TYPE_LABELS[node.type] || node.type} · id ${node.id}`),
-    field("Node name", nameInput, h("small", {}, "Letters, digits, - or _; ${name} refers to it.")),
+    field("Node name", nameInput, hint("Letters, digits, - or _; ${name} refers to it.")),
     configBox,
     isNew ? field("Connect from", fromSelect) : null,
     error,

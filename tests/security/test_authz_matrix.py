@@ -483,3 +483,46 @@ def _the_owner_succeeds_where_others_got_404(owner_client: APIClient, operations
         assert 200 <= response.status_code < 300, f"{where}: {response.status_code} {response.content[:300]!r}"
         if response.get("Content-Type", "").startswith("text/event-stream"):
             assert "event: done" in stream_text(response), where
+
+
+# --- everything else ---------------------------------------------------------------------------------------
+
+OWNER_LABEL = "orchard-owner"  # in the owner's object names and texts: no answer to anyone else may show it
+# Requests that find the owner's objects when the owner sends them (checked), sent by everyone else too.
+SEARCHES = {
+    ("post", "/api/kb/search"): {"query": "orchard pear trees"},
+    ("post", "/api/kb/context"): {"query": "orchard pear trees"},
+    ("post", "/api/mcp/call"): {"server": "builtin", "tool": "kb_search", "arguments": {"query": "orchard pear"}},
+    ("post", "/v1/chat/completions"): {"model": "agent", "messages": [{"role": "user", "content": "orchard pear?"}]},
+}
+
+
+def _text(response) -> str:
+    return stream_text(response) if response.streaming else response.content.decode("utf-8", "replace")
+
+
+def test_no_request_of_anyone_else_shows_or_changes_the_owners_objects(api_routes, owner_client, other_client,
+                                                                        admin_client):
+    objects = objects_made_through_the_api(owner_client, label=OWNER_LABEL)
+    before = _owner_view(owner_client, api_routes, objects)
+    for (method, template), body in SEARCHES.items():
+        assert OWNER_LABEL in _text(_send(owner_client, method, template, body=body)), f"{template}: no control"
+    marks = [OWNER_LABEL, *objects.values()]
+    # An admin's own operations change the server's shared state (its config, its MCP servers) by design.
+    shared = set(_admin_operations(api_routes, SimpleNamespace(is_authenticated=True, is_staff=False)))
+    sent = 0
+    for client, who in ((other_client, "another user"), (admin_client, "an admin")):
+        # Routes without an object in the path (those with one are the 404 matrix's), every method, with the
+        # searches above where a route takes one: the answer names none of the owner's objects.
+        for route, method in _operations([route for route in api_routes if not route.parameters]):
+            if method in ("head", "options") or (client is admin_client and (route, method) in shared):
+                continue
+            body = SEARCHES.get((method, route.template), VALID_BODIES.get((method, route.template)))
+            response = _send(client, method, route.template, body=body)
+            where = f"{method.upper()} {route.template} as {who}"
+            assert response.status_code < 500, f"{where}: {response.status_code}"
+            leaked = [mark for mark in marks if mark in _text(response)]
+            assert not leaked, f"{where} shows the owner's {leaked}"
+            sent += 1
+    assert sent >= 2 * 40
+    assert _owner_view(owner_client, api_routes, objects) == before, "someone else changed the owner's objects"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,6 +39,7 @@ PHONE = {"width": 375, "height": 740}
 # Playwright's waits (expect, locators) give up after this; every wait in these tests is on a local server.
 TIMEOUT_MS = 5000
 USER_PASSWORD = "dashboard-user-pass-42"
+SPOKEN = "hello world, the weather is sunny today"
 
 _saved: list[Path] = []
 
@@ -58,17 +60,36 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+def _spoken_words(directory: Path) -> Path | None:
+    """A WAV of espeak-ng saying SPOKEN, which Chromium's fake microphone plays in a loop (None without espeak-ng)."""
+    espeak = shutil.which("espeak-ng")
+    if not espeak:
+        return None
+    path = directory / "spoken.wav"
+    subprocess.run([espeak, "-w", str(path), SPOKEN], check=True, capture_output=True, timeout=30)
+    return path
+
+
 @pytest.fixture(scope="session")
-def browser() -> Iterator:
+def spoken_wav(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    return _spoken_words(tmp_path_factory.mktemp("dashboard-audio"))
+
+
+@pytest.fixture(scope="session")
+def browser(spoken_wav: Path | None) -> Iterator:
     reason = _missing()
     if reason:
         _unavailable(reason)
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)
+    # --no-sandbox: the tests run as root, where Chromium's sandbox refuses to start (NOTES.md). The fake
+    # media device stands in for a microphone (a context still has to be granted it, as a person would).
+    args = ["--no-sandbox", "--use-fake-device-for-media-stream", "--autoplay-policy=no-user-gesture-required"]
+    if spoken_wav:
+        args.append(f"--use-file-for-fake-audio-capture={spoken_wav}")
     with sync_playwright() as playwright:
-        # --no-sandbox: the tests run as root, where Chromium's sandbox refuses to start (NOTES.md).
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
         yield browser
         browser.close()
 

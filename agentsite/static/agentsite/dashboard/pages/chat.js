@@ -77,7 +77,7 @@ class ChatPage {
       "aria-describedby": "chat-composer-help", onkeydown: (event) => this.onKey(event) });
     this.fileInput = h("input", { type: "file", multiple: true, hidden: true, tabindex: "-1",
       onchange: () => { this.attach([...this.fileInput.files]); this.fileInput.value = ""; } });
-    this.attachments = h("ul", { class: "chat-attachments", "aria-label": "Attachments" });
+    this.attachments = h("ul", { class: "chat-attachments", "aria-label": "Files to send" });
     this.composerError = h("div", { class: "form-error", role: "alert" });
     this.sendButton = h("button", { type: "submit", class: "primary" }, "Send");
     this.stopButton = h("button", { type: "button", class: "danger", hidden: true, onclick: () => this.stopReply() },

@@ -7,6 +7,7 @@ import {
 } from "./workflows/common.js";
 
 const PREVIEW_DELAY_MS = 300;
+const DEFAULT_CRON = "0 9 * * 1-5";
 const POLL_MS = 1500;
 const MISSED = [["run_once", "Run once to catch up"], ["skip", "Skip (record a skipped run)"]];
 
@@ -97,7 +98,7 @@ class SchedulerPage {
     this.formTitle,
     field("Name", h("input", { name: "name", required: true, maxlength: "200", autocomplete: "off" })),
     field("Prompt", h("textarea", { name: "prompt", rows: "3", required: true })),
-    field("Cron", h("input", { name: "cron", value: "0 9 * * 1-5", required: true, autocomplete: "off",
+    field("Cron", h("input", { name: "cron", value: DEFAULT_CRON, required: true, autocomplete: "off",
       spellcheck: "false", "aria-describedby": "sched-preview-status", oninput: () => this.schedulePreview() }),
     hint("Five fields: minute, hour, day of month, month, day of week (e.g. */15 * * * *).")),
     h("div", { class: "sched-preview", "aria-live": "polite" },
@@ -191,7 +192,9 @@ class SchedulerPage {
   resetForm() {
     this.editing = null;
     this.form.reset();
+    this.form.elements.cron.value = DEFAULT_CRON;
     this.form.elements.timezone.value = localZone();
+    this.form.elements.enabled.checked = true;
     this.formTitle.textContent = "New task";
     this.submitButton.textContent = "Create task";
     this.cancelEdit.hidden = true;

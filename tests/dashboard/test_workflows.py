@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import requests
@@ -274,3 +275,30 @@ def test_export_then_import_gives_the_same_graph_and_a_taken_name_is_refused(log
     expect(page.get_by_role("link", name="round-trip-copy")).to_have_count(0)
     assert api("GET", f"/api/workflows/{copy_id}").status_code == 404
     assert script_errors(page) == []
+
+
+def test_a_run_stopped_from_the_page_is_cancelled_and_a_missing_workflow_says_so(logged_in_page, api):
+    nodes = [CODE_ONLY[0], {"id": "wait", "type": "delay", "name": "wait", "config": {"delayMs": 8000},
+                            "position": {"x": 280, "y": 60}}, CODE_ONLY[2]]
+    workflow = create_workflow(api, "slow-one", nodes=nodes, edges=[{"from": "input", "to": "wait"},
+                                                                    {"from": "wait", "to": "out"}])
+    page = logged_in_page
+    page.goto(f"/#/workflows/{workflow['id']}")
+    page.get_by_label("Run input").fill("patience")
+    page.get_by_role("button", name="Run", exact=True).click()
+    expect(node(page, "wait")).to_have_class(re.compile(r"\brunning\b"))
+    page.get_by_role("button", name="Stop").click()
+    expect(page.locator(".wf-run-status")).to_contain_text("Stopped")
+    expect(node(page, "wait")).to_have_class(re.compile(r"\bcancelled\b"))
+    expect(page.get_by_role("button", name="Run", exact=True)).to_be_enabled()
+    # Hanging up cancelled the run on the server too (well before its 8 s delay would have ended).
+    deadline = time.monotonic() + 5
+    while (status := api("GET", f"/api/workflows/{workflow['id']}/runs").json()["results"][0]["status"]) != \
+            "cancelled" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert status == "cancelled", f"the stopped run is {status!r}, not cancelled"
+
+    page.goto("/#/workflows/0b5e3c1e-0000-4000-8000-000000000000")
+    expect(page.locator("main .error-box")).to_contain_text("no such workflow")
+    page.get_by_role("link", name="← All workflows").click()
+    expect(page.get_by_role("link", name="slow-one")).to_be_visible()

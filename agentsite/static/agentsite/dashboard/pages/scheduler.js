@@ -23,6 +23,7 @@ class SchedulerPage {
     this.ctx = ctx;
     this.tasks = [];
     this.workflows = [];
+    this.sessions = [];
     this.openHistory = new Set();
     this.histories = new Map();
     this.timers = new Set();
@@ -53,22 +54,26 @@ class SchedulerPage {
       pageHeader("Scheduler", "Prompts or workflows that run on a cron schedule, in a time zone of your choice."),
       h("div", { class: "sched-layout" }, this.form, this.listBox));
     put(this.listBox, h("h2", { id: "sched-tasks-title" }, "Tasks"), loading("Loading tasks…"));
-    await Promise.all([this.loadTasks(), this.loadWorkflows()]);
+    await Promise.all([this.loadTasks(), this.loadChoices()]);
+    if (this.tasks.length) this.renderTasks(); // again, now naming the tasks' workflows and sessions
     this.schedulePreview();
   }
 
-  async loadWorkflows() {
-    try {
-      const data = await this.ctx.api("/api/workflows?limit=200");
-      this.workflows = data.results;
-    } catch {
-      this.workflows = [];
-    }
-    const select = this.form.elements.workflow_id;
-    const current = select.value;
-    put(select, h("option", { value: "" }, "None: send the prompt to the agent"),
-      ...this.workflows.map((workflow) => h("option", { value: workflow.id }, `Workflow ${workflow.name}`)));
-    select.value = current;
+  // The workflows a task may run and the chat sessions it may write to (the user's own).
+  async loadChoices() {
+    const [workflows, sessions] = await Promise.all([
+      this.ctx.api("/api/workflows?limit=200").then((data) => data.results, () => []),
+      this.ctx.api("/api/sessions?limit=200").then((data) => data.results, () => []),
+    ]);
+    this.workflows = workflows;
+    this.sessions = sessions;
+    const fill = (select, empty, items, label) => {
+      const current = select.value;
+      put(select, h("option", { value: "" }, empty), ...items.map((item) => h("option", { value: item.id }, label(item))));
+      select.value = current;
+    };
+    fill(this.form.elements.workflow_id, "None: send the prompt to the agent", workflows, (item) => `Workflow ${item.name}`);
+    fill(this.form.elements.session_id, "None", sessions, (item) => item.name);
   }
 
   async loadTasks() {
@@ -108,6 +113,8 @@ class SchedulerPage {
     field("When runs were missed", h("select", { name: "missed" },
       ...MISSED.map(([value, label]) => h("option", { value }, label)))),
     field("Runs", h("select", { name: "workflow_id" }, h("option", { value: "" }, "None: send the prompt to the agent"))),
+    field("Chat session", h("select", { name: "session_id" }, h("option", { value: "" }, "None")),
+      hint("The prompt and the reply are also added to this chat.")),
     checkbox("Enabled", h("input", { type: "checkbox", name: "enabled", checked: true })),
     this.formError,
     h("div", { class: "actions" }, this.submitButton, this.cancelEdit));
@@ -152,7 +159,7 @@ class SchedulerPage {
   }
 
   setInvalid(names) {
-    for (const name of ["cron", "timezone", "name", "prompt", "missed", "workflow_id"]) {
+    for (const name of ["cron", "timezone", "name", "prompt", "missed", "workflow_id", "session_id"]) {
       const input = this.form.elements[name];
       if (names.includes(name)) input.setAttribute("aria-invalid", "true");
       else input.removeAttribute("aria-invalid");
@@ -164,7 +171,8 @@ class SchedulerPage {
     return {
       name: elements.name.value.trim(), prompt: elements.prompt.value, cron: elements.cron.value.trim(),
       timezone: elements.timezone.value.trim() || "UTC", missed: elements.missed.value,
-      workflow_id: elements.workflow_id.value || null, enabled: elements.enabled.checked,
+      workflow_id: elements.workflow_id.value || null, session_id: elements.session_id.value || null,
+      enabled: elements.enabled.checked,
     };
   }
 
@@ -212,6 +220,7 @@ class SchedulerPage {
     elements.timezone.value = task.timezone;
     elements.missed.value = task.missed;
     elements.workflow_id.value = task.workflow_id || "";
+    elements.session_id.value = task.session_id || "";
     elements.enabled.checked = task.enabled;
     this.formTitle.textContent = `Edit task ${task.name}`;
     this.submitButton.textContent = "Save task";
@@ -233,6 +242,7 @@ class SchedulerPage {
 
   taskItem(task) {
     const workflow = this.workflows.find((item) => item.id === task.workflow_id);
+    const session = this.sessions.find((item) => item.id === task.session_id);
     const history = h("div", { class: "sched-history", id: `history-${task.id}` });
     const item = h("li", { class: `sched-task card${task.enabled ? "" : " disabled"}`, "data-task-id": task.id,
       "aria-label": `Task ${task.name}` },
@@ -248,6 +258,7 @@ class SchedulerPage {
       h("dt", {}, "Last run"), h("dd", {}, task.last_run_at
         ? h("time", { datetime: task.last_run_at }, formatTime(task.last_run_at, task.timezone)) : "Never"),
       h("dt", {}, "Runs"), h("dd", {}, workflow ? `Workflow ${workflow.name}` : task.workflow_id ? "A workflow" : "The agent"),
+      task.session_id ? [h("dt", {}, "Chat"), h("dd", {}, session ? session.name : "A chat session")] : null,
       h("dt", {}, "If missed"), h("dd", {}, task.missed === "skip" ? "Skip" : "Run once")),
     h("details", { class: "sched-prompt" }, h("summary", {}, "Prompt"), h("pre", {}, task.prompt)),
     h("div", { class: "actions" },

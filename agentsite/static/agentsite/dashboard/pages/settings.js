@@ -231,8 +231,10 @@ class SettingsPage {
       for (const name of Object.keys(fields)) form.elements[name]?.setAttribute("aria-invalid", "true");
       const labelled = Object.entries(fields).filter(([name]) => name !== "allowed" && name !== "fields")
         .map(([name, messages]) => `${CONFIG_FIELDS.find((spec) => spec.name === name)?.label || name}: ${messages.join(" ")}`);
-      put(this.configError, h("p", {}, error.message || "The configuration was not saved."),
-        labelled.length ? h("ul", {}, ...labelled.map((line) => h("li", {}, line))) : null);
+      // The fields' own messages say it all when there are some; else the envelope's message (and, for an
+      // unknown field, which ones).
+      put(this.configError, labelled.length ? [h("p", {}, "Not saved:"), h("ul", {}, ...labelled.map((line) => h("li", {}, line)))]
+        : h("p", {}, `Not saved: ${errorText(error)}`));
       this.configError.hidden = false;
     }
   }

@@ -151,16 +151,29 @@ class WorkflowEditor {
       this.problemsBox,
       h("div", { class: "wf-editor" },
         h("div", { class: "wf-main" },
-          h("div", { role: "tablist", "aria-label": "Editor view", class: "wf-tabs" }, this.graphTab, this.jsonTab),
+          h("div", { role: "tablist", "aria-label": "Editor view", class: "wf-tabs", onkeydown: (event) => this.tabKey(event) },
+            this.graphTab, this.jsonTab),
           this.graphView, this.jsonView),
         h("div", { class: "wf-aside" }, this.side, this.runPanel)));
     this.showView("graph");
+  }
+
+  // The tabs pattern: arrow keys move between the two tabs (and show the one reached).
+  tabKey(event) {
+    if (!["ArrowLeft", "ArrowRight", "Home", "End"].includes(event.key)) return;
+    event.preventDefault();
+    const next = this.view === "graph" ? "json" : "graph";
+    const view = event.key === "Home" ? "graph" : event.key === "End" ? "json" : next;
+    this.showView(view);
+    (view === "graph" ? this.graphTab : this.jsonTab).focus();
   }
 
   showView(view) {
     this.view = view;
     this.graphTab.setAttribute("aria-selected", String(view === "graph"));
     this.jsonTab.setAttribute("aria-selected", String(view === "json"));
+    this.graphTab.tabIndex = view === "graph" ? 0 : -1;
+    this.jsonTab.tabIndex = view === "json" ? 0 : -1;
     this.graphView.hidden = view !== "graph";
     this.jsonView.hidden = view !== "json";
     if (view === "json") this.fillJson();

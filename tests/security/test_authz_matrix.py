@@ -43,6 +43,7 @@ from tests.security.conftest import (
     asgi_mounts,
     objects_made_through_the_api,
     stream_text,
+    url_routes,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -478,9 +479,11 @@ def test_every_object_route_is_a_404_to_another_users_object_for_every_method(
 
 def _the_owner_succeeds_where_others_got_404(owner_client: APIClient, operations: set) -> None:
     """The same requests from the owner succeed, so each 404 above was the object's owner check at work.
-    Each runs on objects of its own (the deletes last), so that one cannot spoil another."""
+    They share one set of objects, but each delete has a set of its own, so that none spoils another."""
+    shared = objects_made_through_the_api(owner_client, label="control")
     for route, method in sorted(operations, key=lambda item: (item[1] == "delete", item[0].template, item[1])):
-        objects = objects_made_through_the_api(owner_client, label=f"c{time.monotonic_ns() % 10**9}")
+        objects = shared if method != "delete" else objects_made_through_the_api(
+            owner_client, label=f"c{time.monotonic_ns() % 10**9}")
         response = _send(owner_client, method, _fill(route, objects), body=VALID_BODIES.get((method, route.template)))
         where = f"{method.upper()} {route.template} as the owner"
         assert 200 <= response.status_code < 300, f"{where}: {response.status_code} {response.content[:300]!r}"
@@ -529,3 +532,34 @@ def test_no_request_of_anyone_else_shows_or_changes_the_owners_objects(api_route
             sent += 1
     assert sent >= 2 * 40
     assert _owner_view(owner_client, api_routes, objects) == before, "someone else changed the owner's objects"
+
+
+# --- Django admin -------------------------------------------------------------------------------------------
+
+ADMIN_PUBLIC = {"/admin/login/": "where a staff member signs in",
+                "/admin/logout/": "signing out shows nothing and needs no session"}
+
+
+def test_every_django_admin_page_sends_anyone_but_a_signed_in_staff_member_to_its_login(owner, admin, admin_client):
+    """Django admin shows every user's objects: it takes a staff session only, never a bearer token."""
+    from django.test import Client
+
+    routes = [route for route in url_routes(("/admin/",)) if route.template not in ADMIN_PUBLIC]
+    assert len(routes) >= 100, len(routes)
+    user_session, admin_bearer = Client(), Client(HTTP_AUTHORIZATION=admin_client._credentials["HTTP_AUTHORIZATION"])
+    user_session.force_login(owner)
+    checked = 0
+    for route in routes:
+        path = route.path(**{name: "1" for name in route.parameters})
+        for client, who in ((Client(), "no session"), (user_session, "a user's session"),
+                            (admin_bearer, "an admin's bearer token")):
+            for method in ("get", "post"):
+                response = getattr(client, method)(path)
+                where = f"{method.upper()} {route.template} with {who}"
+                assert response.status_code == 302, f"{where}: {response.status_code}"
+                assert response["Location"].startswith("/admin/login/"), f"{where}: to {response['Location']}"
+                checked += 1
+    staff = Client()
+    staff.force_login(admin)
+    assert staff.get("/admin/").status_code == 200  # the control
+    assert checked >= 600

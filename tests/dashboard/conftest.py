@@ -7,8 +7,8 @@ Fixtures:
 - `chat_upstream`: points that server's `openai` provider at the fake OpenAI upstream (tests/fakes/llm.py)
   for one test, so a test scripts the model's replies (slow streams, hangs, hostile Markdown); the server
   goes back to the offline provider afterwards.
-- `browser` (session): one Chromium for the whole run. `page`: a fresh context (1280x800) per test, with
-  `page.problems`, the page errors, failed requests and console errors seen (CSP refusals included).
+- `browser` (package): one Chromium for all the tests of tests/dashboard. `page`: a fresh context
+  (1280x800) per test, with `page.problems`, the page errors and console errors seen (CSP refusals included).
 - `logged_in_page`: `page` logged in as the initial admin through the log-in form; `user_page` the same
   for a normal registered user (`normal_user` gives its credentials).
 - `shot(page, name)`: saves a full-page screenshot to tests/dashboard/screenshots/ (or
@@ -75,7 +75,9 @@ def spoken_wav(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     return _spoken_words(tmp_path_factory.mktemp("dashboard-audio"))
 
 
-@pytest.fixture(scope="session")
+# Package scope: while Playwright's sync API is open, this thread has an asyncio loop running, and Django
+# refuses sync database work in such a thread; the browser must be gone before the rest of the suite runs.
+@pytest.fixture(scope="package")
 def browser(spoken_wav: Path | None) -> Iterator:
     reason = _missing()
     if reason:

@@ -106,6 +106,7 @@ def test_dictation_through_a_provider_that_cannot_work_says_why(voice_config, lo
     page.context.grant_permissions(["microphone"])
     page.get_by_role("button", name="Dictate").click()
     expect(page.get_by_role("button", name="Finish dictation")).to_be_visible()
+    page.wait_for_timeout(1000)  # a second of sound from the fake microphone: what a person would say
     page.get_by_role("button", name="Finish dictation").click()
     expect(page.get_by_role("alert").filter(has_text="Dictation failed").first).to_contain_text("Hosted speech")
     expect(page.get_by_role("button", name="Dictate")).to_be_enabled()

@@ -38,7 +38,7 @@ def last_reply(page):
     return conversation(page).locator("article.message-assistant").last
 
 
-def test_the_page_forbids_inline_script_and_other_origins(dashboard_server, page):
+def test_the_page_forbids_inline_script_and_other_origins(dashboard_server, page, shot):
     answer = requests.get(f"{dashboard_server.base_url}/", timeout=10)
     assert answer.status_code == 200
     assert answer.headers["Content-Type"].startswith("text/html")
@@ -51,8 +51,11 @@ def test_the_page_forbids_inline_script_and_other_origins(dashboard_server, page
     assert not any("unsafe-inline" in value or "unsafe-eval" in value for values in policy.values() for value in values)
     assert answer.headers["X-Frame-Options"] == "DENY"
 
+    page.set_viewport_size(PHONE)
     page.goto("/")
     expect(page.get_by_role("button", name="Log in")).to_be_visible()  # our own modules run
+    expect(page.get_by_role("button", name="Create an account")).to_be_visible()
+    shot(page, "login-375")
     page.evaluate("""() => {
         const script = document.createElement('script');
         script.textContent = 'window.__inline = 1';
@@ -135,7 +138,7 @@ def test_a_new_user_registers_through_the_form_when_registration_is_open(dashboa
 def test_a_session_is_created_and_the_reply_streams_in(chat_upstream, logged_in_page, shot):
     page = logged_in_page
     pieces = ["The ", "streamed ", "answer ", "arrives ", "piece ", "by ", "piece."]
-    chat_upstream.script(Text("".join(pieces), pieces=pieces, delay=0.12))
+    chat_upstream.script(Text("".join(pieces), pieces=pieces, delay=0.15))
     page.get_by_role("button", name="New chat", exact=True).click()
     expect(page).to_have_url(re.compile(r"#/chat/[0-9a-f-]{36}$"))
     session_id = page.url.rsplit("/", 1)[1]
@@ -148,11 +151,16 @@ def test_a_session_is_created_and_the_reply_streams_in(chat_upstream, logged_in_
     message.press("Enter")
 
     reply = last_reply(page)
-    # Seen while it streams: part of the answer, the reply not finished yet, the Stop button offered.
-    expect(reply).to_have_class(re.compile(r"\bstreaming\b"))
-    expect(reply).to_contain_text("streamed")
-    assert "piece." not in reply.inner_text()
-    expect(page.get_by_role("button", name="Stop", exact=True)).to_be_visible()
+    # Seen while it streams (read in the first frame that shows it): part of the answer, the reply not
+    # finished yet, the Stop button offered.
+    seen = page.wait_for_function("""() => {
+        const reply = [...document.querySelectorAll('[role=log] article.message-assistant')].pop();
+        const body = reply?.querySelector('.message-body')?.textContent || '';
+        if (!body.includes('streamed')) return null;
+        return {streaming: reply.classList.contains('streaming'), body,
+                stop: !document.querySelector('.chat-composer button.danger').hidden};
+    }""").json_value()
+    assert seen["streaming"] and seen["stop"] and "piece." not in seen["body"], seen
     expect(reply).to_have_attribute("data-status", "complete")
     expect(reply.locator(".message-body")).to_have_text("The streamed answer arrives piece by piece.")
     expect(page.get_by_role("button", name="Stop", exact=True)).to_be_hidden()

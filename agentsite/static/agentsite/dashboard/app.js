@@ -78,6 +78,9 @@ async function route() {
       return;
     }
     shell.cleanup = typeof cleanup === "function" ? cleanup : null;
+    // After a navigation, keyboard and screen-reader users start at the new page, not on the old link.
+    const active = document.activeElement;
+    if (!active || active === document.body || shell.nav?.contains(active)) main.focus({ preventScroll: true });
   } catch (error) {
     if (ticket !== shell.mounting) return;
     console.error(error);

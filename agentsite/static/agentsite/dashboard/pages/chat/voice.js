@@ -4,6 +4,8 @@
 // the chat page shows it; nothing fails silently (open-webui#12276).
 import { ApiError } from "../../api.js";
 
+const MIN_RECORDING_S = 0.5;
+
 function recognitionClass() {
   return window.SpeechRecognition || window.webkitSpeechRecognition || null;
 }
@@ -42,6 +44,7 @@ export class Dictation {
     this.recorder = new MediaRecorder(this.stream);
     this.recorder.addEventListener("dataavailable", (event) => event.data.size && this.chunks.push(event.data));
     this.recorder.start();
+    this.startedAt = performance.now();
   }
 
   startRecognition() {
@@ -78,12 +81,15 @@ export class Dictation {
       if (this.failure) throw new Error(this.failure);
       return this.heard.join(" ").trim();
     }
+    const seconds = (performance.now() - this.startedAt) / 1000;
     const stopped = new Promise((resolve) => this.recorder.addEventListener("stop", resolve, { once: true }));
     this.recorder.stop();
     await stopped;
     this.release();
     const blob = new Blob(this.chunks, { type: this.recorder.mimeType || "audio/webm" });
     if (!blob.size) throw new Error("Nothing was recorded: check the microphone.");
+    // Under half a second the browser may not have written a decodable file, and nobody says much anyway.
+    if (seconds < MIN_RECORDING_S) throw new Error("The recording was too short: speak, then finish the dictation.");
     const form = new FormData();
     form.append("file", blob, `dictation.${blob.type.includes("ogg") ? "ogg" : "webm"}`);
     const answer = await this.api("/api/voice/stt", { method: "POST", body: form });

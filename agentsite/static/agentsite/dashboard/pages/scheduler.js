@@ -124,7 +124,9 @@ class SchedulerPage {
   schedulePreview() {
     clearTimeout(this.previewTimer);
     this.timers.delete(this.previewTimer);
+    this.previewAbort?.abort(); // an answer about what was typed before must not land after this keystroke
     this.previewStatus.textContent = "Checking…";
+    this.previewList.classList.add("stale"); // the times shown are of what was typed before
     this.previewTimer = this.later(() => this.preview(), PREVIEW_DELAY_MS);
   }
 
@@ -144,6 +146,7 @@ class SchedulerPage {
     try {
       const data = await this.ctx.api(`/api/scheduler/preview?${query}`, { signal: controller.signal });
       this.setInvalid([]);
+      this.previewList.classList.remove("stale");
       this.previewStatus.textContent = `In ${zone}:`;
       put(this.previewList, ...data.next.map((iso) => h("li", {},
         h("time", { datetime: iso, title: `${iso} (UTC)` }, formatTime(iso, zone)))));

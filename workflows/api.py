@@ -119,8 +119,9 @@ class ExportSerializer(serializers.Serializer):
     version = serializers.IntegerField(default=selectors.EXPORT_VERSION)
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
-    nodes = NodeSerializer(many=True)
-    edges = EdgeSerializer(many=True)
+    # The limits of a saved workflow (WorkflowInputSerializer), so an import is refused on its length first.
+    nodes = NodeSerializer(many=True, max_length=500)
+    edges = EdgeSerializer(many=True, max_length=5000)
 
 
 def _workflow_data(workflow) -> dict[str, Any]:

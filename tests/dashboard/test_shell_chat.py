@@ -271,3 +271,16 @@ def test_a_session_is_renamed_and_deleted_by_keyboard(dashboard_server, admin_he
     poll(lambda: requests.get(f"{dashboard_server.base_url}/api/sessions/{session['id']}", headers=headers,
                               timeout=10).status_code == 404, "the session was deleted on the server")
     expect(page.get_by_role("link", name=re.compile("Renamed chat"))).to_have_count(0)
+
+
+def test_the_form_offers_no_registration_while_it_is_closed(dashboard_server, admin_headers, page):
+    config = f"{dashboard_server.base_url}/api/config"
+    requests.patch(config, headers=admin_headers, json={"allow_registration": False}, timeout=10).raise_for_status()
+    try:
+        page.goto("/")
+        expect(page.get_by_role("button", name="Log in")).to_be_visible()
+        # Network idle: the form's registration probe has answered, so a button it would add is there by now.
+        page.wait_for_load_state("networkidle")
+        expect(page.get_by_role("button", name="Create an account")).to_have_count(0)
+    finally:
+        requests.patch(config, headers=admin_headers, json={"allow_registration": True}, timeout=10).raise_for_status()

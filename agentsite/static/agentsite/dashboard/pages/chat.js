@@ -120,6 +120,7 @@ class ChatPage {
   }
 
   renderSessions() {
+    this.sessions.sort((a, b) => String(b.updated_at).localeCompare(String(a.updated_at))); // latest first
     this.sessionList.replaceChildren(...this.sessions.map((session) => this.sessionItem(session)));
     const current = this.sessions.find((session) => session.id === this.sessionId);
     if (current) this.title.textContent = current.name;

@@ -192,7 +192,7 @@ class WorkflowEditor {
     this.graph.render(this.doc);
     this.graph.setStates(this.nodeStates());
     this.renderProblems();
-    this.renderPanel();
+    this.renderPanel({ keepTyped: true });
     this.renderStatus();
   }
 
@@ -245,7 +245,7 @@ class WorkflowEditor {
     node.position = { x: position.x, y: position.y };
     if (!final) return; // the graph has drawn it; save when the drag or key press ends
     this.changed();
-    this.renderStatus();
+    this.refresh(); // also draws what arrived while the node was dragged
     this.scheduleSave(SAVE_DELAY_MS);
   }
 
@@ -310,7 +310,10 @@ class WorkflowEditor {
     if (id) this.graph.focusNode(id);
   }
 
-  renderPanel() {
+  renderPanel({ keepTyped = false } = {}) {
+    const current = this.side.querySelector("form.wf-node-form");
+    const shown = this.panel?.mode === "new" ? this.panel.draft.id : this.panel?.id;
+    if (keepTyped && current?.dataset.dirty && current.dataset.nodeId === shown) return;
     if (!this.panel) {
       put(this.side, h("p", { class: "muted wf-panel-hint" }, "Select a node to edit it, or add one."));
       return;
@@ -588,7 +591,7 @@ class WorkflowEditor {
         result.error ? h("p", { class: "error-text" }, result.error) : null,
         result.output !== undefined ? h("pre", { class: "wf-output" }, showValue(result.output)) : null);
     }));
-    if (this.panel?.mode === "node") this.renderPanel();
+    if (this.panel?.mode === "node") this.renderPanel({ keepTyped: true });
   }
 
   async run() {

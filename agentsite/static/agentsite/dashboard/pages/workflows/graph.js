@@ -112,6 +112,9 @@ export function createGraph(host, callbacks) {
   let states = new Map(); // node name -> {state, text}
   let problems = new Map(); // node id -> [message]
   let edgeProblems = new Map(); // "from->to" -> [message]
+  // While a node is dragged, a new document (say, a save's answer) would redraw the node under the pointer
+  // and end the drag: it waits, and the editor draws its document again when the drag ends.
+  let dragging = false;
   const svgRoot = svg("svg", { class: "wf-graph", role: "group", "aria-label": "Workflow graph" });
   const defs = svg("defs", {},
     svg("marker", { id: "wf-arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "8", markerHeight: "8",
@@ -280,6 +283,7 @@ export function createGraph(host, callbacks) {
       const dy = point.y - start.y;
       if (!dragged && Math.hypot(dx, dy) < 4) return;
       dragged = true;
+      dragging = true;
       group.classList.add("dragging");
       moveNode(node, { x: origin.x + dx, y: origin.y + dy });
     };
@@ -288,6 +292,7 @@ export function createGraph(host, callbacks) {
       group.removeEventListener("pointerup", up);
       group.removeEventListener("pointercancel", up);
       group.classList.remove("dragging");
+      dragging = false;
       if (fromPort) {
         rubber.setAttribute("d", "");
         const target = document.elementFromPoint(upEvent.clientX, upEvent.clientY)?.closest?.(".wf-node");
@@ -322,6 +327,7 @@ export function createGraph(host, callbacks) {
   }
 
   function render(next) {
+    if (dragging) return;
     const focusedId = document.activeElement?.getAttribute?.("data-node-id");
     // The graph keeps its own copies: a drag moves them in place without touching the editor's document.
     doc = { nodes: next.nodes.map((node) => ({ ...node, position: { ...(node.position || { x: 0, y: 0 }) } })),
@@ -349,10 +355,11 @@ export function createGraph(host, callbacks) {
         if (group) decorate(group, node);
       }
     },
+    // The problems a refused save named (node id -> messages, "from->to" -> messages); drawn by the next
+    // render.
     setProblems(nodeMap, edgeMap) {
       problems = new Map(nodeMap);
       edgeProblems = new Map(edgeMap);
-      render(doc);
     },
     // The zoom at which the whole graph fits `width` pixels (never above 100%).
     fit(width) {

@@ -183,7 +183,12 @@ export function nodeForm(options) {
   let node = options.node;
   const error = h("div", { class: "form-error", role: "alert", hidden: true });
   const configBox = h("div", { class: "wf-config" });
+  // data-dirty: the user has typed something not applied yet; the editor then leaves the form alone when
+  // it redraws (an autosave's answer must not wipe what is being typed).
   const form = h("form", { class: "wf-node-form card", "aria-label": isNew ? "New node" : `Node ${node.name}`, novalidate: true,
+    dataset: { nodeId: node.id, dirty: "" },
+    oninput: () => { form.dataset.dirty = "1"; },
+    onchange: () => { form.dataset.dirty = "1"; },
     onsubmit: (event) => {
       event.preventDefault();
       apply();
@@ -227,6 +232,7 @@ export function nodeForm(options) {
       nameInput.focus();
       return;
     }
+    form.dataset.dirty = "";
     options.onApply({ ...node, type: typeSelect.value, name, config }, fromSelect?.value || null);
   }
 

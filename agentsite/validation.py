@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.http import HttpRequest, QueryDict
@@ -18,10 +19,12 @@ def validated(serializer_class: type[serializers.Serializer], data: Any, **kwarg
     turn `{"name": 566}` into "566" and `"1"` into 1.
     """
     serializer = serializer_class(data=data, **kwargs)
-    if isinstance(data, dict) and not isinstance(data, QueryDict):  # form and multipart values are all text
-        problems = json_type_problems(serializer, data)
-        if problems:
-            raise AppError("invalid", validation_message(problems), 400, problems)
+    if isinstance(data, QueryDict):  # a query string, a form or multipart: every value is text
+        problems = text_number_problems(serializer, data)
+    else:
+        problems = json_type_problems(serializer, data) if isinstance(data, dict) else {}
+    if problems:
+        raise AppError("invalid", validation_message(problems), 400, problems)
     if not serializer.is_valid():
         details = flatten_details(serializer.errors)
         raise AppError("invalid", validation_message(details), 400, details)
@@ -43,6 +46,17 @@ def json_object_body(request: HttpRequest) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise AppError("invalid", "The body must be a JSON object.", 400)
     return body
+
+
+_ASCII_INTEGER = re.compile(r"-?[0-9]{1,18}")
+
+
+def text_number_problems(serializer: serializers.Serializer, data: QueryDict) -> dict[str, Any]:
+    """Field -> messages, for each integer given as text that is not ASCII digits: DRF's int() reads " 1", "" (as
+    the default), "١" and "１" as numbers, which the pagination parameters already refuse (README)."""
+    return {name: ["Must be an integer written in ASCII digits."] for name, field in serializer.fields.items()
+            if isinstance(field, serializers.IntegerField) and name in data
+            and not _ASCII_INTEGER.fullmatch(data[name])}
 
 
 # --- JSON types -------------------------------------------------------------------------------------

@@ -206,6 +206,23 @@ def test_nodes_moved_by_keyboard_and_by_drag_keep_their_positions(logged_in_page
     assert api("GET", f"/api/workflows/{workflow['id']}").json()["edges"] == [
         {"from": "input", "to": "twice"}]
 
+    # Connecting a condition makes the edge its branch (an edge that is no branch could never be taken).
+    node(page, "twice").click()
+    add_node(page, type_="condition", name="check", after="twice", **{"Condition (JavaScript expression)": "true"})
+    saved(page)
+    port = node(page, "check").locator(".wf-port.out").bounding_box()
+    target = node(page, "out").bounding_box()
+    page.mouse.move(port["x"] + port["width"] / 2, port["y"] + port["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + target["height"] / 2, steps=6)
+    page.mouse.up()
+    saved(page)
+    stored = api("GET", f"/api/workflows/{workflow['id']}").json()
+    check = next(item for item in stored["nodes"] if item["name"] == "check")
+    assert check["config"] == {"condition": "true", "trueBranch": "out"}
+    assert {"from": check["id"], "to": "out"} in stored["edges"]
+    expect(page.locator(f'.wf-edge[data-from="{check["id"]}"][data-to="out"] .wf-edge-label')).to_have_text("true")
+
 
 def test_the_json_view_applies_the_whole_document_on_save(logged_in_page, api):
     workflow = create_workflow(api, "by-json")
@@ -282,15 +299,22 @@ def test_export_then_import_gives_the_same_graph_and_a_taken_name_is_refused(log
 
 
 def test_a_run_stopped_from_the_page_is_cancelled_and_a_missing_workflow_says_so(logged_in_page, api):
-    nodes = [CODE_ONLY[0], {"id": "wait", "type": "delay", "name": "wait", "config": {"delayMs": 8000},
-                            "position": {"x": 280, "y": 60}}, CODE_ONLY[2]]
-    workflow = create_workflow(api, "slow-one", nodes=nodes, edges=[{"from": "input", "to": "wait"},
-                                                                    {"from": "wait", "to": "out"}])
+    nodes = [CODE_ONLY[0],
+             {"id": "think", "type": "llm", "name": "think", "config": {"prompt": "Repeat ${input}"},
+              "position": {"x": 280, "y": 60}},
+             {"id": "wait", "type": "delay", "name": "wait", "config": {"delayMs": 8000},
+              "position": {"x": 520, "y": 60}}, {**CODE_ONLY[2], "position": {"x": 760, "y": 60}}]
+    workflow = create_workflow(api, "slow-one", nodes=nodes, edges=[
+        {"from": "input", "to": "think"}, {"from": "think", "to": "wait"}, {"from": "wait", "to": "out"}])
     page = logged_in_page
     page.goto(f"/#/workflows/{workflow['id']}")
     page.get_by_label("Run input").fill("patience")
     page.get_by_role("button", name="Run", exact=True).click()
     expect(node(page, "wait")).to_have_class(re.compile(r"\brunning\b"))
+    # The LLM node's reply (the offline stand-in's, streamed as deltas) is its output.
+    think = page.get_by_role("list", name="Node results").locator('[data-node="think"]')
+    expect(think.locator(".wf-output")).to_contain_text("You said: Repeat patience")
+    expect(node(page, "think")).to_have_class(re.compile(r"\bdone\b"))
     page.get_by_role("button", name="Stop").click()
     expect(page.locator(".wf-run-status")).to_contain_text("Stopped")
     expect(node(page, "wait")).to_have_class(re.compile(r"\bcancelled\b"))

@@ -251,8 +251,18 @@ class WorkflowEditor {
 
   connect(from, to) {
     if (from === to || this.doc.edges.some((edge) => edge.from === from && edge.to === to)) return;
-    this.edit((doc) => doc.edges.push({ from, to }));
-    this.announce(`Connected ${this.nameOf(from)} to ${this.nameOf(to)}.`);
+    // A condition's way out is one of its branches: the first free one becomes this edge.
+    const source = this.doc.nodes.find((node) => node.id === from);
+    const branch = source?.type === "condition"
+      ? ["trueBranch", "falseBranch"].find((key) => !source.config?.[key] || source.config[key] === to) : null;
+    this.edit((doc) => {
+      doc.edges.push({ from, to });
+      if (branch) {
+        const node = doc.nodes.find((item) => item.id === from);
+        node.config = { ...node.config, [branch]: to };
+      }
+    });
+    this.announce(`Connected ${this.nameOf(from)} to ${this.nameOf(to)}${branch ? ` as its ${branch === "trueBranch" ? "true" : "false"} branch` : ""}.`);
   }
 
   disconnect(from, to) {

@@ -128,6 +128,20 @@ def test_an_admin_saves_the_agent_config_and_sees_a_refused_value_named(logged_i
     expect(config.get_by_label("Temperature")).to_have_attribute("aria-invalid", "true")
     assert api("GET", "/api/config").json()["temperature"] == 0.3
 
+    # The API key is write-only: set, then shown only as set, then removed.
+    config.get_by_label("Temperature").fill("0.3")
+    config.get_by_label("API key").fill("sk-dashboard-secret")
+    config.get_by_role("button", name="Save configuration").click()
+    expect(page.locator(".settings-config .form-ok")).to_contain_text("API key")
+    assert api("GET", "/api/config").json()["api_key_set"] is True
+    config = page.get_by_role("form", name="Agent configuration")
+    expect(config.get_by_label("API key")).to_have_value("")
+    assert "sk-dashboard-secret" not in page.content()
+    config.get_by_label("Remove the key").check()
+    config.get_by_role("button", name="Save configuration").click()
+    expect(page.locator(".settings-config .form-ok")).to_contain_text("API key")
+    assert api("GET", "/api/config").json()["api_key_set"] is False
+
     for size, label in ((PHONE, "375"), (DESKTOP, "1280")):
         page.set_viewport_size(size)
         expect(account).to_be_visible()

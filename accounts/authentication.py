@@ -121,6 +121,12 @@ class JWTAuthentication(_SimpleJWTAuthentication):
     def get_user(self, validated_token):
         return _checked(validated_token, users.get(_user_id(validated_token)))
 
+    def get_raw_token(self, header: bytes):
+        scheme, _, rest = header.strip().partition(b" ")
+        if scheme.lower() == b"bearer":  # the scheme is case-insensitive (RFC 7235), as the other doors read it
+            header = b"Bearer " + rest
+        return super().get_raw_token(header)
+
     def get_validated_token(self, raw_token: bytes):
         key = raw_token.decode("latin-1") if isinstance(raw_token, bytes) else str(raw_token)
         with _validated_lock:
@@ -150,6 +156,11 @@ def _validated(raw: str | bytes) -> Any | None:
         return JWTAuthentication().get_validated_token(raw.encode() if isinstance(raw, str) else raw)
     except Exception:  # any invalid or expired token is simply "no token"
         return None
+
+
+def bearer_scheme(header: str | None) -> bool:
+    """Whether an Authorization header uses the Bearer scheme (case-insensitive), with a token or not."""
+    return (header or "").strip().partition(" ")[0].lower() == "bearer"
 
 
 def bearer_token(header: str | None) -> str | None:
@@ -215,7 +226,9 @@ async def auser_from_bearer_header(header: str | None):
 def _require_header(header: str | None) -> None:
     from agentsite.errors import AppError
 
-    if not header:
+    # No Bearer credentials at all (none, or another scheme) is `not_authenticated`, as DRF's views answer; a
+    # Bearer header whose token is missing or does not stand is `token_invalid`.
+    if not bearer_scheme(header):
         raise AppError("not_authenticated", "Send Authorization: Bearer <token> (POST /api/auth/login).", 401,
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})
 

@@ -8,8 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Open(BaseModel):
-    # Clients send fields we do not use (user, seed, logprobs, ...): accept and ignore them.
-    model_config = ConfigDict(extra="ignore")
+    # Clients send fields we do not use (user, seed, logprobs, ...): accept and ignore them. Strict: a value of
+    # the wrong JSON type is refused, as by OpenAI ("50" is not a max_tokens, 1 is not a stream flag).
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class ImageURL(_Open):

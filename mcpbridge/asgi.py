@@ -161,13 +161,15 @@ def _origin_is_own_host(origin: str) -> bool:
 
 async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:
     """(user id, None), or (None, (code, message)) for the 401."""
-    from accounts.authentication import auser_for_token, bearer_token
+    from accounts.authentication import auser_for_token, bearer_scheme, bearer_token
 
-    token = bearer_token(_header(scope, b"authorization"))
-    if token is None:
+    header = _header(scope, b"authorization")
+    if not bearer_scheme(header):  # the same codes as the API's: a Bearer header without a token is token_invalid
         return None, ("not_authenticated", "Send Authorization: Bearer <access token> (from /api/auth/login).")
-    async with django_db_scope():
-        user = await auser_for_token(token)
+    token, user = bearer_token(header), None
+    if token is not None:
+        async with django_db_scope():
+            user = await auser_for_token(token)
     if user is None:
         return None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
     return user.pk, None

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 from django.conf import settings as django_settings
 from django.http import HttpRequest, HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -104,8 +105,8 @@ class MessageListView(ListAPIView):
 class ChatSchemaView(APIView):
     """Documents POST /api/sessions/:id/chat in the schema; the real handler is the async `chat` view."""
 
-    @extend_schema(request=ChatInputSerializer, responses={200: OpenApiResponse(
-        description="text/event-stream: start, delta*, tool_call*, tool_result*, then done or error")})
+    @extend_schema(request=ChatInputSerializer, responses={(200, "text/event-stream"): OpenApiResponse(
+        OpenApiTypes.STR, description="start, delta*, tool_call*, tool_result*, then done or error")})
     def post(self, request: Request, pk) -> Response:  # pragma: no cover - never routed
         raise AppError("not_found", "Not found.", 404)
 

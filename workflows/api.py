@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -118,8 +119,9 @@ class ExportSerializer(serializers.Serializer):
     version = serializers.IntegerField(default=selectors.EXPORT_VERSION)
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
-    nodes = NodeSerializer(many=True)
-    edges = EdgeSerializer(many=True)
+    # The limits of a saved workflow (WorkflowInputSerializer), so an import is refused on its length first.
+    nodes = NodeSerializer(many=True, max_length=500)
+    edges = EdgeSerializer(many=True, max_length=5000)
 
 
 def _workflow_data(workflow) -> dict[str, Any]:
@@ -183,7 +185,8 @@ class WorkflowDetailView(APIView):
     def get(self, request: Request, pk) -> Response:
         return Response(_workflow_data(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
 
-    @extend_schema(request=WorkflowInputSerializer, responses={200: WorkflowSerializer, 409: NAME_TAKEN})
+    # PUT takes any subset of the fields, like PATCH (API.md): documented as the partial body it is.
+    @extend_schema(request=WorkflowInputSerializer(partial=True), responses={200: WorkflowSerializer, 409: NAME_TAKEN})
     def put(self, request: Request, pk) -> Response:
         return self._update(request, pk)
 
@@ -244,9 +247,10 @@ class RunSchemaView(APIView):
     """Documents POST /api/workflows/:id/run in the schema; the real handler is the async `run` view."""
 
     @extend_schema(request=RunInputSerializer, responses={
-        200: RunSerializer, 202: RunSerializer,
-        201: OpenApiResponse(description="With stream: text/event-stream of run_started, node_started, delta, "
-                                         "node_finished, then done {run} or error {code, message}.")})
+        (200, "application/json"): RunSerializer, 202: RunSerializer,
+        (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=(
+            "With stream: run_started, node_started, delta, node_finished, then done {run} or error {code, "
+            "message}."))})
     def post(self, request: Request, pk) -> Response:  # pragma: no cover - never routed
         raise AppError("not_found", "Not found.", 404)
 

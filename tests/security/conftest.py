@@ -1,0 +1,130 @@
+"""Fixtures for the security tests: every HTTP route the server answers, found from its own configuration
+(the URL conf and the ASGI mounts), so that a route added later is tested without anyone listing it."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.urls import URLPattern, URLResolver, get_resolver
+
+# Every method a client can send that a view could answer; HEAD and OPTIONS included, since Django answers
+# HEAD with the GET handler and DRF answers OPTIONS itself.
+HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head", "options")
+API_PREFIXES = ("/api/", "/v1/")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One URL pattern: its template with `{name}` for each path parameter, and the view that serves it."""
+
+    template: str
+    callback: object
+    parameters: tuple[str, ...]
+
+    @property
+    def view_class(self) -> type | None:
+        # Class-based views (DRF's included) carry `view_class`; function views may carry a `cls` that only
+        # documents them for the schema, which says nothing about what they answer: not used here.
+        return getattr(self.callback, "view_class", None)
+
+    def path(self, **values: str) -> str:
+        return self.template.format(**values)
+
+
+_REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
+_ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
+
+
+def _pattern_text(pattern) -> str:
+    """A pattern as a template piece: `<uuid:pk>` and `(?P<pk>...)` both become `{pk}`."""
+    text = str(pattern)
+    if text.startswith("^") or text.endswith("$") or "(?P<" in text:  # a re_path
+        text = _REGEX_GROUP.sub(lambda match: "{" + match.group(1) + "}", text.lstrip("^").rstrip("$"))
+        text = text.replace("\\", "")
+    return _ROUTE_PARAMETER.sub(lambda match: "{" + match.group(1) + "}", text)
+
+
+def _walk(patterns, prefix: str = ""):
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry.url_patterns, prefix + _pattern_text(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + _pattern_text(entry.pattern), entry.callback
+
+
+def url_routes(prefixes: tuple[str, ...] = API_PREFIXES) -> list[Route]:
+    """Every route of the URL conf whose path starts with one of prefixes, in URL-conf order."""
+    found = []
+    for template, callback in _walk(get_resolver().url_patterns):
+        template = "/" + template
+        if template.startswith(prefixes) or template + "/" in prefixes:
+            found.append(Route(template, callback, tuple(re.findall(r"{(\w+)}", template))))
+    return found
+
+
+def asgi_mounts() -> list[str]:
+    """The path prefixes of the ASGI apps mounted next to Django (agentsite.routing.MOUNTS)."""
+    from agentsite.routing import MOUNTS
+
+    return [prefix for prefix, _factory in MOUNTS]
+
+
+@pytest.fixture(scope="session")
+def api_routes() -> list[Route]:
+    """Every /api and /v1 route of the URL conf."""
+    return url_routes()
+
+
+WORKFLOW_NODES = [{"id": "in", "name": "in", "type": "input", "config": {}},
+                  {"id": "out", "name": "out", "type": "output", "config": {"outputFormat": "text"}}]
+WORKFLOW_EDGES = [{"from": "in", "to": "out"}]
+
+
+def _created(response, what: str) -> dict:
+    assert response.status_code in (200, 201, 202), f"making {what}: {response.status_code} {response.content[:300]!r}"
+    return response.json()
+
+
+def stream_text(response) -> str:
+    """The whole body of a streamed (SSE) response from the test client (async views stream asynchronously)."""
+    if not response.is_async:
+        return b"".join(response.streaming_content).decode()
+
+    async def read() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(read)().decode()
+
+
+def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, str]:
+    """One object of every kind a user owns, made through the API by `client`: {kind: id}.
+
+    The session holds one chat turn (so it has messages), the task one manual run, the workflow one run.
+    """
+    session = _created(client.post("/api/sessions", {"name": f"{label} chat"}, format="json"), "a session")["id"]
+    chat = client.post(f"/api/sessions/{session}/chat", {"message": f"hello from {label}"}, format="json")
+    assert chat.status_code == 200 and "event: done" in stream_text(chat), "the chat turn did not finish"
+    document = _created(client.post("/api/kb/documents", {"filename": f"{label}.md", "content": f"{label}'s notes "
+                                                          "about the orchard and its pear trees."}, format="json"),
+                        "a document")["id"]
+    upload = _created(client.post("/api/upload", {"filename": f"{label}.txt", "content_base64": base64.b64encode(
+        f"{label}'s file".encode()).decode()}, format="json"), "an upload")["id"]
+    workflow = _created(client.post("/api/workflows", {"name": label, "nodes": WORKFLOW_NODES,
+                                                       "edges": WORKFLOW_EDGES}, format="json"), "a workflow")["id"]
+    workflow_run = _created(client.post(f"/api/workflows/{workflow}/run", {"input": label}, format="json"),
+                            "a workflow run")["id"]
+    task = _created(client.post("/api/scheduler/tasks", {"name": label, "cron": "0 9 * * *", "prompt": "hello",
+                                                         "session_id": session}, format="json"), "a task")["id"]
+    task_run = _created(client.post(f"/api/scheduler/run/{task}"), "a scheduled task's run")["id"]
+    return {"session": session, "document": document, "upload": upload, "workflow": workflow,
+            "workflow_run": workflow_run, "task": task, "task_run": task_run}
+
+
+@pytest.fixture
+def owner_objects(owner_client) -> dict[str, str]:
+    """The `owner` user's objects of every kind, made through the API."""
+    return objects_made_through_the_api(owner_client)

@@ -1,0 +1,685 @@
+"""Hostile requests on every endpoint, over real HTTP to daphne (issue 15, item 5): bodies, query strings, paths.
+
+The operations come from the server's own /api/schema; the only thing written by hand here is one valid body per
+operation (a test fails when an operation has none, so a route added later cannot go untested). Every bad request
+is that valid body with one thing broken, so a refusal can only be about the broken thing, and the valid body is
+sent last and must be accepted, which proves the bad ones were refused for their fault and not for another:
+
+- the body as a whole: malformed or cut-off JSON, an array, a string, a number, null, `{}` and no body at all
+  (where fields are required), invalid UTF-8 in a value and in a key, nesting 1,000 deep, 1 MB over the path's
+  body limit (with a Content-Length, and chunked once per facet), and the valid body sent as text/plain, as a
+  form, as multipart, as XML and with no Content-Type;
+- each field, at any depth the schema describes (nested objects and list items included): values of other JSON
+  types, the lookalikes a lax parser would take ("12" for an integer, 1 for a boolean) first; null where the
+  schema does not allow it; left out where it is required; past the schema's maximum length (5 MB in the first
+  such field of an operation, one character too many in the others) and maximum item count (1.5 million items,
+  then one too many); and each text field with a NUL character and with a lone surrogate (`\\ud800`).
+
+A refusal must be a 4xx in the path's envelope (OpenAI's shape under /v1), and must leave every table of the
+server's database and every file of its media directory as they were (nothing stored half-way). Text with a NUL
+or a lone surrogate may be refused or accepted, but never a 5xx (PostgreSQL cannot store a NUL, SQLite cannot be
+handed a lone surrogate); both CI passes run this, so both databases are covered.
+
+Query parameters (bad integers, huge values, NUL, invalid UTF-8) answer 400, and an id in a path that names
+nothing (NUL, invalid UTF-8, 10,000 characters, traversal, another case) answers 404 and changes nothing, on
+every operation of the schema. About 80 s on 2 busy cores; each 5 MB or 1.5-million-item value must be refused
+within a few seconds.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import io
+import json
+import sqlite3
+import sys
+import uuid
+import wave
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import requests
+
+from agentsite.asgi_limits import body_limit_for
+from tests.foundation.test_openapi import ADMIN_OPERATIONS
+from tests.server import LiveServer
+
+PASSWORD = "correct-horse-battery-9"
+HUGE = 5 * 1024 * 1024  # characters, where the schema says a field is small
+MANY_ITEMS = 1_500_000  # in a list whose schema gives a maximum: ~6 MB of JSON
+SMALLEST = {"string": "a", "object": {}, "array": [], "integer": 0, "number": 0, "boolean": True}
+# A value too long for its field is refused on its length alone: before the length was checked first, a 5 MB
+# string cost ~0.5 s of CPU and a list of 1.5 million items 8-17 s. Generous, for a loaded CI machine.
+SLOW = 5.0
+DEEP = b'{"a": ' * 1000 + b"1" + b"}" * 1000
+OPENAI_ERROR_TYPES = {"invalid_request_error", "authentication_error", "rate_limit_error", "api_error"}
+# What a refusal of a well-formed request for a bad value may answer; 401/403/404/405 would mean the request
+# never reached the validation this file tests.
+REFUSED = {400, 409, 413, 415, 422}
+WORKFLOW_NODES = [{"id": "in", "name": "in", "type": "input", "config": {}, "position": {"x": 0, "y": 0}},
+                  {"id": "out", "name": "out", "type": "output", "config": {"outputFormat": "text"},
+                   "position": {"x": 200, "y": 0}}]
+WORKFLOW_EDGES = [{"from": "in", "to": "out"}]
+
+
+# --- the server and its state ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LiveServer]:
+    # No heartbeat rewriting its row behind the snapshots' backs; logins enough for the ones below.
+    live = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "100000",
+                                             "AGENTSITE_PROCESS_HEARTBEAT_S": "3600"}).start()
+    yield live
+    live.stop()
+
+
+def snapshot(server: LiveServer) -> dict[str, Any]:
+    """Every row of every table of the server's database, and every file under its media directory."""
+    state: dict[str, Any] = {}
+    if server.database_url:
+        import psycopg
+
+        with psycopg.connect(server.database_url) as conn:
+            tables = [row[0] for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+            for table in tables:
+                state[table] = sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{table}"'))
+    else:
+        with closing(sqlite3.connect(f"file:{server.data_dir / 'db.sqlite3'}?mode=ro", uri=True)) as conn:
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                state[table] = sorted(repr(row) for row in conn.execute(f'SELECT * FROM "{table}"'))
+    media = server.data_dir / "media"
+    state["media files"] = sorted(f"{path.relative_to(media)} {path.stat().st_size}"
+                                  for path in media.rglob("*") if path.is_file()) if media.exists() else []
+    return state
+
+
+def changed_tables(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+
+
+# --- users, objects and the valid body of every operation -----------------------------------------
+
+@dataclass
+class Context:
+    """What valid bodies need: the server, tokens, one object of every kind, and fresh names."""
+
+    server: LiveServer
+    tokens: dict[str, str]
+    objects: dict[str, str]
+    refresh_tokens: list[str]
+    model: str
+    voice: str = ""
+    counter: int = 0
+    mcp_server: str | None = None
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+    def unique(self, prefix: str = "fz") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}-{uuid.uuid4().hex[:6]}"
+
+    def post(self, path: str, body: dict, role: str = "user") -> requests.Response:
+        return requests.post(self.server.base_url + path, json=body, timeout=60,
+                             headers={"Authorization": f"Bearer {self.tokens[role]}"})
+
+    def connected_mcp_server(self) -> str:
+        """The name of an MCP server connected through the API (the reference time server, over stdio)."""
+        if self.mcp_server is None:
+            name = self.unique("clock").replace("-", "_")[:32]
+            response = self.post("/api/mcp/connect", time_server(name), role="admin")
+            assert response.status_code == 201, response.text
+            self.mcp_server = name
+        return self.mcp_server
+
+
+def time_server(name: str) -> dict:
+    return {"name": name, "command": sys.executable, "args": ["-m", "mcp_server_time"]}
+
+
+def _register(server: LiveServer, username: str) -> dict:
+    response = requests.post(server.base_url + "/api/auth/register", json={"username": username, "password": PASSWORD},
+                             timeout=30)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _wav() -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(16000)
+        wav.writeframes(b"\x00\x00" * 1600)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def context(server: LiveServer) -> Context:
+    user = _register(server, "fuzzed")
+    changer = _register(server, "changer")  # change-password revokes its tokens: a user of its own
+    admin = server.login()
+    tokens = {"user": user["token"], "admin": admin["token"], "changer": changer["token"]}
+    context = Context(server=server, tokens=tokens, objects={}, refresh_tokens=[user["refresh"], admin["refresh"]],
+                      model="")
+
+    def made(path: str, body: dict) -> str:
+        response = context.post(path, body)
+        assert response.status_code in (200, 201), f"{path}: {response.status_code} {response.text[:300]}"
+        return response.json()["id"]
+
+    workflow = made("/api/workflows", {"name": "target", "nodes": WORKFLOW_NODES, "edges": WORKFLOW_EDGES})
+    context.objects = {
+        "session": made("/api/sessions", {"name": "target"}),
+        "document": made("/api/kb/documents", {"filename": "orchard.md", "content": "Pear trees in the orchard."}),
+        "upload": made("/api/upload", {"filename": "t.txt", "content_base64": base64.b64encode(b"hello").decode()}),
+        "task": made("/api/scheduler/tasks", {"name": "target", "cron": "0 9 * * *", "prompt": "hello"}),
+        "workflow": workflow,
+        "workflow_run": made(f"/api/workflows/{workflow}/run", {"input": "x"}),
+    }
+    models = requests.get(server.base_url + "/v1/models", timeout=10).json()["data"]
+    context.voice = requests.get(server.base_url + "/api/voices", timeout=10).json()["voices"][0]["id"]
+    context.model = next(model["id"] for model in models if model["id"] not in ("agent", "hash-256"))
+    return context
+
+
+# One valid body per operation, keyed by (method, schema path). Each is called once per request, so names that
+# must be unique are.
+VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
+    ("post", "/api/auth/login"): lambda c: {"username": "fuzzed", "password": PASSWORD},
+    ("post", "/api/auth/register"): lambda c: {"username": c.unique("user"), "password": PASSWORD},
+    ("post", "/api/auth/refresh"): lambda c: {"refresh": c.refresh_tokens[1]},
+    ("post", "/api/auth/logout"): lambda c: {"refresh": c.refresh_tokens[0]},
+    ("post", "/api/auth/change-password"): lambda c: {"old_password": PASSWORD,
+                                                      "new_password": c.unique("pw") + PASSWORD},
+    ("put", "/api/config"): lambda c: {"system_prompt": c.unique("prompt"), "temperature": 0.25, "kb_top_k": 3},
+    ("patch", "/api/config"): lambda c: {"system_prompt": c.unique("prompt"), "max_tokens": 300},
+    ("post", "/api/sessions"): lambda c: {"name": c.unique("chat")},
+    ("put", "/api/sessions/{id}/rename"): lambda c: {"name": c.unique("renamed")},
+    ("post", "/api/sessions/{id}/chat"): lambda c: {"message": "hello there", "attachments": [c.objects["upload"]]},
+    ("post", "/api/kb/documents"): lambda c: {"filename": "notes.md", "content": "Apples.",
+                                              "content_type": "text/plain"},
+    ("post", "/api/kb/search"): lambda c: {"query": "pear trees", "topK": 3},
+    ("post", "/api/kb/context"): lambda c: {"query": "pear trees", "maxChars": 500, "topK": 2},
+    ("post", "/api/mcp/call"): lambda c: {"server": "builtin", "tool": "web_fetch",
+                                          "arguments": {"url": "http://127.0.0.1:9/private"}},
+    ("post", "/api/mcp/connect"): lambda c: time_server(c.unique("time").replace("-", "_")[:32]),
+    ("post", "/api/mcp/disconnect"): lambda c: {"name": c.connected_mcp_server()},
+    ("post", "/api/plugins/reload"): lambda c: {},
+    ("post", "/api/scheduler/tasks"): lambda c: {
+        "name": c.unique("task"), "cron": "*/5 9-17 * * 1-5", "prompt": "status?", "enabled": True,
+        "timezone": "Europe/Paris", "session_id": c.objects["session"], "workflow_id": c.objects["workflow"],
+        "missed": "skip"},
+    ("put", "/api/scheduler/tasks/{id}"): lambda c: {
+        "name": c.unique("task"), "cron": "0 8 * * *", "prompt": c.unique("prompt"), "enabled": False,
+        "timezone": "UTC", "session_id": c.objects["session"], "missed": "run_once"},
+    ("patch", "/api/scheduler/tasks/{id}"): lambda c: {"prompt": c.unique("prompt"), "cron": "15 7 * * *"},
+    ("post", "/api/workflows"): lambda c: {"name": c.unique("wf"), "description": "d",
+                                           "nodes": copy.deepcopy(WORKFLOW_NODES),
+                                           "edges": copy.deepcopy(WORKFLOW_EDGES)},
+    ("put", "/api/workflows/{id}"): lambda c: {"name": c.unique("wf"), "description": c.unique("d"),
+                                               "nodes": copy.deepcopy(WORKFLOW_NODES),
+                                               "edges": copy.deepcopy(WORKFLOW_EDGES)},
+    ("patch", "/api/workflows/{id}"): lambda c: {"description": c.unique("d")},
+    ("post", "/api/workflows/{id}/nodes"): lambda c: {"name": c.unique("wait").replace("-", "_"), "type": "delay",
+                                                      "config": {"delayMs": 0}, "position": {"x": 5, "y": 6}},
+    ("post", "/api/workflows/{id}/run"): lambda c: {"input": "go", "async": False, "stream": False},
+    ("post", "/api/workflows/import"): lambda c: {"format": "agentsite.workflow", "version": 1,
+                                                  "name": c.unique("imported"), "description": "",
+                                                  "nodes": copy.deepcopy(WORKFLOW_NODES),
+                                                  "edges": copy.deepcopy(WORKFLOW_EDGES)},
+    ("post", "/api/upload"): lambda c: {"filename": "a.txt", "content_base64": base64.b64encode(b"abc").decode(),
+                                        "content_type": "text/plain"},
+    ("post", "/api/voice/stt"): lambda c: {"audio": base64.b64encode(_wav()).decode(), "format": "wav",
+                                           "provider": "browser", "language": "en"},
+    ("post", "/api/voice/tts"): lambda c: {"text": "hello", "voice": c.voice, "provider": "browser",
+                                           "format": "mp3"},
+    ("post", "/v1/chat/completions"): lambda c: {"model": c.model, "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "stream": False, "temperature": 0.5, "max_tokens": 50, "stop": ["zzz"], "n": 1},
+    ("post", "/v1/embeddings"): lambda c: {"model": "hash-256", "input": ["hello", "world"],
+                                           "encoding_format": "float"},
+}
+# Whose token each operation is sent with (the user's unless listed).
+ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS}, ("post", "/api/auth/change-password"): "changer"}
+OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow"}
+
+
+# --- the schema ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def schema(server: LiveServer) -> dict:
+    response = requests.get(server.base_url + "/api/schema?format=json", timeout=30)
+    assert response.status_code == 200
+    return response.json()
+
+
+def body_operations(schema: dict) -> list[tuple[str, str, dict]]:
+    """(method, path, operation) of every operation whose request body may be JSON."""
+    return [(method, path, operation) for path, operations in schema["paths"].items()
+            for method, operation in operations.items()
+            if "application/json" in operation.get("requestBody", {}).get("content", {})]
+
+
+class Shape:
+    """A schema node, with its $refs followed: the JSON types it allows, and the nodes under it."""
+
+    def __init__(self, schema: dict, node: dict | None):
+        self.schema = schema
+        self.node = self._resolve(node or {})
+
+    def _resolve(self, node: dict) -> dict:
+        while "$ref" in node:
+            node = self.schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
+        return node
+
+    def _parts(self) -> list[Shape]:
+        for key in ("allOf", "oneOf", "anyOf"):
+            if key in self.node:
+                return [Shape(self.schema, part) for part in self.node[key]]
+        return []
+
+    def types(self) -> set[str] | None:
+        """The JSON types allowed here, or None when anything is (no type given)."""
+        types = {"null"} if self.node.get("nullable") else set()
+        parts = self._parts()
+        if parts:
+            for part in parts:
+                part_types = part.types()
+                if part_types is None:
+                    return None
+                types |= part_types
+            return types
+        if "type" in self.node:
+            types.add(self.node["type"])
+            if self.node["type"] == "number":
+                types.add("integer")
+            return types
+        if "enum" in self.node:
+            return types | {_json_type(value) for value in self.node["enum"]}
+        return None
+
+    def child(self, key: str | int) -> Shape | None:
+        """The node of an object's property or a list's items; None when the schema does not say."""
+        parts = self._parts()
+        if parts:
+            children = [child for part in parts if (child := part.child(key)) is not None]
+            return children[0] if len(children) == 1 else None
+        if isinstance(key, int):
+            return Shape(self.schema, self.node["items"]) if "items" in self.node else None
+        properties = self.node.get("properties", {})
+        return Shape(self.schema, properties[key]) if key in properties else None
+
+    def properties(self) -> dict[str, Shape]:
+        found: dict[str, Shape] = {}
+        for part in [self, *self._parts()]:
+            for name, node in part.node.get("properties", {}).items():
+                found[name] = Shape(self.schema, node)
+        return found
+
+    def required(self) -> list[str]:
+        names = list(self.node.get("required", []))
+        for part in self._parts() if "allOf" in self.node else []:
+            names += part.required()
+        return names
+
+    def max_length(self) -> int | None:
+        if "maxLength" in self.node:
+            return self.node["maxLength"]
+        lengths = [part.max_length() for part in self._parts()]
+        return max(lengths) if lengths and None not in lengths else None
+
+    def max_items(self) -> int | None:
+        return self.node.get("maxItems")
+
+    def read_only(self) -> bool:
+        return bool(self.node.get("readOnly"))
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {int: "integer", float: "number", str: "string", list: "array", dict: "object"}[type(value)]
+
+
+WRONG_VALUES = [12345, "12345", True, ["x"], {"x": 1}, 1.5]
+# For each JSON type, the values of other types a lax parser would turn into it: each must be refused.
+LOOKALIKES = {"string": [12345, ["text"]], "integer": ["12", 12.5, True], "number": ["0.5", True],
+              "boolean": [1, "true"], "array": ["x", {"0": "x"}], "object": [["x"], "x"]}
+
+
+def _holds(allowed: set[str], value: Any) -> bool:
+    kind = _json_type(value)
+    return kind in allowed or (kind == "integer" and "number" in allowed)
+
+
+def wrong_values(allowed: set[str]) -> list[Any]:
+    """Values of JSON types `allowed` does not hold: the lookalikes of the types it does, else any other type."""
+    found = [value for kind in sorted(allowed) for value in LOOKALIKES.get(kind, []) if not _holds(allowed, value)]
+    found = list({json.dumps(value): value for value in found}.values())
+    return found or [next(value for value in WRONG_VALUES if not _holds(allowed, value))]
+
+
+# --- the bad requests ------------------------------------------------------------------------------
+
+@dataclass
+class Bad:
+    """One bad request: what it is, its body (or None: the valid body), its Content-Type, and whether it must be
+    refused (False: it may be accepted, but never answer a 5xx)."""
+
+    name: str
+    body: bytes | None = None
+    content_type: str | None = "application/json"
+    must_refuse: bool = True
+    chunked: bool = False
+    within: float | None = None  # seconds the answer may take
+
+
+def _encode(body: Any) -> bytes:
+    return json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def _with(body: Any, path: tuple, value: Any, *, remove: bool = False) -> Any:
+    """A copy of body with the value at path replaced (or removed)."""
+    body = copy.deepcopy(body)
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    if remove:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return body
+
+
+def _leaves(value: Any, shape: Shape | None, path: tuple = ()) -> Iterator[tuple[tuple, Any, Shape | None]]:
+    """(path, value, shape) of every value inside a body, containers included, the body itself excluded."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        child = shape.child(key) if shape is not None else None
+        yield (*path, key), item, child
+        yield from _leaves(item, child, (*path, key))
+
+
+def field_variants(body: dict, shape: Shape) -> Iterator[Bad]:
+    """The valid body with one field broken, for every field the body holds and every top-level one it does not."""
+    targets = list(_leaves(body, shape))
+    huge_sent = many_sent = False
+    for name, child in shape.properties().items():
+        if name not in body and not child.read_only():
+            targets.append(((name,), None, child))
+    for path, value, child in targets:
+        where = ".".join(str(part) for part in path)
+        allowed = child.types() if child is not None else None
+        if allowed is not None:
+            for wrong in wrong_values(allowed):
+                yield Bad(f"{where} = {json.dumps(wrong)} (not {'|'.join(sorted(allowed))})",
+                          _encode(_with(body, path, wrong)))
+            if "null" not in allowed:
+                yield Bad(f"{where} null", _encode(_with(body, path, None)))
+        if value is not None and isinstance(value, dict) and child is not None:
+            for required in child.required():
+                if required in value:
+                    yield Bad(f"{where}.{required} missing", _encode(_with(body, (*path, required), None,
+                                                                           remove=True)))
+        is_text = isinstance(value, str) or (value is None and allowed is not None and "string" in allowed)
+        if is_text:
+            text = value or "text"
+            yield Bad(f"NUL in {where}", _encode(_with(body, path, text[:1] + "\x00" + text[1:])), must_refuse=False)
+            yield Bad(f"lone surrogate in {where}", _encode(_with(body, path, text[:1] + "\ud800" + text[1:])),
+                      must_refuse=False)
+            limit = child.max_length() if child is not None else None
+            if limit is not None and limit < HUGE:
+                # 5 MB in the first small field of each operation; one character too many in the others.
+                length = limit + 1 if huge_sent else HUGE
+                huge_sent = True
+                yield Bad(f"{length:,} characters in {where} (at most {limit})",
+                          _encode(_with(body, path, "x" * length)), within=SLOW)
+        most = child.max_items() if child is not None else None
+        if most is not None:
+            # 1.5 million items in the first list of each operation that has a maximum; one too many in the others.
+            item_types = (child.child(0).types() if child.child(0) is not None else None) or {"integer"}
+            item = next(value for kind, value in SMALLEST.items() if kind in item_types)
+            count = most + 1 if many_sent else MANY_ITEMS
+            many_sent = True
+            yield Bad(f"{count:,} items in {where} (at most {most})", _encode(_with(body, path, [item] * count)),
+                      within=SLOW)
+    for required in shape.required():
+        if required in body:
+            yield Bad(f"{required} missing", _encode(_with(body, (required,), None, remove=True)))
+
+
+def body_variants(body: dict, shape: Shape, content_types: set[str], path: str, *, chunked: bool) -> Iterator[Bad]:
+    """The body as a whole broken: its syntax, its type, its encoding, its size and its Content-Type."""
+    valid = _encode(body)
+    needs_fields = bool(shape.required())
+    yield Bad("malformed JSON", b'{"a": ')
+    yield Bad("the valid body cut short", valid[:-1])
+    for name, value in (("an array", [body]), ("a string", "text"), ("a number", 42), ("null", None),
+                        ("true", True)):
+        yield Bad(f"a JSON {name} instead of an object", _encode(value))
+    yield Bad("{}", b"{}", must_refuse=needs_fields)
+    yield Bad("an empty body", b"", must_refuse=needs_fields)
+    text_path = next((path for path, value, _child in _leaves(body, shape) if isinstance(value, str)), None)
+    if text_path is not None:
+        marker = "\ue000marker\ue000"
+        raw = _encode(_with(body, text_path, marker))
+        yield Bad("invalid UTF-8 in a value", raw.replace(marker.encode(), b"\xff\xfe\xc3("))
+    yield Bad("invalid UTF-8 in a key", valid.replace(b"{", b'{"\xff\xfe": 1, ', 1))
+    yield Bad("nested 1,000 deep", valid[:-1] + b', "deep": ' + DEEP + b"}")
+    over = valid[:-1] + b', "pad": "' + b"x" * (body_limit_for(path) + 1024 * 1024) + b'"}'
+    yield Bad(f"{len(over) // (1024 * 1024)} MB (over the limit)", over)
+    if chunked:  # read by the same ASGI layer on every path: once per facet
+        yield Bad(f"{len(over) // (1024 * 1024)} MB sent chunked (over the limit)", over, chunked=True)
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/xml", None):
+        yield Bad(f"the valid body as {content_type or 'no Content-Type'}", valid, content_type)
+    if "multipart/form-data" not in content_types:
+        yield Bad("the valid body as multipart", valid, "multipart/form-data; boundary=zz")
+
+
+# --- sending and judging ---------------------------------------------------------------------------
+
+def concrete_path(path: str, context: Context) -> str:
+    if "{run_id}" in path:
+        return path.replace("{run_id}", context.objects["workflow_run"])
+    kind = next((kind for prefix, kind in OBJECT_OF_PATH.items() if path.startswith(prefix)), None)
+    return path.replace("{id}", context.objects[kind]) if kind else path
+
+
+def send(context: Context, method: str, path: str, bad: Bad, role: str) -> requests.Response:
+    headers = {"Authorization": f"Bearer {context.tokens[role]}"}
+    if bad.content_type is not None:
+        headers["Content-Type"] = bad.content_type
+    data: Any = bad.body
+    if bad.chunked:
+        data = (bad.body[start:start + 65536] for start in range(0, len(bad.body), 65536))
+    # requests gives a body without a Content-Type none; "no body" is an empty one with a Content-Length of 0.
+    return requests.request(method, context.server.base_url + path, data=data, headers=headers, timeout=60)
+
+
+def envelope_problem(path: str, response: requests.Response) -> str | None:
+    """What is wrong with a refusal's body, or None when it is the path's error envelope."""
+    try:
+        error = response.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        return f"not the error envelope: {response.headers.get('Content-Type')} {response.content[:200]!r}"
+    if path.startswith("/v1/"):
+        if set(error) != {"message", "type", "param", "code"} or error["type"] not in OPENAI_ERROR_TYPES:
+            return f"not OpenAI's error shape: {error}"
+    elif not ({"code", "message", "details"} <= set(error) and isinstance(error["details"], dict)
+              and isinstance(error["code"], str) and error["code"]):
+        return f"not the /api envelope: {error}"
+    return None
+
+
+def judge(context: Context, method: str, path: str, bad: Bad, role: str) -> str | None:
+    """Send one bad request; what went wrong with its answer, or None."""
+    before = snapshot(context.server)
+    response = send(context, method, concrete_path(path, context), bad, role)
+    status = response.status_code
+    where = f"{method.upper()} {path} with {bad.name}: {status}"
+    took = response.elapsed.total_seconds()
+    if bad.within is not None and took > bad.within:
+        return f"{where}: took {took:.1f} s (at most {bad.within} s)"
+    if status >= 500:
+        return f"{where} {response.content[:300]!r}"
+    if status < 400:
+        return f"{where}: accepted" if bad.must_refuse else None
+    if bad.must_refuse and status not in REFUSED:
+        return f"{where}: not a refusal of the body {response.content[:200]!r}"
+    problem = envelope_problem(path, response)
+    if problem:
+        return f"{where}: {problem}"
+    changed = changed_tables(before, snapshot(context.server))
+    if changed:
+        return f"{where}: refused, but changed {changed}"
+    return None
+
+
+def read_whole(response: requests.Response) -> bytes:
+    return response.content  # streams (SSE) included: requests reads to the end
+
+
+def test_every_operation_with_a_json_body_has_a_valid_body_here(schema):
+    operations = {(method, path) for method, path, _operation in body_operations(schema)}
+    assert len(operations) >= 30, sorted(operations)
+    assert not operations - set(VALID_BODIES), (
+        f"give these operations a valid body in VALID_BODIES: {sorted(operations - set(VALID_BODIES))}")
+    assert not set(VALID_BODIES) - operations, f"not operations of the schema: {set(VALID_BODIES) - operations}"
+
+
+def _json_shape(schema: dict, operation: dict) -> Shape:
+    return Shape(schema, operation["requestBody"]["content"]["application/json"]["schema"])
+
+
+@pytest.mark.parametrize("facet", ["/api/auth", "/api/config", "/api/sessions", "/api/kb", "/api/mcp", "/api/plugins",
+                                   "/api/scheduler", "/api/workflows", "/api/upload", "/api/voice", "/v1"])
+def test_every_broken_body_is_a_4xx_envelope_that_stores_nothing_and_the_valid_one_passes(schema, context, facet):
+    operations = [(method, path, operation) for method, path, operation in body_operations(schema)
+                  if path.startswith(facet) and (method, path) in VALID_BODIES]
+    assert operations, f"no operation with a JSON body under {facet}"
+    failures: list[str] = []
+    for index, (method, path, operation) in enumerate(operations):
+        role = ROLES.get((method, path), "user")
+        shape = _json_shape(schema, operation)
+        content_types = set(operation["requestBody"]["content"])
+        valid = VALID_BODIES[(method, path)]
+        bad_requests = [*body_variants(valid(context), shape, content_types, path, chunked=index == 0),
+                        *field_variants(valid(context), shape)]
+        for bad in bad_requests:
+            if bad.body is None:
+                bad.body = _encode(valid(context))
+            failure = judge(context, method, path, bad, role)
+            if failure:
+                failures.append(failure)
+        response = send(context, method, concrete_path(path, context), Bad("the valid body", _encode(valid(context))),
+                        role)
+        read_whole(response)
+        if not 200 <= response.status_code < 300:
+            failures.append(f"{method.upper()} {path} refused its valid body: {response.status_code} "
+                            f"{response.content[:300]!r}")
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
+
+
+# --- query and path parameters ---------------------------------------------------------------------
+
+# The valid value of each required query parameter (a test fails when one has none).
+VALID_QUERIES = {("get", "/api/scheduler/preview"): {"cron": "0 9 * * 1-5", "timezone": "Asia/Tokyo", "count": "3"}}
+BAD_INTEGERS = ["-1", "1.5", "x", "", "1e3", "0x10", " 1", "%D9%A1", "%EF%BC%91", "9" * 40, "1" * 10_000, "%00",
+                "1%00", "true", "null", "%ff"]
+BAD_TEXTS = ["a%00b", "%00", "%ff%fe", "%ED%A0%80", "x" * 10_000]
+BAD_UUIDS = ["nope", "%00", "%ff", "00000000-0000-0000-0000-00000000000", "x" * 10_000]
+# Path segments where an object's id goes: none names an object, so each is a 404 (a 400 at most).
+BAD_IDS = ["nope", "%00", "a%00b", "%ff%fe", "%ED%A0%80", "x" * 10_000, "..%2F..%2Fhealth", "%2e%2e",
+           str(uuid.uuid4()), str(uuid.uuid4()).upper(), "' OR 1=1 --", "00000000-0000-0000-0000-000000000000%00"]
+
+
+def _query_values(parameter: dict) -> list[str]:
+    node = parameter["schema"]
+    if node.get("type") == "integer":
+        values = list(BAD_INTEGERS)
+        if "maximum" in node:
+            values.append(str(node["maximum"] + 1))
+        if node.get("minimum", 0) > 0:
+            values.append(str(node["minimum"] - 1))
+        return values
+    return list(BAD_UUIDS if node.get("format") == "uuid" else BAD_TEXTS)
+
+
+def _query_string(values: dict[str, str]) -> str:
+    # Written out as is: the bad values are already percent-encoded where they must be.
+    return "&".join(f"{name}={value}" for name, value in values.items())
+
+
+def test_every_required_query_parameter_has_a_valid_value_here(schema):
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            required = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query" and p.get("required")}
+            assert required <= set(VALID_QUERIES.get((method, path), {})), (
+                f"give {method.upper()} {path} valid values for {sorted(required)} in VALID_QUERIES")
+
+
+def _send_raw_url(context: Context, method: str, url: str, role: str, body: dict | None) -> requests.Response:
+    # A prepared request keeps the URL's percent-escapes as written (requests would re-quote some).
+    request = requests.Request(method, url, headers={"Authorization": f"Bearer {context.tokens[role]}"},
+                               json=body).prepare()
+    request.url = url
+    with requests.Session() as session:
+        return session.send(request, timeout=60)
+
+
+def _judge_url(context: Context, method: str, path: str, url: str, role: str, body: dict | None,
+               allowed: set[int]) -> str | None:
+    before = snapshot(context.server)
+    response = _send_raw_url(context, method, url, role, body)
+    where = f"{method.upper()} {url.removeprefix(context.server.base_url)[:150]}: {response.status_code}"
+    if response.status_code not in allowed:
+        return f"{where} (wanted one of {sorted(allowed)}) {response.content[:200]!r}"
+    problem = envelope_problem(path, response)
+    if problem:
+        return f"{where}: {problem}"
+    changed = changed_tables(before, snapshot(context.server))
+    return f"{where}: refused, but changed {changed}" if changed else None
+
+
+def test_every_bad_query_parameter_is_a_400_envelope(schema, context):
+    failures: list[str] = []
+    tried = 0
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            parameters = [p for p in operation.get("parameters", []) if p["in"] == "query"]
+            valid = VALID_QUERIES.get((method, path), {})
+            for parameter in parameters:
+                for value in _query_values(parameter):
+                    query = _query_string({**valid, parameter["name"]: value})
+                    url = f"{context.server.base_url}{concrete_path(path, context)}?{query}"
+                    tried += 1
+                    failure = _judge_url(context, method, path, url, ROLES.get((method, path), "user"), None, {400})
+                    if failure:
+                        failures.append(failure)
+    assert tried >= 150, tried
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
+
+
+def test_every_id_in_a_path_that_names_nothing_is_a_404_envelope_and_changes_nothing(schema, context):
+    failures: list[str] = []
+    tried = 0
+    for path, operations in schema["paths"].items():
+        if "{" not in path:
+            continue
+        for method in operations:
+            body = VALID_BODIES[(method, path)](context) if (method, path) in VALID_BODIES else None
+            for value in BAD_IDS:
+                url = context.server.base_url + path.replace("{id}", value).replace("{run_id}", value)
+                tried += 1
+                failure = _judge_url(context, method, path, url, ROLES.get((method, path), "user"), body, {400, 404})
+                if failure:
+                    failures.append(failure)
+    assert tried >= 200, tried
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)

@@ -3,6 +3,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from agentsite.dashboard import dashboard
 from agentsite.errors import error_response
 from agentsite.health import HealthView
 from agentsite.middleware import is_api_path
@@ -21,6 +22,7 @@ urlpatterns = [
     path("api/", include("voice.urls")),
     path("api/", include("plugins.urls")),
     path("v1/", include("compat.urls")),
+    path("", dashboard, name="dashboard"),
 ]
 
 

@@ -1,0 +1,261 @@
+// The dashboard shell: log-in (and registration when it is open), the navigation, a hash router and the
+// page-loading contract every page follows.
+//
+// Routes: #/chat, #/chat/<session_id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
+// #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
+// into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
+// before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout}: `user` is
+// /api/auth/me's object ({id, username, is_admin, date_joined}), `route` the hash parts after the page
+// name, `navigate(hash)` goes to another route, `toast(message, kind)` shows a passing message ("error"
+// ones in a role=alert region, the others in a role=status one), `logout()` logs out.
+// Page CSS: when a page mounts, the shell adds <link rel=stylesheet href="pages/<name>.css"> once (a page
+// without one costs a 404 the first time, nothing else). A page whose module cannot be loaded shows a
+// "not built yet" placeholder instead of breaking the shell.
+import * as client from "./api.js";
+import { errorBox, h, loading } from "./ui.js";
+
+const PAGES = [
+  ["chat", "Chat"],
+  ["knowledge", "Knowledge"],
+  ["scheduler", "Scheduler"],
+  ["workflows", "Workflows"],
+  ["mcp", "MCP"],
+  ["settings", "Settings"],
+];
+const DEFAULT_PAGE = "chat";
+const TOAST_MS = { info: 5000, success: 5000, error: 10000 };
+
+const app = document.getElementById("app");
+const base = new URL(".", import.meta.url);
+const shell = { user: null, main: null, nav: null, cleanup: null, mounting: 0, styles: new Set() };
+
+// --- routing ---
+
+function parseHash() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  const [page = DEFAULT_PAGE, ...route] = parts;
+  return { page, route };
+}
+
+export function navigate(hash) {
+  const target = hash.startsWith("#") ? hash : `#${hash.startsWith("/") ? "" : "/"}${hash}`;
+  if (location.hash === target) route();
+  else location.hash = target;
+}
+
+async function route() {
+  if (!shell.user) return;
+  const { page, route: parts } = parseHash();
+  const ticket = ++shell.mounting;
+  await unmount();
+  markCurrent(page);
+  const main = shell.main;
+  main.replaceChildren(loading());
+  const known = PAGES.find(([name]) => name === page);
+  if (!known) {
+    main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `There is no page "${page}". `,
+      h("a", { href: `#/${DEFAULT_PAGE}` }, "Go to the chat"), "."));
+    return;
+  }
+  document.title = `${known[1]} · agentsite`;
+  addPageStyle(page);
+  let module;
+  try {
+    module = await import(new URL(`pages/${page}.js`, base).href);
+  } catch (error) {
+    if (ticket !== shell.mounting) return;
+    main.replaceChildren(h("h1", {}, known[1]), h("p", { class: "placeholder" },
+      `The ${known[1]} page is not built yet (or failed to load: ${error.message}).`));
+    return;
+  }
+  if (ticket !== shell.mounting) return;
+  main.replaceChildren();
+  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout };
+  try {
+    const cleanup = await module.mount(main, ctx);
+    if (ticket !== shell.mounting) {
+      if (typeof cleanup === "function") cleanup();
+      return;
+    }
+    shell.cleanup = typeof cleanup === "function" ? cleanup : null;
+    // After a navigation, keyboard and screen-reader users start at the new page, not on the old link.
+    const active = document.activeElement;
+    if (!active || active === document.body || shell.nav?.contains(active)) main.focus({ preventScroll: true });
+  } catch (error) {
+    if (ticket !== shell.mounting) return;
+    console.error(error);
+    main.replaceChildren(h("h1", {}, known[1]), errorBox(`This page failed: ${error.message}`, () => route()));
+  }
+}
+
+async function unmount() {
+  const cleanup = shell.cleanup;
+  shell.cleanup = null;
+  if (!cleanup) return;
+  try {
+    await cleanup();
+  } catch (error) {
+    console.error(error);
+  }
+}
+
+function markCurrent(page) {
+  for (const link of shell.nav?.querySelectorAll("a[data-page]") || []) {
+    if (link.dataset.page === page) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+function addPageStyle(page) {
+  if (shell.styles.has(page)) return;
+  shell.styles.add(page);
+  const link = h("link", { rel: "stylesheet", href: new URL(`pages/${page}.css`, base).href });
+  link.addEventListener("error", () => link.remove());
+  document.head.append(link);
+}
+
+// --- messages ---
+
+const toasts = {
+  status: h("div", { class: "toasts", role: "status", "aria-live": "polite" }),
+  alert: h("div", { class: "toasts", role: "alert", "aria-live": "assertive" }),
+};
+
+export function toast(message, kind = "info") {
+  const region = kind === "error" ? toasts.alert : toasts.status;
+  const close = h("button", { type: "button", class: "toast-close", "aria-label": "Dismiss" }, "×");
+  const item = h("div", { class: `toast toast-${kind}` }, h("span", {}, String(message)), close);
+  const remove = () => item.remove();
+  close.addEventListener("click", remove);
+  region.append(item);
+  setTimeout(remove, TOAST_MS[kind] ?? TOAST_MS.info);
+}
+
+// --- the logged-in shell ---
+
+function renderShell() {
+  shell.nav = h("nav", { class: "nav", "aria-label": "Main" },
+    h("ul", {}, PAGES.map(([name, label]) => h("li", {}, h("a", { href: `#/${name}`, "data-page": name }, label)))));
+  const who = h("span", { class: "who" }, shell.user.username, shell.user.is_admin ? h("span", { class: "badge" }, "admin") : null);
+  const header = h("header", { class: "topbar" },
+    h("a", { class: "brand", href: `#/${DEFAULT_PAGE}` }, "agentsite"),
+    shell.nav,
+    h("div", { class: "account" }, who, h("button", { type: "button", onclick: () => logout() }, "Log out")));
+  shell.main = h("main", { id: "main", tabindex: "-1" });
+  app.replaceChildren(header, shell.main, toasts.status, toasts.alert);
+}
+
+async function start() {
+  app.replaceChildren(loading("Loading the dashboard…"), toasts.status, toasts.alert);
+  if (!client.isLoggedIn()) return showLogin();
+  try {
+    shell.user = await client.api("/api/auth/me");
+    client.setUser(shell.user);
+  } catch (error) {
+    if (error.status === 401) return showLogin("Your session has expired: log in again.");
+    app.replaceChildren(errorBox(`The server could not be reached: ${error.message}`, start), toasts.status, toasts.alert);
+    return;
+  }
+  enter();
+}
+
+function enter() {
+  renderShell();
+  if (!location.hash || location.hash === "#" || location.hash === "#/") {
+    history.replaceState(null, "", `#/${DEFAULT_PAGE}`);
+  }
+  route();
+}
+
+export async function logout() {
+  await client.logout(); // the onLogout handler below shows the form
+}
+
+client.onLogout((reason) => {
+  const had = Boolean(shell.user);
+  ++shell.mounting;
+  unmount();
+  shell.user = null;
+  if (had || reason === "expired") {
+    showLogin(reason === "expired" ? "Your session has expired: log in again." : "You are logged out.");
+  }
+});
+
+// --- log in / register ---
+
+let registrationOpen = null;
+
+// Registration refuses a closed server before it looks at the body: an empty body answers 403
+// `registration_closed` when closed and 400 when open, and creates nothing either way.
+async function probeRegistration() {
+  if (registrationOpen !== null) return registrationOpen;
+  try {
+    await client.api("/api/auth/register", { method: "POST", body: {} });
+    registrationOpen = true;
+  } catch (error) {
+    registrationOpen = error.code !== "registration_closed" && error.status !== 0;
+  }
+  return registrationOpen;
+}
+
+function showLogin(notice, mode = "login") {
+  document.title = mode === "login" ? "Log in · agentsite" : "Create an account · agentsite";
+  const registering = mode === "register";
+  const username = h("input", { id: "login-username", name: "username", autocomplete: "username", required: true,
+    autocapitalize: "none", spellcheck: "false", maxlength: "150" });
+  const password = h("input", { id: "login-password", name: "password", type: "password", required: true,
+    autocomplete: registering ? "new-password" : "current-password" });
+  const problem = h("div", { class: "form-error", role: "alert" });
+  const submit = h("button", { type: "submit", class: "primary" }, registering ? "Create account" : "Log in");
+  const switcher = h("p", { class: "switch" });
+  const form = h("form", { class: "login card", "aria-labelledby": "login-title", novalidate: true },
+    h("h1", { id: "login-title" }, registering ? "Create an account" : "Log in to agentsite"),
+    notice ? h("p", { class: "notice", role: "status" }, notice) : null,
+    h("div", { class: "field" }, h("label", { for: username.id }, "Username"), username),
+    h("div", { class: "field" }, h("label", { for: password.id }, "Password"), password),
+    problem, submit, switcher);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    problem.replaceChildren();
+    if (!username.value.trim() || !password.value) {
+      problem.textContent = "Enter a username and a password.";
+      (username.value.trim() ? password : username).focus();
+      return;
+    }
+    submit.disabled = true;
+    submit.setAttribute("aria-busy", "true");
+    try {
+      const login = registering ? client.register : client.login;
+      shell.user = await login(username.value.trim(), password.value);
+      enter();
+    } catch (error) {
+      problem.textContent = loginProblem(error);
+      password.focus();
+    } finally {
+      submit.disabled = false;
+      submit.removeAttribute("aria-busy");
+    }
+  });
+  app.replaceChildren(h("main", { id: "main", class: "login-page" }, form), toasts.status, toasts.alert);
+  username.focus();
+  if (registering) {
+    switcher.append("Already have an account? ",
+      h("button", { type: "button", class: "link", onclick: () => showLogin(null, "login") }, "Log in instead"));
+  } else {
+    probeRegistration().then((open) => {
+      if (open && switcher.isConnected) {
+        switcher.append("No account yet? ",
+          h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register") }, "Create an account"));
+      }
+    });
+  }
+}
+
+function loginProblem(error) {
+  const fields = error.details && typeof error.details === "object" ? Object.values(error.details).flat() : [];
+  if (error.status === 400 && fields.length) return fields.join(" ");
+  return error.message;
+}
+
+window.addEventListener("hashchange", route);
+start();

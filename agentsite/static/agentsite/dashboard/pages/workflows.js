@@ -1,0 +1,127 @@
+// Workflows: `#/workflows` lists them (create, import from a file, delete); `#/workflows/<id>` is the
+// editor (pages/workflows/editor.js): the drawn graph, the JSON view, node forms, runs, export.
+import {
+  confirmDialog, errorText, field, formatTime, h, hint, loading, pageHeader, problemBox, put,
+} from "./workflows/common.js";
+import { mountEditor } from "./workflows/editor.js";
+
+export async function mount(root, ctx) {
+  const [id] = ctx.route || [];
+  if (id) return mountEditor(root, ctx, decodeURIComponent(id));
+  const page = new WorkflowList(root, ctx);
+  await page.start();
+  return () => { page.stopped = true; };
+}
+
+class WorkflowList {
+  constructor(root, ctx) {
+    this.root = root;
+    this.ctx = ctx;
+    this.stopped = false;
+  }
+
+  async start() {
+    this.listBox = h("section", { class: "wf-list", "aria-labelledby": "wf-list-title" });
+    this.createError = h("div", { class: "form-error", role: "alert", hidden: true });
+    this.importError = h("div", { class: "form-error", role: "alert", hidden: true });
+    const create = h("form", { class: "card wf-create", "aria-labelledby": "wf-create-title", novalidate: true,
+      onsubmit: (event) => { event.preventDefault(); this.create(event.currentTarget); } },
+    h("h2", { id: "wf-create-title" }, "New workflow"),
+    field("Name", h("input", { name: "name", required: true, maxlength: "64", pattern: "[A-Za-z0-9_\\-]{1,64}",
+      autocomplete: "off", spellcheck: "false" }), hint("1-64 letters, digits, - or _; unique among yours.")),
+    field("Description", h("textarea", { name: "description", rows: "2", maxlength: "2000" })),
+    this.createError,
+    h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Create workflow")));
+    const fileInput = h("input", { type: "file", accept: ".json,application/json", name: "file",
+      onchange: (event) => this.importFile(event.currentTarget) });
+    const importForm = h("div", { class: "card wf-import", role: "group", "aria-labelledby": "wf-import-title" },
+      h("h2", { id: "wf-import-title" }, "Import"),
+      field("Import a workflow file", fileInput, hint("A file exported from this or another agentsite.")),
+      this.importError);
+    put(this.root, 
+      pageHeader("Workflows", "Graphs of nodes (input, LLM, tool, condition, code, delay, output) that run on an input."),
+      h("div", { class: "wf-list-layout" }, this.listBox, h("div", { class: "wf-side" }, create, importForm)));
+    await this.load();
+  }
+
+  async load() {
+    put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"), loading("Loading workflows…"));
+    let workflows;
+    try {
+      workflows = (await this.ctx.api("/api/workflows?limit=200")).results;
+    } catch (error) {
+      if (!this.stopped) {
+        put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"),
+          problemBox(`The workflows could not be loaded: ${errorText(error)}`, () => this.load()));
+      }
+      return;
+    }
+    if (this.stopped) return;
+    const title = h("h2", { id: "wf-list-title" }, "Your workflows");
+    if (!workflows.length) {
+      put(this.listBox, title, h("p", { class: "empty" }, "No workflows yet: create one or import a file."));
+      return;
+    }
+    put(this.listBox, title, h("ul", { class: "wf-items" }, ...workflows.map((workflow) => h("li", {
+      class: "card wf-item", "data-workflow-id": workflow.id },
+    h("div", {}, h("a", { href: `#/workflows/${workflow.id}`, class: "wf-item-name" }, workflow.name),
+      workflow.description ? h("p", { class: "muted" }, workflow.description) : null,
+      h("small", { class: "muted" }, "Updated ", h("time", { datetime: workflow.updated_at }, formatTime(workflow.updated_at)))),
+    h("div", { class: "actions" },
+      h("button", { type: "button", class: "danger", "aria-label": `Delete ${workflow.name}`,
+        onclick: () => this.remove(workflow) }, "Delete"))))));
+  }
+
+  async create(form) {
+    this.createError.hidden = true;
+    const name = form.elements.name.value.trim();
+    try {
+      // A new workflow starts with its input node; the editor adds the rest.
+      const workflow = await this.ctx.api("/api/workflows", { method: "POST", body: {
+        name, description: form.elements.description.value,
+        nodes: [{ id: "input", type: "input", name: "input", config: {}, position: { x: 40, y: 60 } }], edges: [] } });
+      this.ctx.toast(`Workflow ${workflow.name} created.`, "success");
+      this.ctx.navigate(`#/workflows/${workflow.id}`);
+    } catch (error) {
+      form.elements.name.setAttribute("aria-invalid", "true");
+      this.createError.textContent = errorText(error);
+      this.createError.hidden = false;
+    }
+  }
+
+  async importFile(input) {
+    this.importError.hidden = true;
+    const file = input.files?.[0];
+    if (!file) return;
+    let document;
+    try {
+      document = JSON.parse(await file.text());
+    } catch (error) {
+      this.importError.textContent = `${file.name} is not JSON: ${error.message}`;
+      this.importError.hidden = false;
+      input.value = "";
+      return;
+    }
+    try {
+      const workflow = await this.ctx.api("/api/workflows/import", { method: "POST", body: document });
+      this.ctx.toast(`Workflow ${workflow.name} imported.`, "success");
+      this.ctx.navigate(`#/workflows/${workflow.id}`);
+    } catch (error) {
+      this.importError.textContent = `${file.name} was not imported: ${errorText(error)}`;
+      this.importError.hidden = false;
+    } finally {
+      input.value = "";
+    }
+  }
+
+  async remove(workflow) {
+    if (!(await confirmDialog(`Delete the workflow ${workflow.name} and its runs?`, { confirmLabel: "Delete" }))) return;
+    try {
+      await this.ctx.api(`/api/workflows/${workflow.id}`, { method: "DELETE" });
+      this.ctx.toast(`Workflow ${workflow.name} deleted.`, "success");
+      await this.load();
+    } catch (error) {
+      this.ctx.toast(`Could not delete ${workflow.name}: ${errorText(error)}`, "error");
+    }
+  }
+}

@@ -1,0 +1,149 @@
+"""The chat's tool calls, attachments and voice in a real Chromium: what the model did folds under the reply,
+files reach the model, dictation and read-aloud work through the server's speech providers, and every
+failure (a refused microphone, a provider that cannot work) is shown, never swallowed."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+
+import pytest
+import requests
+from playwright.sync_api import expect
+
+from tests.fakes.llm import Call, Text, ToolCalls
+
+pytestmark = pytest.mark.e2e
+
+
+def last_reply(page):
+    return page.get_by_role("log").locator("article.message-assistant").last
+
+
+@pytest.fixture
+def voice_config(dashboard_server, admin_headers) -> Iterator:
+    """Set the server's speech providers for one test: voice_config(stt_provider=..., tts_provider=...)."""
+    url = f"{dashboard_server.base_url}/api/config"
+    before = requests.get(url, headers=admin_headers, timeout=10).json()
+
+    def apply(**fields: str) -> None:
+        requests.patch(url, headers=admin_headers, json=fields, timeout=10).raise_for_status()
+
+    yield apply
+    apply(stt_provider=before["stt_provider"], tts_provider=before["tts_provider"])
+
+
+def png_bytes() -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), (30, 160, 90)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_tool_calls_fold_under_the_reply(chat_upstream, logged_in_page):
+    page = logged_in_page
+    chat_upstream.script(ToolCalls([Call("web_fetch", {"url": "http://127.0.0.1:9/private"}, id="call_1")]),
+                         Text("The page could not be fetched."))
+    page.get_by_label("Message").fill("Fetch http://127.0.0.1:9/private for me")
+    page.get_by_label("Message").press("Enter")
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "complete")
+    expect(reply.locator(".message-body")).to_have_text("The page could not be fetched.")
+    call = reply.locator("details.tool-call")
+    expect(call).to_have_count(1)
+    expect(call.locator("pre").first).not_to_be_visible()  # folded
+    call.locator("summary").click()
+    expect(call.locator("summary")).to_have_text("Tool call: web_fetch")
+    expect(call.locator("pre").first).to_contain_text('"url": "http://127.0.0.1:9/private"')
+    expect(call.locator(".tool-result")).not_to_contain_text("Running")
+
+    page.reload()  # the stored turn shows the same fold
+    stored = last_reply(page).locator("details.tool-call")
+    expect(stored.locator("summary")).to_have_text("Tool call: web_fetch")
+
+
+def test_image_and_file_attachments_are_uploaded_and_sent_with_the_message(chat_upstream, logged_in_page, tmp_path):
+    page = logged_in_page
+    chat_upstream.script(Text("I see a green picture and your notes."))
+    image, notes = tmp_path / "green.png", tmp_path / "notes.txt"
+    image.write_bytes(png_bytes())
+    notes.write_text("The launch code word is PAPAYA.")
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name="Attach files").click()
+    chooser.value.set_files([str(image), str(notes)])
+    attachments = page.get_by_role("list", name="Files to send")
+    expect(attachments.get_by_text("notes.txt")).to_be_visible()
+    expect(attachments).not_to_contain_text("uploading")
+    page.get_by_label("Message").fill("What is in these?")
+    page.get_by_role("button", name="Send").click()
+    expect(last_reply(page)).to_have_attribute("data-status", "complete")
+
+    content = chat_upstream.bodies()[-1]["messages"][-1]["content"]
+    kinds = [part["type"] for part in content]
+    assert "image_url" in kinds
+    assert next(part for part in content if part["type"] == "image_url")["image_url"]["url"].startswith(
+        "data:image/png;base64,")
+    assert any("PAPAYA" in part.get("text", "") for part in content)
+
+    mine = page.get_by_role("log").locator("article.message-user").last
+    expect(mine.get_by_role("img", name="green.png")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(mine).to_contain_text("notes.txt")
+    expect(attachments.locator("li")).to_have_count(0)  # the composer's list is emptied once sent
+
+
+def test_dictation_shows_an_error_when_the_microphone_is_refused(logged_in_page):
+    page = logged_in_page  # the context was never granted the microphone
+    page.get_by_role("button", name="Dictate").click()
+    expect(page.get_by_role("alert").filter(has_text="microphone is blocked").first).to_be_visible()
+    expect(page.get_by_role("button", name="Dictate")).to_have_attribute("aria-pressed", "false")
+
+
+def test_dictation_through_a_provider_that_cannot_work_says_why(voice_config, logged_in_page):
+    voice_config(stt_provider="hosted")  # hosted speech needs an OpenAI-compatible provider; this one is offline
+    page = logged_in_page
+    page.context.grant_permissions(["microphone"])
+    page.get_by_role("button", name="Dictate").click()
+    expect(page.get_by_role("button", name="Finish dictation")).to_be_visible()
+    page.wait_for_timeout(1000)  # a second of sound from the fake microphone: what a person would say
+    page.get_by_role("button", name="Finish dictation").click()
+    expect(page.get_by_role("alert").filter(has_text="Dictation failed").first).to_contain_text("Hosted speech")
+    expect(page.get_by_role("button", name="Dictate")).to_be_enabled()
+
+
+def test_dictation_with_the_local_provider_writes_what_was_said(voice_config, logged_in_page, spoken_wav):
+    if spoken_wav is None:
+        pytest.skip("needs espeak-ng to give the fake microphone something to say")
+    voice_config(stt_provider="local")
+    page = logged_in_page
+    page.context.grant_permissions(["microphone"])
+    page.get_by_role("button", name="Dictate").click()
+    expect(page.get_by_role("button", name="Finish dictation")).to_be_visible()
+    page.wait_for_timeout(2600)  # the fake microphone says the sentence (2.5 s) at least once
+    page.get_by_role("button", name="Finish dictation").click()
+    message = page.get_by_label("Message")
+    expect(message).to_have_value(re.compile(r"weather|sunny|hello", re.IGNORECASE), timeout=20_000)
+
+
+def test_read_aloud_plays_server_speech_and_shows_a_provider_failure(voice_config, chat_upstream, logged_in_page):
+    page = logged_in_page
+    chat_upstream.script(Text("Hello there."))
+    page.get_by_label("Message").fill("Say hello")
+    page.get_by_label("Message").press("Enter")
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "complete")
+
+    voice_config(tts_provider="local")
+    with page.expect_response(re.compile(r"/api/voice/tts$")) as spoken:
+        reply.get_by_role("button", name="Read aloud").click()
+    assert spoken.value.status == 200
+    assert spoken.value.headers["content-type"].startswith("audio/")
+    assert spoken.value.request.post_data_json["text"] == "Hello there."
+
+    voice_config(tts_provider="hosted")
+    page.reload()
+    last_reply(page).get_by_role("button", name="Read aloud").click()
+    # Hosted speech goes where the LLM goes: the fake upstream, which has no speech endpoint.
+    expect(page.get_by_role("alert").filter(has_text="Read-aloud failed").first).to_contain_text(
+        re.compile("hosted speech", re.IGNORECASE))

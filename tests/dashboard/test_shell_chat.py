@@ -242,6 +242,8 @@ def test_chat_fits_phone_and_desktop_screens(chat_upstream, dashboard_server, pa
     expect(last_reply(page)).to_have_attribute("data-status", "complete")
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"the page is {overflow} px wider than a {viewport['width']} px screen"
+    for name in ("Chat", "Knowledge", "Scheduler", "Workflows", "MCP", "Settings"):
+        expect(page.get_by_role("link", name=name, exact=True)).to_be_in_viewport()  # no link scrolled out of sight
     if viewport is PHONE:
         # The chat list folds away on a phone, behind a button.
         expect(page.get_by_role("button", name="New chat", exact=True)).to_be_hidden()

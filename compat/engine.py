@@ -14,11 +14,13 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.model_sources import model_source_for, model_sources
 from agentsite.agent.providers import collect, default_model, get_provider
+from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
 from agentsite.errors import AppError, openai_envelope, openai_param
 from agentsite.sse import sse_event
@@ -75,6 +77,13 @@ class Completion:
         request = translate.to_chat_request(self.body, self.provider_model, self.messages)
         return get_provider(self.settings).stream(request)
 
+    def batches(self) -> AsyncIterator[list[StreamEvent]]:
+        """events() in lists of the events that were ready together (Provider.stream_batches)."""
+        if self.source is not None or self.is_agent:
+            return one_per_list(self.events())
+        request = translate.to_chat_request(self.body, self.provider_model, self.messages)
+        return get_provider(self.settings).stream_batches(request)
+
     async def result(self) -> dict[str, Any]:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
         a stream."""
@@ -91,13 +100,13 @@ class Completion:
     async def chunks(self) -> AsyncIterator[bytes]:
         """The stream's SSE bytes, started: the upstream's first event has arrived (or it failed, and the
         AppError is raised here), so an upstream that refuses the connection is a proper 502, not an error
-        chunk after a success status."""
-        events = self.events()
+        chunk after a success status. Events that were ready together leave in one piece of bytes."""
+        batches = self.batches()
         try:
-            first: StreamEvent | None = await anext(events)
+            first: list[StreamEvent] = await anext(batches)
         except StopAsyncIteration:
-            first = None
-        return _chunks(_chained(first, events), cid=self.cid, model=self.body.model,
+            first = []
+        return _chunks(_chained(first, batches), cid=self.cid, model=self.body.model,
                        include_usage=bool(self.body.stream_options and self.body.stream_options.include_usage))
 
 
@@ -122,20 +131,22 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Any
             raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
 
 
-async def _chained(first: StreamEvent | None, rest: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
-    if first is not None:
+async def _chained(first: list[StreamEvent], rest: AsyncIterator[list[StreamEvent]]
+                   ) -> AsyncIterator[list[StreamEvent]]:
+    async with aclosing(rest):
         yield first
-    async for event in rest:
-        yield event
+        async for batch in rest:
+            yield batch
 
 
 _SPLIT = "\x00split\x00"
 _SPLIT_JSON = json.dumps(_SPLIT).encode()
 
 
-async def _chunks(events: AsyncIterator[StreamEvent], *, cid: str, model: str,
+async def _chunks(batches: AsyncIterator[list[StreamEvent]], *, cid: str, model: str,
                   include_usage: bool) -> AsyncIterator[bytes]:
-    """chat.completion.chunk events, then [DONE]. A client hang-up cancels this and, with it, the upstream."""
+    """chat.completion.chunk events, then [DONE]; the events of one batch as one piece of bytes. A client
+    hang-up cancels this and, with it, the upstream."""
     created = int(time.time())
 
     def chunk(**fields: Any) -> bytes:
@@ -145,32 +156,39 @@ async def _chunks(events: AsyncIterator[StreamEvent], *, cid: str, model: str,
     # byte for byte what chunk(delta={"content": text}) gives, without building and encoding the object.
     head, tail = chunk(delta={"content": _SPLIT}).split(_SPLIT_JSON)
 
-    yield chunk(delta={"role": "assistant", "content": ""})
+    out = [chunk(delta={"role": "assistant", "content": ""})]
     usage = Usage()
     finish = "stop"
     tool_index = 0
     try:
-        async for event in events:
-            if isinstance(event, TextDelta) and event.text:
-                yield head + json.dumps(event.text).encode() + tail
-            elif isinstance(event, ToolCallEvent):
-                yield chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]})
-                tool_index += 1
-            elif isinstance(event, Usage):
-                usage = event
-            elif isinstance(event, Finish):
-                finish = event.reason
+        async for batch in batches:
+            for event in batch:
+                if isinstance(event, TextDelta) and event.text:
+                    out.append(head + json.dumps(event.text).encode() + tail)
+                elif isinstance(event, ToolCallEvent):
+                    out.append(chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]}))
+                    tool_index += 1
+                elif isinstance(event, Usage):
+                    usage = event
+                elif isinstance(event, Finish):
+                    finish = event.reason
+            if out:
+                yield b"".join(out)
+                out = []
     except AppError as exc:  # a started stream ends with an error chunk, which SDKs raise as an APIError
-        yield sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
+        out.append(sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc))))
+        yield b"".join(out)
         return
     except Exception:  # a boundary: never a hanging or broken stream
         logger.exception("The /v1 stream failed")
-        yield sse_event(openai_envelope("internal_error", "The server failed; the error was logged.", 500))
+        out.append(sse_event(openai_envelope("internal_error", "The server failed; the error was logged.", 500)))
+        yield b"".join(out)
         return
-    yield chunk(delta={}, finish_reason=translate.finish_reason_out(finish))
+    out.append(chunk(delta={}, finish_reason=translate.finish_reason_out(finish)))
     if include_usage:
-        yield chunk(usage=usage.as_dict())
-    yield sse_event("[DONE]")
+        out.append(chunk(usage=usage.as_dict()))
+    out.append(sse_event("[DONE]"))
+    yield b"".join(out)
 
 
 def embeddings(body: EmbeddingRequest) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from agentsite.agent.types import (
     ToolSpec,
     Usage,
 )
+from agentsite.errors import AppError
 from tests.agent.conftest import API_KEY
 from tests.fakes.llm import Call, Raw, Text, ToolCalls
 
@@ -169,3 +170,36 @@ async def test_openai_reads_on_past_done_so_the_connection_is_reused(fake_openai
     first, second = fake_openai.requests
     assert first.connection == second.connection
     assert fake_openai.hangups == 0
+
+
+async def test_events_sent_together_come_in_one_batch_and_paced_ones_each_at_once(fake_openai, openai_settings):
+    """stream_batches groups what one network read brought (cheaper to write out) and never holds an event for
+    a later read; flattened, it is stream() event for event."""
+    pieces = [f"w{i} " for i in range(40)]
+    provider = get_provider(openai_settings)
+    fake_openai.script(Text("".join(pieces), pieces=pieces, usage=(3, 40)), Text("".join(pieces), pieces=pieces,
+                                                                                  usage=(3, 40)))
+    batches = [batch async for batch in provider.stream_batches(hello_request())]
+    assert [event for batch in batches for event in batch] == await events_of(provider, hello_request())
+    assert all(batches) and len(batches) < 10  # 43 events sent at once: a few reads, not one step each
+
+    paced = ["one ", "two ", "three"]
+    fake_openai.script(Text("".join(paced), pieces=paced, delay=0.15))
+    texts = [[event.text for event in batch if isinstance(event, TextDelta)]
+             async for batch in provider.stream_batches(hello_request())]
+    assert [batch for batch in texts if batch] == [["one "], ["two "], ["three"]]
+
+
+async def test_a_malformed_chunk_after_good_ones_in_one_read_still_delivers_the_good_ones(fake_openai,
+                                                                                         openai_settings):
+    good = 'data: {"choices":[{"index":0,"delta":{"content":"kept"}}]}\n\n'
+    fake_openai.script(Raw(good + 'data: {"choices": "not a list"}\n\n'))
+    seen = []
+    try:
+        async for event in get_provider(openai_settings).stream(hello_request()):
+            seen.append(event)
+    except AppError as exc:
+        assert "malformed" in exc.message
+    else:
+        raise AssertionError("the malformed chunk was not refused")
+    assert seen == [TextDelta("kept")]

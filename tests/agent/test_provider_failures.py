@@ -177,25 +177,17 @@ async def test_a_text_reply_after_failures_still_works_on_the_same_provider(upst
     assert "".join(getattr(event, "text", "") for event in events) == "fine now"
 
 
-class _Chunks:
-    """A response body arriving in the given pieces (what aiohttp's iter_any yields)."""
-
-    def __init__(self, pieces: list[bytes]):
-        self.content = self
-        self.pieces = pieces
-
-    async def iter_any(self):
-        for piece in self.pieces:
-            yield piece
-
-
 @pytest.mark.parametrize("pieces", [
     [b"data: a\r\n\r\ndata: \xc3", b"\xa9\r", b"\n\r\ndata: last"],  # CRLF and a character split across chunks
     [b"data: a\r\rdata: \xc3\xa9\r\r", b"data: last"],  # bare CRs
     [b"data: a\n\ndata: \xc3\xa9\n", b"\ndata: last"],
+    # a field name split between chunks; a comment; no final blank line
+    [b"data: a\n\nda", b"ta: \xc3\xa9\n\n: a comment\nevent: x\ndata: last\n"],
 ])
-async def test_sse_lines_split_at_any_line_break_however_the_chunks_fall(pieces):
-    from agentsite.agent.providers.http import _lines, parse_sse
+def test_sse_lines_split_at_any_line_break_however_the_chunks_fall(pieces):
+    from agentsite.agent.providers.http import SseDecoder
 
-    events = [event.data async for event in parse_sse(_lines(_Chunks(pieces)))]
-    assert events == ["a", "é", "last"]
+    decoder = SseDecoder()
+    batches = [[event.data for event in decoder.feed(piece)] for piece in pieces] + [[e.data for e in decoder.end()]]
+    assert [data for batch in batches for data in batch] == ["a", "é", "last"]
+    assert batches[0] == ["a"]  # an event is given out with the chunk that completes it, never held for the next

@@ -4,6 +4,7 @@ gives, whatever the text holds."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -16,20 +17,39 @@ TEXTS = ["plain", 'quotes " and \\ backslashes', "line\nbreaks\tand tabs", "√ºn√
          "\x00 nul", "</script>"]
 
 
-async def _events():
-    for text in TEXTS:
-        yield TextDelta(text)
-    yield Finish("stop")
+async def _batches(size: int):
+    events = [*(TextDelta(text) for text in TEXTS), Finish("stop")]
+    for start in range(0, len(events), size):
+        yield events[start:start + size]
+
+
+def _sse_events(body: bytes) -> list[bytes]:
+    return [event + b"\n\n" for event in body.split(b"\n\n") if event]
 
 
 async def test_text_chunks_are_byte_for_byte_the_encoded_chunk_objects():
-    chunks = [chunk async for chunk in _chunks(_events(), cid="chatcmpl-1", model='a "model"', include_usage=False)]
-    created = json.loads(chunks[0][len(b"data: "):])["created"]
-    for text, got in zip(TEXTS, chunks[1:1 + len(TEXTS)], strict=True):
+    pieces = [piece async for piece in _chunks(_batches(1), cid="chatcmpl-1", model='a "model"', include_usage=False)]
+    events = _sse_events(b"".join(pieces))
+    created = json.loads(events[0][len(b"data: "):])["created"]
+    for text, got in zip(TEXTS, events[1:1 + len(TEXTS)], strict=True):
         expected = sse_event(translate.chunk_object(cid="chatcmpl-1", created=created, model='a "model"',
                                                     delta={"content": text}))
         assert got == expected
         assert json.loads(got[len(b"data: "):])["choices"][0]["delta"]["content"] == text
+
+
+async def test_events_ready_together_leave_as_one_piece_with_the_same_bytes():
+    one_by_one = [piece async for piece in _chunks(_batches(1), cid="c", model="m", include_usage=True)]
+    together = [piece async for piece in _chunks(_batches(3), cid="c", model="m", include_usage=True)]
+    # A piece per batch that holds text (the role chunk goes with the first), then the finish, usage and [DONE].
+    assert len(one_by_one) == len(TEXTS) + 1 and len(together) == -(-(len(TEXTS) + 1) // 3) + 1
+    strip = [_created_zeroed(event) for event in _sse_events(b"".join(one_by_one))]
+    assert strip == [_created_zeroed(event) for event in _sse_events(b"".join(together))]
+    assert strip[-1] == b"data: [DONE]\n\n"
+
+
+def _created_zeroed(event: bytes) -> bytes:
+    return re.sub(rb'"created": \d+', b'"created": 0', event)
 
 
 @pytest.mark.parametrize(("env", "url", "expected"), [

@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.multimodal import anthropic_content
-from agentsite.agent.providers.base import Provider
-from agentsite.agent.providers.http import Upstream, post_json, stream_sse
+from agentsite.agent.providers.base import Provider, flatten
+from agentsite.agent.providers.http import Upstream, post_json, stream_sse_batches
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -23,6 +23,7 @@ from agentsite.agent.types import (
     ToolCallEvent,
     Usage,
 )
+from agentsite.errors import AppError
 
 logger = logging.getLogger(__name__)
 
@@ -111,15 +112,25 @@ class AnthropicProvider(Provider):
             body["tool_choice"] = choice
         return body
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        return flatten(self.stream_batches(request))
+
+    async def stream_batches(self, request: ChatRequest) -> AsyncIterator[list[StreamEvent]]:
         upstream = self._upstream()
         state = _StreamState(upstream)
-        async with aclosing(stream_sse(upstream, self.wire_request(request, stream=True))) as events:
-            async for sse in events:
-                for event in state.feed(sse.data):
-                    yield event
-        for event in state.finish():
-            yield event
+        async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:
+            async for read in reads:
+                events: list[StreamEvent] = []
+                try:
+                    for sse in read:
+                        events += state.feed(sse.data)
+                except AppError:
+                    if events:  # what came before the failing event still reaches the client
+                        yield events
+                    raise
+                if events:
+                    yield events
+        yield state.finish()
 
     async def complete(self, request: ChatRequest) -> Completion:
         upstream = self._upstream()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import ClassVar
 
 from agentsite.agent.types import ChatRequest, Completion, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
@@ -37,11 +38,32 @@ class Provider(ABC):
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """An async generator of stream events (see the class docstring)."""
 
+    def stream_batches(self, request: ChatRequest) -> AsyncIterator[list[StreamEvent]]:
+        """stream()'s events in lists, in the same order: each list holds events that were ready together (a
+        network read's worth) and is never empty, so writing a list out as it comes delays no event. A
+        provider whose upstream delivers several events per read overrides this (and builds stream() on it);
+        the default gives one event per list."""
+        return one_per_list(self.stream(request))
+
     async def complete(self, request: ChatRequest) -> Completion:
         return await collect(self.stream(request))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"
+
+
+async def one_per_list(events: AsyncIterator[StreamEvent]) -> AsyncIterator[list[StreamEvent]]:
+    async with aclosing(events):
+        async for event in events:
+            yield [event]
+
+
+async def flatten(batches: AsyncIterator[list[StreamEvent]]) -> AsyncIterator[StreamEvent]:
+    """A stream_batches() iterator's events one by one (closing it when left early)."""
+    async with aclosing(batches):
+        async for batch in batches:
+            for event in batch:
+                yield event
 
 
 async def collect(events: AsyncIterator[StreamEvent]) -> Completion:

@@ -198,8 +198,11 @@ class SseEvent:
     data: str
 
 
-async def stream_sse(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[SseEvent]:
-    """POST a JSON body and yield the reply's server-sent events; raises the upstream AppError.
+async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[list[SseEvent]]:
+    """POST a JSON body and yield the reply's server-sent events, a list per network read: the events that
+    read completed (never an empty list). Nothing waits for a later read, so a consumer that writes a list out
+    at once delays no event; events a fast upstream sent together cost one step instead of one each.
+    Raises the upstream AppError.
 
     Leaving the generator early (a cancelled consumer, aclose()) closes the connection (a half-read one is
     never returned to the pool); one read to its end goes back to the pool.
@@ -213,8 +216,14 @@ async def stream_sse(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[
     try:
         if response.status >= 400:
             raise upstream.error(error_text(await _read_capped(response)), status=response.status)
-        async for event in parse_sse(_lines(response)):
-            yield event
+        decoder = SseDecoder()
+        async for chunk in response.content.iter_any():
+            events = decoder.feed(chunk)
+            if events:
+                yield events
+        events = decoder.end()
+        if events:
+            yield events
         complete = True
     except UPSTREAM_ERRORS as exc:
         raise transport_error(upstream, exc) from None
@@ -229,23 +238,58 @@ async def stream_sse(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[
 _LINE_BREAK = re.compile("\r\n|\r|\n")
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
-    """The body's text lines, split at CRLF, CR or LF (as SSE allows) however the chunks fall."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    pending = ""
-    async for chunk in response.content.iter_any():
-        text = pending + decoder.decode(chunk)
+class SseDecoder:
+    """Server-sent events from a body's bytes, however its chunks fall.
+
+    `feed(chunk)` returns the events that chunk completed, `end()` those the end of the body completes.
+    Lines end at CRLF, CR or LF (a CRLF or a UTF-8 character split between chunks is joined); the WHATWG
+    field rules apply: a blank line ends an event, a line starting with ':' is a comment, `data` lines are
+    joined with newlines, `event` names the event ("message" when absent), other fields are ignored. A body
+    that ends without the final blank line (or line break) still delivers its last event.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._pending = ""  # the start of a line whose end has not arrived
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        text = self._pending + self._decoder.decode(chunk)
         held = text.endswith("\r")  # maybe the first half of a CRLF whose LF comes in the next chunk
-        parts = _LINE_BREAK.split(text[:-1] if held else text)
-        pending = parts.pop() + ("\r" if held else "")
-        for line in parts:
-            yield line
-    parts = _LINE_BREAK.split(pending + decoder.decode(b"", final=True))
-    last = parts.pop()
-    for line in parts:
-        yield line
-    if last:  # a body that ends without a line break still delivers its last line
-        yield last
+        lines = _LINE_BREAK.split(text[:-1] if held else text)
+        self._pending = lines.pop() + ("\r" if held else "")
+        return self._fields(lines)
+
+    def end(self) -> list[SseEvent]:
+        lines = _LINE_BREAK.split(self._pending + self._decoder.decode(b"", final=True))
+        self._pending = ""
+        if not lines[-1]:
+            lines.pop()
+        events = self._fields(lines)
+        if self._data:
+            events.append(SseEvent(self._event or "message", "\n".join(self._data)))
+            self._event, self._data = "", []
+        return events
+
+    def _fields(self, lines: list[str]) -> list[SseEvent]:
+        events: list[SseEvent] = []
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append(SseEvent(self._event or "message", "\n".join(self._data)))
+                self._event, self._data = "", []
+                continue
+            if line[0] == ":":
+                continue
+            name, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+        return events
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
@@ -255,25 +299,3 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
         if len(body) >= MAX_ERROR_BODY:
             break
     return bytes(body)
-
-
-async def parse_sse(lines: AsyncIterator[str]) -> AsyncIterator[SseEvent]:
-    """Server-sent events from text lines (the WHATWG rules: blank line ends an event, ':' is a comment)."""
-    event, data = "", []
-    async for line in lines:
-        if not line:
-            if data:
-                yield SseEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-    if data:  # a stream that ends without the final blank line still delivers its last event
-        yield SseEvent(event or "message", "\n".join(data))

@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.multimodal import openai_content, openai_image
-from agentsite.agent.providers.base import Provider
-from agentsite.agent.providers.http import Upstream, post_json, stream_sse
+from agentsite.agent.providers.base import Provider, flatten
+from agentsite.agent.providers.http import Upstream, post_json, stream_sse_batches
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -26,6 +26,7 @@ from agentsite.agent.types import (
     ToolCallEvent,
     Usage,
 )
+from agentsite.errors import AppError
 
 logger = logging.getLogger(__name__)
 
@@ -121,19 +122,29 @@ class OpenAIProvider(Provider):
             body["tool_choice"] = request.tool_choice
         return body
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        return flatten(self.stream_batches(request))
+
+    async def stream_batches(self, request: ChatRequest) -> AsyncIterator[list[StreamEvent]]:
         upstream = self._upstream()
         state = _StreamState(upstream)
-        async with aclosing(stream_sse(upstream, self.wire_request(request, stream=True))) as events:
-            async for sse in events:
-                # Read on past [DONE] to the end of the body, so the connection can go back to the pool.
-                if state.done or sse.data.strip() == "[DONE]":
-                    state.done = True
-                    continue
-                for event in state.feed(sse.data):
-                    yield event
-        for event in state.finish():
-            yield event
+        async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:
+            async for read in reads:
+                events: list[StreamEvent] = []
+                try:
+                    for sse in read:
+                        # Read on past [DONE] to the end of the body, so the connection can go back to the pool.
+                        if state.done or sse.data.strip() == "[DONE]":
+                            state.done = True
+                            continue
+                        events += state.feed(sse.data)
+                except AppError:
+                    if events:  # what came before a malformed chunk still reaches the client
+                        yield events
+                    raise
+                if events:
+                    yield events
+        yield state.finish()  # never empty: it ends with the Finish
 
     async def complete(self, request: ChatRequest) -> Completion:
         upstream = self._upstream()
@@ -163,6 +174,9 @@ class _StreamState:
         self.done = False
 
     def feed(self, data: str) -> list[StreamEvent]:
+        text = _plain_text(data)
+        if text is not None:
+            return [TextDelta(text)] if text else []
         try:
             chunk = _Chunk.model_validate_json(data)
         except ValidationError as exc:
@@ -208,6 +222,29 @@ class _StreamState:
         reason = self.finish_reason or ("tool_calls" if self.calls else "stop")
         events.append(Finish(reason))
         return events
+
+
+def _plain_text(data: str) -> str | None:
+    """The text of the commonest chunk, read without building models: one choice (index an int) whose delta
+    holds string content and no tool calls, no finish reason, no usage, no error. None for any other chunk,
+    which _Chunk validates in full (the answer is the same either way; this is only faster)."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return None
+    if type(chunk) is not dict or chunk.get("usage") is not None or chunk.get("error") is not None:
+        return None
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict or choice.get("finish_reason") is not None or type(choice.get("index", 0)) is not int:
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or delta.get("tool_calls") is not None:
+        return None
+    content = delta.get("content")
+    return content if type(content) is str else None
 
 
 def _parse_call(call_id: str | None, name: str, arguments: str | dict[str, Any] | None) -> ToolCall:

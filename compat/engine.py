@@ -106,7 +106,7 @@ class Completion:
             first: list[StreamEvent] = await anext(batches)
         except StopAsyncIteration:
             first = []
-        return _chunks(_chained(first, batches), cid=self.cid, model=self.body.model,
+        return _chunks(first, batches, cid=self.cid, model=self.body.model,
                        include_usage=bool(self.body.stream_options and self.body.stream_options.include_usage))
 
 
@@ -131,22 +131,14 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Any
             raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
 
 
-async def _chained(first: list[StreamEvent], rest: AsyncIterator[list[StreamEvent]]
-                   ) -> AsyncIterator[list[StreamEvent]]:
-    async with aclosing(rest):
-        yield first
-        async for batch in rest:
-            yield batch
-
-
 _SPLIT = "\x00split\x00"
 _SPLIT_JSON = json.dumps(_SPLIT).encode()
 
 
-async def _chunks(batches: AsyncIterator[list[StreamEvent]], *, cid: str, model: str,
+async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]], *, cid: str, model: str,
                   include_usage: bool) -> AsyncIterator[bytes]:
-    """chat.completion.chunk events, then [DONE]; the events of one batch as one piece of bytes. A client
-    hang-up cancels this and, with it, the upstream."""
+    """chat.completion.chunk events for `first` and then each batch, then [DONE]; the events of one batch as
+    one piece of bytes. A client hang-up cancels this and, with it, the upstream (closed on the way out)."""
     created = int(time.time())
 
     def chunk(**fields: Any) -> bytes:
@@ -160,21 +152,30 @@ async def _chunks(batches: AsyncIterator[list[StreamEvent]], *, cid: str, model:
     usage = Usage()
     finish = "stop"
     tool_index = 0
+
+    def render(batch: list[StreamEvent]) -> None:
+        nonlocal usage, finish, tool_index
+        for event in batch:
+            if isinstance(event, TextDelta) and event.text:
+                out.append(head + json.dumps(event.text).encode() + tail)
+            elif isinstance(event, ToolCallEvent):
+                out.append(chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]}))
+                tool_index += 1
+            elif isinstance(event, Usage):
+                usage = event
+            elif isinstance(event, Finish):
+                finish = event.reason
+
     try:
-        async for batch in batches:
-            for event in batch:
-                if isinstance(event, TextDelta) and event.text:
-                    out.append(head + json.dumps(event.text).encode() + tail)
-                elif isinstance(event, ToolCallEvent):
-                    out.append(chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]}))
-                    tool_index += 1
-                elif isinstance(event, Usage):
-                    usage = event
-                elif isinstance(event, Finish):
-                    finish = event.reason
-            if out:
-                yield b"".join(out)
-                out = []
+        async with aclosing(batches):
+            render(first)
+            yield b"".join(out)  # the role chunk and the first events
+            out.clear()
+            async for batch in batches:
+                render(batch)
+                if out:
+                    yield b"".join(out)
+                    out.clear()
     except AppError as exc:  # a started stream ends with an error chunk, which SDKs raise as an APIError
         out.append(sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc))))
         yield b"".join(out)

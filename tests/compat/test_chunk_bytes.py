@@ -23,12 +23,19 @@ async def _batches(size: int):
         yield events[start:start + size]
 
 
+async def _pieces(size: int, **options) -> list[bytes]:
+    """What _chunks writes for the events in batches of `size`, given as Completion.chunks() gives them."""
+    batches = _batches(size)
+    first = await anext(batches)
+    return [piece async for piece in _chunks(first, batches, **options)]
+
+
 def _sse_events(body: bytes) -> list[bytes]:
     return [event + b"\n\n" for event in body.split(b"\n\n") if event]
 
 
 async def test_text_chunks_are_byte_for_byte_the_encoded_chunk_objects():
-    pieces = [piece async for piece in _chunks(_batches(1), cid="chatcmpl-1", model='a "model"', include_usage=False)]
+    pieces = await _pieces(1, cid="chatcmpl-1", model='a "model"', include_usage=False)
     events = _sse_events(b"".join(pieces))
     created = json.loads(events[0][len(b"data: "):])["created"]
     for text, got in zip(TEXTS, events[1:1 + len(TEXTS)], strict=True):
@@ -39,8 +46,8 @@ async def test_text_chunks_are_byte_for_byte_the_encoded_chunk_objects():
 
 
 async def test_events_ready_together_leave_as_one_piece_with_the_same_bytes():
-    one_by_one = [piece async for piece in _chunks(_batches(1), cid="c", model="m", include_usage=True)]
-    together = [piece async for piece in _chunks(_batches(3), cid="c", model="m", include_usage=True)]
+    one_by_one = await _pieces(1, cid="c", model="m", include_usage=True)
+    together = await _pieces(3, cid="c", model="m", include_usage=True)
     # A piece per batch that holds text (the role chunk goes with the first), then the finish, usage and [DONE].
     assert len(one_by_one) == len(TEXTS) + 1 and len(together) == -(-(len(TEXTS) + 1) // 3) + 1
     strip = [_created_zeroed(event) for event in _sse_events(b"".join(one_by_one))]

@@ -75,8 +75,8 @@ class NodeInputSerializer(serializers.Serializer):
     id = serializers.CharField(max_length=64, required=False)
     type = serializers.CharField(max_length=20)
     name = serializers.CharField(max_length=64)
-    config = serializers.DictField(required=False)
-    position = serializers.DictField(required=False)
+    config = serializers.DictField(required=False, allow_null=True, help_text="Absent or null: {}.")
+    position = serializers.DictField(required=False, allow_null=True, help_text="Absent or null: {x: 0, y: 0}.")
 
 
 # `async` is a Python keyword, so this serializer is built with it as a plain key (like EdgeSerializer).
@@ -122,6 +122,17 @@ class ExportSerializer(serializers.Serializer):
     # The limits of a saved workflow (WorkflowInputSerializer), so an import is refused on its length first.
     nodes = NodeSerializer(many=True, max_length=500)
     edges = EdgeSerializer(many=True, max_length=5000)
+
+
+class ImportSerializer(serializers.Serializer):
+    """What an import accepts: an export document, whose nodes may leave out what a created workflow's may
+    (id, config, position), as an older or hand-written export does."""
+    format = serializers.CharField(help_text=f"{selectors.EXPORT_FORMAT!r}.")
+    version = serializers.IntegerField(help_text=f"At most {selectors.EXPORT_VERSION}.")
+    name = serializers.CharField(max_length=64)
+    description = serializers.CharField(max_length=services.MAX_DESCRIPTION, required=False, allow_blank=True)
+    nodes = NodeInputSerializer(many=True, required=False, max_length=500)
+    edges = EdgeSerializer(many=True, required=False, max_length=5000)
 
 
 def _workflow_data(workflow) -> dict[str, Any]:
@@ -237,8 +248,10 @@ class ExportView(APIView):
 
 
 class ImportView(APIView):
-    @extend_schema(request=ExportSerializer, responses={201: WorkflowSerializer, 409: NAME_TAKEN})
+    @extend_schema(request=ImportSerializer, responses={201: WorkflowSerializer, 409: NAME_TAKEN})
     def post(self, request: Request) -> Response:
+        services.check_export_header(request.data)  # "not an export" before any field's type
+        validated(ImportSerializer, request.data)  # the fields' types, lengths and text, as the schema says
         workflow = services.workflow_import(owner=request.user, document=request.data)
         return Response(_workflow_data(workflow), status=status.HTTP_201_CREATED)
 

@@ -140,8 +140,22 @@ def node_from_wire(item: Any, index: int, problems: Problems) -> Node | None:
     if not isinstance(kind, str) or not isinstance(name, str) or not isinstance(config, dict):
         problems.add(f"node:{node_id}", f"{where} ({node_id}) needs a string type and name, and an object config.")
         return None
+    if holds_nul(config):  # PostgreSQL cannot store one; SQLite could, and the answer must not depend on it
+        problems.add(f"node:{node_id}", f"{where} ({node_id}): config text cannot hold NUL characters.")
+        return None
     position = _position(item.get("position"), where, problems)
     return Node(node_id, kind, name, config, position)
+
+
+def holds_nul(value: Any) -> bool:
+    """Whether a JSON value has a NUL character in any string, key or value, at any depth."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(item) for item in value)
+    return False
 
 
 def _position(value: Any, where: str, problems: Problems) -> dict[str, float]:

@@ -137,8 +137,9 @@ def workflow_delete(*, workflow: Workflow) -> None:
     workflow.delete()  # nodes, edges and runs go with it
 
 
-def workflow_import(*, owner: Any, document: Any) -> Workflow:
-    """Create a workflow from an export document. Raises AppError 400 (naming the problem), 409 `conflict`."""
+def check_export_header(document: Any) -> None:
+    """An import's document must be an agentsite export of a version this server reads, with no unknown
+    fields. Raises AppError 400 naming the problem."""
     if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
         raise AppError("invalid", f"This is not an agentsite workflow export (format must be {EXPORT_FORMAT!r}).",
                        400, {"format": [f"Expected {EXPORT_FORMAT!r}."]})
@@ -152,11 +153,13 @@ def workflow_import(*, owner: Any, document: Any) -> Workflow:
     unknown = sorted(set(document) - {"format", "version", "name", "description", "nodes", "edges"})
     if unknown:
         raise AppError("invalid", f"Unknown fields in the export: {', '.join(unknown)}.", 400, {"fields": unknown})
-    description = document.get("description", "")
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
-        raise AppError("invalid", f"description must be text of at most {MAX_DESCRIPTION} characters.", 400,
-                       {"description": ["Give a string."]})
-    return workflow_create(owner=owner, name=document.get("name"), description=description,
+
+
+def workflow_import(*, owner: Any, document: dict[str, Any]) -> Workflow:
+    """Create a workflow from an export document whose header passed check_export_header and whose fields
+    have their types (the view's serializer). Raises AppError 400 (naming the problem), 409 `conflict`."""
+    check_export_header(document)
+    return workflow_create(owner=owner, name=document.get("name"), description=document.get("description", ""),
                            nodes=document.get("nodes", []), edges=document.get("edges", []))
 
 

@@ -192,6 +192,27 @@ def test_import_refuses_a_bad_or_newer_document(owner_client, document, field):
         assert "newer" in response.json()["error"]["message"]
 
 
+def test_an_import_may_leave_out_node_config_as_a_created_workflow_may(owner_client):
+    document = {"format": "agentsite.workflow", "version": 1, "name": "bare",
+                "nodes": [{"id": "in", "type": "input", "name": "input"}], "edges": []}
+    imported = owner_client.post("/api/workflows/import", document, format="json")
+    assert imported.status_code == 201, imported.content
+    assert imported.json()["nodes"][0]["config"] == {}
+
+
+def test_nul_characters_are_refused_wherever_workflow_text_is_stored(owner_client):
+    """PostgreSQL cannot store a NUL (SQLite can): refused alike on both, naming where, with nothing stored."""
+    code = [{"id": "in", "type": "input", "name": "input"},
+            {"id": "c", "type": "code", "name": "c", "config": {"code": "return 1;", "notes": ["a\x00b"]}}]
+    created = owner_client.post("/api/workflows", {"name": "nul", "nodes": code, "edges": []}, format="json")
+    assert created.status_code == 400 and "NUL" in created.json()["error"]["message"], created.content
+    imported = owner_client.post("/api/workflows/import", {
+        "format": "agentsite.workflow", "version": 1, "name": "nul", "description": "a\x00b", "nodes": [],
+        "edges": []}, format="json")
+    assert imported.status_code == 400 and "description" in imported.json()["error"]["details"]
+    assert owner_client.get("/api/workflows").json()["count"] == 0
+
+
 def test_deleting_a_workflow_removes_its_runs(owner_client):
     workflow = create(owner_client).json()
     owner_client.post(f"/api/workflows/{workflow['id']}/run", {"input": "x"}, format="json")

@@ -273,8 +273,19 @@ def _install_daphne_headers(request_class: type, channel_class: type) -> None:
                                              b"Content-Length: 0", b"Connection: close"]) + b"\r\n\r\n")
         self.loseConnection()
 
+    original_connection_made = channel_class.connectionMade
+
+    def connection_made(self):
+        original_connection_made(self)
+        # Nagle off, as uvicorn and asyncio servers have it: a streamed event written while the previous one
+        # is unacknowledged would otherwise wait for that ACK (a round trip, or a delayed ACK's 40 ms).
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            set_no_delay(True)
+
     request_class.handle_reply = handle_reply
     channel_class._respondToBadRequestAndDisconnect = respond_to_bad_request_and_disconnect
+    channel_class.connectionMade = connection_made
     _install_websocket_headers()
 
 

@@ -191,7 +191,7 @@ async def throughput(args: argparse.Namespace, concurrency: int, stream: bool) -
 # --- the local upstream and server ---
 
 
-def serve_upstream(tokens: int) -> None:
+def serve_upstream(tokens: int, pace_ms: float = 0.0) -> None:
     """Run the fake upstream in this process until SIGTERM (the benchmark starts it as a child)."""
     from tests.fakes.llm import FakeOpenAI, Text
 
@@ -203,13 +203,15 @@ def serve_upstream(tokens: int) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with BenchUpstream(default_reply=Text("".join(words), pieces=words)) as fake:
+    reply = Text("".join(words), pieces=words, delay=pace_ms / 1000)
+    with BenchUpstream(default_reply=reply) as fake:
         print(fake.base_url, flush=True)
         stop.wait()
 
 
-def start_upstream(tokens: int) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-upstream", "--tokens", str(tokens)], cwd=ROOT,
+def start_upstream(tokens: int, pace_ms: float = 0.0) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve-upstream", "--tokens", str(tokens), "--pace-ms",
+                             str(pace_ms)], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     base_url = proc.stdout.readline().strip()
@@ -253,11 +255,12 @@ def print_latency(title: str, figures: dict) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict:
-    results: dict = {"tokens": args.tokens, "requests": args.requests}
+    results: dict = {"tokens": args.tokens, "requests": args.requests, "pace_ms": args.pace_ms}
     for stream in (False, True):
         kind = "streaming" if stream else "non-streaming"
         figures = await latency(args, stream)
-        print_latency(f"{kind}, {args.requests} requests each way, interleaved, {args.tokens} tokens each", figures)
+        print_latency(f"{kind}, {args.requests} requests each way, interleaved, {args.tokens} tokens each"
+                      + (f", paced {args.pace_ms} ms" if args.pace_ms else ""), figures)
         results[kind] = figures
     print(f"\nthroughput through the target ({args.seconds:.0f} s per level; requests/s, server CPU ms/request)")
     print(f"{'concurrency':<14}{'streaming':>12}{'CPU':>8}{'non-streaming':>15}{'CPU':>8}")
@@ -295,13 +298,16 @@ def main() -> None:
                         "server's admin; with --target, 'bench')")
     parser.add_argument("--model", default="fake-model")
     parser.add_argument("--tokens", type=int, default=100, help="tokens the local fake upstream streams")
+    parser.add_argument("--pace-ms", type=float, default=0.0,
+                        help="the local fake upstream waits this long before each streamed token (0: it sends them "
+                        "all at once, as a fast upstream does; with a pace each token arrives in a read of its own)")
     parser.add_argument("--requests", type=int, default=200, help="requests each way per latency figure")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput level")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--serve-upstream", action="store_true", help="only run the fake upstream (--tokens)")
     args = parser.parse_args()
     if args.serve_upstream:
-        serve_upstream(args.tokens)
+        serve_upstream(args.tokens, args.pace_ms)
         return
     if args.target and not args.upstream:
         parser.error("--target needs --upstream")
@@ -310,7 +316,7 @@ def main() -> None:
         if not args.target:
             os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
             if not args.upstream:
-                upstream, args.upstream = start_upstream(args.tokens)
+                upstream, args.upstream = start_upstream(args.tokens, args.pace_ms)
             server, token = start_agentsite(args.upstream)
             args.api_key = args.api_key or token
             args.target, args.server_pid = f"{server.base_url}/v1", server.proc.pid

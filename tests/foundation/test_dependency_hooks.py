@@ -31,7 +31,7 @@ from twisted.web import http
 from daphne.http_protocol import WebRequest
 
 HOOKED = {"WebRequest": ["gotLength", "handleContentChunk", "process", "handle_reply"],
-          "HTTPChannel": ["_respondToBadRequestAndDisconnect"]}
+          "HTTPChannel": ["_respondToBadRequestAndDisconnect", "connectionMade"]}
 CLASSES = {"WebRequest": WebRequest, "HTTPChannel": http.HTTPChannel}
 
 def describe(cls, name):
@@ -47,6 +47,16 @@ from agentsite.asgi_limits import install_daphne_body_limit
 facts["installed"] = install_daphne_body_limit(1024)
 facts["patched_by"] = {f"{cls}.{name}": getattr(CLASSES[cls], name).__module__
                        for cls, names in HOOKED.items() for name in names}
+from twisted.internet.testing import StringTransport
+class NoDelayRecorder(StringTransport):
+    no_delay = None
+    def setTcpNoDelay(self, enabled):
+        self.no_delay = enabled
+channel = http.HTTPChannel()
+channel.timeOut = None
+transport = NoDelayRecorder()
+channel.makeConnection(transport)
+facts["no_delay_on_connect"] = transport.no_delay
 print(json.dumps(facts))
 """
 
@@ -66,13 +76,22 @@ def test_daphne_and_twisted_still_have_the_methods_the_hooks_wrap(webrequest_fac
                 "WebRequest.handleContentChunk": {"params": ["self", "data"], "owner": "Request"},
                 "WebRequest.process": {"params": ["self"], "owner": "WebRequest"},
                 "WebRequest.handle_reply": {"params": ["self", "message"], "owner": "WebRequest"},
-                "HTTPChannel._respondToBadRequestAndDisconnect": {"params": ["self"], "owner": "HTTPChannel"}}
+                "HTTPChannel._respondToBadRequestAndDisconnect": {"params": ["self"], "owner": "HTTPChannel"},
+                "HTTPChannel.connectionMade": {"params": ["self"], "owner": "HTTPChannel"}}
     assert webrequest_facts["is_twisted_request"], \
         f"daphne's WebRequest is no longer a Twisted Request: re-check {BODY_LIMIT_HOOK}"
     for name, shape in expected.items():
         assert webrequest_facts["original"][name] == shape, \
             f"{name} changed in daphne/Twisted ({webrequest_facts['original'][name]}, was {shape}): re-check " \
             f"{BODY_LIMIT_HOOK}"
+
+
+def test_every_connection_daphne_accepts_has_nagle_off(webrequest_facts):
+    """A streamed event must not wait for the ACK of the one before (Nagle): the hook on connectionMade turns
+    TCP_NODELAY on through Twisted's transport."""
+    assert callable(getattr(tcp.Server, "setTcpNoDelay", None)), \
+        "twisted.internet.tcp.Server.setTcpNoDelay is gone: re-check connection_made in agentsite/asgi_limits.py"
+    assert webrequest_facts["no_delay_on_connect"] is True
 
 
 def test_the_hooks_replace_every_method_they_name(webrequest_facts):

@@ -6,7 +6,10 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
+        from agentsite.orphan import guard_if_child_of_serve
+
         _request_signals_at_the_end_only()
+        guard_if_child_of_serve()
 
 
 def _request_signals_at_the_end_only() -> None:

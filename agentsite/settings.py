@@ -229,6 +229,8 @@ AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duc
 AGENTSITE_PROCESS_HEARTBEAT_S = env_float("AGENTSITE_PROCESS_HEARTBEAT_S", 10.0, minimum=0.05)
 AGENTSITE_PROCESS_STALE_S = env_float("AGENTSITE_PROCESS_STALE_S", 45.0, minimum=0.1)
 AGENTSITE_PROCESS_SWEEP_S = env_float("AGENTSITE_PROCESS_SWEEP_S", 60.0, minimum=0.05)
+# A child of serve kills its process group this long after serve is gone (agentsite/orphan.py).
+AGENTSITE_ORPHAN_GRACE_S = env_float("AGENTSITE_ORPHAN_GRACE_S", 15.0, minimum=0.0)
 # Plugins (plugins/): the watched directory of tool modules, whether it is watched (off: reload through
 # POST /api/plugins/reload), and a plugin tool's time limit.
 AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()

@@ -17,7 +17,7 @@ from tests.server import PREPARE, ROOT, LiveServer, free_port
 from tests.workflows.conftest import graph, node
 
 QUICK = {"AGENTSITE_PROCESS_SWEEP_S": "0.3", "AGENTSITE_PROCESS_HEARTBEAT_S": "0.2",
-         "AGENTSITE_LOGIN_RATE_LIMIT": "1000"}
+         "AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_ORPHAN_GRACE_S": "2"}
 
 
 def slow_workflow(base_url: str, headers: dict, name: str, delay_ms: int) -> str:
@@ -111,12 +111,18 @@ def test_serve_marks_the_runs_of_a_killed_daphne_and_a_killed_cluster_and_serves
             assert stored["status"] == "error" and "stopped" in stored["error"]["message"], stored
         assert proc.poll() is None
 
-        # serve killed outright: its children get SIGTERM from the kernel (their parent-death signal) and exit.
-        family = children_with(proc.pid, "")
-        assert len(family) >= 2
+        # serve killed outright while a worker is busy: its children get SIGTERM from the kernel (their
+        # parent-death signal); the cluster's graceful stop would wait for the busy worker's 60 s task, so each
+        # child's guard (agentsite/orphan.py) kills its group AGENTSITE_ORPHAN_GRACE_S (2 s here) after serve.
+        busy = requests.post(f"{server.base_url}/api/workflows/{in_worker}/run", headers=headers, timeout=10,
+                             json={"input": "x", "async": True}).json()
+        poll(lambda: run_status(server.base_url, headers, busy["id"])["status"] == "running",
+             "a worker busy with a 60 s run", timeout=30)
+        family = descendants(proc.pid)
+        assert len(family) >= 4, family  # daphne, the cluster and its workers
         os.kill(proc.pid, signal.SIGKILL)
-        poll(lambda: not any(os.path.exists(f"/proc/{pid}/cmdline") and _running(pid) for pid in family),
-             "serve's children gone after serve was killed", timeout=30)
+        poll(lambda: not any(_running(pid) for pid in family), "every process under serve gone after serve was "
+             "killed, the busy worker's too, well before its task's 60 s", timeout=20)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from agentsite.datadir import data_dir_ensure, secrets_ensure
+from agentsite.orphan import SERVE_PID_ENV
 
 STOP_GRACE_S = 15
 # A child that dies unexpectedly is started again after a wait that doubles from 1 s to 30 s while it keeps
@@ -46,6 +47,7 @@ class Command(BaseCommand):
         # One BLAS thread: knowledge-base search is a matrix-vector product that a second thread slows
         # down, erratically, whenever the other core is busy (bench/RESULTS.md). The operator may override.
         self.env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        self.env[SERVE_PID_ENV] = str(os.getpid())  # each child's guard: gone soon after serve (orphan.py)
         children = {name: self._spawn(name, command) for name, command in commands.items()}
         self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
         self._supervise(commands, children)

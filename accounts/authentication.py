@@ -249,6 +249,7 @@ def async_post_view(handler, *, schema_view=None):
     """
     import functools
 
+    from django.http import HttpResponse
     from django.views.decorators.csrf import csrf_exempt
 
     from agentsite.errors import AppError, app_error_response, error_response
@@ -256,15 +257,19 @@ def async_post_view(handler, *, schema_view=None):
     @csrf_exempt
     @functools.wraps(handler)
     async def view(request, *args, **kwargs):
-        if request.method != "POST":
-            response = error_response("method_not_allowed", "Use POST.", 405)
-            response["Allow"] = "POST, OPTIONS"
-            return response
+        # As DRF's views do: the caller first (401 before 405), then the method; OPTIONS says what is allowed.
         try:
             user = await auser_from_bearer_header(request.headers.get("Authorization"))
-            return await handler(request, user, *args, **kwargs)
+            if request.method == "POST":
+                return await handler(request, user, *args, **kwargs)
         except AppError as exc:
             return app_error_response(exc)
+        if request.method == "OPTIONS":
+            response = HttpResponse(status=200)
+        else:
+            response = error_response("method_not_allowed", "Use POST.", 405)
+        response["Allow"] = "POST, OPTIONS"
+        return response
 
     if schema_view is not None:
         view.cls, view.initkwargs = schema_view, {}

@@ -111,8 +111,18 @@ def test_unknown_attachments_are_refused_and_nothing_is_stored(owner_client, own
 def test_chat_only_accepts_post(owner_client, owner):
     session = ChatSession.objects.create(owner=owner)
     response = owner_client.get(f"/api/sessions/{session.pk}/chat")
-    assert response.status_code == 405
+    assert response.status_code == 405 and response["Allow"] == "POST, OPTIONS"
     assert response.json()["error"]["code"] == "method_not_allowed"
+    described = owner_client.options(f"/api/sessions/{session.pk}/chat")
+    assert described.status_code == 200 and described["Allow"] == "POST, OPTIONS"
+
+
+@pytest.mark.parametrize("method", ["get", "options", "delete"])
+def test_the_streaming_posts_ask_for_the_caller_before_the_method_as_drf_views_do(client, owner, method):
+    session = ChatSession.objects.create(owner=owner)
+    for path in (f"/api/sessions/{session.pk}/chat", f"/api/workflows/{uuid.uuid4()}/run"):
+        response = getattr(client, method)(path)
+        assert response.status_code == 401 and response.json()["error"]["code"] == "not_authenticated", path
 
 
 def test_a_user_turn_left_without_a_reply_is_merged_with_the_next_one(owner):

@@ -47,6 +47,21 @@ def _flush_postgres_by_delete() -> None:
     DatabaseOperations.sql_flush = sql_flush
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _test_database_dropped_at_the_end(django_db_setup, django_db_blocker):
+    """On PostgreSQL, the connections other threads of this process still hold to the test database (request
+    threads of in-process ASGI tests keep theirs, by design) are ended before pytest-django drops it: else
+    the drop fails with "being accessed by other users" and the database is left behind."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
 @pytest.fixture(autouse=True)
 def _fresh_caches():
     from django.core.cache import cache

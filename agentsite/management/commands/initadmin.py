@@ -21,4 +21,4 @@ class Command(BaseCommand):
             "agentsite: created the initial administrator (shown once; also in "
             f"{settings.DATA_DIR / 'initial_admin.txt'}, mode 0600):\n"
             f"    username: {username}\n    password: {password}\n"
-            "Log in at /admin/ or POST /api/auth/login, then change the password."))
+            "Log in on the dashboard at / (or /admin/, or POST /api/auth/login), then change the password."))

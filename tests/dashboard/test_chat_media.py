@@ -147,3 +147,84 @@ def test_read_aloud_plays_server_speech_and_shows_a_provider_failure(voice_confi
     # Hosted speech goes where the LLM goes: the fake upstream, which has no speech endpoint.
     expect(page.get_by_role("alert").filter(has_text="Read-aloud failed").first).to_contain_text(
         re.compile("hosted speech", re.IGNORECASE))
+
+
+# The browser's own speech services stand in here: Chromium's recognition sends the audio to Google's servers
+# (not reachable offline), and its synthesis has no voices without a speech daemon. These replace them in the
+# page with objects that behave as the Web Speech API says, so the page's own code is what is tested.
+BROWSER_SPEECH = """
+window.__recognitionFails = null;
+window.__synthesisFails = null;
+window.__spoken = [];
+class StandInRecognition extends EventTarget {
+  start() {
+    if (window.__recognitionFails) {
+      setTimeout(() => {
+        const failure = new Event("error");
+        failure.error = window.__recognitionFails;
+        this.dispatchEvent(failure);
+        this.dispatchEvent(new Event("end"));
+      }, 50);
+    }
+  }
+  stop() {
+    const heard = new Event("result");
+    heard.resultIndex = 0;
+    const result = [{ transcript: "hello from the browser" }];
+    result.isFinal = true;
+    heard.results = [result];
+    this.dispatchEvent(heard);
+    this.dispatchEvent(new Event("end"));
+  }
+  abort() { this.dispatchEvent(new Event("end")); }
+}
+window.SpeechRecognition = StandInRecognition;
+window.webkitSpeechRecognition = StandInRecognition;
+window.speechSynthesis.speak = (utterance) => {
+  window.__spoken.push(utterance.text);
+  setTimeout(() => {
+    if (window.__synthesisFails) {
+      const failure = new Event("error");
+      failure.error = window.__synthesisFails;
+      utterance.dispatchEvent(failure);
+    } else {
+      utterance.dispatchEvent(new Event("start"));
+      utterance.dispatchEvent(new Event("end"));
+    }
+  }, 20);
+};
+"""
+
+
+def test_the_browser_provider_uses_the_browsers_recognition_and_synthesis_and_shows_their_failures(
+        voice_config, chat_upstream, logged_in_page):
+    page = logged_in_page
+    voice_config(stt_provider="browser", tts_provider="browser")
+    page.add_init_script(BROWSER_SPEECH)
+    page.reload()
+    to_server = []
+    page.on("request", lambda request: "/api/voice/" in request.url and to_server.append(request.url))
+
+    page.get_by_role("button", name="Dictate").click()
+    page.get_by_role("button", name="Finish dictation").click()
+    expect(page.get_by_label("Message")).to_have_value("hello from the browser")
+
+    page.evaluate("window.__recognitionFails = 'network'")
+    page.get_by_role("button", name="Dictate").click()
+    # Shown as soon as the recognition gives up, without another click.
+    expect(page.get_by_role("alert").filter(has_text="Speech recognition failed: network").first).to_be_visible()
+    expect(page.get_by_role("button", name="Dictate")).to_be_enabled()
+
+    chat_upstream.script(Text("Hello there."))
+    page.get_by_label("Message").fill("Say hello")
+    page.get_by_label("Message").press("Enter")
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "complete")
+    reply.get_by_role("button", name="Read aloud").click()
+    expect(reply.get_by_role("button", name="Read aloud")).to_be_visible()  # spoken to its end
+    assert page.evaluate("window.__spoken") == ["Hello there."]
+
+    page.evaluate("window.__synthesisFails = 'synthesis-failed'")
+    reply.get_by_role("button", name="Read aloud").click()
+    expect(page.get_by_role("alert").filter(has_text="Read-aloud failed").first).to_contain_text("synthesis-failed")
+    assert to_server == []  # neither dictation nor read-aloud went to the server's speech providers

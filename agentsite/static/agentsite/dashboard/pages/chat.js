@@ -428,6 +428,7 @@ class ChatPage {
       return;
     }
     this.dictation = dictation;
+    dictation.onEnded = () => { if (this.dictation === dictation) this.finishDictation(); };
     this.micButton.textContent = "Finish dictation";
     this.micButton.setAttribute("aria-pressed", "true");
   }
@@ -468,11 +469,14 @@ class ChatPage {
       if (this.reading === view) this.reading = null;
       button.textContent = "Read aloud";
     };
-    try {
-      await this.reader.speak(view.text(), done);
-    } catch (error) {
+    const failed = (error) => {
       done();
       this.voiceProblem(`Read-aloud failed: ${error.message}`);
+    };
+    try {
+      await this.reader.speak(view.text(), done, failed);
+    } catch (error) {
+      failed(error);
     }
   }
 }

@@ -58,8 +58,10 @@ export class Dictation {
     this.recognition.lang = document.documentElement.lang || "en";
     this.heard = [];
     this.failure = null;
+    // The recognition may end on its own (an error, the service giving up): `onEnded` lets the page finish
+    // the dictation then, so a failure shows at once instead of at the next click.
     this.ended = new Promise((resolve) => {
-      this.recognition.addEventListener("end", resolve);
+      this.recognition.addEventListener("end", () => { resolve(); this.onEnded?.(); });
     });
     this.recognition.addEventListener("result", (event) => {
       for (let i = event.resultIndex; i < event.results.length; i++) {
@@ -125,14 +127,14 @@ export class Reader {
     this.url = null;
   }
 
-  async speak(text, onEnd) {
+  async speak(text, onEnd, onError) {
     this.stop();
-    if (this.provider === "browser") return this.speakInBrowser(text, onEnd);
+    if (this.provider === "browser") return this.speakInBrowser(text, onEnd, onError);
     const response = await this.api("/api/voice/tts", { method: "POST", raw: true,
       body: { text: text.slice(0, 4000), format: "mp3", ...(this.voice ? { voice: this.voice } : {}) } });
     if ((response.headers.get("Content-Type") || "").includes("application/json")) {
       const answer = await response.json();
-      if (answer.fallback) return this.speakInBrowser(text, onEnd);
+      if (answer.fallback) return this.speakInBrowser(text, onEnd, onError);
       throw new ApiError(response.status, "bad_response", "The read-aloud answer was not audio.");
     }
     this.url = URL.createObjectURL(await response.blob());
@@ -146,14 +148,26 @@ export class Reader {
     }
   }
 
-  speakInBrowser(text, onEnd) {
+  // Resolves when speech starts; a failure before that rejects (the page shows it), one after it goes to
+  // onError. stop()'s own cancel ("interrupted", "canceled") is not a failure.
+  speakInBrowser(text, onEnd, onError) {
     if (!("speechSynthesis" in window)) {
       throw new Error("Read-aloud is set to the browser's speech synthesis, which this browser does not have.");
     }
     const utterance = new SpeechSynthesisUtterance(text);
-    utterance.addEventListener("end", () => onEnd?.());
-    utterance.addEventListener("error", () => onEnd?.());
-    window.speechSynthesis.speak(utterance);
+    return new Promise((resolve, reject) => {
+      let started = false;
+      utterance.addEventListener("start", () => { started = true; resolve(); });
+      utterance.addEventListener("end", () => { resolve(); onEnd?.(); });
+      utterance.addEventListener("error", (event) => {
+        onEnd?.();
+        if (event.error === "interrupted" || event.error === "canceled") return resolve();
+        const failure = new Error(`the browser's speech synthesis failed (${event.error || "unknown error"}).`);
+        if (started) onError?.(failure);
+        else reject(failure);
+      });
+      window.speechSynthesis.speak(utterance);
+    });
   }
 
   stop() {

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agentsite.errors import AppError
@@ -327,9 +327,16 @@ def run_claim(*, run_id: Any) -> TaskRun | None:
     return TaskRun.objects.select_related("task", "task__owner").filter(pk=run_id).first() if claimed else None
 
 
+SWEPT_ERROR = "The process running this run stopped (a crash or a kill) before it finished."
+
+
 def run_finish(*, run: TaskRun, status: str, output: str = "", error: str = "") -> None:
+    """Store how a run ended (only a running one; a second store changes nothing). A run a peer's sweep marked
+    as crashed while this process, taken for dead (its heartbeat stalled), was still running it, is still this
+    process's to finish."""
     run.status, run.output, run.error, run.finished_at = status, output, error, timezone.now()
-    TaskRun.objects.filter(pk=run.pk, status=TaskRun.RUNNING).update(
+    swept_but_mine = Q(status=TaskRun.ERROR, process=current_process_id(), error=SWEPT_ERROR)
+    TaskRun.objects.filter(Q(status=TaskRun.RUNNING) | swept_but_mine, pk=run.pk).update(
         status=status, output=output, error=error, finished_at=run.finished_at)
 
 
@@ -339,7 +346,7 @@ def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
     owned = owned_by(dead, include_unowned)
     count = TaskRun.objects.filter(owned, status=TaskRun.RUNNING).update(
         status=TaskRun.ERROR, finished_at=timezone.now(),
-        error="The process running this run stopped (a crash or a kill) before it finished.")
+        error=SWEPT_ERROR)
     if count:
         logger.warning("Marked %d scheduled run(s) left running by a stopped process as error", count)
     return count

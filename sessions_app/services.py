@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from agentsite.processes import current_process_id, owned_by
@@ -47,16 +47,23 @@ def message_start_reply(*, session: ChatSession, message_id: uuid.UUID) -> ChatM
                           status="streaming", process=current_process_id())
 
 
+def _still_generating() -> Q:
+    """A reply this process may still write: streaming, or marked `interrupted` by a peer's sweep that took this
+    process for dead (its heartbeat stalled) while it was in fact still generating. The sweep keeps `process`
+    for this; a reply stored as final, interrupted included, has it cleared."""
+    return Q(status="streaming") | Q(status="interrupted", finish_reason="interrupted", process=current_process_id())
+
+
 def message_checkpoint_reply(*, message_id: uuid.UUID, **fields: Any) -> bool:
     """Save what a streaming reply has so far (content, tool_calls, sources); False once it is final."""
-    return bool(ChatMessage.objects.filter(pk=message_id, status="streaming").update(**fields))
+    return bool(ChatMessage.objects.filter(_still_generating(), pk=message_id).update(status="streaming", **fields))
 
 
 def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> ChatMessage | None:
     """Store an assistant reply once: the streaming placeholder becomes final; a second store of the same id
     keeps the first; with no placeholder the reply is appended. Raises ChatSession.DoesNotExist when the
     session was deleted meanwhile."""
-    if ChatMessage.objects.filter(pk=message_id, status="streaming").update(process="", **fields):
+    if ChatMessage.objects.filter(_still_generating(), pk=message_id).update(process="", **fields):
         return ChatMessage.objects.filter(pk=message_id).first()
     existing = ChatMessage.objects.filter(pk=message_id).first()
     if existing is not None:
@@ -69,4 +76,4 @@ def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> 
     (the agentsite.processes sweeper; include_unowned: streaming replies that name no process too)."""
     owned = owned_by(dead, include_unowned)
     return ChatMessage.objects.filter(owned, status="streaming").update(status="interrupted",
-                                                                        finish_reason="interrupted", process="")
+                                                                        finish_reason="interrupted")

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agentsite.errors import AppError
@@ -182,12 +183,18 @@ def run_claim(*, run_id: Any) -> WorkflowRun | None:
 
 def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output: Any, error: dict | None,
                trace: list[dict[str, Any]]) -> WorkflowRun:
-    """Store how a run ended (only a run still running: a crash sweep or a second store changes nothing)."""
+    """Store how a run ended (only a run still running: a second store changes nothing). A run a peer's sweep
+    marked as crashed while this process, taken for dead (its heartbeat stalled), was still running it, is
+    still this process's to finish."""
     run.status, run.outputs, run.output, run.error, run.trace = status, outputs, output, error, trace
     run.finished_at = timezone.now()
-    WorkflowRun.objects.filter(pk=run.pk, status=WorkflowRun.RUNNING).update(
+    swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
+    WorkflowRun.objects.filter(Q(status=WorkflowRun.RUNNING) | swept_but_mine, pk=run.pk).update(
         status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at)
     return run
+
+
+SWEPT_MESSAGE = "The process running this run stopped (a crash or a kill) before it finished."
 
 
 def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
@@ -196,8 +203,7 @@ def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
     owned = owned_by(dead, include_unowned)
     count = WorkflowRun.objects.filter(owned, status=WorkflowRun.RUNNING).update(
         status=WorkflowRun.ERROR, finished_at=timezone.now(),
-        error={"node": None, "message": "The process running this run stopped (a crash or a kill) before it "
-                                        "finished."})
+        error={"node": None, "message": SWEPT_MESSAGE})
     if count:
         logger.warning("Marked %d workflow run(s) left running by a stopped process as error", count)
     return count

@@ -175,13 +175,17 @@ async def test_openai_reads_on_past_done_so_the_connection_is_reused(fake_openai
 async def test_events_sent_together_come_in_one_batch_and_paced_ones_each_at_once(fake_openai, openai_settings):
     """stream_batches groups what one network read brought (cheaper to write out) and never holds an event for
     a later read; flattened, it is stream() event for event."""
-    pieces = [f"w{i} " for i in range(40)]
+    chunks = [{"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]} for i in range(40)]
+    chunks += [{"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+               {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 40}}]
+    body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
     provider = get_provider(openai_settings)
-    fake_openai.script(Text("".join(pieces), pieces=pieces, usage=(3, 40)), Text("".join(pieces), pieces=pieces,
-                                                                                  usage=(3, 40)))
+    fake_openai.script(Raw(body), Raw(body))  # the whole stream in one write, as a fast upstream's burst
     batches = [batch async for batch in provider.stream_batches(hello_request())]
-    assert [event for batch in batches for event in batch] == await events_of(provider, hello_request())
-    assert all(batches) and len(batches) < 10  # 43 events sent at once: a few reads, not one step each
+    events = [event for batch in batches for event in batch]
+    assert events == await events_of(provider, hello_request())
+    assert events[:2] == [TextDelta("w0 "), TextDelta("w1 ")] and events[-2:] == [Usage(3, 40), Finish("stop")]
+    assert all(batches) and len(batches) <= 3  # 42 events in one read: one list (and the ending), not 42
 
     paced = ["one ", "two ", "three"]
     fake_openai.script(Text("".join(paced), pieces=paced, delay=0.15))

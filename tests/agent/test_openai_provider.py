@@ -188,7 +188,7 @@ async def test_events_sent_together_come_in_one_batch_and_paced_ones_each_at_onc
     assert all(batches) and len(batches) <= 3  # 42 events in one read: one list (and the ending), not 42
 
     paced = ["one ", "two ", "three"]
-    fake_openai.script(Text("".join(paced), pieces=paced, delay=0.15))
+    fake_openai.script(Text("".join(paced), pieces=paced, delay=0.25))
     texts = [[event.text for event in batch if isinstance(event, TextDelta)]
              async for batch in provider.stream_batches(hello_request())]
     assert [batch for batch in texts if batch] == [["one "], ["two "], ["three"]]

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.multimodal import anthropic_content
 from agentsite.agent.providers.base import Provider, flatten
-from agentsite.agent.providers.http import Upstream, post_json, stream_sse_batches
+from agentsite.agent.providers.http import Upstream, events_by_read, post_json, stream_sse_batches
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -23,7 +23,6 @@ from agentsite.agent.types import (
     ToolCallEvent,
     Usage,
 )
-from agentsite.errors import AppError
 
 logger = logging.getLogger(__name__)
 
@@ -119,17 +118,8 @@ class AnthropicProvider(Provider):
         upstream = self._upstream()
         state = _StreamState(upstream)
         async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:
-            async for read in reads:
-                events: list[StreamEvent] = []
-                try:
-                    for sse in read:
-                        events += state.feed(sse.data)
-                except AppError:
-                    if events:  # what came before the failing event still reaches the client
-                        yield events
-                    raise
-                if events:
-                    yield events
+            async for events in events_by_read(reads, lambda sse: state.feed(sse.data)):
+                yield events
         yield state.finish()
 
     async def complete(self, request: ChatRequest) -> Completion:

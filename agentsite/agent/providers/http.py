@@ -235,6 +235,24 @@ async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncI
             response.close()
 
 
+async def events_by_read(reads: AsyncIterator[list[SseEvent]],
+                         feed: Callable[[SseEvent], list[Any]]) -> AsyncIterator[list[Any]]:
+    """stream_sse_batches' reads turned into a provider's stream events by `feed` (one SSE event in, its stream
+    events out), a list per read, never empty. When feed raises AppError, the events that read gave before the
+    failing one still come out first."""
+    async for read in reads:
+        events: list[Any] = []
+        try:
+            for sse in read:
+                events += feed(sse)
+        except AppError:
+            if events:
+                yield events
+            raise
+        if events:
+            yield events
+
+
 _LINE_BREAK = re.compile("\r\n|\r|\n")
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.multimodal import openai_content, openai_image
 from agentsite.agent.providers.base import Provider, flatten
-from agentsite.agent.providers.http import Upstream, post_json, stream_sse_batches
+from agentsite.agent.providers.http import SseEvent, Upstream, events_by_read, post_json, stream_sse_batches
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -26,7 +26,6 @@ from agentsite.agent.types import (
     ToolCallEvent,
     Usage,
 )
-from agentsite.errors import AppError
 
 logger = logging.getLogger(__name__)
 
@@ -129,21 +128,8 @@ class OpenAIProvider(Provider):
         upstream = self._upstream()
         state = _StreamState(upstream)
         async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:
-            async for read in reads:
-                events: list[StreamEvent] = []
-                try:
-                    for sse in read:
-                        # Read on past [DONE] to the end of the body, so the connection can go back to the pool.
-                        if state.done or sse.data.strip() == "[DONE]":
-                            state.done = True
-                            continue
-                        events += state.feed(sse.data)
-                except AppError:
-                    if events:  # what came before a malformed chunk still reaches the client
-                        yield events
-                    raise
-                if events:
-                    yield events
+            async for events in events_by_read(reads, state.feed_sse):
+                yield events
         yield state.finish()  # never empty: it ends with the Finish
 
     async def complete(self, request: ChatRequest) -> Completion:
@@ -172,6 +158,13 @@ class _StreamState:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.done = False
+
+    def feed_sse(self, sse: SseEvent) -> list[StreamEvent]:
+        # Read on past [DONE] to the end of the body, so the connection can go back to the pool.
+        if self.done or sse.data.strip() == "[DONE]":
+            self.done = True
+            return []
+        return self.feed(sse.data)
 
     def feed(self, data: str) -> list[StreamEvent]:
         text = _plain_text(data)

@@ -46,6 +46,16 @@ def node(page, name: str):
     return page.locator(f'.wf-node[data-node-name="{name}"]')
 
 
+def drag_edge(page, source: str, target: str) -> None:
+    """Draw an edge as a person does: from the source node's out-port onto the target node."""
+    port = node(page, source).locator(".wf-port.out").bounding_box()
+    onto = node(page, target).bounding_box()
+    page.mouse.move(port["x"] + port["width"] / 2, port["y"] + port["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(onto["x"] + onto["width"] / 2, onto["y"] + onto["height"] / 2, steps=6)
+    page.mouse.up()
+
+
 def saved(page) -> None:
     expect(page.locator(".wf-save-status")).to_have_text("All changes saved.")
 
@@ -79,12 +89,7 @@ def test_a_workflow_built_in_the_editor_runs_and_shows_each_nodes_output(logged_
     add_node(page, type_="output", name="result", after=None)
     saved(page)
     # The output node is connected by dragging from the code node's out-port onto it.
-    port = node(page, "double").locator(".wf-port.out").bounding_box()
-    target = node(page, "result").bounding_box()
-    page.mouse.move(port["x"] + port["width"] / 2, port["y"] + port["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + target["height"] / 2, steps=6)
-    page.mouse.up()
+    drag_edge(page, "double", "result")
     expect(page.locator('.wf-edge[data-from][data-to]')).to_have_count(2)
     saved(page)
 
@@ -213,12 +218,7 @@ def test_nodes_moved_by_keyboard_and_by_drag_keep_their_positions(logged_in_page
     node(page, "twice").click()
     add_node(page, type_="condition", name="check", after="twice", **{"Condition (JavaScript expression)": "true"})
     saved(page)
-    port = node(page, "check").locator(".wf-port.out").bounding_box()
-    target = node(page, "out").bounding_box()
-    page.mouse.move(port["x"] + port["width"] / 2, port["y"] + port["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(target["x"] + target["width"] / 2, target["y"] + target["height"] / 2, steps=6)
-    page.mouse.up()
+    drag_edge(page, "check", "out")
     saved(page)
     stored = api("GET", f"/api/workflows/{workflow['id']}").json()
     check = next(item for item in stored["nodes"] if item["name"] == "check")

@@ -69,18 +69,16 @@ class Completion:
     def is_agent(self) -> bool:
         return self.body.model == AGENT_MODEL
 
-    def events(self) -> AsyncIterator[StreamEvent]:
+    def _answered_here(self) -> AsyncIterator[StreamEvent]:
+        """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
             return self.source.stream(self.body.model, self.messages, getattr(self.user, "pk", None))
-        if self.is_agent:
-            return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
-        request = translate.to_chat_request(self.body, self.provider_model, self.messages)
-        return get_provider(self.settings).stream(request)
+        return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
-        """events() in lists of the events that were ready together (Provider.stream_batches)."""
+        """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
         if self.source is not None or self.is_agent:
-            return one_per_list(self.events())
+            return one_per_list(self._answered_here())
         request = translate.to_chat_request(self.body, self.provider_model, self.messages)
         return get_provider(self.settings).stream_batches(request)
 
@@ -88,7 +86,7 @@ class Completion:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
         a stream."""
         if self.is_agent or self.source is not None:
-            reply = await collect(self.events())
+            reply = await collect(self._answered_here())
         else:
             request = translate.to_chat_request(self.body, self.provider_model, self.messages)
             reply = await get_provider(self.settings).complete(request)

@@ -15,14 +15,21 @@ from agentsite.jsonbody import json_loads_bounded
 def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
     """The serializer's validated data; raises AppError 400 `invalid` with field -> messages details.
 
-    A JSON body is first held to the JSON types its fields name (json_type_problems): DRF alone would
-    turn `{"name": 566}` into "566" and `"1"` into 1.
+    A JSON body is first held to the fields its serializer declares (unknown_field_problems: DRF alone drops a
+    misspelt field, so `{"title": "x"}` made a session named "New chat"), then to the JSON types its fields name
+    (json_type_problems): DRF alone would turn `{"name": 566}` into "566" and `"1"` into 1.
     """
     serializer = serializer_class(data=data, **kwargs)
     if isinstance(data, QueryDict):  # a query string, a form or multipart: every value is text
         problems = text_number_problems(serializer, data)
+    elif isinstance(data, dict):
+        unknown = unknown_field_problems(serializer, data)
+        if unknown:
+            raise AppError("unknown_field", f"Unknown field: {', '.join(unknown)}. {_expected(serializer, unknown)}",
+                           400, unknown)
+        problems = json_type_problems(serializer, data)
     else:
-        problems = json_type_problems(serializer, data) if isinstance(data, dict) else {}
+        problems = {}
     if problems:
         raise AppError("invalid", validation_message(problems), 400, problems)
     if not serializer.is_valid():
@@ -57,6 +64,36 @@ def text_number_problems(serializer: serializers.Serializer, data: QueryDict) ->
     return {name: ["Must be an integer written in ASCII digits."] for name, field in serializer.fields.items()
             if isinstance(field, serializers.IntegerField) and name in data
             and not _ASCII_INTEGER.fullmatch(data[name])}
+
+
+# --- unknown fields ---------------------------------------------------------------------------------
+
+
+def unknown_field_problems(
+    serializer: serializers.Serializer, data: dict[str, Any], prefix: str = ""
+) -> dict[str, Any]:
+    """Field path -> messages, for each key of a JSON object (the body, or an object a nested serializer takes)
+    that names no writable field. Free-form objects (JSONField, DictField) take any key."""
+    writable = {name: field for name, field in serializer.fields.items() if not field.read_only}
+    problems: dict[str, Any] = {}
+    for key, value in data.items():
+        field = writable.get(key)
+        if field is None:
+            problems[prefix + str(key)] = ["Unknown field."]
+        elif isinstance(field, serializers.Serializer) and isinstance(value, dict):
+            problems.update(unknown_field_problems(field, value, f"{prefix}{key}."))
+        elif isinstance(field, serializers.ListSerializer) and isinstance(value, list):
+            for index, item in enumerate(value):
+                if isinstance(item, dict):
+                    problems.update(unknown_field_problems(field.child, item, f"{prefix}{key}.{index}."))
+    return problems
+
+
+def _expected(serializer: serializers.Serializer, unknown: dict[str, Any]) -> str:
+    if any("." in path for path in unknown):
+        return "Check the field names against the API reference."
+    names = sorted(name for name, field in serializer.fields.items() if not field.read_only)
+    return f"This body takes: {', '.join(names)}." if names else "This body takes no fields."
 
 
 # --- JSON types -------------------------------------------------------------------------------------

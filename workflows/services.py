@@ -153,7 +153,8 @@ def check_export_header(document: Any) -> None:
                        {"version": [f"Version {version} is newer than {EXPORT_VERSION}."]})
     unknown = sorted(set(document) - {"format", "version", "name", "description", "nodes", "edges"})
     if unknown:
-        raise AppError("invalid", f"Unknown fields in the export: {', '.join(unknown)}.", 400, {"fields": unknown})
+        raise AppError("unknown_field", f"Unknown fields in the export: {', '.join(unknown)}.", 400,
+                       {"fields": unknown})
 
 
 def workflow_import(*, owner: Any, document: dict[str, Any]) -> Workflow:

@@ -380,6 +380,7 @@ class Bad:
     chunked: bool = False
     within: float | None = None  # seconds the answer may take
     accepted: bool = False  # set when sent: whether the server took it (2xx/3xx)
+    code: str | None = None  # the error code the refusal must carry, where one is owed
 
 
 def _encode(body: Any) -> bytes:
@@ -454,6 +455,19 @@ def field_variants(body: dict, shape: Shape) -> Iterator[Bad]:
     for required in shape.required():
         if required in body:
             yield Bad(f"{required} missing", _encode(_with(body, (required,), None, remove=True)))
+
+
+def unknown_field_variants(body: dict, shape: Shape, path: str) -> Iterator[Bad]:
+    """The valid body with a field no schema names, in the body and in every object whose fields the schema lists:
+    /api refuses it as unknown_field (a misspelt field was silently dropped); /v1 keeps OpenAI's own rules."""
+    if path.startswith("/v1/"):
+        return
+    objects = [((), body, shape), *((where, value, child) for where, value, child in _leaves(body, shape)
+                                    if isinstance(value, dict) and child is not None)]
+    for where, value, child in objects:
+        if child.properties() and "zz_unknown" not in value:
+            name = ".".join(str(part) for part in (*where, "zz_unknown"))
+            yield Bad(f"unknown field {name}", _encode(_with(body, (*where, "zz_unknown"), "x")), code="unknown_field")
 
 
 def body_variants(body: dict, shape: Shape, content_types: set[str], path: str, *, chunked: bool) -> Iterator[Bad]:
@@ -538,6 +552,8 @@ def judge(context: Context, method: str, path: str, bad: Bad, role: str) -> str 
     problem = envelope_problem(path, response)
     if problem:
         return f"{where}: {problem}"
+    if bad.code is not None and response.json()["error"]["code"] != bad.code:
+        return f"{where}: refused as {response.json()['error']['code']}, not {bad.code}"
     changed = changed_tables(before, snapshot(context.server))
     if changed:
         return f"{where}: refused, but changed {changed}"
@@ -574,7 +590,8 @@ def test_every_broken_body_is_a_4xx_envelope_that_stores_nothing_and_the_valid_o
         valid = VALID_BODIES[(method, path)]
         def variants() -> list[Bad]:
             return [*body_variants(valid(context), shape, content_types, path, chunked=index == 0),  # noqa: B023
-                    *field_variants(valid(context), shape)]  # noqa: B023
+                    *field_variants(valid(context), shape),  # noqa: B023
+                    *unknown_field_variants(valid(context), shape, path)]  # noqa: B023
 
         bad_requests = variants()
         for position, bad in enumerate(bad_requests):

@@ -142,3 +142,14 @@ def test_a_form_encoded_chat_body_is_415(owner_client, owner):
     assert response.status_code == 415
     assert response.json()["error"]["code"] == "unsupported_media_type"
     assert not ChatMessage.objects.filter(session=session).exists()
+
+
+def test_a_misspelt_field_is_refused_naming_it_and_nothing_is_created(owner_client):
+    before = ChatSession.objects.count()
+    response = owner_client.post("/api/sessions", {"title": "x"}, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unknown_field"
+    assert "title" in error["message"] and "name" in error["message"]
+    assert error["details"] == {"title": ["Unknown field."]}
+    assert ChatSession.objects.count() == before

@@ -12,6 +12,7 @@ import functools
 import json
 import logging
 import re
+import socket
 import ssl
 import urllib.parse
 import urllib.request
@@ -121,11 +122,23 @@ def error_text(body: bytes) -> str:
 def transport_error(upstream: Upstream, exc: BaseException) -> AppError:
     if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors
         return upstream.error(f"no answer from {upstream.url} within {upstream.timeout:g} s ({type(exc).__name__}).")
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError):
+        return upstream.error(f"could not connect to {upstream.url}: {connect_failure(exc.os_error)}.")
     if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.InvalidURL):
         return upstream.error(f"could not connect to {upstream.url}: {exc or type(exc).__name__}.")
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError):
         return upstream.error(f"the connection broke before the reply was complete ({exc or type(exc).__name__}).")
     return upstream.error(f"{type(exc).__name__}: {exc}")
+
+
+def connect_failure(os_error: OSError) -> str:
+    """Why a connection failed, in words: aiohttp's own text names its TLS setting ("ssl:default") even for a
+    plain http:// URL, which sent readers looking for a certificate problem."""
+    if isinstance(os_error, ConnectionRefusedError):
+        return "the connection was refused (is the server running, and on that port?)"
+    if isinstance(os_error, socket.gaierror):
+        return f"the host name did not resolve ({os_error.strerror or os_error})"
+    return os_error.strerror or str(os_error) or type(os_error).__name__
 
 
 # The upstream's own client: aiohttp. httpx spent ~2 ms of CPU per request at concurrency 32 in its pool's

@@ -131,6 +131,22 @@ class RegisterView(APIView):
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
 
 
+class AuthOptionsSerializer(serializers.Serializer):
+    registration_open = serializers.BooleanField(help_text="Whether POST /api/auth/register creates accounts.")
+
+
+class AuthOptionsView(APIView):
+    """What a log-in form shows before anyone logs in: public, read-only, and no more than the register
+    endpoint itself would tell an anonymous caller (it answers 403 `registration_closed` when closed)."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(responses={200: AuthOptionsSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(AuthOptionsSerializer({"registration_open": config_get().allow_registration}).data)
+
+
 class RefreshView(APIView):
     permission_classes = [AllowAny]
     authentication_classes: list = []

@@ -5,6 +5,7 @@ from accounts import api
 urlpatterns = [
     path("auth/login", api.LoginView.as_view(), name="auth-login"),
     path("auth/register", api.RegisterView.as_view(), name="auth-register"),
+    path("auth/options", api.AuthOptionsView.as_view(), name="auth-options"),
     path("auth/refresh", api.RefreshView.as_view(), name="auth-refresh"),
     path("auth/logout", api.LogoutView.as_view(), name="auth-logout"),
     path("auth/change-password", api.PasswordChangeView.as_view(), name="auth-change-password"),

@@ -14,6 +14,7 @@ class ServiceProcess(models.Model):
 
     class Meta:
         verbose_name = "service process"
+        verbose_name_plural = "service processes"
         indexes = [models.Index(fields=["seen_at"], name="service_process_seen")]
 
     def __str__(self) -> str:

@@ -3,7 +3,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from agentsite.dashboard import dashboard
+from agentsite.dashboard import dashboard, favicon
 from agentsite.errors import error_response
 from agentsite.health import HealthView
 from agentsite.middleware import is_api_path
@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/", include("voice.urls")),
     path("api/", include("plugins.urls")),
     path("v1/", include("compat.urls")),
+    path("favicon.ico", favicon, name="favicon"),
     path("", dashboard, name="dashboard"),
 ]
 

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django_q.models import Schedule
 
 from scheduler.models import ScheduledTask, TaskRun
 
@@ -37,3 +38,10 @@ class TaskRunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+# django-q2's "Scheduled tasks" is the tick schedule that scheduler.services.tick_schedule_ensure creates and
+# corrects at every start: editing it by hand would stop or flood the scheduler, and its name is the same as
+# our own tasks'. Its queued, failed and successful task records stay in the admin (read for diagnosis).
+# django_q is before this app in INSTALLED_APPS, so its admin module has registered the model by now.
+admin.site.unregister(Schedule)

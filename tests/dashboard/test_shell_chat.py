@@ -7,11 +7,12 @@ import re
 
 import pytest
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import DESKTOP, PHONE, log_in
 from tests.e2e import poll
-from tests.fakes.llm import Hang, Text
+from tests.fakes.llm import Call, Hang, Text, ToolCalls
 
 pytestmark = pytest.mark.e2e
 
@@ -286,3 +287,30 @@ def test_the_form_offers_no_registration_while_it_is_closed(dashboard_server, ad
         expect(page.get_by_role("button", name="Create an account")).to_have_count(0)
     finally:
         requests.patch(config, headers=admin_headers, json={"allow_registration": True}, timeout=10).raise_for_status()
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375", "1280"])
+def test_a_reply_with_a_tool_call_scrolls_fully_into_view(chat_upstream, dashboard_server, page, viewport):
+    page.set_viewport_size(viewport)
+    log_in(page, dashboard_server, "admin", dashboard_server.admin_password)
+    answer = "\n\n".join(f"Paragraph {number} of what the page said." for number in range(1, 31))
+    # The tool's round, then the whole answer in one delta: the log grows by far more than a screen at once.
+    chat_upstream.script(ToolCalls([Call("web_fetch", {"url": "http://127.0.0.1:9/private"}, id="call_1")]),
+                         Text(answer, pieces=[answer]))
+    page.get_by_label("Message").fill("Fetch http://127.0.0.1:9/private and tell me all about it")
+    page.get_by_role("button", name="Send").click()
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "complete")
+    expect(reply.locator("details.tool-call")).to_have_count(1)
+    # Polled: the last scroll may land a frame after the status changes.
+    gap = """() => {
+        const log = document.querySelector('[role=log]');
+        const reply = [...log.querySelectorAll('article.message-assistant')].pop();
+        return reply.getBoundingClientRect().bottom - log.getBoundingClientRect().bottom;
+    }"""
+    try:
+        page.wait_for_function(f"() => ({gap})() <= 1")
+    except PlaywrightTimeout:
+        pytest.fail(f"the reply's end stayed {page.evaluate(gap):.0f} px below the conversation's visible part")
+    expect(reply.get_by_role("button", name="Read aloud")).to_be_in_viewport()
+    assert page.problems == []

@@ -38,6 +38,7 @@ METHODS = ("get", "post", "put", "patch", "delete")
 # (method, path template) anyone may call. Each needs a reason: API.md names them public.
 PUBLIC = {
     ("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),  # how tokens start
+    ("get", "/api/auth/options"),  # what the log-in form offers (is registration open?) before a token exists
     ("get", "/api/health"),  # probes
     ("get", "/api/schema"), ("get", "/api/docs"),  # the contract itself
     ("get", "/api/voices"),  # the preset list, static

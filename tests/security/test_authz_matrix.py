@@ -59,6 +59,7 @@ BODY_METHODS = ("post", "put", "patch", "delete")
 PUBLIC = {
     ("post", "/api/auth/login"): "how a token is obtained in the first place",
     ("post", "/api/auth/register"): "how an account is made; it answers 403 itself when registration is closed",
+    ("get", "/api/auth/options"): "the log-in form asks whether registration is open before any token exists",
     ("post", "/api/auth/refresh"): "the refresh token in the body is the credential",
     ("get", "/api/health"): "liveness probes carry no token",
     ("get", "/api/schema"): "the contract, for SDK generators and the docs page",

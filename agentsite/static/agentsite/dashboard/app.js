@@ -136,11 +136,13 @@ export function toast(message, kind = "info") {
 function renderShell() {
   shell.nav = h("nav", { class: "nav", "aria-label": "Main" },
     h("ul", {}, PAGES.map(([name, label]) => h("li", {}, h("a", { href: `#/${name}`, "data-page": name }, label)))));
-  const who = h("span", { class: "who" }, shell.user.username, shell.user.is_admin ? h("span", { class: "badge" }, "admin") : null);
+  // A long name is cut with an ellipsis; the title holds all of it.
+  const who = h("span", { class: "who", title: shell.user.username }, shell.user.username);
   const header = h("header", { class: "topbar" },
     h("a", { class: "brand", href: `#/${DEFAULT_PAGE}` }, "agentsite"),
     shell.nav,
-    h("div", { class: "account" }, who, h("button", { type: "button", onclick: () => logout() }, "Log out")));
+    h("div", { class: "account" }, who, shell.user.is_admin ? h("span", { class: "badge" }, "admin") : null,
+      h("button", { type: "button", onclick: () => logout() }, "Log out")));
   shell.main = h("main", { id: "main", tabindex: "-1" });
   app.replaceChildren(header, shell.main, toasts.status, toasts.alert);
 }
@@ -183,19 +185,15 @@ client.onLogout((reason) => {
 
 // --- log in / register ---
 
-let registrationOpen = null;
-
-// Registration refuses a closed server before it looks at the body: an empty body answers 403
-// `registration_closed` when closed and 400 when open, and creates nothing either way.
-async function probeRegistration() {
-  if (registrationOpen !== null) return registrationOpen;
+// Whether to offer "Create an account": the public GET /api/auth/options says, asked each time the form
+// is shown (an admin may have opened or closed registration meanwhile). A failed read offers nothing: the
+// register call itself would have refused.
+async function registrationOpen() {
   try {
-    await client.api("/api/auth/register", { method: "POST", body: {} });
-    registrationOpen = true;
-  } catch (error) {
-    registrationOpen = error.code !== "registration_closed" && error.status !== 0;
+    return (await client.api("/api/auth/options")).registration_open === true;
+  } catch {
+    return false;
   }
-  return registrationOpen;
 }
 
 function showLogin(notice, mode = "login") {
@@ -242,7 +240,7 @@ function showLogin(notice, mode = "login") {
     switcher.append("Already have an account? ",
       h("button", { type: "button", class: "link", onclick: () => showLogin(null, "login") }, "Log in instead"));
   } else {
-    probeRegistration().then((open) => {
+    registrationOpen().then((open) => {
       if (open && switcher.isConnected) {
         switcher.append("No account yet? ",
           h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register") }, "Create an account"));

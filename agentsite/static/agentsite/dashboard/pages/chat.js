@@ -8,6 +8,7 @@ import { listAll } from "../api.js";
 import { Dictation, Reader } from "./chat/voice.js";
 
 const NAME_FROM_MESSAGE = 60; // characters of the first message a chat started from #/chat is named after
+const FOLLOW_MARGIN_PX = 120; // within this distance of the end, the log follows new content
 
 export async function mount(root, ctx) {
   const page = new ChatPage(root, ctx);
@@ -60,6 +61,13 @@ class ChatPage {
     this.title = h("h1", { id: "chat-title", class: "chat-title" }, this.sessionId ? "Chat" : "New conversation");
     this.log = h("div", { class: "chat-log", role: "log", "aria-label": "Conversation", "aria-live": "polite",
       tabindex: "0" });
+    // Whether the log follows new content: true while the reader is at (or near) the end. Measured when
+    // the reader scrolls, not when content arrives: a tool call or a long delta can grow the log by more
+    // than the margin in one step, and measuring after it made the log stop following mid-reply.
+    this.following = true;
+    this.log.addEventListener("scroll", () => {
+      this.following = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < FOLLOW_MARGIN_PX;
+    }, { passive: true });
     this.root.replaceChildren(h("div", { class: "chat" }, this.aside,
       h("section", { class: "chat-main", "aria-labelledby": "chat-title" },
         h("header", { class: "chat-header" }, this.listToggle, this.title),
@@ -129,7 +137,7 @@ class ChatPage {
   sessionItem(session) {
     const link = h("a", { href: `#/chat/${encodeURIComponent(session.id)}`, class: "session-link",
       "aria-current": session.id === this.sessionId ? "page" : null },
-    h("span", { class: "session-name" }, session.name),
+    h("span", { class: "session-name", title: session.name }, session.name),
     h("span", { class: "session-meta" }, `${session.message_count} messages · ${formatTime(session.updated_at)}`));
     const item = h("li", { class: "session", "data-session-id": session.id }, link,
       h("div", { class: "session-actions" },
@@ -237,8 +245,8 @@ class ChatPage {
   }
 
   scrollDown(force = false) {
-    const near = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 120;
-    if (force || near) this.log.scrollTop = this.log.scrollHeight;
+    if (force) this.following = true;
+    if (this.following) this.log.scrollTop = this.log.scrollHeight;
   }
 
   // --- sending ---

@@ -75,6 +75,7 @@ class McpPage {
         h("td", {}, String(server.tools)),
         this.admin ? h("td", {}, h("button", { type: "button", class: "danger", "aria-label": `Disconnect ${server.name}`,
           onclick: () => this.disconnect(server.name) }, "Disconnect")) : null))))));
+    labelCells(this.serversBox.querySelector("table"));
   }
 
   connectForm() {
@@ -238,5 +239,14 @@ class McpPage {
       button.disabled = false;
       this.ctx.toast(`Reload failed: ${errorText(error)}`, "error");
     }
+  }
+}
+
+// Each body cell gets its column's header text as data-label, which the phone layout (mcp.css) shows
+// before the value once the header row is out of sight.
+function labelCells(table) {
+  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
+  for (const row of table.tBodies[0].rows) {
+    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
   }
 }

@@ -1,9 +1,11 @@
 """Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool.
 
 `workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
-failing node), or `cancelled` when the task awaiting it is cancelled (a client that hung up; the LLM
-request of a running `llm` node closes with it). A run reached again through workflow tools nests one
-level deeper; past MAX_DEPTH the tool answers with an error instead of running.
+failing node, or with the server's own failure), or `cancelled` when the task awaiting it is cancelled
+because its client hung up (the LLM request of a running `llm` node closes with it). `cancelled` means
+only that: code that stops a run for a failure of its own says so first (`Interruption.failed`), and the
+run is stored `error` with that cause. A run reached again through workflow tools nests one level deeper;
+past MAX_DEPTH the tool answers with an error instead of running.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agentsite.agent.model_sources import ModelSource
@@ -35,14 +38,34 @@ TOOL_SOURCE = "workflows"
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("workflow_depth", default=0)
 
 Emit = Callable[[str, dict[str, Any]], None]
+HUNG_UP = "The run was cancelled (the client hung up)."
 
 
 def _ignore(kind: str, data: dict[str, Any]) -> None:
     return None
 
 
-async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None) -> WorkflowRun:
-    """Run a `running` run to its end and store it; cancelled runs are stored `cancelled` before re-raising."""
+@dataclass
+class Interruption:
+    """Why the task running a run is cancelled from outside. Unless `failed()` was called first, the client
+    hung up (stored `cancelled`); after it, the server failed to serve the run (stored `error`, naming why)."""
+
+    failure: str | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        self.failure = f"The server failed while running the workflow: {type(exc).__name__}: {exc}"
+
+    def outcome(self) -> tuple[str, dict[str, Any]]:
+        """The status and error to store for a run stopped this way."""
+        if self.failure is None:
+            return WorkflowRun.CANCELLED, {"node": None, "message": HUNG_UP}
+        return WorkflowRun.ERROR, {"node": None, "message": self.failure}
+
+
+async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None,
+                           interruption: Interruption | None = None) -> WorkflowRun:
+    """Run a `running` run to its end and store it. A run whose task is cancelled is stored before the
+    cancellation goes on: `cancelled`, or `error` when `interruption` says the server stopped it for a failure."""
     depth = _depth.get()
     execution = Execution(Graph.from_dict(run.graph),
                           RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth))
@@ -50,28 +73,29 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None) -> Wor
     try:
         status = await execution.run()
     except asyncio.CancelledError:
+        status, error = (interruption or Interruption()).outcome()
         # Shielded: the record is written even though this task is being cancelled; the cancellation goes on.
-        await asyncio.shield(asyncio.ensure_future(_store(run, execution, WorkflowRun.CANCELLED)))
+        await asyncio.shield(asyncio.ensure_future(_store(run, execution, status, error)))
         raise
     finally:
         _depth.reset(token)
-    return await _store(run, execution, status)
+    return await _store(run, execution, status, execution.error.as_dict() if execution.error else None)
 
 
-async def _store(run: WorkflowRun, execution: Execution, status: str) -> WorkflowRun:
-    error = execution.error.as_dict() if execution.error else None
-    if status == WorkflowRun.CANCELLED:
-        error = {"node": None, "message": "The run was cancelled (the client hung up)."}
+async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:
     return await db(services.run_finish, run=run, status=status, outputs=dict(execution.outputs),
                     output=execution.output, error=error, trace=[entry.as_dict() for entry in execution.trace])
 
 
-async def workflow_run_events(*, run: WorkflowRun) -> AsyncIterator[tuple[str, Any]]:
+async def workflow_run_events(*, run: WorkflowRun, interruption: Interruption | None = None,
+                              ) -> AsyncIterator[tuple[str, Any]]:
     """A streamed run's events: `run_started`, `node_started`, `delta`, `node_finished`, then `done` with the
-    stored run. Closing or cancelling the stream cancels the run (stored `cancelled`)."""
+    stored run; each event's data is JSON. Closing or cancelling the stream cancels the run, stored
+    `cancelled` (the client hung up) unless `interruption` was told of a failure first (stored `error`)."""
     queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
     yield "run_started", {"run_id": str(run.pk)}
-    task = asyncio.create_task(workflow_execute(run=run, emit=lambda kind, data: queue.put_nowait((kind, data))))
+    task = asyncio.create_task(workflow_execute(run=run, emit=lambda kind, data: queue.put_nowait((kind, data)),
+                                                interruption=interruption))
     task.add_done_callback(lambda _: queue.put_nowait(None))
     try:
         while (item := await queue.get()) is not None:

@@ -62,16 +62,22 @@ class Interruption:
         return WorkflowRun.ERROR, {"node": None, "message": self.failure}
 
 
-async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None,
-                           interruption: Interruption | None = None) -> WorkflowRun:
-    """Run a `running` run to its end and store it. A run whose task is cancelled is stored before the
-    cancellation goes on: `cancelled`, or `error` when `interruption` says the server stopped it for a failure."""
+async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interruption: Interruption | None = None,
+                           time_limit: float | None = None) -> WorkflowRun:
+    """Run a `running` run to its end and store it. A run past `time_limit` seconds is stopped and stored
+    `error` saying so. A run whose task is cancelled is stored before the cancellation goes on: `cancelled`,
+    or `error` when `interruption` says the server stopped it for a failure."""
     depth = _depth.get()
     execution = Execution(Graph.from_dict(run.graph),
                           RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth))
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     try:
-        status = await execution.run()
+        async with asyncio.timeout(time_limit):
+            status = await execution.run()
+        error = execution.error.as_dict() if execution.error else None
+    except TimeoutError:  # only the limit's: the engine turns what nodes raise into their failure
+        status, error = WorkflowRun.ERROR, {"node": None, "message": f"The run did not finish within "
+                                                                    f"{time_limit:g} seconds."}
     except asyncio.CancelledError:
         status, error = (interruption or Interruption()).outcome()
         # Shielded: the record is written even though this task is being cancelled; the cancellation goes on.
@@ -79,7 +85,7 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None,
         raise
     finally:
         _depth.reset(token)
-    return await _store(run, execution, status, execution.error.as_dict() if execution.error else None)
+    return await _store(run, execution, status, error)
 
 
 async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:
@@ -117,17 +123,20 @@ def check_input(value: Any) -> str:
     return value
 
 
-async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None) -> WorkflowRun:
+async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None,
+                               time_limit: float | None = None) -> WorkflowRun:
     """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
-    return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit)
+    return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit,
+                                    time_limit=time_limit)
 
 
 async def workflow_run_start(*, owner_id: Any, input_text: str, workflow_id: Any = None, name: str | None = None,
-                             emit: Emit | None = None) -> WorkflowRun:
-    """Run the owner's workflow (by id or by name) now and store the run. Raises AppError 404."""
+                             emit: Emit | None = None, time_limit: float | None = None) -> WorkflowRun:
+    """Run the owner's workflow (by id or by name) now and store the run (past `time_limit` seconds: stopped,
+    stored `error`). Raises AppError 404."""
     text = check_input(input_text)
     run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text)
-    return await workflow_execute(run=run, emit=emit)
+    return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
 
 
 def _run_create(*, owner_id: Any, workflow_id: Any, name: str | None, input_text: str) -> WorkflowRun:
@@ -150,6 +159,8 @@ def run_reply(run: WorkflowRun) -> str:
 
 # --- the workflow as a tool (`workflow__<name>`) -------------------------------------------------------
 
+TOOL_TIME_LIMIT_S = 600.0  # a workflow run through its tool
+TOOL_TIMEOUT_MARGIN_S = 5.0
 TOOL_SCHEMA = {"type": "object", "properties": {"input": {"type": "string", "description": "The workflow's input."}},
                "required": ["input"], "additionalProperties": False}
 
@@ -171,12 +182,17 @@ def workflow_tool(name: str) -> Tool:
         if _depth.get() >= MAX_DEPTH:
             raise ToolError(f"The workflow {name!r} was not run: workflows calling workflows may nest at most "
                             f"{MAX_DEPTH} deep (a workflow that reaches itself through its tools loops).")
-        run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"])
+        run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"],
+                                         time_limit=limit)
         return ToolResult.of_text(run_reply(run))
 
-    # Function names are at most 64 characters at OpenAI and most others; longer workflow names are cut.
+    limit = TOOL_TIME_LIMIT_S
+    # Function names are at most 64 characters at OpenAI and most others; longer workflow names are cut. The
+    # tool's own timeout comes after the run's limit: a run that takes too long is stopped by its limit and
+    # stored `error` saying so, not cancelled from outside (which would store it `cancelled`).
     return Tool(name=(TOOL_PREFIX + name)[:64], description=f"Run the workflow {name!r} on an input text and "
-                "return its output.", input_schema=TOOL_SCHEMA, call=call, source=TOOL_SOURCE, timeout=600.0)
+                "return its output.", input_schema=TOOL_SCHEMA, call=call, source=TOOL_SOURCE,
+                timeout=limit + TOOL_TIMEOUT_MARGIN_S)
 
 
 # --- the workflow as a /v1 model (`workflow:<name>`) ---------------------------------------------------

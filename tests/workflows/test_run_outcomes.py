@@ -1,6 +1,5 @@
-"""The streamed run's boundary, in process through the ASGI application: a stream that fails on the server's
-side stops the run and stores it `error` with its cause (`cancelled` is only for a client that hung up,
-tests/workflows/test_e2e.py), before the one error event that ends the stream."""
+"""How a run that did not succeed is stored: `error` with its cause whenever the server stopped it (a stream
+it failed to send, a time limit), `cancelled` only for a client that hung up (tests/workflows/test_e2e.py)."""
 
 from __future__ import annotations
 
@@ -67,3 +66,19 @@ async def test_a_stream_that_fails_on_the_server_stores_the_run_as_error_with_it
     assert run.error["node"] is None and "TypeError" in run.error["message"]
     assert [(entry["node"], entry["status"]) for entry in run.trace] == [("in", "success"), ("wait", "cancelled")]
     assert run.outputs == {"in": "hello"} and run.finished_at is not None
+
+
+async def test_a_workflow_tool_past_its_time_limit_is_stored_as_error_not_cancelled(owner, monkeypatch):
+    from agentsite.agent.tools import ToolContext, registry
+    from workflows import runs
+    from workflows.services import workflow_create
+
+    await sync_to_async(workflow_create)(owner=owner, name="waits", **WAITS)
+    monkeypatch.setattr(runs, "TOOL_TIME_LIMIT_S", 0.2)  # the delay node waits 600 s
+
+    result = await registry.call("workflow__waits", {"input": "hello"}, ToolContext(user_id=owner.pk))
+
+    run = await sync_to_async(WorkflowRun.objects.get)(workflow__name="waits")
+    assert result.is_error, result.text
+    assert run.status == WorkflowRun.ERROR and run.error["node"] is None, (run.status, run.error)
+    assert [(entry["node"], entry["status"]) for entry in run.trace] == [("in", "success"), ("wait", "cancelled")]

@@ -46,9 +46,20 @@ class Case:
     outputs: dict[str, Any]  # each node's output, by name (a branch not taken has none)
     output: Any  # the run's output (its output node's)
     reply: str  # the output as text, as the /v1 model and the tool answer it
-    trace: list[tuple[str, str]]  # (node, type) in the order they ran, all `success` at the first attempt
+    trace: list[tuple[str, str]]  # (node, type) in the order they ran, each at its first attempt
     deltas: dict[str, list[str]] = field(default_factory=dict)  # an llm node's streamed pieces, by name
     upstream: list[Callable[[Any], Text]] = field(default_factory=list)  # the fake's replies to its llm nodes
+    failed: tuple[str, str] | None = None  # a run that fails: (the failing node, words of its cause)
+
+    def status_of(self, name: str) -> str:
+        return "error" if self.failed and self.failed[0] == name else "success"
+
+    def check_answer(self, text: str, is_error: bool) -> None:
+        """A door's answer: the reply, or (for a run that fails) an error naming the cause."""
+        if self.failed:
+            assert is_error and self.failed[1] in text, (is_error, text)
+        else:
+            assert (is_error, text) == (False, self.reply)
 
 
 def said(request: Any) -> Text:
@@ -102,6 +113,13 @@ def case_for(kind: str, web_url: str) -> Case:
     if kind not in cases:
         pytest.fail(f"The node type {kind!r} (workflows.nodes.NODE_TYPES) has no case here: add one to case_for.")
     return cases[kind]()
+
+
+# A run that fails: a code node throws, naming its input. Every door must answer with the cause and store
+# the run `error` with it.
+FAILING = Case(graph(node("in", "input"), node("boom", "code", code="throw new Error('refused: ' + input);"),
+                     node("out", "output"), edges=[("in", "boom"), ("boom", "out")]),
+               "nope", {"in": "nope"}, None, "", [("in", "input"), ("boom", "code")], failed=("boom", "refused: nope"))
 
 
 def run_modes() -> list[str]:
@@ -209,7 +227,8 @@ def streamed_run(door: Door) -> dict[str, Any]:
     for name, _ in case.trace:
         expected.append(("node_started", {"node": name}))
         expected += [("delta", {"node": name, "content": piece}) for piece in case.deltas.get(name, [])]
-        expected.append(("node_finished", {"node": name, "status": "success", "output": case.outputs[name]}))
+        expected.append(("node_finished", {"node": name, "status": case.status_of(name),
+                                           "output": case.outputs.get(name)}))
     expected.append(("done", {"run": run}))
     got = [(name, {key: value for key, value in data.items() if key != "duration_ms"}) for name, data in events]
     stored = door.api("GET", f"/api/workflows/runs/{run_id}").json() if run_id else None
@@ -219,18 +238,27 @@ def streamed_run(door: Door) -> dict[str, Any]:
 
 
 def v1_model(door: Door) -> dict[str, Any]:
-    """`workflow:<name>` through the official openai SDK, whole and streamed (one run each)."""
+    """`workflow:<name>` through the official openai SDK, whole and streamed (one run each); a run that fails
+    is a 502 `workflow_failed` naming the cause."""
     client = openai.OpenAI(base_url=f"{door.base}/v1", api_key=door.token, max_retries=0)
+    messages = [{"role": "user", "content": door.case.input}]
     model = f"workflow:{door.workflow['name']}"
     before = door.run_count()
-    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": door.case.input}])
+    if door.case.failed:
+        for stream in (False, True):
+            door.script_upstream()
+            with pytest.raises(openai.APIStatusError) as caught:
+                client.chat.completions.create(model=model, messages=messages, stream=stream)
+            assert caught.value.status_code == 502 and caught.value.body["code"] == "workflow_failed"
+            door.case.check_answer(caught.value.message, True)
+            check_run(door.newest_run(before), door.case)
+            before += 1
+        return door.newest_run(before - 1)
+    reply = client.chat.completions.create(model=model, messages=messages)
     assert reply.choices[0].message.content == door.case.reply and reply.choices[0].finish_reason == "stop"
-    whole = door.newest_run(before)
-    check_run(whole, door.case)
+    check_run(door.newest_run(before), door.case)
     door.script_upstream()
-    streamed = client.chat.completions.create(model=model, stream=True,
-                                              messages=[{"role": "user", "content": door.case.input}])
-    chunks = list(streamed)
+    chunks = list(client.chat.completions.create(model=model, stream=True, messages=messages))
     assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices) == door.case.reply
     assert chunks[-1].choices[0].finish_reason == "stop"
     return door.newest_run(before + 1)
@@ -248,7 +276,7 @@ def tool_by_mcp(door: Door) -> dict[str, Any]:
             return await session.call_tool(TOOL_PREFIX + door.workflow["name"], {"input": door.case.input})
 
     result = asyncio.run(call())
-    assert not result.is_error and [item.text for item in result.content] == [door.case.reply], result
+    door.case.check_answer("".join(item.text for item in result.content), result.is_error)
     return door.newest_run(before)
 
 
@@ -257,14 +285,19 @@ def tool_by_the_agent(door: Door) -> dict[str, Any]:
     last reply says back what the tool answered."""
     tool = TOOL_PREFIX + door.workflow["name"]
 
+    answers: list[str] = []
+
     def tool_answer(request: Any) -> Text:
-        return Text(request.json()["messages"][-1]["content"])
+        answers.append(request.json()["messages"][-1]["content"])
+        return Text(answers[-1])
 
     door.script_upstream(ToolCalls([Call(tool, {"input": door.case.input})]), after=(tool_answer,))
     before = door.run_count()
     client = openai.OpenAI(base_url=f"{door.base}/v1", api_key=door.token, max_retries=0)
     reply = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "Run it."}])
-    assert reply.choices[0].message.content == door.case.reply
+    assert reply.choices[0].message.content == answers[0]
+    # OpenAI's tool message has no error flag: what the agent was told is the text.
+    door.case.check_answer(answers[0], is_error=door.case.failed is not None)
     assert door.fake.pending == 0
     return door.newest_run(before)
 
@@ -277,8 +310,13 @@ def tool_by_a_workflow(door: Door) -> dict[str, Any]:
         edges=[("in", "call"), ("call", "out")]))
     before = door.run_count()
     response = door.api("POST", f"/api/workflows/{outer['id']}/run", json={"input": door.case.input})
-    assert response.status_code == 200 and response.json()["status"] == "success", response.text
-    assert response.json()["output"] == door.case.reply
+    assert response.status_code == 200, response.text
+    outer_run = response.json()
+    if door.case.failed:
+        assert (outer_run["status"], outer_run["error"]["node"]) == ("error", "call"), outer_run
+        door.case.check_answer(outer_run["error"]["message"], True)
+    else:
+        assert (outer_run["status"], outer_run["output"]) == ("success", door.case.reply), outer_run
     return door.newest_run(before)
 
 
@@ -290,20 +328,41 @@ DOORS: dict[str, list[Callable[[Door], dict[str, Any]]]] = {
 
 
 def check_run(run: dict[str, Any], case: Case) -> None:
-    """The stored run: success, each node's output, the output, and a trace of the nodes that ran."""
-    assert (run["status"], run["error"]) == ("success", None), run
+    """The stored run: its status (and cause), each node's output, the output, and a trace of the nodes that
+    ran, each with its status (and cause)."""
+    if case.failed:
+        node_name, cause = case.failed
+        assert (run["status"], run["error"]["node"]) == ("error", node_name) and cause in run["error"]["message"], run
+    else:
+        assert (run["status"], run["error"]) == ("success", None), run
     assert run["input"] == case.input
     assert run["outputs"] == case.outputs and run["output"] == case.output
+    errors = {name: run["error"]["message"] for name, _ in case.trace if case.status_of(name) == "error"}
     assert [(entry["node"], entry["type"], entry["status"], entry["attempts"], entry["error"])
-            for entry in run["trace"]] == [(name, kind, "success", 1, None) for name, kind in case.trace]
+            for entry in run["trace"]] == [(name, kind, case.status_of(name), 1, errors.get(name))
+                                           for name, kind in case.trace]
     assert run["started_at"] and run["finished_at"]
 
 
-def pairs() -> list[Any]:
-    """(node type, run mode, door) for every node type and every door of every mode; a mode without a door
-    is a case of its own, which fails."""
-    return [pytest.param(kind, mode, door, id=f"{kind}-{door.__name__ if door else 'no door for ' + mode}")
-            for kind in NODE_TYPES for mode in run_modes() for door in DOORS.get(mode) or [None]]
+def doors() -> list[tuple[str, Callable[[Door], dict[str, Any]] | None]]:
+    """(run mode, door) for every door of every mode; a mode without a door is one of its own, which fails."""
+    return [(mode, door) for mode in run_modes() for door in DOORS.get(mode) or [None]]
+
+
+def door_id(mode: str, door: Callable | None) -> str:
+    return door.__name__ if door else f"no door for {mode}"
+
+
+def run_case(live: Any, fake_openai: Any, name: str, case: Case, mode: str, run_door: Callable | None) -> None:
+    if run_door is None:
+        pytest.fail(f"The run mode {mode!r} has no door in DOORS: add a function that runs a workflow through it.")
+    server, headers = live
+    door = Door(server, headers, case, ensure_workflow(server, headers, name, case.graph), fake_openai)
+    door.script_upstream()
+    run = run_door(door)
+    check_run(run, case)
+    assert door.api("GET", f"/api/workflows/runs/{run['id']}").json() == run
+    assert fake_openai.pending == 0, "an llm node did not ask the upstream"
 
 
 def test_every_node_type_and_run_mode_has_a_case(fake_web):
@@ -312,16 +371,17 @@ def test_every_node_type_and_run_mode_has_a_case(fake_web):
         assert case_for(kind, fake_web.base_url).trace, kind
 
 
-@pytest.mark.parametrize(("kind", "mode", "run_door"), pairs())
+EVERY_TYPE_AND_DOOR = [pytest.param(kind, mode, door, id=f"{kind}-{door_id(mode, door)}")
+                       for kind in NODE_TYPES for mode, door in doors()]
+
+
+@pytest.mark.parametrize(("kind", "mode", "run_door"), EVERY_TYPE_AND_DOOR)
 def test_every_node_type_runs_through_every_run_mode(live, fake_openai, fake_web, kind, mode, run_door):
-    if run_door is None:
-        pytest.fail(f"The run mode {mode!r} has no door in DOORS: add a function that runs a workflow through it.")
-    server, headers = live
-    case = case_for(kind, fake_web.base_url)
     fake_web.page("/run-modes/note", NOTE, content_type="text/plain; charset=utf-8")
-    door = Door(server, headers, case, ensure_workflow(server, headers, f"case-{kind}", case.graph), fake_openai)
-    door.script_upstream()
-    run = run_door(door)
-    check_run(run, case)
-    assert door.api("GET", f"/api/workflows/runs/{run['id']}").json() == run
-    assert fake_openai.pending == 0, "an llm node did not ask the upstream"
+    run_case(live, fake_openai, f"case-{kind}", case_for(kind, fake_web.base_url), mode, run_door)
+
+
+@pytest.mark.parametrize(("mode", "run_door"), [pytest.param(mode, door, id=door_id(mode, door))
+                                                for mode, door in doors()])
+def test_a_run_that_fails_is_stored_error_with_its_cause_through_every_run_mode(live, fake_openai, mode, run_door):
+    run_case(live, fake_openai, "case-fails", FAILING, mode, run_door)

@@ -6,6 +6,7 @@ that opens them (the run endpoint's options, the /v1 model sources, the tool sou
 mode added without a case here is a failing test, not a combination nobody ran. Each (type, door) runs a
 small workflow built around that type, and checks the door's answer, each node's output and the stored
 run (status, outputs, trace); the streamed door checks the whole event sequence, the terminal one included.
+A workflow that fails goes through every door as well: each answers with the cause and stores it.
 """
 
 from __future__ import annotations

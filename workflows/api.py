@@ -297,13 +297,21 @@ def _run_start(*, owner: Any, workflow_id: Any, input_text: str, queued: bool) -
 
 async def _run_stream(record: WorkflowRun) -> AsyncIterator[bytes]:
     interval = float(getattr(django_settings, "AGENTSITE_SSE_KEEPALIVE_S", 10.0))
+    interruption = runs.Interruption()
+    events = with_keepalive(runs.workflow_run_events(run=record, interruption=interruption), interval)
     try:
-        async for item in with_keepalive(runs.workflow_run_events(run=record), interval):
+        async for item in events:
             if item is None:
                 yield KEEPALIVE
                 continue
             kind, data = item
             yield sse_event({"run": run_data(data)} if kind == "done" else data, kind)
-    except Exception:  # a boundary: a started stream ends with one error event
+    except Exception as exc:  # a boundary: a started stream ends with one error event
         logger.exception("The workflow stream failed")
-        yield sse_event({"code": "internal_error", "message": "The run failed; the error was logged."}, "error")
+        interruption.failed(exc)
+        # The run stops now and is stored `error` with this cause (not `cancelled`: the client is still
+        # here), so a client that reads the run after the error event finds it finished.
+        await events.aclose()
+        # The server's own wording for a failure (as in every /api 500): the dashboard prefixes "The run
+        # failed: ", which a message saying the same again doubled.
+        yield sse_event({"code": "internal_error", "message": "The server failed; the error was logged."}, "error")

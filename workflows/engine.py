@@ -206,8 +206,10 @@ class Execution:
     def _finish(self, entry: TraceEntry, status: str, output: Any) -> None:
         entry.status = status
         entry.duration_ms = round((time.perf_counter() - entry._started) * 1000, 3)
+        # An event's data is JSON: a condition's Routed is the engine's own, its output is what the node gave.
+        value = output.output if isinstance(output, Routed) else output
         self.ctx.emit("node_finished", {"node": entry.node, "status": status, "duration_ms": entry.duration_ms,
-                                        "output": output})
+                                        "output": value})
 
     async def _cancel_running(self) -> None:
         for task in self._tasks:

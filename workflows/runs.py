@@ -1,9 +1,11 @@
 """Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool.
 
 `workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
-failing node), or `cancelled` when the task awaiting it is cancelled (a client that hung up; the LLM
-request of a running `llm` node closes with it). A run reached again through workflow tools nests one
-level deeper; past MAX_DEPTH the tool answers with an error instead of running.
+failing node, or with the server's own failure), or `cancelled` when the task awaiting it is cancelled
+because its client hung up (the LLM request of a running `llm` node closes with it). `cancelled` means
+only that: code that stops a run for a failure of its own says so first (`Interruption.failed`), and the
+run is stored `error` with that cause. A run reached again through workflow tools nests one level deeper;
+past MAX_DEPTH the tool answers with an error instead of running.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agentsite.agent.model_sources import ModelSource
@@ -35,43 +38,70 @@ TOOL_SOURCE = "workflows"
 _depth: contextvars.ContextVar[int] = contextvars.ContextVar("workflow_depth", default=0)
 
 Emit = Callable[[str, dict[str, Any]], None]
+HUNG_UP = "The run was cancelled (the client hung up)."
 
 
 def _ignore(kind: str, data: dict[str, Any]) -> None:
     return None
 
 
-async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None) -> WorkflowRun:
-    """Run a `running` run to its end and store it; cancelled runs are stored `cancelled` before re-raising."""
+@dataclass
+class Interruption:
+    """Why the task running a run is cancelled from outside. Unless `failed()` was called first, the client
+    hung up (stored `cancelled`); after it, the server failed to serve the run (stored `error`, naming why)."""
+
+    failure: str | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        self.failure = f"The server failed while running the workflow: {type(exc).__name__}: {exc}"
+
+    def outcome(self) -> tuple[str, dict[str, Any]]:
+        """The status and error to store for a run stopped this way."""
+        if self.failure is None:
+            return WorkflowRun.CANCELLED, {"node": None, "message": HUNG_UP}
+        return WorkflowRun.ERROR, {"node": None, "message": self.failure}
+
+
+async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interruption: Interruption | None = None,
+                           time_limit: float | None = None) -> WorkflowRun:
+    """Run a `running` run to its end and store it. A run past `time_limit` seconds is stopped and stored
+    `error` saying so. A run whose task is cancelled is stored before the cancellation goes on: `cancelled`,
+    or `error` when `interruption` says the server stopped it for a failure."""
     depth = _depth.get()
     execution = Execution(Graph.from_dict(run.graph),
                           RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth))
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     try:
-        status = await execution.run()
+        async with asyncio.timeout(time_limit):
+            status = await execution.run()
+        error = execution.error.as_dict() if execution.error else None
+    except TimeoutError:  # only the limit's: the engine turns what nodes raise into their failure
+        status, error = WorkflowRun.ERROR, {"node": None, "message": f"The run did not finish within "
+                                                                    f"{time_limit:g} seconds."}
     except asyncio.CancelledError:
+        status, error = (interruption or Interruption()).outcome()
         # Shielded: the record is written even though this task is being cancelled; the cancellation goes on.
-        await asyncio.shield(asyncio.ensure_future(_store(run, execution, WorkflowRun.CANCELLED)))
+        await asyncio.shield(asyncio.ensure_future(_store(run, execution, status, error)))
         raise
     finally:
         _depth.reset(token)
-    return await _store(run, execution, status)
+    return await _store(run, execution, status, error)
 
 
-async def _store(run: WorkflowRun, execution: Execution, status: str) -> WorkflowRun:
-    error = execution.error.as_dict() if execution.error else None
-    if status == WorkflowRun.CANCELLED:
-        error = {"node": None, "message": "The run was cancelled (the client hung up)."}
+async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:
     return await db(services.run_finish, run=run, status=status, outputs=dict(execution.outputs),
                     output=execution.output, error=error, trace=[entry.as_dict() for entry in execution.trace])
 
 
-async def workflow_run_events(*, run: WorkflowRun) -> AsyncIterator[tuple[str, Any]]:
+async def workflow_run_events(*, run: WorkflowRun, interruption: Interruption | None = None,
+                              ) -> AsyncIterator[tuple[str, Any]]:
     """A streamed run's events: `run_started`, `node_started`, `delta`, `node_finished`, then `done` with the
-    stored run. Closing or cancelling the stream cancels the run (stored `cancelled`)."""
+    stored run; each event's data is JSON. Closing or cancelling the stream cancels the run, stored
+    `cancelled` (the client hung up) unless `interruption` was told of a failure first (stored `error`)."""
     queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
     yield "run_started", {"run_id": str(run.pk)}
-    task = asyncio.create_task(workflow_execute(run=run, emit=lambda kind, data: queue.put_nowait((kind, data))))
+    task = asyncio.create_task(workflow_execute(run=run, emit=lambda kind, data: queue.put_nowait((kind, data)),
+                                                interruption=interruption))
     task.add_done_callback(lambda _: queue.put_nowait(None))
     try:
         while (item := await queue.get()) is not None:
@@ -93,17 +123,20 @@ def check_input(value: Any) -> str:
     return value
 
 
-async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None) -> WorkflowRun:
+async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None,
+                               time_limit: float | None = None) -> WorkflowRun:
     """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
-    return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit)
+    return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit,
+                                    time_limit=time_limit)
 
 
 async def workflow_run_start(*, owner_id: Any, input_text: str, workflow_id: Any = None, name: str | None = None,
-                             emit: Emit | None = None) -> WorkflowRun:
-    """Run the owner's workflow (by id or by name) now and store the run. Raises AppError 404."""
+                             emit: Emit | None = None, time_limit: float | None = None) -> WorkflowRun:
+    """Run the owner's workflow (by id or by name) now and store the run (past `time_limit` seconds: stopped,
+    stored `error`). Raises AppError 404."""
     text = check_input(input_text)
     run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text)
-    return await workflow_execute(run=run, emit=emit)
+    return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
 
 
 def _run_create(*, owner_id: Any, workflow_id: Any, name: str | None, input_text: str) -> WorkflowRun:
@@ -126,6 +159,8 @@ def run_reply(run: WorkflowRun) -> str:
 
 # --- the workflow as a tool (`workflow__<name>`) -------------------------------------------------------
 
+TOOL_TIME_LIMIT_S = 600.0  # a workflow run through its tool
+TOOL_TIMEOUT_MARGIN_S = 5.0
 TOOL_SCHEMA = {"type": "object", "properties": {"input": {"type": "string", "description": "The workflow's input."}},
                "required": ["input"], "additionalProperties": False}
 
@@ -147,12 +182,17 @@ def workflow_tool(name: str) -> Tool:
         if _depth.get() >= MAX_DEPTH:
             raise ToolError(f"The workflow {name!r} was not run: workflows calling workflows may nest at most "
                             f"{MAX_DEPTH} deep (a workflow that reaches itself through its tools loops).")
-        run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"])
+        run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"],
+                                         time_limit=limit)
         return ToolResult.of_text(run_reply(run))
 
-    # Function names are at most 64 characters at OpenAI and most others; longer workflow names are cut.
+    limit = TOOL_TIME_LIMIT_S
+    # Function names are at most 64 characters at OpenAI and most others; longer workflow names are cut. The
+    # tool's own timeout comes after the run's limit: a run that takes too long is stopped by its limit and
+    # stored `error` saying so, not cancelled from outside (which would store it `cancelled`).
     return Tool(name=(TOOL_PREFIX + name)[:64], description=f"Run the workflow {name!r} on an input text and "
-                "return its output.", input_schema=TOOL_SCHEMA, call=call, source=TOOL_SOURCE, timeout=600.0)
+                "return its output.", input_schema=TOOL_SCHEMA, call=call, source=TOOL_SOURCE,
+                timeout=limit + TOOL_TIMEOUT_MARGIN_S)
 
 
 # --- the workflow as a /v1 model (`workflow:<name>`) ---------------------------------------------------

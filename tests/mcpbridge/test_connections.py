@@ -34,7 +34,7 @@ def error_code(response) -> str:
 
 def test_a_stored_server_is_connected_on_first_use_after_a_start(owner_client, connections):
     McpServer.objects.create(name="time", transport="stdio", command=TIME_SERVER[0], args=TIME_SERVER[1:],
-                             status="error", error="stale from the last run")
+                             status="error", error="stale from the last run", visibility="everyone")
     assert manager.state("time") is None  # as after a restart: stored, never connected in this process
 
     tools = owner_client.get("/api/mcp/tools").json()["tools"]
@@ -46,8 +46,8 @@ def test_a_stored_server_is_connected_on_first_use_after_a_start(owner_client, c
     assert McpServer.objects.get(name="time").status == "connected"
 
 
-def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_call_back(admin_client, fake_openai,
-                                                                                         connections):
+def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_call_back(admin, admin_client,
+                                                                                         fake_openai, connections):
     connected = admin_client.post("/api/mcp/connect", {"name": "time", "command": TIME_SERVER[0],
                                                        "args": TIME_SERVER[1:]}, format="json")
     assert connected.status_code == 201, connected.content
@@ -57,7 +57,7 @@ def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_c
 
     async def run() -> list:
         return [event async for event in run_agent(messages=[Message("user", "What time is it in Tokyo?")],
-                                                   user_id=None, settings=settings)]
+                                                   user_id=admin.pk, settings=settings)]
 
     events = async_to_sync(run)()
 

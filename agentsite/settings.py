@@ -221,6 +221,8 @@ LOGIN_RATE_WINDOW_S = 60
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
+# Tools only admins see and call (any source's, by the name the model sees); empty opens them to every user.
+AGENTSITE_ADMIN_ONLY_TOOLS = env_list("AGENTSITE_ADMIN_ONLY_TOOLS", ["computer_screenshot"])
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
 # DuckDuckGo's keyless HTML search page; empty turns that backend off.
 AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duckduckgo.com/html/")

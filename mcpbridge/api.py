@@ -12,11 +12,34 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
+from agentsite.agent.tools import ToolContext
 from agentsite.validation import validated
 from mcpbridge import selectors, services
-from mcpbridge.models import SERVER_NAME_PATTERN, McpServer
+from mcpbridge.models import SERVER_NAME_PATTERN, McpServer, masked_url
 
 # --- serializers ------------------------------------------------------------------------------------
+
+VISIBILITY_HELP = ("Who may see the server and use its tools: admins (the default), everyone (every signed-in "
+                   "user), or users (admins and the usernames in `users`).")
+
+
+def validate_access(data: dict) -> None:
+    """`users` goes with visibility `users`, and that one needs at least one name."""
+    if data.get("visibility") == McpServer.USERS and not data.get("users"):
+        raise serializers.ValidationError({"users": ["Name at least one user for visibility users."]})
+    if data.get("visibility") != McpServer.USERS and data.get("users"):
+        raise serializers.ValidationError({"users": ["users goes with visibility users."]})
+
+
+class AccessInputSerializer(serializers.Serializer):
+    visibility = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.VISIBILITIES],
+                                         help_text=VISIBILITY_HELP)
+    users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=1000, required=False)
+
+    def validate(self, data: dict) -> dict:
+        validate_access(data)
+        return data
+
 
 class ConnectInputSerializer(serializers.Serializer):
     name = serializers.RegexField(SERVER_NAME_PATTERN, max_length=32, error_messages={
@@ -35,7 +58,13 @@ class ConnectInputSerializer(serializers.Serializer):
                                     required=False, help_text="HTTP headers for a URL server, e.g. Authorization "
                                                               "(kept secret: never returned).")
 
+    visibility = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.VISIBILITIES],
+                                         default=McpServer.ADMINS, help_text=VISIBILITY_HELP)
+    users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=1000, required=False,
+                                  help_text="Usernames who may use the server besides the admins (visibility users).")
+
     def validate(self, data: dict) -> dict:
+        validate_access(data)
         if bool(data.get("command")) == bool(data.get("url")):
             raise serializers.ValidationError({"command": ["Give either a command (stdio) or a url."]})
         if data.get("command"):
@@ -52,11 +81,25 @@ class ConnectInputSerializer(serializers.Serializer):
 
 
 class ServerSerializer(serializers.Serializer):
+    """A server as listed. `args`, `env` and `headers` are write-only: only how many arguments and which
+    variable and header names are set is shown (the names to admins only), never a value.
+    """
+
     name = serializers.CharField()
     transport = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.TRANSPORTS])
     command = serializers.CharField(required=False, help_text="stdio servers only.")
-    args = serializers.ListField(child=serializers.CharField(), required=False, help_text="stdio servers only.")
-    url = serializers.CharField(required=False, help_text="URL servers only.")
+    args_count = serializers.IntegerField(required=False, help_text="stdio servers only: how many arguments are set "
+                                                                    "(their values are never returned).")
+    env_keys = serializers.ListField(child=serializers.CharField(), required=False,
+                                     help_text="Admins, stdio servers: the names of the variables set in env.")
+    url = serializers.CharField(required=False, help_text="URL servers only; a query string's values and any "
+                                                          "user:password are masked.")
+    header_names = serializers.ListField(child=serializers.CharField(), required=False,
+                                         help_text="Admins, URL servers: the names of the headers set.")
+    visibility = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.VISIBILITIES], required=False,
+                                         help_text="Admins only. " + VISIBILITY_HELP)
+    users = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text="Admins only: the usernames of visibility users.")
     status = serializers.ChoiceField(choices=[McpServer.CONNECTED, McpServer.ERROR])
     error = serializers.CharField(allow_blank=True)
     tools = serializers.IntegerField(help_text="How many tools the server offers.")
@@ -101,14 +144,28 @@ class CallOutputSerializer(serializers.Serializer):
     is_error = serializers.BooleanField()
 
 
-def _server_data(overview: selectors.ServerOverview) -> dict:
+def _server_data(overview: selectors.ServerOverview, *, admin: bool) -> dict:
     server = overview.server
     data: dict = {"name": server.name, "transport": server.transport}
     if server.transport == McpServer.STDIO:
-        data.update(command=server.command, args=list(server.args or []))
+        data.update(command=server.command, args_count=len(server.args or []))
+        if admin:
+            data["env_keys"] = sorted(server.env or {})
     else:
-        data["url"] = server.url
+        data["url"] = masked_url(server.url)
+        if admin:
+            data["header_names"] = sorted(server.headers or {})
+    if admin:
+        data.update(visibility=server.visibility, users=sorted(user.get_username() for user in server.users.all()))
     return {**data, "status": overview.status, "error": overview.error, "tools": overview.tool_count}
+
+
+def _is_admin(request: Request) -> bool:
+    return bool(request.user.is_staff)
+
+
+def _stored_overview(server: McpServer) -> selectors.ServerOverview:
+    return selectors.ServerOverview(server, server.status, server.error, len(server.tools or []))
 
 
 # --- views ------------------------------------------------------------------------------------------
@@ -116,7 +173,7 @@ def _server_data(overview: selectors.ServerOverview) -> dict:
 class ToolListView(APIView):
     @extend_schema(responses={200: ToolListSerializer}, summary="Every tool: built-in, plugins, MCP servers")
     def get(self, request: Request) -> Response:
-        tools = async_to_sync(selectors.tools_available)(user_id=request.user.pk)
+        tools = async_to_sync(selectors.tools_available)(caller=ToolContext.for_user(request.user))
         listed = [{"server": selectors.tool_server(tool), "tool": {
             "name": selectors.tool_listed_name(tool), "description": tool.description,
             "inputSchema": tool.input_schema}} for tool in tools]
@@ -124,10 +181,24 @@ class ToolListView(APIView):
 
 
 class ServerListView(APIView):
-    @extend_schema(responses={200: ServerListSerializer}, summary="Connected MCP servers and their status")
+    @extend_schema(responses={200: ServerListSerializer},
+                   summary="The MCP servers the caller may use, and their status")
     def get(self, request: Request) -> Response:
-        overview = async_to_sync(selectors.mcp_server_overview)()
-        return Response(ServerListSerializer({"servers": [_server_data(item) for item in overview]}).data)
+        overview = async_to_sync(selectors.mcp_server_overview)(caller=ToolContext.for_user(request.user))
+        servers = [_server_data(item, admin=_is_admin(request)) for item in overview]
+        return Response(ServerListSerializer({"servers": servers}).data)
+
+
+class ServerDetailView(APIView):
+    permission_classes = [IsAuthenticated, IsAdmin]
+
+    @extend_schema(request=AccessInputSerializer, responses={
+        200: ServerSerializer, 404: OpenApiResponse(description="No MCP server of that name.")},
+                   summary="Change who may see an MCP server and use its tools")
+    def patch(self, request: Request, name: str) -> Response:
+        data = validated(AccessInputSerializer, request.data)
+        server = services.mcp_server_access_set(name=name, **data)
+        return Response(ServerSerializer(_server_data(_stored_overview(server), admin=True)).data)
 
 
 class ConnectView(APIView):
@@ -139,8 +210,8 @@ class ConnectView(APIView):
     def post(self, request: Request) -> Response:
         data = validated(ConnectInputSerializer, request.data)
         server = services.mcp_server_connect(**data)
-        overview = selectors.ServerOverview(server, server.status, server.error, len(server.tools))
-        return Response(ServerSerializer(_server_data(overview)).data, status=status.HTTP_201_CREATED)
+        return Response(ServerSerializer(_server_data(_stored_overview(server), admin=True)).data,
+                        status=status.HTTP_201_CREATED)
 
 
 class DisconnectView(APIView):
@@ -163,6 +234,7 @@ class CallView(APIView):
                    summary="Call any listed tool directly")
     def post(self, request: Request) -> Response:
         data = validated(CallInputSerializer, request.data)
-        result = async_to_sync(services.mcp_tool_call)(user_id=request.user.pk, server=data["server"],
-                                                       tool=data["tool"], arguments=data["arguments"])
+        result = async_to_sync(services.mcp_tool_call)(caller=ToolContext.for_user(request.user),
+                                                       server=data["server"], tool=data["tool"],
+                                                       arguments=data["arguments"])
         return Response(CallOutputSerializer({"content": result.content, "is_error": result.is_error}).data)

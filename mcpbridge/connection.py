@@ -261,7 +261,7 @@ class McpConnection:
         self._http_error = f"HTTP {response.status_code} from {response.request.url}" + (f": {detail}" * bool(detail))
 
     def _reason(self, exc: BaseException) -> str:
-        message = describe(exc)
+        message = spawn_problem(self.spec, exc) or describe(exc)
         if self._http_error and self._http_error not in message:
             message = f"{message} ({self._http_error})"
         return _with_tail(message, self._stderr_tail())
@@ -385,6 +385,24 @@ def describe(exc: BaseException | None) -> str:
         if text not in messages:
             messages.append(text)
     return "; ".join(messages) or "The connection was cancelled."
+
+
+def spawn_problem(spec: ServerSpec, exc: BaseException) -> str | None:
+    """What to fix when a stdio server's command could not be started at all (missing, not executable)."""
+    if spec.transport != "stdio":
+        return None
+    leaf = next((leaf for leaf in _leaves(exc) if isinstance(leaf, FileNotFoundError | PermissionError)
+                 and leaf.filename in (spec.command, os.fsencode(spec.command))), None)
+    if isinstance(leaf, PermissionError):
+        return f"The command {spec.command!r} cannot be run: permission denied (is it an executable file?)."
+    if leaf is None:
+        return None
+    if os.sep in spec.command:
+        return f"The command {spec.command!r} does not exist."
+    # The child's PATH is the one searched: the SDK passes PATH (and a few others) on, under the server's env.
+    path = spec.env.get("PATH", os.environ.get("PATH", os.defpath))
+    return (f"The command {spec.command!r} was not found on the PATH the server starts with ({path}): "
+            "install it there, give its full path, or set PATH in the server's env.")
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -11,7 +14,13 @@ server_name_validator = RegexValidator(
 
 
 class McpServer(models.Model):
-    """An external MCP server this service connects to as a client; its tools join the tool registry."""
+    """An external MCP server this service connects to as a client; its tools join the tool registry.
+
+    Who may see it and use its tools is its access rule: `admins` (the default: its tools run with the
+    admin's configuration, secrets included), `everyone` (every signed-in user), or `users` (admins and the
+    users in `users`). A caller outside the rule sees neither the server nor its tools anywhere.
+    `args`, `env` and `headers` are write-only: no API returns them (a token often travels in them).
+    """
 
     STDIO = "stdio"
     SSE = "sse"
@@ -20,6 +29,10 @@ class McpServer(models.Model):
     CONNECTED = "connected"
     ERROR = "error"
     STATUSES = [(CONNECTED, "connected"), (ERROR, "error")]
+    ADMINS = "admins"
+    EVERYONE = "everyone"
+    USERS = "users"
+    VISIBILITIES = [(ADMINS, "admins only"), (EVERYONE, "every signed-in user"), (USERS, "admins and the users named")]
 
     name = models.CharField(max_length=32, unique=True, validators=[server_name_validator])
     transport = models.CharField(max_length=20, choices=TRANSPORTS)
@@ -33,6 +46,9 @@ class McpServer(models.Model):
     error = models.TextField(blank=True, default="")
     # The tool list from the last successful listing, so a listing can be shown before this process connects.
     tools = models.JSONField(default=list, blank=True)
+    visibility = models.CharField(max_length=10, choices=VISIBILITIES, default=ADMINS)
+    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="mcp_servers",
+                                   help_text="Who besides the admins may use the server when visibility is users.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -42,3 +58,11 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+def masked_url(url: str) -> str:
+    """The URL without user:password and with its query's values masked (tokens travel in both), for display."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = "&".join(f"{key}=***" for key, _value in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db.models import Q, QuerySet
 
-from agentsite.agent.tools import Tool, ToolContext, registry
+from agentsite.agent.tools import Tool, ToolContext, admin_only_tools, registry, resolve_caller
 from agentsite.errors import AppError
 from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.kb import KB_SEARCH_TOOL
@@ -26,8 +26,23 @@ def spec_for(server: McpServer) -> ServerSpec:
                       url=server.url, headers={str(key): str(value) for key, value in (server.headers or {}).items()})
 
 
-def mcp_server_specs() -> list[ServerSpec]:
-    return [spec_for(server) for server in McpServer.objects.all()]
+def mcp_servers_visible_to(caller: ToolContext) -> QuerySet[McpServer]:
+    """The stored servers whose access rule lets this caller in: every one for an admin, those open to
+    everyone or naming the user for a user, none for a caller with no user. An unresolved caller
+    (`is_admin` None) is not taken for an admin.
+    """
+    if caller.is_admin:
+        return McpServer.objects.all()
+    if caller.user_id is None:
+        return McpServer.objects.none()
+    return McpServer.objects.filter(
+        Q(visibility=McpServer.EVERYONE) | Q(visibility=McpServer.USERS, users=caller.user_id)).distinct()
+
+
+def mcp_server_specs_for(caller: ToolContext) -> tuple[set[str], list[ServerSpec]]:
+    """(the names of every stored server, the specs of those this caller may use)."""
+    names = set(McpServer.objects.values_list("name", flat=True))
+    return names, [spec_for(server) for server in mcp_servers_visible_to(caller)]
 
 
 def mcp_server_get(*, name: str) -> McpServer:
@@ -46,16 +61,21 @@ class ServerOverview:
     tool_count: int
 
 
-async def mcp_server_overview() -> list[ServerOverview]:
-    """Every stored server with this process's view of it; servers this process never tried are connected
-    first (that is the reconnect after a start), but a failed or crashed one is left alone: it reconnects
-    on its next use (a listing of tools or a call), and until then shows `error`.
+async def mcp_server_overview(*, caller: ToolContext) -> list[ServerOverview]:
+    """Every stored server this caller may see, with this process's view of it; servers this process never
+    tried are connected first (that is the reconnect after a start), but a failed or crashed one is left
+    alone: it reconnects on its next use (a listing of tools or a call), and until then shows `error`.
     """
-    servers = await sync_to_async(list)(McpServer.objects.all())
+    caller = await resolve_caller(caller)
+
+    def visible() -> list[McpServer]:
+        return list(mcp_servers_visible_to(caller).prefetch_related("users"))
+
+    servers = await sync_to_async(visible)()
     untried = [server for server in servers if manager.state(server.name) is None]
     if untried:
         await asyncio.gather(*(server_tools(spec_for(server)) for server in untried))
-        servers = await sync_to_async(list)(McpServer.objects.all())
+        servers = await sync_to_async(visible)()
     return [_overview(server) for server in servers]
 
 
@@ -66,18 +86,20 @@ def _overview(server: McpServer) -> ServerOverview:
     return ServerOverview(server, server.status, server.error, len(server.tools or []))
 
 
-async def tools_available(*, user_id: Any, own_only: bool = False) -> list[Tool]:
-    """Every tool the service can run for this user: the registry's (built-ins, plugins, and unless own_only
-    the external MCP servers'), then kb_search. First name wins, as in the registry.
+async def tools_available(*, caller: ToolContext, own_only: bool = False) -> list[Tool]:
+    """Every tool the service can run for this caller: the registry's (built-ins, plugins, and unless
+    own_only the external MCP servers' whose rule lets the caller in), then kb_search. First name wins, as
+    in the registry, and tools reserved for admins are left out for everyone else, as there.
     """
-    ctx = ToolContext(user_id=user_id)
+    caller = await resolve_caller(caller)
     if own_only:
         with own_tools_only():
-            tools = await registry.list_tools(ctx, enabled_only=False)
+            tools = await registry.list_tools(caller, enabled_only=False)
     else:
-        tools = await registry.list_tools(ctx, enabled_only=False)
+        tools = await registry.list_tools(caller, enabled_only=False)
     names = {tool.name for tool in tools}
-    return tools + [tool for tool in EXTRA_TOOLS if tool.name not in names]
+    reserved = frozenset() if caller.is_admin else admin_only_tools()
+    return tools + [tool for tool in EXTRA_TOOLS if tool.name not in names and tool.name not in reserved]
 
 
 def tool_server(tool: Tool) -> str:
@@ -89,15 +111,18 @@ def tool_listed_name(tool: Tool) -> str:
     return tool.remote_name if isinstance(tool, McpTool) else tool.name
 
 
-async def tool_find(*, user_id: Any, server: str, tool: str) -> Tool:
-    """The tool `tool` of `server` (an MCP server or a registry source). Raises AppError 404 `not_found`, and
-    502 `upstream_error` when the MCP server cannot be reached (it is then marked `error`).
+async def tool_find(*, caller: ToolContext, server: str, tool: str) -> Tool:
+    """The tool `tool` of `server` (an MCP server or a registry source) that this caller may use. Raises
+    AppError 404 `not_found` (for a server outside the caller's rule too, with the same answer as for one
+    that does not exist), and 502 `upstream_error` when the MCP server cannot be reached (it is then marked
+    `error`).
     """
-    stored = await sync_to_async(McpServer.objects.filter(name=server).first)()
+    caller = await resolve_caller(caller)
+    stored = await sync_to_async(mcp_servers_visible_to(caller).filter(name=server).first)()
     if stored is not None:
         found = await _remote_tool(spec_for(stored), tool)
     else:
-        candidates = await tools_available(user_id=user_id, own_only=True)
+        candidates = await tools_available(caller=caller, own_only=True)
         found = next((item for item in candidates if item.source == server and item.name == tool), None)
     if found is None:
         raise AppError("not_found", f"There is no tool {tool!r} on the server {server!r}.", 404,

@@ -21,7 +21,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 import agentsite
-from agentsite.agent.tools import ToolContext, call_tool
+from agentsite.agent.tools import ToolContext, call_tool, resolve_caller
 from mcpbridge.content import result_to_mcp, tool_to_mcp
 from mcpbridge.selectors import tools_available
 
@@ -40,17 +40,18 @@ def build_server(*, user_id: Any = None) -> Server:
     async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         async with django_db_scope():
-            tools = await tools_available(user_id=_caller(ctx, user_id), own_only=True)
+            tools = await tools_available(caller=ToolContext(user_id=_caller(ctx, user_id)), own_only=True)
         return types.ListToolsResult(tools=[tool_to_mcp(tool) for tool in tools])
 
     async def call(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-        caller = _caller(ctx, user_id)
         async with django_db_scope():
-            tools = await tools_available(user_id=caller, own_only=True)
+            # Found among the tools listed for this caller only: one they may not use is an unknown tool.
+            caller = await resolve_caller(ToolContext(user_id=_caller(ctx, user_id)))
+            tools = await tools_available(caller=caller, own_only=True)
             tool = next((item for item in tools if item.name == params.name), None)
             if tool is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            result = await call_tool(tool, params.arguments or {}, ToolContext(user_id=caller))
+            result = await call_tool(tool, params.arguments or {}, caller)
         return result_to_mcp(result)
 
     return Server(SERVER_NAME, version=agentsite.__version__, instructions=INSTRUCTIONS,

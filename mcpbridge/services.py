@@ -9,11 +9,20 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from agentsite.agent.builtin.netguard import AddressPolicy
 from agentsite.agent.builtin.web_fetch import private_fetch_allowed
-from agentsite.agent.tools import ToolContext, ToolError, ToolResult, call_tool, registry, validation_problem
+from agentsite.agent.tools import (
+    ToolContext,
+    ToolError,
+    ToolResult,
+    call_tool,
+    registry,
+    resolve_caller,
+    validation_problem,
+)
 from agentsite.errors import AppError
 from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, McpConnectError, ServerSpec, manager
 from mcpbridge.models import McpServer
@@ -39,13 +48,16 @@ def transport_for_url(url: str) -> str:
 
 def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None = None,
                        env: dict[str, str] | None = None, url: str = "", transport: str | None = None,
-                       headers: dict[str, str] | None = None) -> McpServer:
-    """Start (stdio) or reach (URL) a server, complete the handshake, list its tools, and store it.
+                       headers: dict[str, str] | None = None, visibility: str = McpServer.ADMINS,
+                       users: list[str] | None = None) -> McpServer:
+    """Start (stdio) or reach (URL) a server, complete the handshake, list its tools, and store it with its
+    access rule (`visibility`, and the usernames of `users` for `users`).
 
     Raises AppError 409 `conflict` (name taken), 400 `invalid` (a URL to a private address while those are
-    off), 502 `mcp_connect_failed` with the server's own reason (nothing is stored then).
+    off, an unknown username), 502 `mcp_connect_failed` with the server's own reason (nothing is stored then).
     """
     _check_name_free(name)
+    members = _users_named(users or [])
     if url:
         _check_url_allowed(url)
     spec = ServerSpec(name=name, transport=(transport or transport_for_url(url)) if url else "stdio",  # type: ignore[arg-type]
@@ -61,13 +73,37 @@ def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None =
         with transaction.atomic():
             server = McpServer.objects.create(
                 name=name, transport=spec.transport, command=command, args=list(spec.args), env=spec.env, url=url,
-                headers=spec.headers, status=McpServer.CONNECTED, error="", tools=_dumped(tools))
+                headers=spec.headers, status=McpServer.CONNECTED, error="", tools=_dumped(tools),
+                visibility=visibility)
+            server.users.set(members)
     except IntegrityError:
         manager.run_sync(lambda: manager.disconnect(name), timeout=2 * CLOSE_TIMEOUT_S)
         raise _conflict(name) from None
     manager.run_sync(lambda: manager.confirm(name))
     logger.info("MCP server %r connected (%s, %d tools)", name, spec.transport, len(tools))
     return server
+
+
+def mcp_server_access_set(*, name: str, visibility: str, users: list[str] | None = None) -> McpServer:
+    """Replace the server's access rule. Raises AppError 404 `not_found`, 400 `invalid` (an unknown username)."""
+    server = mcp_server_get(name=name)
+    members = _users_named(users or [])
+    with transaction.atomic():
+        server.visibility = visibility
+        server.save(update_fields=["visibility", "updated_at"])
+        server.users.set(members)
+    logger.info("MCP server %r is now visible to %s", name, visibility)
+    return server
+
+
+def _users_named(usernames: list[str]) -> list[Any]:
+    User = get_user_model()  # noqa: N806 - a class
+    found = {user.get_username(): user for user in User.objects.filter(username__in=usernames)}
+    unknown = [username for username in usernames if username not in found]
+    if unknown:
+        raise AppError("invalid", f"There is no user named {unknown[0]!r}.", 400,
+                       {"users": [f"There is no user named {username!r}." for username in unknown]})
+    return list(found.values())
 
 
 def _check_name_free(name: str) -> None:
@@ -120,19 +156,21 @@ def mcp_server_status_record(*, name: str, error: str, tools: list[types.Tool] |
     McpServer.objects.filter(name=name).update(**changes)
 
 
-async def mcp_tool_call(*, user_id: Any, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
-    """Call any listed tool directly. Raises AppError 404 (unknown server or tool), 400 `invalid` (arguments
-    that do not fit its input schema), 502 `upstream_error` (an MCP server failed, timed out or went away).
+async def mcp_tool_call(*, caller: ToolContext, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    """Call any tool listed for this caller directly. Raises AppError 404 (unknown server or tool, or one
+    outside the caller's access rule), 400 `invalid` (arguments that do not fit its input schema), 502
+    `upstream_error` (an MCP server failed, timed out or went away).
     """
-    found = await tool_find(user_id=user_id, server=server, tool=tool)
+    caller = await resolve_caller(caller)
+    found = await tool_find(caller=caller, server=server, tool=tool)
     problem = validation_problem(found, arguments)
     if problem:
         raise AppError("invalid", f"arguments: {problem}", 400, {"arguments": [problem]})
     if not isinstance(found, McpTool):
-        return await call_tool(found, arguments, ToolContext(user_id=user_id))
+        return await call_tool(found, arguments, caller)
     try:
         async with asyncio.timeout(found.timeout):
-            return await found.call(arguments, ToolContext(user_id=user_id))
+            return await found.call(arguments, caller)
     except TimeoutError:
         raise AppError("upstream_error", f"The MCP server {server!r} did not answer within {found.timeout:g} s.",
                        502, {"server": server}) from None

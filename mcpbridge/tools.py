@@ -1,8 +1,9 @@
 """External MCP tools in the runtime's tool registry, and tool results to and from MCP's content blocks.
 
-`McpToolSource` (registered as the source "mcp") offers every stored server's tools as `<server>__<tool>`,
-connecting lazily in this process; a call goes back to that server through the connection manager. A
-failure to connect or a server that dies mid-call is recorded on the stored server (`status: error`).
+`McpToolSource` (registered as the source "mcp") offers the tools of every stored server whose access rule
+lets the caller in (`McpServer.visibility`) as `<server>__<tool>`, connecting lazily in this process; a
+call goes back to that server through the connection manager. A failure to connect or a server that dies
+mid-call is recorded on the stored server (`status: error`).
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ class McpToolSource(ToolSource):
         if _own_tools_only.get():
             return []
         from mcpbridge.client import manager
-        from mcpbridge.selectors import mcp_server_specs
+        from mcpbridge.selectors import mcp_server_specs_for
 
-        specs = await sync_to_async(mcp_server_specs)()
-        stored = {spec.name for spec in specs}
+        # Only the servers whose access rule lets this caller in are listed (or connected for the listing).
+        stored, specs = await sync_to_async(mcp_server_specs_for)(ctx)
         if manager.names() - stored:  # removed (by another process) since this one connected them
             await manager.run(lambda: manager.retain(stored))
         listed = await asyncio.gather(*(server_tools(spec) for spec in specs))

@@ -18,7 +18,7 @@ from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.context import ContextBlock, ContextRequest, context_sources, format_reference
 from agentsite.agent.multimodal import parts_from_tool_content
 from agentsite.agent.providers import Provider, get_provider
-from agentsite.agent.tools import Tool, ToolContext, ToolResult, call_tool, registry
+from agentsite.agent.tools import Tool, ToolContext, ToolResult, call_tool, registry, resolve_caller
 from agentsite.agent.types import (
     ChatRequest,
     Finish,
@@ -225,6 +225,7 @@ class _AgentRun:
     async def _tools(self) -> list[Tool]:
         if not self.use_tools:
             return []
+        self.ctx = await resolve_caller(self.ctx)  # the calls then run for the caller they were listed for
         return await registry.list_tools(self.ctx, self.settings)
 
     async def _conversation(self) -> list[Message]:

@@ -5,6 +5,16 @@ config's `tools` list, validates arguments against each tool's input schema, enf
 limit, and turns every failure into a `ToolResult` with `is_error=True` that goes back to the model. The
 built-in tools are registered as the source "builtin" when this module is imported, so the runtime does
 not depend on Django's app loading order.
+
+Who is asking decides what exists. Every listing and every call is made for one caller (`ToolContext`):
+- the registry resolves the caller first (`resolve_caller`: is the user an active admin?), so a source
+  always receives a context whose `is_admin` is a bool;
+- a source lists only the tools that caller may see and call (an MCP server outside its access rule lists
+  nothing), and the registry finds a tool by name (`get`, `call`) only among those;
+- then the registry drops the tools the operator reserved for admins (`AGENTSITE_ADMIN_ONLY_TOOLS`, by
+  default `computer_screenshot`) for everyone else.
+A tool the caller may not use is therefore indistinguishable from one that does not exist. Code that lists
+tools for one caller and calls one later (the agent loop) passes the resolved context to `call_tool`.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
@@ -31,7 +41,50 @@ MAX_RESULT_CHARS = 100_000
 
 @dataclass(frozen=True)
 class ToolContext:
-    user_id: Any = None  # the user on whose behalf the tool runs; None for anonymous callers
+    """The caller a tool is listed for and runs for.
+
+    `user_id` is None for a caller with no user (it sees only what needs no user). `is_admin` None means
+    not looked up yet: the registry resolves it before asking any source (`resolve_caller`); a context
+    built without it is never treated as an admin's.
+    """
+
+    user_id: Any = None
+    is_admin: bool | None = None
+
+    @classmethod
+    def for_user(cls, user: Any) -> ToolContext:
+        """The context of an authenticated Django user (a request's), resolved without a query."""
+        return cls(user_id=user.pk, is_admin=bool(user.is_active and user.is_staff))
+
+
+async def resolve_caller(ctx: ToolContext) -> ToolContext:
+    """ctx with `is_admin` set: an admin is an active staff user (as the API's IsAdmin permission says)."""
+    if ctx.is_admin is not None:
+        return ctx
+    if ctx.user_id is None:
+        return replace(ctx, is_admin=False)
+    from agentsite.dbcall import db
+
+    return replace(ctx, is_admin=await db(_is_active_admin, ctx.user_id))
+
+
+def _is_active_admin(user_id: Any) -> bool:
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=user_id, is_active=True, is_staff=True).exists()
+
+
+# The screenshot shows the server's own display (whatever an admin has open on it): not every user's to see.
+DEFAULT_ADMIN_ONLY_TOOLS = ("computer_screenshot",)
+
+
+def admin_only_tools() -> frozenset[str]:
+    """The tool names the operator reserved for admins (AGENTSITE_ADMIN_ONLY_TOOLS; the default without Django)."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return frozenset(DEFAULT_ADMIN_ONLY_TOOLS)
+    return frozenset(getattr(settings, "AGENTSITE_ADMIN_ONLY_TOOLS", DEFAULT_ADMIN_ONLY_TOOLS))
 
 
 @dataclass
@@ -85,8 +138,10 @@ class Tool:
 
 
 class ToolSource:
-    """A named set of tools. `list_tools` may do I/O (an MCP server); it should raise only when it cannot list
-    at all, and the registry then leaves the source out for that listing (logged).
+    """A named set of tools. `list_tools(ctx)` returns the tools this caller may see and call, and no other:
+    the registry offers, finds and runs only what it returns (ctx is resolved: `ctx.is_admin` is a bool).
+    It may do I/O (an MCP server); it should raise only when it cannot list at all, and the registry then
+    leaves the source out for that listing (logged).
     """
 
     name: str = ""
@@ -132,9 +187,12 @@ class ToolRegistry:
 
     async def list_tools(self, ctx: ToolContext, settings: AgentSettings | None = None,
                          enabled_only: bool = True) -> list[Tool]:
-        """Every source's tools (those the settings enable, unless enabled_only is False), first name wins."""
+        """Every source's tools for this caller (those the settings enable, unless enabled_only is False),
+        first name wins.
+        """
         if enabled_only and settings is None:
             settings = await aget_settings()
+        ctx = await resolve_caller(ctx)
         listed = await asyncio.gather(*(self._list_source(source, ctx) for source in self._sources.values()))
         tools: dict[str, Tool] = {}
         for source_tools in listed:
@@ -148,18 +206,24 @@ class ToolRegistry:
         return list(tools.values())
 
     async def _list_source(self, source: ToolSource, ctx: ToolContext) -> list[Tool]:
+        """The source's tools for this (resolved) caller, less those reserved for admins."""
         try:
-            return await source.list_tools(ctx)
+            tools = await source.list_tools(ctx)
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("Tool source %r could not list its tools", source.name)
             return []
+        if ctx.is_admin:
+            return tools
+        reserved = admin_only_tools()
+        return [tool for tool in tools if tool.name not in reserved]
 
     async def get(self, name: str, ctx: ToolContext) -> Tool | None:
-        """The tool of this name, enabled or not. Sources are asked in order and only until one has it, so a
-        built-in is found without listing (and perhaps connecting to) every MCP server.
+        """The tool of this name for this caller, enabled or not. Sources are asked in order and only until
+        one has it, so a built-in is found without listing (and perhaps connecting to) every MCP server.
         """
+        ctx = await resolve_caller(ctx)
         for source in list(self._sources.values()):
             found = next((tool for tool in await self._list_source(source, ctx) if tool.name == name), None)
             if found is not None:
@@ -170,6 +234,7 @@ class ToolRegistry:
         """Run the tool of this name (enabled or not: callers that care check first). Never raises but
         CancelledError: an unknown tool, bad arguments, a timeout or a failure come back as an error result.
         """
+        ctx = await resolve_caller(ctx)
         tool = await self.get(name, ctx)
         if tool is None:
             return ToolResult.error(f"There is no tool named {name!r}.")

@@ -24,7 +24,8 @@ async def shout(arguments, ctx) -> str:
 
 
 async def run(settings: AgentSettings, text: str = "Shout hi.", **kwargs) -> list[AgentEvent]:
-    return [event async for event in run_agent(messages=[Message("user", text)], user_id=42, settings=settings,
+    # No user: the caller is resolved without a database (a user id would be looked up: admin or not).
+    return [event async for event in run_agent(messages=[Message("user", text)], user_id=None, settings=settings,
                                                **kwargs)]
 
 
@@ -152,7 +153,8 @@ async def test_context_sources_go_into_the_system_prompt_and_their_sources_into_
     history = [Message("user", "Old question"), Message("assistant", "Old answer"), Message("user", "When off?")]
 
     with caplog.at_level(logging.ERROR):
-        events = [event async for event in run_agent(messages=history, user_id=5, settings=openai_settings)]
+        events = [event async for event in run_agent(messages=history, user_id=5, settings=openai_settings,
+                                                     use_tools=False)]  # tools would look the user up
 
     assert asked == [(5, "When off?", 5)]
     system = fake_openai.bodies()[0]["messages"][0]

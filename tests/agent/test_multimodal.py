@@ -99,10 +99,12 @@ def test_the_runtime_registers_its_builtin_tools_on_import_without_django_app_lo
     code = ("import asyncio\n"
             "from agentsite.agent.config import AgentSettings\n"
             "from agentsite.agent.tools import ToolContext, registry\n"
-            "tools = asyncio.run(registry.list_tools(ToolContext(), AgentSettings()))\n"
-            "print(sorted(tool.name for tool in tools))\n")
+            "for ctx in (ToolContext(is_admin=True), ToolContext()):\n"
+            "    tools = asyncio.run(registry.list_tools(ctx, AgentSettings()))\n"
+            "    print(sorted(tool.name for tool in tools))\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['computer_screenshot', 'web_fetch', 'web_search']"
+    assert result.stdout.splitlines() == ["['computer_screenshot', 'web_fetch', 'web_search']",
+                                          "['web_fetch', 'web_search']"]  # the screenshot is an admin's

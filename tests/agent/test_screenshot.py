@@ -14,7 +14,7 @@ import pytest
 
 from agentsite.agent.tools import ToolContext, registry
 
-CTX = ToolContext(user_id=1)
+CTX = ToolContext(user_id=1, is_admin=True)  # the screenshot is an admin's tool
 
 
 def free_display() -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
+
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.tools import (
     StaticToolSource,
@@ -18,7 +20,8 @@ from agentsite.agent.tools import (
 )
 from tests.agent.conftest import text_tool
 
-CTX = ToolContext(user_id=7)
+CTX = ToolContext(user_id=7, is_admin=False)  # resolved: no database lookup
+ADMIN = ToolContext(user_id=8, is_admin=True)
 ALL = AgentSettings(tools=("*",))
 WORD_SCHEMA = {"type": "object", "required": ["word"], "additionalProperties": False,
                "properties": {"word": {"type": "string", "minLength": 1}, "times": {"type": "integer"}}}
@@ -29,7 +32,7 @@ async def shout(arguments, ctx) -> str:
 
 
 async def test_the_builtin_tools_are_registered_on_import():
-    tools = await registry.list_tools(CTX, ALL)
+    tools = await registry.list_tools(ADMIN, ALL)
 
     assert registry.sources() == ["builtin"]  # (conftest sets the facets' sources aside)
     assert {"web_fetch", "web_search", "computer_screenshot"} <= {tool.name for tool in tools}
@@ -40,7 +43,7 @@ async def test_only_the_tools_the_settings_enable_are_listed(tool_source):
     tool_source.append(text_tool("shout", shout, WORD_SCHEMA))
 
     enabled = await registry.list_tools(CTX, AgentSettings(tools=("shout", "web_fetch")))
-    everything = await registry.list_tools(CTX, AgentSettings(tools=()), enabled_only=False)
+    everything = await registry.list_tools(ADMIN, AgentSettings(tools=()), enabled_only=False)
 
     assert sorted(tool.name for tool in enabled) == ["shout", "web_fetch"]
     assert {"shout", "web_fetch", "web_search", "computer_screenshot"} <= {tool.name for tool in everything}
@@ -179,3 +182,77 @@ async def test_a_long_text_result_is_cut_for_the_model(tool_source):
 
     assert len(result.text) < 100_100
     assert result.text.endswith("[... cut at 100000 characters]")
+
+
+# --- who is asking ----------------------------------------------------------------------------------
+
+async def test_the_screenshot_tool_is_listed_and_called_for_admins_only_by_default():
+    user_tools = {tool.name for tool in await registry.list_tools(CTX, ALL, enabled_only=False)}
+    admin_tools = {tool.name for tool in await registry.list_tools(ADMIN, ALL, enabled_only=False)}
+
+    assert "computer_screenshot" in admin_tools and "computer_screenshot" not in user_tools
+    assert user_tools == admin_tools - {"computer_screenshot"}
+    refused = await registry.call("computer_screenshot", {}, CTX)
+    unknown = await registry.call("no_such_tool", {}, CTX)
+    assert refused.is_error and refused.text == unknown.text.replace("no_such_tool", "computer_screenshot")
+    assert await registry.get("computer_screenshot", CTX) is None
+
+
+async def test_the_tools_reserved_for_admins_are_the_settings_list(settings, tool_source):
+    tool_source.append(text_tool("shout", shout, WORD_SCHEMA))
+    settings.AGENTSITE_ADMIN_ONLY_TOOLS = ["shout"]
+
+    reserved = {tool.name for tool in await registry.list_tools(CTX, ALL)}
+    assert "shout" not in reserved and "computer_screenshot" in reserved
+    assert (await registry.call("shout", {"word": "a"}, CTX)).is_error
+    assert (await registry.call("shout", {"word": "a"}, ADMIN)).text == "A"
+
+    settings.AGENTSITE_ADMIN_ONLY_TOOLS = []
+    assert {"shout", "computer_screenshot"} <= {tool.name for tool in await registry.list_tools(CTX, ALL)}
+
+
+class PerCallerSource(ToolSource):
+    """Lists `private` to admins only, and records the contexts it was asked with."""
+
+    name = "per-caller"
+
+    def __init__(self):
+        self.asked: list[ToolContext] = []
+
+    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        self.asked.append(ctx)
+
+        async def call(arguments, ctx):
+            return ToolResult.of_text(f"private for {ctx.user_id}")
+
+        return [Tool("private", "Admins only.", {"type": "object"}, call, source=self.name)] if ctx.is_admin else []
+
+
+@pytest.fixture
+def per_caller_source():
+    source = PerCallerSource()
+    registry.register_source(source)
+    yield source
+    registry.unregister_source(source.name)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_source_is_asked_with_the_caller_resolved_from_the_database(per_caller_source, admin, owner):
+    admin_result = await registry.call("private", {}, ToolContext(user_id=admin.pk))
+    owner_result = await registry.call("private", {}, ToolContext(user_id=owner.pk))
+    anonymous = await registry.list_tools(ToolContext(), ALL)
+
+    assert admin_result == ToolResult.of_text(f"private for {admin.pk}")
+    assert owner_result.is_error and "There is no tool named 'private'" in owner_result.text
+    assert "private" not in {tool.name for tool in anonymous}
+    assert [(ctx.user_id, ctx.is_admin) for ctx in per_caller_source.asked] == [
+        (admin.pk, True), (owner.pk, False), (None, False)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_deactivated_admin_is_resolved_as_no_admin(per_caller_source, admin):
+    admin.is_active = False
+    await admin.asave()
+
+    assert (await registry.call("private", {}, ToolContext(user_id=admin.pk))).is_error
+    assert per_caller_source.asked[-1].is_admin is False

@@ -13,7 +13,7 @@ from agentsite.agent.tools import ToolContext, ToolError, registry
 from tests.fakes.http import Chunk, FakeResponse
 from tests.fakes.web import FakeWebServer
 
-CTX = ToolContext(user_id=1)
+CTX = ToolContext(user_id=1, is_admin=False)  # resolved: no database lookup
 ARTICLE = """<html><head><title>Tides &amp; Moons</title><script>var tracking = 1;</script></head><body>
 <nav><a href="/">Home</a></nav>
 <article><h1>How tides work</h1>

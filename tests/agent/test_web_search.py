@@ -12,7 +12,7 @@ from agentsite.agent.builtin.web_search import configured_backends
 from agentsite.agent.tools import ToolContext, registry
 from tests.server import free_port
 
-CTX = ToolContext(user_id=1)
+CTX = ToolContext(user_id=1, is_admin=False)  # resolved: no database lookup
 RESULTS = [
     {"title": "Tides - Wikipedia", "url": "https://en.wikipedia.org/wiki/Tide", "snippet": "Rise & fall."},
     {"title": "Tide tables", "url": "https://tides.example/tables?port=brest&year=2026", "snippet": "Times for ports."},

@@ -33,6 +33,9 @@ class Api:
     def post(self, path: str, body: dict) -> requests.Response:
         return requests.post(self.base_url + path, json=body, headers=self.headers, timeout=60)
 
+    def patch(self, path: str, body: dict) -> requests.Response:
+        return requests.patch(self.base_url + path, json=body, headers=self.headers, timeout=60)
+
 
 @pytest.fixture(scope="package")
 def live() -> Iterator[LiveServer]:

@@ -1,4 +1,5 @@
-"""A tiny stdio MCP server for tests: `echo` answers, `crash` exits the process in the middle of the call.
+"""A tiny stdio MCP server for tests: `echo` answers, `crash` exits the process in the middle of the call, `env`
+answers the value of one of its environment variables (what a server given an admin's API key can leak).
 
 Run as a script (`python fragile_server.py`); `--fail-at-start` exits before the handshake with a message on
 stderr, like a server missing its API key; `--with-child` starts a long-lived child process first (as servers
@@ -21,6 +22,8 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
     types.Tool(name="crash", description="Exit the server process during the call.",
                input_schema={"type": "object", "properties": {}}),
+    types.Tool(name="env", description="Answer with the value of one of the server's environment variables.",
+               input_schema={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
 ]
 
 
@@ -33,6 +36,9 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
         sys.stderr.write("fragile: crashing on purpose\n")
         sys.stderr.flush()
         os._exit(7)  # no reply, no clean shutdown: what a segfault or an OOM kill looks like to the client
+    if params.name == "env":
+        name = (params.arguments or {}).get("name", "")
+        return types.CallToolResult(content=[types.TextContent(text=f"{name}={os.environ.get(name, '')}")])
     text = (params.arguments or {}).get("text", "")
     return types.CallToolResult(content=[types.TextContent(text=f"echo: {text}")])
 

@@ -32,14 +32,16 @@ def servers(api: Api) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def time_server(admin_api: Api) -> Iterator[dict]:
-    response = connect(admin_api, "time", **stdio_spec(TIME_SERVER), env={"TIME_SECRET": "s3cret"})
+    response = connect(admin_api, "time", **stdio_spec(TIME_SERVER), env={"TIME_SECRET": "s3cret"},
+                       visibility="everyone")
     assert response.status_code == 201, response.text
     yield response.json()
     admin_api.post("/api/mcp/disconnect", {"name": "time"})
 
 
 def test_connect_starts_a_stdio_server_lists_its_tools_and_stores_it_without_its_env(admin_api, time_server):
-    assert time_server == {"name": "time", "transport": "stdio", "command": TIME_SERVER[0], "args": TIME_SERVER[1:],
+    assert time_server == {"name": "time", "transport": "stdio", "command": TIME_SERVER[0], "args_count": 2,
+                           "env_keys": ["TIME_SECRET"], "visibility": "everyone", "users": [],
                            "status": "connected", "error": "", "tools": 2}
     listed = servers(admin_api)["time"]
     assert listed == time_server
@@ -50,13 +52,14 @@ def test_the_tool_list_names_builtin_and_external_tools_by_their_server(user_api
     response = user_api.get("/api/mcp/tools")
     assert response.status_code == 200
     pairs = {(item["server"], item["tool"]["name"]) for item in response.json()["tools"]}
-    assert {("builtin", "web_fetch"), ("builtin", "web_search"), ("builtin", "computer_screenshot"),
-            ("builtin", "kb_search"), ("time", "get_current_time"), ("time", "convert_time")} <= pairs
+    assert {("builtin", "web_fetch"), ("builtin", "web_search"), ("builtin", "kb_search"),
+            ("time", "get_current_time"), ("time", "convert_time")} <= pairs
+    assert ("builtin", "computer_screenshot") not in pairs  # an admin's tool (AGENTSITE_ADMIN_ONLY_TOOLS)
     current = next(item["tool"] for item in response.json()["tools"] if item["tool"]["name"] == "get_current_time")
     assert current["inputSchema"]["required"] == ["timezone"] and current["description"]
 
 
-def test_any_user_calls_an_external_tool_through_api_mcp_call(user_api, time_server):
+def test_a_user_calls_an_external_tool_open_to_everyone_through_api_mcp_call(user_api, time_server):
     response = user_api.post("/api/mcp/call", {"server": "time", "tool": "get_current_time",
                                                "arguments": {"timezone": "Europe/Paris"}})
     assert response.status_code == 200, response.text
@@ -152,7 +155,7 @@ def test_a_missing_command_answers_502_and_is_not_stored(admin_api):
 
 def test_a_server_that_dies_mid_call_fails_that_call_is_marked_error_and_reconnects_on_next_use(live, admin_api,
                                                                                                 user_api):
-    assert connect(admin_api, "fragile", **stdio_spec(FRAGILE_SERVER)).status_code == 201
+    assert connect(admin_api, "fragile", **stdio_spec(FRAGILE_SERVER), visibility="everyone").status_code == 201
     try:
         crashed = user_api.post("/api/mcp/call", {"server": "fragile", "tool": "crash", "arguments": {}})
         assert crashed.status_code == 502
@@ -174,14 +177,15 @@ def test_a_server_that_dies_mid_call_fails_that_call_is_marked_error_and_reconne
                                                          ("self-sse", "/mcp/sse", "sse")])
 def test_the_service_connects_to_its_own_mcp_endpoint_as_an_external_server(live, admin_api, user_api, name, path,
                                                                             transport):
-    response = connect(admin_api, name, url=live.base_url + path,
+    response = connect(admin_api, name, url=live.base_url + path, visibility="everyone",
                        headers={"Authorization": f"Bearer {admin_api.token}"})
     assert response.status_code == 201, response.text
     try:
         server = response.json()
         assert server["transport"] == transport and server["url"] == live.base_url + path
         assert server["status"] == "connected" and server["tools"] >= 4
-        assert "headers" not in server and admin_api.token not in admin_api.get("/api/mcp/servers").text
+        assert server["header_names"] == ["Authorization"] and "headers" not in server
+        assert admin_api.token not in admin_api.get("/api/mcp/servers").text
         called = user_api.post("/api/mcp/call", {"server": name, "tool": "kb_search",
                                                  "arguments": {"query": "anything at all"}})
         assert called.status_code == 200 and called.json()["is_error"] is False

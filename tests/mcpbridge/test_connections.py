@@ -11,7 +11,7 @@ from agentsite.agent.config import AgentSettings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.types import Message
 from mcpbridge import services
-from mcpbridge.client import manager
+from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.models import McpServer
 from mcpbridge.services import transport_for_url
 from tests.fakes.llm import Call, Text, ToolCalls
@@ -34,7 +34,7 @@ def error_code(response) -> str:
 
 def test_a_stored_server_is_connected_on_first_use_after_a_start(owner_client, connections):
     McpServer.objects.create(name="time", transport="stdio", command=TIME_SERVER[0], args=TIME_SERVER[1:],
-                             status="error", error="stale from the last run")
+                             status="error", error="stale from the last run", visibility="everyone")
     assert manager.state("time") is None  # as after a restart: stored, never connected in this process
 
     tools = owner_client.get("/api/mcp/tools").json()["tools"]
@@ -46,8 +46,8 @@ def test_a_stored_server_is_connected_on_first_use_after_a_start(owner_client, c
     assert McpServer.objects.get(name="time").status == "connected"
 
 
-def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_call_back(admin_client, fake_openai,
-                                                                                         connections):
+def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_call_back(admin, admin_client,
+                                                                                         fake_openai, connections):
     connected = admin_client.post("/api/mcp/connect", {"name": "time", "command": TIME_SERVER[0],
                                                        "args": TIME_SERVER[1:]}, format="json")
     assert connected.status_code == 201, connected.content
@@ -57,7 +57,7 @@ def test_the_agent_offers_external_tools_as_server__tool_and_routes_the_models_c
 
     async def run() -> list:
         return [event async for event in run_agent(messages=[Message("user", "What time is it in Tokyo?")],
-                                                   user_id=None, settings=settings)]
+                                                   user_id=admin.pk, settings=settings)]
 
     events = async_to_sync(run)()
 
@@ -121,3 +121,24 @@ def test_the_openapi_schema_documents_the_mcp_endpoints(anon_client):
     paths = anon_client.get("/api/schema", HTTP_ACCEPT="application/json").json()["paths"]
     documented = {"/api/mcp/tools", "/api/mcp/servers", "/api/mcp/connect", "/api/mcp/disconnect", "/api/mcp/call"}
     assert documented <= set(paths)
+
+
+def test_a_stdio_command_not_on_the_path_fails_naming_the_command_and_the_path_searched(connections):
+    spec = ServerSpec(name="absent", transport="stdio", command="agentsite-no-such-mcp-server",
+                      env={"PATH": "/opt/agentsite-test/bin:/usr/bin"})
+
+    with pytest.raises(McpConnectError) as failure:
+        manager.run_sync(lambda: manager.connect(spec), timeout=30)
+
+    message = str(failure.value)
+    assert "'agentsite-no-such-mcp-server'" in message and "/opt/agentsite-test/bin:/usr/bin" in message
+    assert "FileNotFoundError" not in message
+
+
+def test_a_stdio_command_path_that_does_not_exist_is_named_without_a_path_search(connections):
+    spec = ServerSpec(name="absent", transport="stdio", command="/nonexistent/mcp-server")
+
+    with pytest.raises(McpConnectError) as failure:
+        manager.run_sync(lambda: manager.connect(spec), timeout=30)
+
+    assert "'/nonexistent/mcp-server' does not exist" in str(failure.value)

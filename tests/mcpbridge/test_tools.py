@@ -51,6 +51,7 @@ def test_a_tool_source_registered_later_is_listed_under_its_source_name(owner, o
     assert called.json() == {"content": [{"type": "text", "text": f"HI (for user {owner.pk})"}], "is_error": False}
 
 
+@pytest.mark.django_db(transaction=True)  # the caller (an admin or not) is looked up
 async def test_an_invalid_argument_over_mcp_comes_back_as_an_error_result(later_facet):
     async with Client(build_server(user_id=1), mode="legacy") as client:
         result = await client.call_tool("shout", {"text": 7})

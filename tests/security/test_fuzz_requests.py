@@ -181,6 +181,9 @@ def context(server: LiveServer) -> Context:
         "workflow": workflow,
         "workflow_run": made(f"/api/workflows/{workflow}/run", {"input": "x"}),
     }
+    ruled = context.post("/api/mcp/connect", time_server("ruled"), role="admin")
+    assert ruled.status_code == 201, ruled.text
+    context.objects["mcp_server"] = "ruled"
     models = requests.get(server.base_url + "/v1/models", timeout=10).json()["data"]
     context.voice = requests.get(server.base_url + "/api/voices", timeout=10).json()["voices"][0]["id"]
     context.model = next(model["id"] for model in models if model["id"] not in ("agent", "hash-256"))
@@ -209,6 +212,7 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
                                           "arguments": {"url": "http://127.0.0.1:9/private"}},
     ("post", "/api/mcp/connect"): lambda c: time_server(c.unique("time").replace("-", "_")[:32]),
     ("post", "/api/mcp/disconnect"): lambda c: {"name": c.connected_mcp_server()},
+    ("patch", "/api/mcp/servers/{name}"): lambda c: {"visibility": "users", "users": ["fuzzed"]},
     ("post", "/api/plugins/reload"): lambda c: {},
     ("post", "/api/scheduler/tasks"): lambda c: {
         "name": c.unique("task"), "cron": "*/5 9-17 * * 1-5", "prompt": "status?", "enabled": True,
@@ -501,6 +505,8 @@ def body_variants(body: dict, shape: Shape, content_types: set[str], path: str, 
 # --- sending and judging ---------------------------------------------------------------------------
 
 def concrete_path(path: str, context: Context) -> str:
+    if "{name}" in path:  # an MCP server's: one of its own, as disconnect's body removes connected_mcp_server's
+        return path.replace("{name}", context.objects["mcp_server"])
     if "{run_id}" in path:
         return path.replace("{run_id}", context.objects["workflow_run"])
     kind = next((kind for prefix, kind in OBJECT_OF_PATH.items() if path.startswith(prefix)), None)

@@ -1,6 +1,7 @@
 """Where agentsite relies on more than a dependency's documented API, and what to re-check when it changes.
 
-pyproject.toml caps daphne, Twisted and mcp to the releases these tests passed on. When one of them fails
+pyproject.toml caps daphne, Twisted, mcp, django-q2, asgiref, autobahn and drf-spectacular to the releases these
+tests passed on. When one of them fails
 after an upgrade, its message names the code to re-check; lift the cap only once it passes again.
 """
 
@@ -255,3 +256,94 @@ def test_twisted_still_buffers_a_write_until_dowrite_which_the_stream_flush_call
     assert b"".join(sent) == b"event one"
     _flush(SimpleNamespace(channel=SimpleNamespace(transport=transport)))  # nothing pending: nothing sent
     assert b"".join(sent) == b"event one"
+
+
+# --- django-q2, asgiref, autobahn, the reactor's shutdown trigger, drf-spectacular (capped in pyproject.toml) ---
+
+def test_django_q2_still_has_what_taskqueue_rebuilds_async_tasks_packages_from():
+    """agentsite/taskqueue.py builds async_task's packages itself (to queue many in one round trip) from django-q2's
+    internals: the signer, the Conf flags async_task reads, and each broker's list. Re-check taskqueue.py (and
+    tests/foundation/test_taskqueue.py, which compares its packages with async_task's) when this fails."""
+    from django_q import tasks
+    from django_q.brokers.orm import ORM
+    from django_q.brokers.redis_broker import Redis
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    assert callable(SignedPackage.dumps) and callable(SignedPackage.loads)
+    for flag in ("SYNC", "CACHED", "ACK_FAILURES", "ORM", "CLUSTER_NAME"):
+        assert hasattr(Conf, flag), f"django_q.conf.Conf.{flag} is gone: re-check agentsite/taskqueue.py"
+    assert {"key", "payload", "lock"} <= {field.name for field in OrmQ._meta.get_fields()}
+    assert "list_key" in inspect.signature(ORM.__init__).parameters
+    assert "list_key" in inspect.getsource(Redis)
+    source = inspect.getsource(tasks.async_task)
+    for key in ('"id"', '"name"', '"func"', '"args"', '"kwargs"', '"started"', '"cached"', '"ack_failure"',
+                "pre_enqueue"):
+        assert key in source.replace("'", '"'), (
+            f"async_task no longer builds {key}: re-check the package agentsite/taskqueue.py builds")
+
+
+def test_asgiref_still_picks_a_sync_calls_thread_from_context_to_thread_executor():
+    """agentsite/requestthreads.py lends each request a reused thread by putting it into asgiref's
+    SyncToAsync.context_to_thread_executor for the request's ThreadSensitiveContext."""
+    from asgiref.sync import SyncToAsync, ThreadSensitiveContext
+
+    assert hasattr(SyncToAsync, "context_to_thread_executor"), "re-check agentsite/requestthreads.py"
+    assert "context_to_thread_executor" in inspect.getsource(SyncToAsync.__call__), (
+        "SyncToAsync.__call__ no longer reads context_to_thread_executor: re-check agentsite/requestthreads.py")
+    assert hasattr(ThreadSensitiveContext, "__aenter__")
+
+
+def test_autobahn_still_answers_a_refused_websocket_handshake_through_send_http_error_response():
+    """agentsite/asgi_limits.py `_install_websocket_headers` wraps autobahn's sendHttpErrorResponse to add the
+    security headers to a refused handshake, passing (code, reason, responseHeaders)."""
+    from autobahn.websocket.protocol import WebSocketServerProtocol
+
+    parameters = list(inspect.signature(WebSocketServerProtocol.sendHttpErrorResponse).parameters)
+    assert parameters[:4] == ["self", "code", "reason", "responseHeaders"], (
+        f"{parameters}: re-check _install_websocket_headers in agentsite/asgi_limits.py")
+    assert "sendHttpErrorResponse" in inspect.getsource(WebSocketServerProtocol.failHandshake)
+
+
+_SHUTDOWN_TRIGGER = """
+import asyncio, django
+from twisted.internet import asyncioreactor
+asyncioreactor.install(asyncio.new_event_loop())  # as daphne's server does, before anything imports the reactor
+django.setup()
+from twisted.internet import reactor
+from mcpbridge.asgi import on_server_shutdown
+events = []
+async def close():
+    events.append("close started")
+    await asyncio.sleep(0.05)  # the reactor must wait for this, not only start it
+    events.append("close finished")
+on_server_shutdown(close)
+reactor.addSystemEventTrigger("during", "shutdown", lambda: events.append("shutdown"))
+reactor.callLater(0, reactor.stop)
+reactor.run()
+print(events)
+"""
+
+
+def test_twisted_waits_for_the_before_shutdown_trigger_that_closes_mcp_sessions():
+    """mcpbridge/asgi.py `on_server_shutdown` closes the MCP session manager in the reactor's "before shutdown"
+    trigger, relying on Twisted waiting for the Deferred a trigger returns before it shuts down."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    result = subprocess.run([sys.executable, "-c", _SHUTDOWN_TRIGGER], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "['close started', 'close finished', 'shutdown']", (
+        f"{result.stdout}: re-check on_server_shutdown in mcpbridge/asgi.py")
+
+
+def test_drf_spectacular_documents_the_function_views_through_their_cls():
+    """The async POST views (chat, workflow run) and /v1's function views are documented by setting `view.cls`
+    (accounts/authentication.py async_post_view, compat/api.py _attach_schemas): drf-spectacular reads a route's
+    operation from its view's `cls`. If this fails, the operations below vanished from /api/schema."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    for path in ("/api/sessions/{id}/chat", "/api/workflows/{id}/run", "/v1/chat/completions", "/v1/embeddings"):
+        operation = schema["paths"].get(path, {}).get("post")
+        assert operation and "requestBody" in operation, f"{path} lost its documented body: re-check view.cls"

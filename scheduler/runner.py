@@ -59,5 +59,9 @@ async def _session_turn(task: Any) -> str:
 async def _workflow(task: Any) -> str:
     from workflows import runs
 
-    record = await runs.workflow_run_start(owner_id=task.owner_id, workflow_id=task.workflow_id, input_text=task.prompt)
+    # The run stops itself a little before the scheduled run's own limit cuts it off, so it is stored `error`
+    # saying it ran out of time, not `cancelled` as if a client had hung up.
+    limit = float(getattr(settings, "AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0))
+    record = await runs.workflow_run_start(owner_id=task.owner_id, workflow_id=task.workflow_id, input_text=task.prompt,
+                                           time_limit=limit - min(1.0, limit / 10))
     return runs.run_reply(record)

@@ -72,3 +72,19 @@ def test_a_failing_workflow_makes_the_run_an_error_naming_the_node(owner):
         edges=[{"from": "in", "to": "boom"}])
     run = fire(services.task_create(owner=owner, name="w", cron="0 * * * *", prompt="x", workflow_id=workflow.pk))
     assert run.status == "error" and "boom" in run.error and "broken step" in run.error
+
+
+def test_a_workflow_past_the_runs_time_limit_is_stored_error_saying_so_not_as_a_hang_up(owner, settings):
+    from workflows.services import workflow_create
+
+    settings.AGENTSITE_SCHEDULER_RUN_TIMEOUT_S = 1.0
+    workflow = workflow_create(owner=owner, name="slow", nodes=[
+        {"id": "in", "type": "input", "name": "in"},
+        {"id": "wait", "type": "delay", "name": "wait", "config": {"delayMs": 60_000}},
+        {"id": "out", "type": "output", "name": "out"}], edges=[{"from": "in", "to": "wait"},
+                                                                  {"from": "wait", "to": "out"}])
+    run = fire(services.task_create(owner=owner, name="w", cron="0 * * * *", prompt="x", workflow_id=workflow.pk))
+    assert run.status == "error"
+    [workflow_run] = workflow.runs.all()
+    assert workflow_run.status == "error", (workflow_run.status, workflow_run.error)
+    assert "hung up" not in str(workflow_run.error) and "hung up" not in run.error

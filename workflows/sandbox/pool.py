@@ -88,6 +88,8 @@ class SandboxPool:
         Never runs the code. Raises SandboxError for a sandbox failure (not for bad code)."""
         _check_kind(kind)
         answer = self._round_trip({"op": "compile", "kind": kind, "source": source})
+        if not answer.get("ok"):  # a worker that failed rather than compiled: a sandbox failure, not bad code
+            raise self._failure(answer)
         return answer["problem"]
 
     async def run_code(self, code: str, input: Any = None, context: Any = None) -> Any:
@@ -131,11 +133,14 @@ class SandboxPool:
         }
         answer = self._round_trip(message)
         if not answer.get("ok"):
-            raise error_from_answer(
-                str(answer.get("kind")), str(answer.get("message", "")), time_limit_s=self.time_limit_s,
-                memory_mb=self.memory_mb, output_cap_bytes=self.output_cap_bytes,
-            )
+            raise self._failure(answer)
         return answer
+
+    def _failure(self, answer: dict[str, Any]) -> SandboxError:
+        return error_from_answer(
+            str(answer.get("kind")), str(answer.get("message", "")), time_limit_s=self.time_limit_s,
+            memory_mb=self.memory_mb, output_cap_bytes=self.output_cap_bytes,
+        )
 
     def _round_trip(self, message: dict[str, Any]) -> dict[str, Any]:
         worker = self._checkout()

@@ -80,8 +80,8 @@ class Engine:
         self.memory_bytes = memory_mb * 2**20
         self.time_limit_s = time_limit_s
         self.context_evaluations = context_evaluations
-        # The driver is a script-level const: out of globalThis's properties and immutable. Code that finds it by
-        # name can only run code through it, which it can do anyway.
+        # The driver is a script-level const: out of globalThis's properties, its binding immutable, and the function
+        # frozen by lockdown.js. Code that finds it by name can only run code through it, which it can do anyway.
         self.lockdown_source = "const " + DRIVER + " = " + LOCKDOWN.read_text(encoding="utf-8")
         self.racer: Any = None
         self.evaluations = 0

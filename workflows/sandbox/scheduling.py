@@ -111,10 +111,13 @@ class FairQueue:
                 return
             chosen = min(eligible, key=lambda waiter: (self._held.get(waiter.owner, 0), waiter.order))
             self._waiters.remove(chosen)
+            try:
+                chosen.wake()
+            except RuntimeError:  # its event loop was closed under it: nobody is left to take the grant
+                continue
             self._busy += 1
             self._held[chosen.owner] = self._held.get(chosen.owner, 0) + 1
             chosen.granted = True
-            chosen.wake()
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -161,14 +161,10 @@ class SandboxPool:
             limit = budget.limit_for(self.time_limit_s) if budget else self.time_limit_s
             if limit < self.time_limit_s:
                 message = {**message, "time_limit_s": limit}
-            started = time.monotonic()
             try:
-                answer = self._round_trip(message, limit)
+                answer = self._round_trip(message, limit, budget)
             except SandboxError as error:
                 raise _as_budget_error(error, limit < self.time_limit_s, budget) from None
-            finally:
-                if budget:
-                    budget.charge(time.monotonic() - started)
         finally:
             self.queue.release(owner)
         if not answer.get("ok"):
@@ -190,16 +186,20 @@ class SandboxPool:
             memory_mb=self.memory_mb, output_cap_bytes=self.output_cap_bytes,
         )
 
-    def _round_trip(self, message: dict[str, Any], limit_s: float) -> dict[str, Any]:
+    def _round_trip(self, message: dict[str, Any], limit_s: float, budget: RunBudget | None = None) -> dict[str, Any]:
+        """One request on a worker; `budget` is charged the request's time only (not a worker's start or reaping)."""
         worker = self._checkout()
         keep = False
+        started = time.monotonic()
         try:
-            answer = worker.request(message, deadline=time.monotonic() + limit_s + self.grace_s)
+            answer = worker.request(message, deadline=started + limit_s + self.grace_s)
             keep = not answer.get("retire", True)
             return answer
         except WorkerLost as lost:
             raise self._lost_error(lost, worker) from None
         finally:
+            if budget is not None:
+                budget.charge(time.monotonic() - started)
             self._checkin(worker, keep=keep)
 
     def _lost_error(self, lost: WorkerLost, worker: SandboxWorker) -> SandboxError:

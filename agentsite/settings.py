@@ -245,6 +245,13 @@ AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum
 AGENTSITE_SANDBOX_WORKERS = env_int("AGENTSITE_SANDBOX_WORKERS", 2, minimum=1)
 AGENTSITE_SANDBOX_TIME_LIMIT_S = env_float("AGENTSITE_SANDBOX_TIME_LIMIT_S", 1.0, minimum=0.01)
 AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 64, minimum=8)
+# Fairness between users: the workers one owner's evaluations hold at once (default: all but one, so one user's
+# runaway code never holds them all), how long an evaluation waits for a worker before failing "busy", and the
+# sandbox time one workflow run may use, retries included.
+AGENTSITE_SANDBOX_OWNER_WORKERS = env_int(
+    "AGENTSITE_SANDBOX_OWNER_WORKERS", max(1, AGENTSITE_SANDBOX_WORKERS - 1), minimum=1)
+AGENTSITE_SANDBOX_QUEUE_WAIT_S = env_float("AGENTSITE_SANDBOX_QUEUE_WAIT_S", 10.0, minimum=0.01)
+AGENTSITE_SANDBOX_RUN_BUDGET_S = env_float("AGENTSITE_SANDBOX_RUN_BUDGET_S", 10.0, minimum=0.01)
 # The scheduler: how often the django-q2 schedule calls the tick (a multiple of 60, or under 60 for tests:
 # django-q2 looks at its schedules every 30 s), a run's time limit, and the runner (a dotted path to an
 # async callable; empty: the agent, see scheduler/runner.py).

@@ -10,7 +10,8 @@ How a run walks the graph (API.md "Execution"):
   predecessors, and independent branches run at the same time (at most `max_concurrency` nodes at once).
 - A node's input is its predecessor's output; at a join where several were taken, an object of their
   outputs by node name. The input node's output is the run's input text.
-- A failing node is retried per its `retry` (exponential backoff with jitter); after the last attempt,
+- A failing node is retried per its `retry` (exponential backoff with jitter) unless its failure says another
+  attempt cannot help (a SandboxError of kind "budget": the run's sandbox time is spent); after the last attempt,
   `onError: "continue"` makes its output null and the run goes on, otherwise the run stops with `error`
   and the nodes still running are cancelled.
 - Cancelling the task that awaits `Execution.run()` cancels every running node (an LLM request closes
@@ -196,6 +197,8 @@ class Execution:
                 raise
             except Exception as exc:  # a boundary: whatever a node raises is its failure, in words
                 entry.error = failure_message(exc)
+                if not retryable(exc):
+                    break
             if attempt < attempts and backoff_ms:
                 # Exponential backoff with jitter, so retries of many runs do not hit a service in step.
                 await asyncio.sleep(backoff_ms * 2 ** (attempt - 1) * random.uniform(0.5, 1.5) / 1000)
@@ -218,6 +221,11 @@ class Execution:
             # asyncio.wait never swallows a cancellation of this task (unlike wait_for on Python 3.11).
             await asyncio.wait(self._tasks)
         self._tasks.clear()
+
+
+def retryable(exc: Exception) -> bool:
+    """False for a failure another attempt cannot mend (the run's sandbox budget is spent)."""
+    return getattr(exc, "retryable", True) is not False
 
 
 def failure_message(exc: Exception) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from workflows.graph import INPUT_REFERENCE, REFERENCE, CompileCheck, Graph, Node, references
+from workflows.sandbox import RunBudget, run_budget
 
 MAX_DELAY_MS = 600_000
 MAX_RETRIES = 10
@@ -43,13 +44,19 @@ class Routed:
 
 @dataclass
 class RunContext:
-    """What a running node may see and do: the run's input, finished nodes' outputs, its owner, events."""
+    """What a running node may see and do: the run's input, finished nodes' outputs, its owner, events.
+
+    The owner is also whose JavaScript it is: the sandbox shares its workers fairly between owners, and the
+    run's code and condition nodes draw on one `sandbox_budget` (AGENTSITE_SANDBOX_RUN_BUDGET_S), retries
+    included.
+    """
 
     input: str
     owner_id: Any
     emit: Callable[[str, dict[str, Any]], None]
     outputs: dict[str, Any] = field(default_factory=dict)  # by node name, as each node finishes
     depth: int = 0  # how deep in workflows calling workflows (through their tools) this run is
+    sandbox_budget: RunBudget = field(default_factory=run_budget)
 
     def value_of(self, name: str) -> Any:
         return self.input if name == INPUT_REFERENCE else self.outputs.get(name)
@@ -218,7 +225,8 @@ class ConditionNode(NodeType):
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
         from workflows.sandbox import sandbox_pool
 
-        chosen = await sandbox_pool().run_condition(node.config["condition"], input=value, context=ctx.js_context())
+        chosen = await sandbox_pool().run_condition(node.config["condition"], input=value, context=ctx.js_context(),
+                                                    owner=ctx.owner_id, budget=ctx.sandbox_budget)
         target = node.config.get("trueBranch" if chosen else "falseBranch")
         return Routed(value, frozenset({target}) if target else frozenset())
 
@@ -237,7 +245,8 @@ class CodeNode(NodeType):
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
         from workflows.sandbox import sandbox_pool
 
-        return await sandbox_pool().run_code(node.config["code"], input=value, context=ctx.js_context())
+        return await sandbox_pool().run_code(node.config["code"], input=value, context=ctx.js_context(),
+                                             owner=ctx.owner_id, budget=ctx.sandbox_budget)
 
 
 class DelayNode(NodeType):

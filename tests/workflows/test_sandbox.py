@@ -357,11 +357,17 @@ async def test_an_infinite_loop_times_out_and_the_pool_serves_the_next_evaluatio
         "const keep = []; for (let i = 0; i < 16; i++) { const b = new Uint8Array(2 ** 28); b.fill(1); keep.push(b); }",
     ],
 )
-def test_a_huge_allocation_fails_with_memory(pool: SandboxPool, allocation: str) -> None:
-    error = error_of(pool, allocation)
-    assert error.kind == "memory", error
-    assert "64 MB" in error.message
-    assert pool.run_code_sync("return 'after'") == "after"
+def test_a_huge_allocation_fails_with_memory(allocation: str) -> None:
+    # A time limit the allocations cannot reach first, even on a loaded machine: filling ~900 MB of ArrayBuffers
+    # took over 0.5 s there, which made this test about speed rather than memory.
+    roomy = SandboxPool(size=1, time_limit_s=10)
+    try:
+        error = error_of(roomy, allocation)
+        assert error.kind == "memory", error
+        assert "64 MB" in error.message
+        assert roomy.run_code_sync("return 'after'") == "after"
+    finally:
+        roomy.close()
 
 
 def test_a_huge_output_fails_with_output_too_large(pool: SandboxPool) -> None:
@@ -467,7 +473,10 @@ def test_settings_choose_the_process_pool(settings: object) -> None:
     settings.AGENTSITE_SANDBOX_WORKERS = 3  # type: ignore[attr-defined]
     settings.AGENTSITE_SANDBOX_TIME_LIMIT_S = 2.5  # type: ignore[attr-defined]
     settings.AGENTSITE_SANDBOX_MEMORY_MB = 96  # type: ignore[attr-defined]
-    assert _configured_arguments() == {"size": 3, "time_limit_s": 2.5, "memory_mb": 96}
+    settings.AGENTSITE_SANDBOX_OWNER_WORKERS = 2  # type: ignore[attr-defined]
+    settings.AGENTSITE_SANDBOX_QUEUE_WAIT_S = 4.0  # type: ignore[attr-defined]
+    assert _configured_arguments() == {"size": 3, "time_limit_s": 2.5, "memory_mb": 96, "owner_workers": 2,
+                                       "queue_wait_s": 4.0}
     assert sandbox_pool() is sandbox_pool()
 
 
@@ -574,11 +583,12 @@ def test_close_leaves_no_worker_process() -> None:
     pool = SandboxPool(size=2)
     barrier = threading.Barrier(2)
 
-    def busy() -> None:
+    def busy(owner: str) -> None:
         barrier.wait()
-        pool.run_code_sync("const t = Date.now(); while (Date.now() - t < 100) {} return 1")
+        pool.run_code_sync("const t = Date.now(); while (Date.now() - t < 100) {} return 1", owner=owner)
 
-    threads = [threading.Thread(target=busy) for _ in range(2)]
+    # Two owners: one owner alone holds at most size - 1 workers.
+    threads = [threading.Thread(target=busy, args=(f"user-{n}",)) for n in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -12,7 +12,12 @@ Guarantees (each proved by tests/workflows/test_sandbox.py):
 - Isolation between evaluations: every built-in and globalThis are frozen once per V8 context, user code runs in
   strict mode in a fresh function with freshly parsed input/context, and the context is rebuilt every
   `context_evaluations` runs; a worker that timed out, ran out of memory or failed is replaced.
-- Limits per evaluation: time (default 1 s), V8 heap (default 64 MB), result JSON (default 1 MB). Failures are
+- Fairness: an evaluation carries its owner; one owner holds at most its share of the workers, freed workers
+  go to the owner holding the fewest, a wait for a worker is limited ("busy"), and a run's evaluations share
+  a budget of sandbox time, retries included ("budget", never retried).
+- Limits per evaluation: time (default 1 s), V8 heap (default 64 MB), result JSON (default 1 MB). Work the code
+  queued (promise jobs, async functions, `await`) runs within the same time limit: an answer comes only once
+  V8 is idle, so nothing an evaluation started runs after it, or on the next caller's time. Failures are
   SandboxError with a `kind` and an author-facing `message`; the calling process never fails with a worker.
 
 The worker script (worker.py) is run by path and imports only the standard library and py_mini_racer; this
@@ -20,6 +25,7 @@ package's other modules are never imported there.
 """
 
 from .errors import SandboxError
-from .pool import SandboxPool, sandbox_pool
+from .pool import SandboxPool, run_budget, sandbox_pool
+from .scheduling import RunBudget
 
-__all__ = ["SandboxError", "SandboxPool", "sandbox_pool"]
+__all__ = ["RunBudget", "SandboxError", "SandboxPool", "run_budget", "sandbox_pool"]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-KINDS = ("error", "syntax", "timeout", "memory", "output_too_large", "not_json", "crashed")
+KINDS = ("error", "syntax", "timeout", "memory", "output_too_large", "not_json", "crashed", "busy", "budget")
+FINAL_KINDS = ("budget",)  # trying again cannot help: the engine does not retry these
 
 
 class SandboxError(Exception):
     """An evaluation that gave no value.
 
     kind: "error" (the code threw), "syntax", "timeout", "memory", "output_too_large", "not_json" (the result
-    cannot become JSON) or "crashed" (the worker died or could not start). message: the sentence to show.
+    cannot become JSON), "crashed" (the worker died or could not start), "busy" (no worker was free within the
+    queue-wait limit; nothing ran) or "budget" (the run's sandbox time is spent). message: the sentence to
+    show. `retryable` is False when trying again cannot succeed (a spent budget).
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -17,6 +20,7 @@ class SandboxError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.retryable = kind not in FINAL_KINDS
 
     def __repr__(self) -> str:
         return f"SandboxError({self.kind!r}, {self.message!r})"
@@ -48,3 +52,13 @@ def error_from_answer(
     if kind == "not_json":
         return SandboxError(kind, f"The result cannot be turned into JSON: {detail}")
     return SandboxError("crashed", f"The JavaScript sandbox stopped unexpectedly ({detail}); try again.")
+
+
+def budget_spent(budget_s: float) -> SandboxError:
+    return SandboxError("budget", f"The run has used all of its {seconds(budget_s)} of JavaScript sandbox time "
+                                  "(retries included): this node was stopped or not started, and is not retried.")
+
+
+def busy(wait_s: float) -> SandboxError:
+    return SandboxError("busy", f"The JavaScript sandbox is busy: no worker was free within {seconds(wait_s)}, "
+                                "so the code did not run; try again later.")

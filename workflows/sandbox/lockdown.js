@@ -10,7 +10,8 @@
 //      held the last match, i.e. another user's data, so they are deleted.
 //   4. User code is compiled on its own by the Function constructor (its body is parsed alone, so it cannot close
 //      our wrapper and run at script level, where `let` would persist), in strict mode, and is called with freshly
-//      parsed input/context. The driver itself is never reachable from globalThis.
+//      parsed input/context. The driver is never reachable from globalThis; user code can name it (a script-level
+//      const), and it is frozen with everything it reaches, like the rest (invariant 1).
 (function () {
   "use strict";
   const g = globalThis;
@@ -135,7 +136,7 @@
 
   // The worker's only entry point. Answers are one tag character and a payload:
   //   "" compiled | "s" syntax error | "e" thrown error | "t"/"f" condition | "u" undefined | "v" JSON | "n" not JSON
-  return function drive(operation, kind, source, inputJson, contextJson) {
+  function drive(operation, kind, source, inputJson, contextJson) {
     let compiled;
     try {
       compiled = compile(kind, source);
@@ -151,5 +152,9 @@
     }
     if (kind === "condition") return result ? "t" : "f";
     return encode(result);
-  };
+  }
+  // User code reaches the driver by its script-level name (a const: the binding cannot change, but the function
+  // object and its .prototype could), so it is frozen like everything else user code can reach.
+  deepFreeze([drive]);
+  return drive;
 })();

@@ -14,6 +14,9 @@ Contract:
   `{"id", "ok": false, "kind": "<SandboxError.kind>", "message": "..."}`.
   Every answer carries `"retire": bool`; a worker that says true exits right after (a timeout, an out-of-memory,
   an unexpected failure, or its CPU budget half spent), and the pool replaces it.
+- An answer is written only once V8 is idle: the microtasks an evaluation queued (promise jobs, async functions)
+  have run within the same time limit, or the answer is `timeout` and the worker exits with them. A request may
+  carry `"time_limit_s"`, a lower limit than the worker's own (what is left of a run's sandbox budget).
 - It exits at EOF on stdin (its pool is gone).
 """
 
@@ -45,6 +48,7 @@ OPEN_FILES = 64
 
 LOCKDOWN = Path(__file__).with_name("lockdown.js")
 DRIVER = "__agentsiteDrive"
+PROBE = "0"  # an eval V8 runs only after every microtask queued before it
 
 Answer = dict[str, Any] | bytes  # bytes: a JSON value spliced into the answer line as is
 
@@ -76,8 +80,8 @@ class Engine:
         self.memory_bytes = memory_mb * 2**20
         self.time_limit_s = time_limit_s
         self.context_evaluations = context_evaluations
-        # The driver is a script-level const: out of globalThis's properties and immutable. Code that finds it by
-        # name can only run code through it, which it can do anyway.
+        # The driver is a script-level const: out of globalThis's properties, its binding immutable, and the function
+        # frozen by lockdown.js. Code that finds it by name can only run code through it, which it can do anyway.
         self.lockdown_source = "const " + DRIVER + " = " + LOCKDOWN.read_text(encoding="utf-8")
         self.racer: Any = None
         self.evaluations = 0
@@ -93,12 +97,29 @@ class Engine:
         self.evaluations = 0
 
     async def call(self, request: dict[str, Any]) -> str:
+        """The driver's tagged answer, given only once V8 is idle again; raises TimeoutError past the limit.
+
+        An evaluation returns before the microtasks it queued have run (`Promise.resolve().then(f)`, an async
+        function, `await`): V8 runs them after the eval's task, in its own thread, where cancelling the eval
+        no longer reaches them. The probe is a second eval, which V8 runs only once that queue is empty; under
+        the same timeout, it makes queued work count against the evaluation's limit, and a worker that
+        answers has nothing left running (a timeout retires the worker, and the queue dies with it).
+        """
         self.evaluations += 1
         arguments = (request["op"], request.get("kind", "code"), request["source"],
                      request.get("input", "null"), request.get("context", "null"))
         script = DRIVER + "(" + ",".join(json.dumps(argument) for argument in arguments) + ")"
-        async with asyncio.timeout(self.time_limit_s):
-            return await self.racer.eval_cancelable(script)
+        async with asyncio.timeout(self.limit_for(request)):
+            tagged = await self.racer.eval_cancelable(script)
+            await self.racer.eval_cancelable(PROBE)
+        return tagged
+
+    def limit_for(self, request: dict[str, Any]) -> float:
+        """The request's own time limit (what is left of its run's budget), never above the worker's."""
+        asked = request.get("time_limit_s")
+        if isinstance(asked, int | float) and asked > 0:
+            return min(self.time_limit_s, float(asked))
+        return self.time_limit_s
 
     def out_of_memory(self) -> bool:
         return bool(self.racer.was_hard_memory_limit_reached())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
@@ -11,6 +12,55 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    """A code the API may answer: the statuses it comes with, and what it means to a client."""
+
+    statuses: tuple[int, ...]
+    meaning: str
+
+
+# Every code any door can answer (/api's envelope, /v1's `code`, an SSE `error` event), in one table. A code
+# raised anywhere that is missing here fails tests/foundation/test_error_codes.py, which also checks that
+# docs/api.md lists this table.
+ERROR_CODES: dict[str, ErrorCode] = {
+    "invalid": ErrorCode((400,), "The request is malformed or a field's value is not accepted; `details` names each."),
+    "invalid_value": ErrorCode((400,), "/v1: a field of the request has a value the API does not take."),
+    "unknown_field": ErrorCode((400,), "The body has a field the endpoint does not take; `details` names each."),
+    "invalid_host": ErrorCode((400,), "The Host header names a host this server does not serve."),
+    "invalid_image": ErrorCode((400,), "An attached or sent image cannot be decoded as the image it claims to be."),
+    "empty_document": ErrorCode((400,), "A knowledge-base document has no text."),
+    "unreadable_document": ErrorCode((400,), "A knowledge-base file is not readable text (binary, bad encoding, "
+                                             "damaged PDF)."),
+    "message_too_long": ErrorCode((400,), "A chat message is longer than 32,000 characters."),
+    "not_authenticated": ErrorCode((401,), "No credential was sent where one is needed."),
+    "token_invalid": ErrorCode((401,), "The credential is malformed, expired, revoked, or its user is inactive."),
+    "invalid_credentials": ErrorCode((401,), "Log-in with a wrong username or password."),
+    "invalid_api_key": ErrorCode((401,), "/v1: the API key is not accepted under the server's compat_auth setting."),
+    "forbidden": ErrorCode((403,), "The caller may not do this (an admin operation, or an Origin not allowed)."),
+    "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
+    "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
+    "model_not_found": ErrorCode((404,), "/v1: no model of that name for this caller."),
+    "method_not_allowed": ErrorCode((405,), "The path does not take this HTTP method."),
+    "not_acceptable": ErrorCode((406,), "The Accept header asks for a format the endpoint does not produce."),
+    "conflict": ErrorCode((409,), "The name is taken, or the object's state does not allow this now."),
+    "payload_too_large": ErrorCode((413,), "The body (or a file, or a part of it) is over its size limit."),
+    "quota_exceeded": ErrorCode((413,), "Storing this would pass the user's quota (uploads, knowledge base)."),
+    "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "
+                                                "endpoint takes."),
+    "unprocessable": ErrorCode((422,), "The request is well-formed but cannot be carried out as it stands."),
+    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration); Retry-After says when to retry."),
+    "internal_error": ErrorCode((500,), "The server failed; the error was logged. Always a bug."),
+    "upstream_error": ErrorCode((502,), "The LLM, an MCP server, a voice provider or a search engine failed; the "
+                                        "message carries its words."),
+    "workflow_failed": ErrorCode((502,), "/v1: the workflow behind a `workflow:` model ended with an error."),
+    "mcp_connect_failed": ErrorCode((502,), "The MCP server could not be started or reached."),
+    "unavailable": ErrorCode((503,), "A part of the server is not available now (the database, the sandbox, a "
+                                     "provider not set up)."),
+    "insufficient_storage": ErrorCode((507,), "The data directory's disk is nearly full; nothing was stored."),
+}
 
 
 class AppError(Exception):

@@ -30,9 +30,9 @@ def {PLUGIN_MODULE}_tool(text: str) -> str:
 '''
 
 # Run in the page: what does not fit. Reports (1) elements reaching past the viewport's right edge, (2)
-# elements that hide part of their content (overflow hidden, or a scroll box scrolled sideways; a code block
-# or the workflow canvas may scroll, an ellipsis is fine when a title holds the whole text), (3) text
-# squeezed into a column a few characters wide, and the document's own overflow.
+# elements that hide part of their content (overflow hidden, or a box that scrolls sideways; a code block, a
+# form field or the workflow canvas may scroll; an ellipsis or a line clamp is fine when a title attribute
+# holds the whole text), (3) text squeezed into a column a few characters wide, and the document's own overflow.
 MEASURE = """() => {
     const width = document.documentElement.clientWidth;
     const describe = (element) => {
@@ -60,10 +60,18 @@ MEASURE = """() => {
             // Inside a box that scrolls on purpose (a code block, the graph canvas) the box is what counts.
             if (!element.parentElement?.closest('pre, .wf-canvas')) outside.push(describe(element));
         }
+        // Cut on purpose: an ellipsis or a line clamp whose title attribute holds the whole text.
+        const titled = element.title === element.textContent.trim();
         const hides = ['hidden', 'clip', 'auto', 'scroll'].includes(style.overflowX);
         if (hides && element.scrollWidth > element.clientWidth + 1 && !scrollsOnPurpose(element)) {
-            const ellipsis = style.textOverflow === 'ellipsis' && element.title === element.textContent.trim();
-            if (!ellipsis) clipped.push(`${describe(element)}: ${element.clientWidth} of ${element.scrollWidth} px`);
+            if (!(style.textOverflow === 'ellipsis' && titled)) {
+                clipped.push(`${describe(element)}: ${element.clientWidth} of ${element.scrollWidth} px wide`);
+            }
+        }
+        // Boxes that scroll up and down (the conversation, lists) are fine; a box that hides the rest is not.
+        if (['hidden', 'clip'].includes(style.overflowY) && element.scrollHeight > element.clientHeight + 1
+                && !titled) {
+            clipped.push(`${describe(element)}: ${element.clientHeight} of ${element.scrollHeight} px tall`);
         }
         const text = [...element.childNodes].some((node) => node.nodeType === 3 && node.textContent.trim().length > 3);
         const lineHeight = parseFloat(style.lineHeight) || parseFloat(style.fontSize) * 1.3;

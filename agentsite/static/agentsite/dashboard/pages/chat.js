@@ -74,6 +74,12 @@ class ChatPage {
         this.log, this.composer())));
   }
 
+  // A long name is cut after two lines on screen (chat.css); the title attribute holds all of it.
+  setTitle(text) {
+    this.title.textContent = text;
+    this.title.title = text;
+  }
+
   toggleList(open) {
     const show = open ?? !this.aside.classList.contains("open");
     this.aside.classList.toggle("open", show);
@@ -131,7 +137,7 @@ class ChatPage {
     this.sessions.sort((a, b) => String(b.updated_at).localeCompare(String(a.updated_at))); // latest first
     this.sessionList.replaceChildren(...this.sessions.map((session) => this.sessionItem(session)));
     const current = this.sessions.find((session) => session.id === this.sessionId);
-    if (current) this.title.textContent = current.name;
+    if (current) this.setTitle(current.name);
   }
 
   sessionItem(session) {
@@ -221,7 +227,7 @@ class ChatPage {
     } catch (error) {
       if (this.stopped) return;
       if (error.status === 404) {
-        this.title.textContent = "Chat not found";
+        this.setTitle("Chat not found");
         this.log.replaceChildren(errorBox("There is no such chat (it may have been deleted)."));
         this.sessionId = null;
       } else {
@@ -300,7 +306,7 @@ class ChatPage {
     const name = text.trim().replace(/\s+/g, " ").slice(0, NAME_FROM_MESSAGE);
     const session = await this.ctx.api("/api/sessions", { method: "POST", body: { name } });
     this.sessionId = session.id;
-    this.title.textContent = session.name;
+    this.setTitle(session.name);
     // replaceState: the address shows the new chat without a hashchange, which would remount the page
     // and hang up the reply that is about to stream.
     history.replaceState(null, "", `#/chat/${encodeURIComponent(session.id)}`);

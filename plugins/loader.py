@@ -173,8 +173,8 @@ class PluginLoader:
         shown = str(path)
         if not PLUGIN_NAME.match(name):
             return PluginState(name, shown, "error", error=(
-                f"{path.name}: a plugin's name must start with a letter and hold only letters, digits and '_' "
-                "(rename the file)."), loaded_at=now)
+                f"{path.name}: a plugin's name must start with a letter, hold only letters, digits and '_', and be "
+                f"at most 64 characters long (this one has {len(name)}; rename the file)."), loaded_at=now)
         self._finder.install()
         self._drop_modules(name)
         module_name = f"{self.namespace}.{name}"

@@ -213,9 +213,11 @@ def test_removal_unregisters_the_tools_and_files_that_are_not_plugins_are_ignore
     write(plugin_dir / "_private.py", REVERSE)
     write(plugin_dir / "data" / "readme.md", "a directory without __init__.py")
     write(plugin_dir / "bad-name.py", REVERSE)
+    write(plugin_dir / f"{'x' * 65}.py", REVERSE)
     loader.load_all()
-    assert sorted(state.name for state in loader.states()) == ["bad-name", "words"]
+    assert sorted(state.name for state in loader.states()) == ["bad-name", "words", "x" * 65]
     assert "must start with a letter" in loader.state("bad-name").error
+    assert "at most 64 characters" in loader.state("x" * 65).error  # the name was refused for its length alone
     path.unlink()
     event = loader.reload("words")
     assert (event.kind, event.name, event.tools) == ("removed", "words", ())

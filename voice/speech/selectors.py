@@ -22,7 +22,7 @@ def speech_settings_get() -> SpeechSettings:
         llm_provider=config.provider, base_url=config.base_url, api_key=config.api_key,
         stt_model=settings.AGENTSITE_STT_MODEL, stt_command=settings.AGENTSITE_STT_COMMAND,
         stt_timeout_s=settings.AGENTSITE_STT_TIMEOUT_S, stt_max_audio_s=settings.AGENTSITE_STT_MAX_AUDIO_S,
-        stt_beam_size=settings.AGENTSITE_STT_BEAM_SIZE,
+        stt_beam_size=settings.AGENTSITE_STT_BEAM_SIZE, stt_language=settings.AGENTSITE_STT_LANGUAGE,
         espeak=settings.AGENTSITE_TTS_ESPEAK, timeout_s=settings.AGENTSITE_SPEECH_TIMEOUT_S,
         hosted_stt_model=settings.AGENTSITE_STT_HOSTED_MODEL, hosted_tts_model=settings.AGENTSITE_TTS_HOSTED_MODEL,
     )

@@ -12,6 +12,26 @@ from voice.speech.voices import VoiceChoice
 
 
 @dataclass(frozen=True)
+class WhisperDecoding:
+    """How the local provider decodes with faster-whisper, beside the beam (AGENTSITE_STT_BEAM_SIZE).
+
+    Chosen with bench/stt_accuracy.py (word error rate on espeak-ng speech; bench/RESULTS.md): one pass at
+    temperature 0 and no timestamp tokens got the same words right as faster-whisper's defaults (2 words
+    apart of 872) for a little less CPU time; the default falls back to sampling at 0.2 ... 1.0 when a pass
+    looks unsure, up to six decodes of one window, so temperature 0 bounds the worst case and gives the same
+    transcript every time. No initial prompt (it would bias every transcript toward its own words), no
+    conditioning on the previous window (a misheard window would drag the next along), no voice-activity
+    filter.
+    """
+
+    temperature: float | tuple[float, ...] = 0.0
+    without_timestamps: bool = True
+    vad_filter: bool = False
+    initial_prompt: str | None = None
+    condition_on_previous_text: bool = False
+
+
+@dataclass(frozen=True)
 class SpeechSettings:
     """What the providers read: the config's fields (accounts) and the AGENTSITE_* speech settings."""
 
@@ -21,11 +41,13 @@ class SpeechSettings:
     llm_provider: str = "offline"  # hosted speech goes to the LLM's endpoint when it is OpenAI-compatible
     base_url: str = ""
     api_key: str = field(default="", repr=False)
-    stt_model: str = ""  # a faster-whisper model directory; empty: the bundled Whisper tiny.en
+    stt_model: str = ""  # a bundled model's name (tiny.en, base) or a faster-whisper model directory; empty: tiny.en
     stt_command: str = ""  # a command line that prints a transcript of {input}; set: used instead of the model
     stt_timeout_s: float = 300.0  # local transcription, waiting for a free slot included
     stt_max_audio_s: float = 600.0
-    stt_beam_size: int = 1  # faster-whisper's beam; 1 is greedy decoding
+    stt_beam_size: int = 5  # faster-whisper's beam; 1 is greedy decoding
+    stt_decoding: WhisperDecoding = WhisperDecoding()  # the rest of faster-whisper's options (not settings)
+    stt_language: str = ""  # local STT's language when a request names none; empty: detected (or the model's only)
     espeak: str = "espeak-ng"
     timeout_s: float = 60.0  # hosted HTTP, edge-tts, espeak-ng
     hosted_stt_model: str = "whisper-1"

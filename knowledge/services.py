@@ -15,6 +15,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
+from agentsite.diskspace import free_space_check
 from agentsite.errors import AppError
 from knowledge import index
 from knowledge.chunking import chunk_text
@@ -42,7 +43,7 @@ def document_ingest(*, owner_id: int, filename: str, content: str, content_type:
     """Add a document sent as text (plain, Markdown, or HTML turned into text), with all its chunks or nothing.
 
     Raises AppError 415 `unsupported_media_type`, 400 `empty_document`, 400 `invalid` (filename), 413
-    `quota_exceeded` (details: used_bytes, quota_bytes, size).
+    `quota_exceeded` (details: used_bytes, quota_bytes, size), 507 `insufficient_storage` (a nearly full disk).
     """
     extracted = text_from_content(filename=filename, content_type=content_type, content=content)
     return _document_store(owner_id=owner_id, filename=filename, text=extracted.text,
@@ -53,7 +54,7 @@ def document_ingest_upload(*, owner_id: int, filename: str, content_type: str, d
     """Add an uploaded file (text, Markdown, HTML or PDF) as a document, with all its chunks or nothing.
 
     Raises AppError 415 `unsupported_media_type`, 400 `unreadable_document`, `empty_document` or `invalid`, 413
-    `quota_exceeded`.
+    `quota_exceeded`, 507 `insufficient_storage`.
     """
     extracted = text_from_upload(filename=filename, content_type=content_type, data=data)
     return _document_store(owner_id=owner_id, filename=filename, text=extracted.text,
@@ -62,6 +63,7 @@ def document_ingest_upload(*, owner_id: int, filename: str, content_type: str, d
 
 @transaction.atomic
 def _document_store(*, owner_id: int, filename: str, text: str, content_type: str, size: int) -> Document:
+    free_space_check()
     filename = _clean_filename(filename)
     text = normalize_text(text)
     if not text.strip():

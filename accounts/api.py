@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from accounts import services
 from accounts.models import AgentConfig
-from accounts.ratelimit import client_ip, login_attempt_check
+from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
 from accounts.selectors import config_get
 from accounts.tokens import token_pair_for
 from agentsite.errors import AppError
@@ -122,12 +122,15 @@ class RegisterView(APIView):
     authentication_classes: list = []
 
     @extend_schema(request=CredentialsSerializer, responses={
-        201: AuthResultSerializer, 403: OpenApiResponse(description="`registration_closed`")})
+        201: AuthResultSerializer, 403: OpenApiResponse(description="`registration_closed`"),
+        429: OpenApiResponse(description="`rate_limited`: AGENTSITE_REGISTER_RATE_LIMIT accounts an hour from one "
+                                         "client address were made (details: retry_after; Retry-After header).")})
     def post(self, request: Request) -> Response:
         if not config_get().allow_registration:
             raise AppError("registration_closed", "Registration is closed on this server; ask an admin.", 403)
         data = validated(CredentialsSerializer, request.data)
-        user = services.user_register(username=data["username"], password=data["password"])
+        with registration_slot(ip=client_ip(request)):
+            user = services.user_register(username=data["username"], password=data["password"])
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
 
 

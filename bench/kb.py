@@ -31,6 +31,7 @@ def setup_django(data_dir: str) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ["AGENTSITE_DATA_DIR"] = data_dir
     os.environ["AGENTSITE_LOG_LEVEL"] = "WARNING"
+    os.environ["AGENTSITE_KB_QUOTA_MB"] = "0"  # 100,000 chunks are more than one user's default quota
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"

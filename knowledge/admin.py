@@ -20,11 +20,12 @@ class ChunkInline(admin.TabularInline):
 class DocumentAdmin(admin.ModelAdmin):
     """Read-only: chunks and vectors are made at ingest, so an edited document would no longer match them."""
 
-    list_display = ["filename", "owner", "content_type", "size", "chunk_count", "created_at"]
+    list_display = ["filename", "owner", "content_type", "size", "stored_bytes", "chunk_count", "created_at"]
     list_filter = ["content_type", "created_at"]
     search_fields = ["filename", "owner__username"]
     list_select_related = ["owner"]
-    readonly_fields = ["id", "owner", "filename", "content_type", "size", "chunk_count", "created_at", "content"]
+    readonly_fields = ["id", "owner", "filename", "content_type", "size", "stored_bytes", "chunk_count", "created_at",
+                       "content"]
     fields = readonly_fields
     inlines = [ChunkInline]
 

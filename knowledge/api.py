@@ -106,6 +106,11 @@ class DocumentListView(GenericAPIView):
         responses={
             201: DocumentCreatedSerializer,
             400: OpenApiResponse(description="`invalid`, `empty_document` or `unreadable_document`; nothing stored."),
+            413: OpenApiResponse(description="`payload_too_large` (the body), or `quota_exceeded`: the document does "
+                                             "not fit in the caller's AGENTSITE_KB_QUOTA_MB (details: used_bytes, "
+                                             "quota_bytes, size, as stored). Nothing stored."),
+            507: OpenApiResponse(description="`insufficient_storage`: the data directory's disk has less than "
+                                             "AGENTSITE_MIN_FREE_MB free. Nothing stored."),
             415: OpenApiResponse(description="`unsupported_media_type`: not text, Markdown, HTML or PDF."),
         },
         description="Add a document as JSON text, or upload a file (text, Markdown, HTML, PDF).",

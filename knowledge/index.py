@@ -11,23 +11,39 @@ Consistency of a refresh: writers lock the owner's stamp row before they touch d
 hold it until commit; a refresh locks the same row before it reads. So what a refresh reads is exactly
 the state of the stamp it read, never a newer write labelled with an older stamp (which a later patch
 would then apply twice).
+
+Memory: the matrices of a process are a least-recently-used cache under a byte budget,
+AGENTSITE_KB_INDEX_CACHE_MB (`OwnerMatrix.nbytes`: about 1,040 bytes per chunk, plus the room a run of
+appends reserves). Storing or patching a matrix evicts the owners searched longest ago until the total
+fits; a matrix larger than the whole budget is used for the search that built it and not kept. So what
+one user's documents cost is held only while they are among the recent searchers, and never more than the
+budget in all (a search that must rebuild an evicted matrix reads it from the database again). A refresh
+reads chunks in batches of _FETCH_BATCH rows into arrays sized beforehand, so building a matrix needs
+little more memory than the matrix itself.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import uuid
-from collections.abc import Collection, Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from knowledge.embedding import DIMENSIONS
 from knowledge.models import Chunk, Document, KnowledgeStamp
 
+logger = logging.getLogger(__name__)
+
 _IN_BATCH = 500  # documents per `IN (...)` when reading the chunks of new documents
+_FETCH_BATCH = 2000  # chunk rows held as Python objects at once while a matrix is built (~2.5 MB)
+_DOCUMENT_ENTRY_BYTES = 200  # what one entry of OwnerMatrix.documents costs (a UUID, an int, the dict slot)
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,12 @@ class OwnerMatrix:
     @property
     def ids(self) -> np.ndarray:
         return self.chunk_ids[:self.size]
+
+    @property
+    def nbytes(self) -> int:
+        """The memory this matrix holds, reserved rows included: what the cache's budget counts."""
+        arrays = self.buffer.nbytes + self.chunk_ids.nbytes + self.document_codes.nbytes
+        return arrays + _DOCUMENT_ENTRY_BYTES * len(self.documents)
 
     def appended(self, stamp: int, row_documents: Sequence[uuid.UUID], chunk_ids: Sequence[int],
                  vectors: np.ndarray) -> OwnerMatrix:
@@ -81,9 +103,10 @@ class OwnerMatrix:
                            self.document_codes[:self.size][keep], documents, int(keep.sum()), self.next_code)
 
 
-def empty_matrix(stamp: int) -> OwnerMatrix:
-    return OwnerMatrix(stamp, np.empty((0, DIMENSIONS), dtype=np.float32), np.empty(0, dtype=np.int64),
-                       np.empty(0, dtype=np.int64))
+def empty_matrix(stamp: int, capacity: int = 0) -> OwnerMatrix:
+    """A matrix of no rows, with room for `capacity` before its first append has to grow it."""
+    return OwnerMatrix(stamp, np.empty((capacity, DIMENSIONS), dtype=np.float32), np.empty(capacity, dtype=np.int64),
+                       np.empty(capacity, dtype=np.int64))
 
 
 def _grown(array: np.ndarray, capacity: int, size: int) -> np.ndarray:
@@ -92,8 +115,74 @@ def _grown(array: np.ndarray, capacity: int, size: int) -> np.ndarray:
     return grown
 
 
-_matrices: dict[int, OwnerMatrix] = {}
-_lock = threading.Lock()
+class _MatrixCache:
+    """Owner id -> matrix, least recently used first, holding at most `budget()` bytes in all.
+
+    Every method takes the lock; `get` marks the owner as used. `put` stores a matrix (replacing the
+    owner's) and then evicts from the least recently used end until the total fits; a matrix over the
+    whole budget is not stored at all (and the owner's older one is dropped).
+    """
+
+    def __init__(self) -> None:
+        self._matrices: OrderedDict[int, OwnerMatrix] = OrderedDict()
+        self._bytes = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def budget() -> int:
+        return settings.AGENTSITE_KB_INDEX_CACHE_BYTES
+
+    def get(self, owner_id: int) -> OwnerMatrix | None:
+        with self.lock:
+            return self.get_locked(owner_id)
+
+    def get_locked(self, owner_id: int) -> OwnerMatrix | None:
+        matrix = self._matrices.get(owner_id)
+        if matrix is not None:
+            self._matrices.move_to_end(owner_id)
+        return matrix
+
+    def put(self, owner_id: int, matrix: OwnerMatrix) -> None:
+        with self.lock:
+            self.put_locked(owner_id, matrix)
+
+    def put_locked(self, owner_id: int, matrix: OwnerMatrix) -> None:
+        self.pop_locked(owner_id)
+        budget = self.budget()
+        if matrix.nbytes > budget:
+            logger.warning("The search matrix of user %s (%d bytes) is larger than AGENTSITE_KB_INDEX_CACHE_MB "
+                           "(%d bytes): it is rebuilt for every search", owner_id, matrix.nbytes, budget)
+            return
+        self._matrices[owner_id] = matrix
+        self._bytes += matrix.nbytes
+        while self._bytes > budget:
+            _, evicted = self._matrices.popitem(last=False)
+            self._bytes -= evicted.nbytes
+
+    def pop_locked(self, owner_id: int) -> None:
+        gone = self._matrices.pop(owner_id, None)
+        if gone is not None:
+            self._bytes -= gone.nbytes
+
+    def clear(self) -> None:
+        with self.lock:
+            self._matrices.clear()
+            self._bytes = 0
+
+    def peek(self, owner_id: int) -> OwnerMatrix | None:
+        return self._matrices.get(owner_id)
+
+    def owners(self) -> list[int]:
+        """Cached owners, least recently used first."""
+        with self.lock:
+            return list(self._matrices)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+_cache = _MatrixCache()
 
 
 def stamp_current(owner_id: int) -> int:
@@ -121,12 +210,11 @@ def stamp_lock(owner_id: int) -> KnowledgeStamp:
 
 def matrix_for(owner_id: int) -> OwnerMatrix:
     """The owner's current matrix, brought up to date first when another process wrote."""
-    cached = _matrices.get(owner_id)
+    cached = _cache.get(owner_id)
     if cached is not None and cached.stamp == stamp_current(owner_id):
         return cached
     fresh = _matrix_refresh(owner_id, cached)
-    with _lock:
-        _matrices[owner_id] = fresh
+    _cache.put(owner_id, fresh)
     return fresh
 
 
@@ -135,16 +223,20 @@ def _matrix_refresh(owner_id: int, cached: OwnerMatrix | None) -> OwnerMatrix:
         stamp = stamp_lock(owner_id).value
         present = set(Document.objects.filter(owner_id=owner_id).values_list("id", flat=True))
         known = cached.documents.keys() if cached is not None else set()
-        new = None if cached is None else present - known
-        rows = _chunk_rows(owner_id, new)
-    base = empty_matrix(stamp) if cached is None else cached.without(stamp, known - present)
-    row_documents = _row_documents([row[1] for row in rows])
-    vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows), DIMENSIONS)
-    return base.appended(stamp, row_documents, [row[0] for row in rows], vectors)
+        if cached is None:
+            # Sized beforehand: growing by doubling would hold up to three times the matrix at its peak.
+            matrix, new = empty_matrix(stamp, Chunk.objects.filter(document__owner_id=owner_id).count()), None
+        else:
+            matrix, new = cached.without(stamp, known - present), present - known
+        for rows in _chunk_rows(owner_id, new):
+            vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows), DIMENSIONS)
+            matrix = matrix.appended(stamp, _row_documents([row[1] for row in rows]), [row[0] for row in rows],
+                                     vectors)
+    return matrix
 
 
-def _chunk_rows(owner_id: int, document_ids: set[uuid.UUID] | None) -> list[tuple]:
-    """(id, document_id, vector) of the chunks of some documents, or of all the owner's (None)."""
+def _chunk_rows(owner_id: int, document_ids: set[uuid.UUID] | None) -> Iterator[list[tuple]]:
+    """(id, document_id, vector) of the chunks of some documents, or of all the owner's (None), in batches."""
     # Plain SQL: a full read of 100,000 chunks takes half the time of the ORM's (bench/kb.py).
     quote = connection.ops.quote_name
     select = (f"SELECT c.{quote('id')}, c.{quote('document_id')}, c.{quote('vector')} "
@@ -153,14 +245,20 @@ def _chunk_rows(owner_id: int, document_ids: set[uuid.UUID] | None) -> list[tupl
         if document_ids is None:
             cursor.execute(select + f"JOIN {quote(Document._meta.db_table)} d ON d.{quote('id')} = "
                            f"c.{quote('document_id')} WHERE d.{quote('owner_id')} = %s", [owner_id])
-            return cursor.fetchall()
-        rows: list[tuple] = []
+            yield from _batches(cursor)
+            return
         keys = [Document._meta.pk.get_db_prep_value(key, connection) for key in document_ids]
         for start in range(0, len(keys), _IN_BATCH):
             batch = keys[start:start + _IN_BATCH]
             cursor.execute(select + f"WHERE c.{quote('document_id')} IN ({', '.join(['%s'] * len(batch))})", batch)
-            rows.extend(cursor.fetchall())
-        return rows
+            yield from _batches(cursor)
+
+
+def _batches(cursor) -> Iterator[list[tuple]]:
+    # Rows of a few thousand at a time: a whole owner's rows as Python objects cost more than their matrix, and
+    # freed in one go they leave the process's heap fragmented at that size (daphne's RSS stayed up).
+    while rows := cursor.fetchmany(_FETCH_BATCH):
+        yield rows
 
 
 def _row_documents(raw_keys: list) -> list[uuid.UUID]:
@@ -180,31 +278,41 @@ _uuid_from_text = functools.lru_cache(maxsize=4096)(uuid.UUID)
 def matrix_add(*, owner_id: int, before: int, after: int, document_id: uuid.UUID, chunk_ids: list[int],
                vectors: np.ndarray) -> None:
     """Append a committed document's chunks when the cached matrix is at stamp `before` (one write behind)."""
-    with _lock:
-        current = _matrices.get(owner_id)
+    with _cache.lock:
+        current = _cache.peek(owner_id)
         if current is None or current.stamp != before:
             return  # not cached, already refreshed, or another process wrote in between: a search refreshes
-        _matrices[owner_id] = current.appended(after, [document_id] * len(chunk_ids), chunk_ids, vectors)
+        _cache.put_locked(owner_id, current.appended(after, [document_id] * len(chunk_ids), chunk_ids, vectors))
 
 
 def matrix_remove(*, owner_id: int, before: int, after: int, document_id: uuid.UUID | None) -> None:
     """Drop a committed deletion's rows (None: all of them) when the cached matrix is at stamp `before`."""
-    with _lock:
-        current = _matrices.get(owner_id)
+    with _cache.lock:
+        current = _cache.peek(owner_id)
         if current is None or current.stamp != before:
             return
-        _matrices[owner_id] = current.without(after, None if document_id is None else {document_id})
+        _cache.put_locked(owner_id, current.without(after, None if document_id is None else {document_id}))
 
 
 def matrices_forget(owner_id: int | None = None) -> None:
     """Drop one owner's cached matrix, or all of them (tests; freeing memory)."""
-    with _lock:
-        if owner_id is None:
-            _matrices.clear()
-        else:
-            _matrices.pop(owner_id, None)
+    if owner_id is None:
+        _cache.clear()
+        return
+    with _cache.lock:
+        _cache.pop_locked(owner_id)
 
 
 def cached_matrix(owner_id: int) -> OwnerMatrix | None:
-    """The cached matrix as is, without checking the database (tests and diagnostics)."""
-    return _matrices.get(owner_id)
+    """The cached matrix as is, without checking the database (a search's first look; marks it used)."""
+    return _cache.get(owner_id)
+
+
+def cache_nbytes() -> int:
+    """The bytes the cached matrices hold in all (at most AGENTSITE_KB_INDEX_CACHE_MB)."""
+    return _cache.nbytes
+
+
+def cached_owners() -> list[int]:
+    """The owners whose matrices are cached, least recently used first."""
+    return _cache.owners()

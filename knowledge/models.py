@@ -17,6 +17,9 @@ class Document(models.Model):
     content_type = models.CharField(max_length=100, default="text/plain")
     size = models.PositiveBigIntegerField(help_text="Bytes of the source as added (the upload, or UTF-8 text).")
     content = models.TextField(help_text="The text that was chunked.")
+    stored_bytes = models.PositiveBigIntegerField(
+        default=0, help_text="What the document holds in the database, as the knowledge-base quota counts it: "
+                             "the text's UTF-8 bytes, plus each chunk's UTF-8 bytes and its 1,024-byte vector.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

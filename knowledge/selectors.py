@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum
 
 from knowledge import index
 from knowledge.embedding import embed
@@ -42,6 +42,11 @@ def document_list_for(*, owner_id: int) -> QuerySet[Document]:
     """The owner's documents, newest first, each with `chunk_count`; without the (large) content."""
     return (Document.objects.filter(owner_id=owner_id).defer("content")
             .annotate(chunk_count=Count("chunks")).order_by("-created_at", "id"))
+
+
+def kb_usage_for(*, owner_id: int) -> int:
+    """The bytes the owner's documents hold, as the knowledge-base quota counts them (Document.stored_bytes)."""
+    return Document.objects.filter(owner_id=owner_id).aggregate(used=Sum("stored_bytes"))["used"] or 0
 
 
 def chunk_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]:

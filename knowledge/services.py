@@ -12,18 +12,22 @@ import uuid
 from functools import partial
 
 import numpy as np
+from django.conf import settings
 from django.db import connection, transaction
 
+from agentsite.diskspace import free_space_check
 from agentsite.errors import AppError
 from knowledge import index
 from knowledge.chunking import chunk_text
 from knowledge.embedding import embed_many, to_bytes
 from knowledge.extraction import TEXT, normalize_text, text_from_content, text_from_upload
 from knowledge.models import Chunk, Document
+from knowledge.selectors import kb_usage_for
 
 logger = logging.getLogger(__name__)
 
 MAX_FILENAME = 255
+VECTOR_BYTES = 1024  # a chunk's 256 float32 values, as stored
 
 
 def _stamp_change(owner_id: int) -> tuple[int, int]:
@@ -38,7 +42,8 @@ def _stamp_change(owner_id: int) -> tuple[int, int]:
 def document_ingest(*, owner_id: int, filename: str, content: str, content_type: str = TEXT) -> Document:
     """Add a document sent as text (plain, Markdown, or HTML turned into text), with all its chunks or nothing.
 
-    Raises AppError 415 `unsupported_media_type`, 400 `empty_document`, 400 `invalid` (filename).
+    Raises AppError 415 `unsupported_media_type`, 400 `empty_document`, 400 `invalid` (filename), 413
+    `quota_exceeded` (details: used_bytes, quota_bytes, size), 507 `insufficient_storage` (a nearly full disk).
     """
     extracted = text_from_content(filename=filename, content_type=content_type, content=content)
     return _document_store(owner_id=owner_id, filename=filename, text=extracted.text,
@@ -48,7 +53,8 @@ def document_ingest(*, owner_id: int, filename: str, content: str, content_type:
 def document_ingest_upload(*, owner_id: int, filename: str, content_type: str, data: bytes) -> Document:
     """Add an uploaded file (text, Markdown, HTML or PDF) as a document, with all its chunks or nothing.
 
-    Raises AppError 415 `unsupported_media_type`, 400 `unreadable_document`, `empty_document` or `invalid`.
+    Raises AppError 415 `unsupported_media_type`, 400 `unreadable_document`, `empty_document` or `invalid`, 413
+    `quota_exceeded`, 507 `insufficient_storage`.
     """
     extracted = text_from_upload(filename=filename, content_type=content_type, data=data)
     return _document_store(owner_id=owner_id, filename=filename, text=extracted.text,
@@ -57,21 +63,46 @@ def document_ingest_upload(*, owner_id: int, filename: str, content_type: str, d
 
 @transaction.atomic
 def _document_store(*, owner_id: int, filename: str, text: str, content_type: str, size: int) -> Document:
+    free_space_check()
     filename = _clean_filename(filename)
     text = normalize_text(text)
     if not text.strip():
         raise AppError("empty_document", "The document has no text to add.", 400)
     texts = chunk_text(text)
+    stored = stored_size(text=text, chunks=texts)
+    _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
     vectors = embed_many(texts)
     before, after = _stamp_change(owner_id)  # first: a concurrent rebuild must not see half of this write
+    # Again under the stamp's lock, held until commit: of two concurrent adds, the second counts the first.
+    _quota_check(owner_id=owner_id, size=stored)
     document = Document.objects.create(owner_id=owner_id, filename=filename, content_type=content_type,
-                                       content=text, size=size)
+                                       content=text, size=size, stored_bytes=stored)
     chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors)
     document.chunk_count = len(chunk_ids)
     transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
                                   document_id=document.pk, chunk_ids=chunk_ids, vectors=vectors))
     logger.info("Knowledge document %s added: %d chunks", document.pk, len(chunk_ids))
     return document
+
+
+def stored_size(*, text: str, chunks: list[str]) -> int:
+    """What a document holds in the database, as the quota counts it: text, chunk texts and vectors."""
+    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + VECTOR_BYTES for chunk in chunks)
+
+
+def _quota_check(*, owner_id: int, size: int) -> None:
+    quota = settings.AGENTSITE_KB_QUOTA_BYTES
+    if not quota:
+        return
+    used = kb_usage_for(owner_id=owner_id)
+    if used + size > quota:
+        raise AppError("quota_exceeded", f"This document ({_mb(size)} MB stored) does not fit in your knowledge-base "
+                       f"quota: {_mb(used)} MB of {_mb(quota)} MB are used. Delete documents to make room.", 413,
+                       {"used_bytes": used, "quota_bytes": quota, "size": size})
+
+
+def _mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f}".removesuffix(".0")
 
 
 def _chunks_insert(*, document: Document, texts: list[str], vectors: np.ndarray) -> list[int]:

@@ -34,6 +34,7 @@ from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.loop import AgentEvent, Transcript, run_agent
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
 from agentsite.dbcall import db
+from agentsite.diskspace import free_space_check
 from agentsite.errors import AppError
 from sessions_app import selectors, services
 from sessions_app.attachments import attachments_resolve
@@ -170,7 +171,8 @@ async def turn_start(*, owner: Any, session_id: Any, message: str, attachments: 
     """Check the turn, store the user message, and return the turn ready to run.
 
     Raises AppError 404 `not_found` (another user's or a missing session; an attachment that is not one of
-    owner's uploads) and 400 `message_too_long`; in each case nothing is stored.
+    owner's uploads), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly full); in each
+    case nothing is stored.
     """
     return await sync_to_async(_turn_prepare)(owner=owner, session_id=session_id, message=message,
                                               upload_ids=[str(upload) for upload in attachments or []],
@@ -183,6 +185,7 @@ def _turn_prepare(*, owner: Any, session_id: Any, message: str, upload_ids: list
     if len(message) > MAX_MESSAGE_CHARS:
         raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
                        {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
+    free_space_check()
     parts = attachments_resolve(owner=owner, upload_ids=upload_ids)
     history = list(selectors.message_list_for(session=session))
     # Earlier turns' attachments go with them: a follow-up question about an image still shows the image.

@@ -23,6 +23,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
+from agentsite.diskspace import free_space_check
 from agentsite.errors import AppError
 from voice import selectors
 from voice.models import Upload, UploadQuota
@@ -50,10 +51,11 @@ def upload_create(*, owner_id: int, filename: str, data: bytes) -> Upload:
     """Store a file for owner_id. Its type comes from its bytes; `filename` is kept as a label only.
 
     Raises AppError 400 `invalid` (empty), 400 `invalid_image` (an image Pillow cannot read), 413
-    `payload_too_large` (over the size limit), 413 `quota_exceeded` (details: used, quota and size) and 503
-    `unavailable` (the file could not be written).
+    `payload_too_large` (over the size limit), 413 `quota_exceeded` (details: used, quota and size), 507
+    `insufficient_storage` (the disk is nearly full) and 503 `unavailable` (the file could not be written).
     """
     size_check(len(data))
+    free_space_check()
     if not data:
         raise AppError("invalid", "The file is empty.", 400, {"file": ["The file is empty."]})
     sniffed = sniff(data, filename)

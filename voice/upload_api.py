@@ -95,6 +95,8 @@ class UploadCreateView(APIView):
                                              "`quota_exceeded` (details: used_bytes, quota_bytes, size). Nothing "
                                              "is stored."),
             503: OpenApiResponse(description="`unavailable`: the server could not write the file (a full disk)."),
+            507: OpenApiResponse(description="`insufficient_storage`: the data directory's disk has less than "
+                                             "AGENTSITE_MIN_FREE_MB free. Nothing is stored."),
         },
         description="Store a file (multipart `file`, or JSON with the bytes in base64). Its type is sniffed from "
                     "its bytes; the filename is a label only.",

@@ -44,9 +44,10 @@ def free_space_check() -> None:
         return
     logger.warning("Refused a write: the data directory %s has %d bytes free, less than AGENTSITE_MIN_FREE_MB "
                    "(%d bytes)", data_dir, free, minimum)
-    raise AppError("insufficient_storage", f"The server's disk is nearly full: its data directory ({data_dir}) has "
-                   f"{_mb(free)} MB free, less than AGENTSITE_MIN_FREE_MB ({_mb(minimum)} MB). Nothing new is stored "
-                   "until space is freed; reading and deleting still work.", 507,
+    # The path goes to the log, for the operator; a user is told what happened, not where the server keeps data.
+    raise AppError("insufficient_storage", f"The server's disk is nearly full: its data directory has {_mb(free)} MB "
+                   f"free, less than AGENTSITE_MIN_FREE_MB ({_mb(minimum)} MB). Nothing new is stored until space is "
+                   "freed; reading and deleting still work.", 507,
                    {"free_bytes": free, "min_free_bytes": minimum})
 
 

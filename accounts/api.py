@@ -209,7 +209,7 @@ class ConfigView(APIView):
         if unknown:
             raise AppError("unknown_field", f"Not a config field: {', '.join(unknown)}.", 400,
                            {"fields": unknown, "allowed": list(services.CONFIG_FIELDS)})
-        # Every listed field is optional: PUT and PATCH both take any subset (API.md).
+        # Every listed field is optional: PUT and PATCH both take any subset (docs/api.md).
         changes = validated(ConfigInputSerializer, request.data, partial=True)
         config = services.config_update(changes=dict(changes))
         return Response(ConfigOutputSerializer(config).data)

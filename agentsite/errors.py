@@ -83,7 +83,7 @@ def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> 
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
-# /v1 speaks OpenAI's error shape (API.md), so that SDKs raise the matching exception class.
+# /v1 speaks OpenAI's error shape (docs/api.md), so that SDKs raise the matching exception class.
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                  404: "invalid_request_error", 405: "invalid_request_error", 409: "invalid_request_error",
                  413: "invalid_request_error", 415: "invalid_request_error", 422: "invalid_request_error",

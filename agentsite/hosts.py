@@ -1,4 +1,4 @@
-"""The one Host check (API.md: Hosts), shared by the ASGI wrapper and the MCP app.
+"""The one Host check (docs/api.md: Hosts), shared by the ASGI wrapper and the MCP app.
 
 A web page can rebind its own DNS name to 127.0.0.1 and then call this server from the browser as a
 "same-origin" page; the Host header it sends still names the attacker's domain, so refusing unknown

@@ -1,4 +1,4 @@
-"""JSON bodies read without recursing without bound (API.md: nesting deeper than 100 levels answers 400).
+"""JSON bodies read without recursing without bound (docs/api.md: nesting deeper than 100 levels answers 400).
 
 Python's json module recurses once per level and raises RecursionError near 1,000 levels, which
 became a 500 on every JSON route. The depth is measured on the raw bytes first, before any parser

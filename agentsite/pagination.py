@@ -1,4 +1,4 @@
-"""`?limit=&offset=` pagination (API.md, Lists), strict about what it reads."""
+"""`?limit=&offset=` pagination (docs/api.md, Lists), strict about what it reads."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The OpenAPI schema's generic parts: the bearer security scheme and every operation's error responses.
 
 Views declare their success responses; which errors an operation can answer follows from what it is
-(API.md, Conventions), so it is decided here once rather than restated on every view: 401 unless public,
+(docs/api.md, Conventions), so it is decided here once rather than restated on every view: 401 unless public,
 403 where a permission is admin-only, 404 where the path has an id, 400/413/415 where there is a body,
 400 where a list takes limit/offset, 429 on login. A view adds its own (409, 502, ...) with a
 description-only `OpenApiResponse`, and gets the error schema filled in here. /v1 speaks OpenAI's shape.

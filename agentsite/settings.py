@@ -240,7 +240,7 @@ AGENTSITE_ORPHAN_GRACE_S = env_float("AGENTSITE_ORPHAN_GRACE_S", 15.0, minimum=0
 AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()
 AGENTSITE_PLUGIN_WATCH = env_bool("AGENTSITE_PLUGIN_WATCH", True)
 AGENTSITE_PLUGIN_TOOL_TIMEOUT_S = env_float("AGENTSITE_PLUGIN_TOOL_TIMEOUT_S", 30.0, minimum=0.01)
-# SSE streams send a comment when idle this long (API.md: at least every 15 s).
+# SSE streams send a comment when idle this long (docs/api.md: at least every 15 s).
 AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum=0.05)
 # The JavaScript sandbox of workflow code and condition nodes (workflows/sandbox): worker processes per
 # process that runs workflows, and each evaluation's time and heap limits.

@@ -3,7 +3,7 @@
 The chat stream, the /v1 streams and the workflow stream all frame their events here, so a client parses
 one format: `event: NAME\\n` (when named) `data: JSON\\n\\n`, with `: keep-alive` comments while idle.
 
-Cancellation (NOTES.md): Django cancels a streaming async generator once when the client hangs up. On
+Cancellation (docs/notes.md): Django cancels a streaming async generator once when the client hangs up. On
 Python 3.11, `asyncio.wait_for` can swallow that cancellation when the awaited item arrives in the same
 loop step, and the hang-up is lost for good; every wait here uses `asyncio.timeout` instead, which
 re-raises an outside cancellation whatever else happened in that step.

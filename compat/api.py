@@ -87,7 +87,7 @@ def _openai_view(handler: Handler, methods: tuple[str, ...] = ("POST",)) -> Hand
 
 
 async def _models(request: HttpRequest) -> HttpResponse:
-    # Public whatever compat_auth says (API.md); a valid token adds the caller's own models (their workflows).
+    # Public whatever compat_auth says (docs/api.md); a valid token adds the caller's own models (their workflows).
     user = await auser_for_bearer(request.headers.get("Authorization"))
     return JsonResponse(await engine.model_list(await aget_settings(), user))
 

@@ -4,7 +4,7 @@ that token's user.
 
 Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
 lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when
-the server shuts down, or daphne would stop listening on SIGTERM and never exit (NOTES.md).
+the server shuts down, or daphne would stop listening on SIGTERM and never exit (docs/notes.md).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class TaskListView(GenericAPIView):
 
 
 class TaskDetailView(APIView):
-    # PUT takes any subset of the fields, like PATCH (API.md): documented as the partial body it is.
+    # PUT takes any subset of the fields, like PATCH (docs/api.md): documented as the partial body it is.
     @extend_schema(request=TaskInputSerializer(partial=True), responses={200: TaskSerializer})
     def put(self, request: Request, pk) -> Response:
         return self._update(request, pk)

@@ -1,6 +1,6 @@
 """Cron expressions as the scheduler reads them: exactly five fields, evaluated in a task's IANA time zone.
 
-Syntax (API.md): minute, hour, day of month, month, day of week; `*`, lists, ranges and steps, and the
+Syntax (docs/api.md): minute, hour, day of month, month, day of week; `*`, lists, ranges and steps, and the
 usual three-letter month and day names. croniter's extensions (`@daily`, a sixth field, `L`, `#`, `?`, `H`)
 are refused, and so is an expression that never fires (`0 0 31 2 *`).
 

@@ -196,7 +196,7 @@ class WorkflowDetailView(APIView):
     def get(self, request: Request, pk) -> Response:
         return Response(_workflow_data(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
 
-    # PUT takes any subset of the fields, like PATCH (API.md): documented as the partial body it is.
+    # PUT takes any subset of the fields, like PATCH (docs/api.md): documented as the partial body it is.
     @extend_schema(request=WorkflowInputSerializer(partial=True), responses={200: WorkflowSerializer, 409: NAME_TAKEN})
     def put(self, request: Request, pk) -> Response:
         return self._update(request, pk)

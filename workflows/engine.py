@@ -1,6 +1,6 @@
 """The workflow engine: runs a validated graph with asyncio and records what each node did.
 
-How a run walks the graph (API.md "Execution"):
+How a run walks the graph (docs/api.md "Execution"):
 - It starts at the input node. Edges that lead back to a node already on the current path (found by a
   depth-first walk from the input node: the visited set) are dropped, so every node runs at most once and
   the rest is a DAG; nodes the input node cannot reach never run.

@@ -4,7 +4,7 @@ The same `Graph` is validated when a workflow is saved, snapshotted into every r
 it ran), exported, and walked by the engine. Nothing here touches the database or runs code; the check
 that JavaScript compiles is passed in (it needs the sandbox).
 
-Invariants of a valid graph (API.md, and what this module enforces):
+Invariants of a valid graph (docs/api.md, and what this module enforces):
 - node ids are unique, names are unique and 1-64 letters, digits, `-`, `_` (a name is how `${name}` and
   `context.outputs` refer to a node, so it must be safe in both);
 - every type is known and its config has only known keys, each of the right type (`nodes.CONFIG`);

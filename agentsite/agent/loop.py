@@ -1,7 +1,7 @@
 """The agent loop: messages -> provider -> tool calls -> results -> provider ... -> a final answer.
 
 Chat sessions, the /v1 `agent` model, the scheduler and workflows all drive this one function. It yields
-the chat stream's events (API.md): `delta {content}`, `tool_call {id, name, arguments}`, `tool_result {id,
+the chat stream's events (docs/api.md): `delta {content}`, `tool_call {id, name, arguments}`, `tool_result {id,
 name, content, is_error}`, then `done {content, finish_reason, usage, sources}` or `error {code, message}`.
 """
 

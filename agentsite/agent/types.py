@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 
-# The longest message the agent takes, in characters (API.md: the chat endpoint and any /v1 message).
+# The longest message the agent takes, in characters (docs/api.md: the chat endpoint and any /v1 message).
 MAX_MESSAGE_CHARS = 32_000
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.DOTALL)

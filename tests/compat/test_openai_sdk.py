@@ -259,7 +259,7 @@ def test_token_mode_requires_a_dashboard_token(compat_server, fake_openai):
                    timeout=10).raise_for_status()
     try:
         anonymous = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="placeholder", max_retries=0)
-        assert [model.id for model in anonymous.models.list()]  # the model list stays public (API.md)
+        assert [model.id for model in anonymous.models.list()]  # the model list stays public (docs/api.md)
         with pytest.raises(openai.AuthenticationError):
             anonymous.embeddings.create(model="hash-256", input="x")
         with pytest.raises(openai.AuthenticationError):

@@ -85,7 +85,7 @@ def browser(spoken_wav: Path | None) -> Iterator:
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)
-    # --no-sandbox: the tests run as root, where Chromium's sandbox refuses to start (NOTES.md). The fake
+    # --no-sandbox: the tests run as root, where Chromium's sandbox refuses to start (docs/notes.md). The fake
     # media device stands in for a microphone (a context still has to be granted it, as a person would).
     args = ["--no-sandbox", "--use-fake-device-for-media-stream", "--autoplay-policy=no-user-gesture-required"]
     if spoken_wav:

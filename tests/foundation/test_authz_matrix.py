@@ -35,7 +35,7 @@ from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 METHODS = ("get", "post", "put", "patch", "delete")
-# (method, path template) anyone may call. Each needs a reason: API.md names them public.
+# (method, path template) anyone may call. Each needs a reason: docs/api.md names them public.
 PUBLIC = {
     ("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),  # how tokens start
     ("get", "/api/auth/options"),  # what the log-in form offers (is registration open?) before a token exists

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 OLD_CITATIONS = re.compile(r"\bAPI\.md|\bNOTES\.md|\bDESIGN\.md|\bSTYLE\.md|\bANCHORS\.md|\.\./shared")
 # How the code reads the environment: the helpers of agentsite/env.py and os.environ / os.getenv.
-ENV_READ = re.compile(r"""(?:env_[a-z_]+|environ\.get|getenv|environ\.setdefault|environ)\s*[\(\[]\s*["']([A-Z][A-Z0-9_]+)["']""")
+ENV_READ = re.compile(r"(?:env_[a-z_]+|environ\.get|getenv|environ\.setdefault|environ)"
+                      r"""\s*[\(\[]\s*["']([A-Z][A-Z0-9_]+)["']""")
 # Variables the code reads that are not settings of the server: set by serve for its children, by the
 # platform (CI, the dashboard tests' display), or by libraries' own conventions.
 NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "AGENTSITE_SERVE_PID", "CI", "DISPLAY", "PATH", "HOME", "LANG",
@@ -68,7 +69,7 @@ def test_no_file_cites_docs_the_repository_does_not_have():
 def test_every_variable_the_code_reads_is_in_env_example():
     read: dict[str, str] = {}
     for path in tracked_files():
-        if path.suffix == ".py" and not path.parts[len(ROOT.parts)] in ("tests", "bench", ".ci") and path.is_file():
+        if path.suffix == ".py" and path.parts[len(ROOT.parts)] not in ("tests", "bench", ".ci") and path.is_file():
             for name in ENV_READ.findall(path.read_text(encoding="utf-8")):
                 read.setdefault(name, str(path.relative_to(ROOT)))
     missing = {name: where for name, where in read.items() if name not in env_example() and name not in NOT_SETTINGS}

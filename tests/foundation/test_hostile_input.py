@@ -25,7 +25,7 @@ def session_id(server, admin_headers):
 
 
 def _json_routes(server) -> list[tuple[str, str]]:
-    """Every operation the schema says takes a JSON body (API.md's 18 JSON routes, and any added later)."""
+    """Every operation the schema says takes a JSON body (docs/api.md's 18 JSON routes, and any added later)."""
     paths = requests.get(server.base_url + "/api/schema?format=json", timeout=10).json()["paths"]
     return [(method.upper(), path) for path, operations in paths.items() for method, operation in operations.items()
             if "application/json" in operation.get("requestBody", {}).get("content", {})]

@@ -1,4 +1,4 @@
-"""The Host check (API.md, Conventions: Hosts): one rule at the ASGI layer for every path, over real HTTP."""
+"""The Host check (docs/api.md, Conventions: Hosts): one rule at the ASGI layer for every path, over real HTTP."""
 
 import pytest
 import requests

@@ -39,7 +39,7 @@ def test_the_schema_declares_bearer_auth_and_every_token_route_requires_it(schem
             assert security == [{"bearerAuth": []}], f"{method} {path}: {security}"
 
 
-# API.md gives these errors a body of their own: health's 503 is the health object with status "degraded".
+# docs/api.md gives these errors a body of their own: health's 503 is the health object with status "degraded".
 OWN_SHAPE_ERRORS = {("get", "/api/health", "503")}
 
 

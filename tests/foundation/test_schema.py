@@ -1,4 +1,4 @@
-"""The OpenAPI schema documents every implemented row of API.md."""
+"""The OpenAPI schema documents every implemented row of docs/api.md."""
 
 import pytest
 

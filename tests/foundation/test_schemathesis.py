@@ -29,7 +29,7 @@ from tests.server import LiveServer
 
 @schemathesis.check
 def no_server_error_beyond_documented_upstream_failures(ctx, response, case) -> None:
-    """A 500 is a bug (API.md); a 502/503 is an answer only where the operation documents it (an MCP server
+    """A 500 is a bug (docs/api.md); a 502/503 is an answer only where the operation documents it (an MCP server
     that cannot start is mcp_connect_failed, 502)."""
     status = response.status_code
     if status == 500 or (status > 500 and str(status) not in case.operation.responses.status_codes):
@@ -84,7 +84,7 @@ def _check_operation(operation, mode: GenerationMode, tokens: dict[str, str]) ->
 def test_every_operation_answers_as_its_schema_says(live, tokens):
     # schemathesis' own pytest loader (from_fixture) fails under pytest 9, so each operation runs here.
     schema = schemathesis.openapi.from_url(f"{live.base_url}/api/schema?format=json")
-    # Unknown query parameters are ignored (as by most APIs; API.md promises nothing else), and the token is
+    # Unknown query parameters are ignored (as by most APIs; docs/api.md promises nothing else), and the token is
     # ours to send: schemathesis neither adds unknown parameters nor drops the Authorization header.
     schema.config.generation.update(allow_extra_parameters=False, with_security_parameters=False)
     failures: list[str] = []

@@ -61,7 +61,7 @@ async def test_an_error_of_the_source_is_raised_to_the_consumer():
 
 
 async def test_a_cancellation_is_never_swallowed_when_an_event_arrives_in_the_same_step():
-    # The Python 3.11 asyncio.wait_for trap (NOTES.md): an item that becomes ready in the same loop step
+    # The Python 3.11 asyncio.wait_for trap (docs/notes.md): an item that becomes ready in the same loop step
     # as the consumer's cancellation used to win, and the hang-up was lost. Every step offset is tried.
     lost = []
     for steps in range(12):

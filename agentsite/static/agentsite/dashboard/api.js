@@ -189,7 +189,7 @@ export async function api(path, { method = "GET", body, signal, raw = false, hea
   }
 }
 
-// Every page of a paginated list (API.md: {count, next, results}), up to `max` items.
+// Every page of a paginated list (docs/api.md: {count, next, results}), up to `max` items.
 export async function listAll(path, { signal, max = 1000 } = {}) {
   const items = [];
   let next = path;

@@ -6,7 +6,7 @@ import {
   checkbox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, problemBox, put,
 } from "./workflows/common.js";
 
-// The config API's whitelist (API.md), in the order the form shows it, with how each is edited.
+// The config API's whitelist (docs/api.md), in the order the form shows it, with how each is edited.
 const CONFIG_FIELDS = [
   { name: "provider", label: "Provider", kind: "select", options: [["offline", "Offline (no LLM)"], ["openai", "OpenAI-compatible"], ["anthropic", "Anthropic"]] },
   { name: "base_url", label: "Base URL", kind: "url", help: "For an OpenAI-compatible server (Ollama, vLLM…); empty: the provider's default." },

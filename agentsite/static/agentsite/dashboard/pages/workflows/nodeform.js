@@ -1,4 +1,4 @@
-// The form of one node: its name, its type's config keys (API.md's node semantics), retry and onError,
+// The form of one node: its name, its type's config keys (docs/api.md's node semantics), retry and onError,
 // its connections, and what it did in the last run. Used for a new node (type picker, "Add node") and an
 // existing one ("Apply", "Delete node").
 import { field, h, hint, put } from "./common.js";

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+import subprocess
+import sys
+from functools import cache
 
 import pytest
 from rest_framework.test import APIClient
@@ -19,6 +23,62 @@ def pytest_configure(config):
 
     if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
         _flush_postgres_by_delete()
+
+
+# --- the fast tier: `pytest -m "not e2e"` ----------------------------------------------------------------
+# A test is e2e when it starts a server, a browser or any other subprocess. Collection marks it so: its own
+# module, or the source of a fixture it uses, names one of these. A test left unmarked that starts a
+# subprocess anyway fails (the guard below), so the marking cannot silently go wrong. The sandbox's V8 workers
+# are the exception: the pool starts them once per process and reuses them, like a thread pool's threads.
+E2E_SIGNS = ("LiveServer", "live_server", "playwright", "subprocess", "Popen", "create_subprocess", "sandbox_worker")
+SANDBOX_WORKER = os.path.join("workflows", "sandbox", "worker.py")
+
+
+@cache
+def _names_a_subprocess(source: str) -> bool:
+    return any(sign in source for sign in E2E_SIGNS)
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    if _names_a_subprocess(inspect.getsource(item.module)):
+        return True
+    for definitions in getattr(item, "_fixtureinfo").name2fixturedefs.values():
+        for definition in definitions:
+            if definition.argname == "_unmarked_tests_start_no_process" or \
+                    not definition.func.__module__.startswith("tests."):
+                continue  # the guard itself names Popen; plugins' fixtures (pytest-django's) start nothing
+            try:
+                source = inspect.getsource(definition.func)
+            except (OSError, TypeError):
+                continue
+            if _names_a_subprocess(source):
+                return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "e2e" not in item.keywords and _starts_processes(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True)
+def _unmarked_tests_start_no_process(request, monkeypatch):
+    if "e2e" in request.node.keywords:
+        yield
+        return
+    started = subprocess.Popen.__init__
+
+    def refuse(self, args, *rest, **options):
+        command = [str(part) for part in (args if isinstance(args, list | tuple) else [args])]
+        if not any(part.endswith(SANDBOX_WORKER) for part in command):
+            pytest.fail(f"{request.node.nodeid} starts a process ({' '.join(command)[:200]}) but is not marked e2e: "
+                        "mark it (pytestmark = pytest.mark.e2e) so the fast tier leaves it out", pytrace=False)
+        started(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    yield
+
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import os
 import subprocess
-import sys
 from functools import cache
 
 import pytest
@@ -42,7 +41,7 @@ def _names_a_subprocess(source: str) -> bool:
 def _starts_processes(item: pytest.Item) -> bool:
     if _names_a_subprocess(inspect.getsource(item.module)):
         return True
-    for definitions in getattr(item, "_fixtureinfo").name2fixturedefs.values():
+    for definitions in item._fixtureinfo.name2fixturedefs.values():
         for definition in definitions:
             if definition.argname == "_unmarked_tests_start_no_process" or \
                     not definition.func.__module__.startswith("tests."):

@@ -1,11 +1,8 @@
-"""Which ASGI app serves which path. Facets mount extra ASGI apps by adding to MOUNTS."""
+"""Which ASGI app serves which path. Facets mount extra ASGI apps by adding to agentsite.mounts.MOUNTS."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-# (path prefix, factory returning an ASGI app); filled in by AppConfig.ready() of a facet.
-MOUNTS: list[tuple[str, Callable]] = []
+from agentsite.mounts import MOUNTS
 
 
 def build_application(django_app):

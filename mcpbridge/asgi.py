@@ -221,7 +221,7 @@ _app: McpHttpApp | None = None
 
 
 def mcp_asgi_app() -> McpHttpApp:
-    """The process's one MCP HTTP app (the factory `agentsite.routing.MOUNTS` calls)."""
+    """The process's one MCP HTTP app (the factory `agentsite.mounts.MOUNTS` calls)."""
     global _app
     if _app is None:
         _app = McpHttpApp()

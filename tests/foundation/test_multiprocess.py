@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
     not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"),
     reason="two hosts share PostgreSQL and Redis (set DATABASE_URL and REDIS_URL; CI's second pass does)")
 
-SHARED = {"AGENTSITE_CACHE_PREFIX": "multi-{}", "AGENTSITE_Q_NAME": "multi-{}", "AGENTSITE_SCHEDULER_TICK_S": "5",
+SHARED = {"AGENTSITE_CACHE_PREFIX": "multi-{}", "AGENTSITE_Q_NAME": "multi-{}",
           "AGENTSITE_LOGIN_RATE_LIMIT": "10", "AGENTSITE_SCHEDULER_RUNNER": "tests.scheduler.runners.recording_runner"}
 PLUGIN = '''
     from plugins.sdk import tool

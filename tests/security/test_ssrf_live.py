@@ -102,3 +102,21 @@ def test_the_v1_agent_refuses_private_addresses(guarded, secret_page, stream):
         text = response.json()["choices"][0]["message"]["content"]
     assert_refused(text)
     assert "The tool web_fetch failed" in text  # the tool ran and was refused: not merely unavailable
+
+
+def test_a_workflow_tool_node_that_fetches_a_private_address_fails_with_the_refusal(guarded, secret_page):
+    server, headers = guarded
+    created = requests.post(f"{server.base_url}/api/workflows", headers=headers, timeout=10, json={
+        "name": "ssrf-tool-node",
+        "nodes": [{"id": "start", "name": "start", "type": "input", "config": {}},
+                  {"id": "fetch", "name": "fetch", "type": "tool",
+                   "config": {"toolName": "web_fetch", "toolArgs": {"url": "${input}"}}},
+                  {"id": "out", "name": "out", "type": "output", "config": {}}],
+        "edges": [{"from": "start", "to": "fetch"}, {"from": "fetch", "to": "out"}]})
+    assert created.status_code == 201, created.text
+    run = requests.post(f"{server.base_url}/api/workflows/{created.json()['id']}/run", headers=headers, timeout=30,
+                        json={"input": secret_page.url("/secret")})
+    assert run.status_code in (200, 201), run.text
+    body = run.json()
+    assert body["status"] == "error", body
+    assert_refused(json.dumps(body))

@@ -1,5 +1,5 @@
 """The private-address guard of web_fetch through the real doors of a live server, with private fetches off
-(the shipped default): `/api/mcp/call`, the chat stream and `/v1`'s agent. The offline provider runs a tool
+(the shipped default): `/api/mcp/call`, the chat stream, `/v1`'s agent and a workflow tool node. The offline provider runs a tool
 when the message asks for it (`/tool web_fetch {...}`), so the request a user sends reaches the guard just as
 a model's tool call would.
 

@@ -1,7 +1,7 @@
 """The private-address guard of web_fetch through the real doors of a live server, with private fetches off
-(the shipped default): `/api/mcp/call`, the chat stream, `/v1`'s agent and a workflow tool node. The offline provider runs a tool
-when the message asks for it (`/tool web_fetch {...}`), so the request a user sends reaches the guard just as
-a model's tool call would.
+(the shipped default): `/api/mcp/call`, the chat stream, `/v1`'s agent and a workflow tool node. The offline
+provider runs a tool when the message asks for it (`/tool web_fetch {...}`), so the request a user sends
+reaches the guard just as a model's tool call would.
 
 The target is a real loopback web server (tests/fakes/web.py) serving a secret: a guard that let a fetch
 through would show the secret and leave a request in the fake's log. Every other live server in the suite

@@ -49,6 +49,16 @@ def _env_number(name: str, default, parse, kind: str, minimum):
     return value
 
 
+def env_whole_minutes_s(name: str, default: int) -> int:
+    """A period in seconds that is a whole number of minutes (60, 120, ...): what django-q2's minutes
+    schedules can run."""
+    value = env_int(name, default, minimum=60)
+    if value % 60:
+        raise ImproperlyConfigured(f"{name} must be a whole number of minutes in seconds: 60, 120, ... "
+                                   f"(got {value}).")
+    return value
+
+
 def env_list(name: str, default: list[str] | None = None) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

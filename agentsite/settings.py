@@ -14,6 +14,7 @@ from agentsite.env import (
     env_list,
     env_redis_url,
     env_str,
+    env_whole_minutes_s,
     sqlite_database,
 )
 
@@ -254,10 +255,10 @@ AGENTSITE_SANDBOX_OWNER_WORKERS = env_int(
     "AGENTSITE_SANDBOX_OWNER_WORKERS", max(1, AGENTSITE_SANDBOX_WORKERS - 1), minimum=1)
 AGENTSITE_SANDBOX_QUEUE_WAIT_S = env_float("AGENTSITE_SANDBOX_QUEUE_WAIT_S", 10.0, minimum=0.01)
 AGENTSITE_SANDBOX_RUN_BUDGET_S = env_float("AGENTSITE_SANDBOX_RUN_BUDGET_S", 10.0, minimum=0.01)
-# The scheduler: how often the django-q2 schedule calls the tick (a multiple of 60, or under 60 for tests:
-# django-q2 looks at its schedules every 30 s), a run's time limit, and the runner (a dotted path to an
+# The scheduler: how often the django-q2 schedule calls the tick (whole minutes: django-q2's shortest
+# schedule type, which tests fire too), a run's time limit, and the runner (a dotted path to an
 # async callable; empty: the agent, see scheduler/runner.py).
-AGENTSITE_SCHEDULER_TICK_S = env_int("AGENTSITE_SCHEDULER_TICK_S", 60, minimum=1)
+AGENTSITE_SCHEDULER_TICK_S = env_whole_minutes_s("AGENTSITE_SCHEDULER_TICK_S", 60)
 AGENTSITE_SCHEDULER_RUN_TIMEOUT_S = env_float("AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0, minimum=0.01)
 AGENTSITE_SCHEDULER_RUNNER = env_str("AGENTSITE_SCHEDULER_RUNNER")
 # Runs a worker runs side by side: a tick queues its runs in chunks of this size.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -49,8 +50,11 @@ def plugin_of(directory: Path, path: str, *, is_directory: bool) -> str | None:
 
 
 class PluginWatcher:
-    def __init__(self, loader: PluginLoader, *, debounce: float = DEBOUNCE_S, max_wait: float = MAX_WAIT_S) -> None:
+    def __init__(self, loader: PluginLoader, *, debounce: float = DEBOUNCE_S, max_wait: float = MAX_WAIT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """clock: seconds, monotonic; the debounce's arithmetic reads it (a test may pass its own)."""
         self.loader = loader
+        self.clock = clock
         self.debounce = debounce
         self.max_wait = max_wait
         self._pending: dict[str, tuple[float, float]] = {}  # plugin → (first event, last event), monotonic
@@ -82,7 +86,7 @@ class PluginWatcher:
 
     def touched(self, name: str) -> None:
         """Note an event for the plugin `name` (the reload follows after the debounce)."""
-        now = time.monotonic()
+        now = self.clock()
         with self._wake:
             first, _last = self._pending.get(name, (now, now))
             self._pending[name] = (first, now)
@@ -104,12 +108,12 @@ class PluginWatcher:
                 while True:
                     if self._stopping:
                         return
-                    due, next_at = self._due(time.monotonic())
+                    due, next_at = self._due(self.clock())
                     if due:
                         for name in due:
                             del self._pending[name]
                         break
-                    self._wake.wait(None if next_at is None else max(0.0, next_at - time.monotonic()))
+                    self._wake.wait(None if next_at is None else max(0.0, next_at - self.clock()))
             for name in due:
                 try:
                     self.loader.reload(name)

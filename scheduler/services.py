@@ -45,18 +45,15 @@ def tick_interval_s() -> int:
     return int(getattr(settings, "AGENTSITE_SCHEDULER_TICK_S", 60))
 
 
-# django-q2's cluster looks at its schedules every 30 s (its guard loop), so no tick comes more often.
-Q2_SCHEDULER_PERIOD_S = 30
-
-
 def run_concurrency() -> int:
     """How many runs one queued task runs side by side."""
     return max(1, int(getattr(settings, "AGENTSITE_SCHEDULER_RUN_CONCURRENCY", 8)))
 
 
 def grace() -> timedelta:
-    """How late an occurrence may be found and still count as on time: two tick periods."""
-    return timedelta(seconds=2 * max(tick_interval_s(), Q2_SCHEDULER_PERIOD_S))
+    """How late an occurrence may be found and still count as on time: two tick periods (a tick itself may
+    come up to 30 s late: django-q2 looks at its schedules every 30 s)."""
+    return timedelta(seconds=2 * tick_interval_s())
 
 
 # --- tasks ----------------------------------------------------------------------------------------------
@@ -356,10 +353,8 @@ def tick_schedule_ensure() -> str:
     """The django-q2 schedule that calls the tick: created (or corrected) at start, never by hand."""
     from django_q.models import Schedule
 
-    interval = tick_interval_s()
-    # django-q2's shortest interval type is whole minutes; shorter ticks (tests) use a seconds cron.
-    fields = ({"schedule_type": Schedule.MINUTES, "minutes": interval // 60, "cron": None} if interval % 60 == 0
-              else {"schedule_type": Schedule.CRON, "minutes": None, "cron": f"* * * * * */{interval}"})
+    interval = tick_interval_s()  # whole minutes (agentsite.env.env_whole_minutes_s): one path, tests included
     Schedule.objects.update_or_create(name=TICK_SCHEDULE_NAME, defaults={
-        "func": "scheduler.tasks.tick", "repeats": -1, **fields})
+        "func": "scheduler.tasks.tick", "repeats": -1, "schedule_type": Schedule.MINUTES,
+        "minutes": interval // 60, "cron": None})
     return f"every {interval} s"

@@ -30,10 +30,66 @@ MIGRATE = ("import django; django.setup(); from django.core.management import ca
            "call_command('migrate', interactive=False, verbosity=0)")
 
 
+def listening_socket(port: int = 0) -> socket.socket:
+    """A TCP socket bound to 127.0.0.1:port (0: one the kernel picks) and listening, for a server to inherit.
+
+    Whoever holds it holds the port: no other process can bind 127.0.0.1:port (nor the wildcard address)
+    until it is closed, so a server started on it cannot lose its port to another test run in the seconds
+    its start takes. Connections made before the server accepts wait in the backlog.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT only; never a listener's
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise RuntimeError(f"cannot listen on 127.0.0.1:{port}: another process holds it ({exc})") from exc
+    sock.listen(128)
+    return sock
+
+
+_refusing: socket.socket | None = None
+
+
+def refusing_port() -> int:
+    """A loopback port where a connection is refused, for as long as this test process runs.
+
+    It is bound and never listened on (Linux answers a connection to it with a reset): unlike a port that
+    was free a moment ago, no other process can start listening there.
+    """
+    global _refusing
+    if _refusing is None:
+        _refusing = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        _refusing.bind(("127.0.0.1", 0))
+    return _refusing.getsockname()[1]
+
+
 def free_port() -> int:
+    """A port that was free when asked: racy (another process may take it before it is used).
+
+    To start a server use LiveServer (it holds its port); for a port where connections are refused, use
+    refusing_port(). Kept for callers outside tests/ that have not moved yet.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def listeners_on(port: int) -> set[int]:
+    """The socket inodes listening on a TCP port of this host (any address, IPv4 and IPv6), from the
+    kernel's tables."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], int(fields[9])
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                found.add(inode)
+    return found
 
 
 class _MigratedTemplates:
@@ -114,6 +170,12 @@ templates = _MigratedTemplates()
 class LiveServer:
     """Start with start(); base_url, admin_password and data_dir are then set. stop() leaves nothing behind.
 
+    The port: the server inherits a listening socket that this object binds (listening_socket) on first use
+    of `port`, `base_url` or start(), and holds until stop(): no other process can take the port between
+    its choice and the server's start, nor while serve restarts daphne, nor when a test starts the server
+    again on the same port (launch()). wait_healthy() accepts an answer only when the kernel's one listener
+    on the port is that socket and the process is alive: the server answering is this one.
+
     migrated: whether the server's database starts as a copy of one migrated earlier in this test run
     (templates above). By default it does unless the caller passes its own data_dir: a test that brings
     its own directory is the first start of an install, on an empty database.
@@ -125,14 +187,36 @@ class LiveServer:
         self.migrated = data_dir is None if migrated is None else migrated
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="agentsite-e2e-"))
         self.command = command
-        self.port = port or free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self._wanted_port = port or 0
+        self._listener: socket.socket | None = None
+        self._port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir / "server.log"
+        self._log = None
         self._own_database: str | None = None
         self.database_url = database_url if database_url is not None else self._database_url()
         if self.migrated and not self.database_url and not (self.data_dir / "db.sqlite3").exists():
             templates.sqlite_copy_to(self.data_dir)
+
+    @property
+    def listener(self) -> socket.socket:
+        """The listening socket the server inherits (bound on first use, on the same port after a stop)."""
+        if self._listener is None:
+            self._listener = listening_socket(self._port or self._wanted_port)
+            self._port = self._listener.getsockname()[1]
+        return self._listener
+
+    @property
+    def port(self) -> int:
+        return self._port if self._port is not None else self.listener.getsockname()[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.base_url
 
     def _database_url(self) -> str:
         base = os.environ.get("DATABASE_URL", "")
@@ -175,33 +259,57 @@ class LiveServer:
         return env
 
     def start(self, timeout: float = 60.0) -> LiveServer:
+        self.launch()
+        self.wait_healthy(timeout)
+        return self
+
+    def launch(self, **popen) -> subprocess.Popen:
+        """Start the command on this server's socket without waiting for it (start() waits); self.proc is it.
+
+        popen: subprocess.Popen options that replace the defaults (output into log_path), e.g.
+        stdout=subprocess.PIPE, text=True. Called again after the process died, it starts a new one on the
+        same port: the socket was held all along.
+        """
+        fd = self.listener.fileno()
         if self.command == "serve":
-            args = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+            args = [sys.executable, "manage.py", "serve", "--fd", str(fd)]
         else:
             # One process for both steps: each Django start costs ~3 s of imports on these machines.
             subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=self.env(), check=True,
                            capture_output=True)
-            args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                    "agentsite.asgi:application"]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self._log = log
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        self.wait_healthy(timeout)
-        return self
+            args = [sys.executable, "-m", "daphne", "--fd", str(fd), "agentsite.asgi:application"]
+        if "stdout" not in popen:
+            if self._log is None:
+                self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+            popen = {"stdout": self._log, "stderr": subprocess.STDOUT, **popen}
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=popen.pop("env", None) or self.env(), pass_fds=(fd,),
+                                     start_new_session=True, **popen)
+        return self.proc
 
     def wait_healthy(self, timeout: float = 60.0) -> None:
+        """Until /api/health answers from this server: its process alive, the one listener on the port ours."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc and self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 if requests.get(f"{self.base_url}/api/health", timeout=2).status_code in (200, 503):
+                    self.assert_ours()
                     return
             except requests.RequestException:
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"server did not answer /api/health within {timeout}s:\n{self.log()}")
+
+    def assert_ours(self) -> None:
+        """Fail unless the port's only listener is the socket this object handed its live process."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError(f"the server's process is not running; something else answered on {self.port}")
+        ours = os.fstat(self.listener.fileno()).st_ino
+        found = listeners_on(self.port)
+        if found != {ours}:
+            raise RuntimeError(f"port {self.port} has listeners {sorted(found)}, not only this server's socket "
+                               f"(inode {ours}): another process answers there")
 
     def log(self) -> str:
         try:
@@ -220,6 +328,13 @@ class LiveServer:
         response.raise_for_status()
         return response.json()
 
+    def release_port(self) -> None:
+        """Close this object's copy of the listening socket: once the server's processes are gone too,
+        connections to the port are refused (stop() does this)."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+
     def stop(self, drop_database: bool = True) -> int | None:
         code = None
         if self.proc and self.proc.poll() is None:
@@ -231,8 +346,10 @@ class LiveServer:
                 code = self.proc.wait()
         elif self.proc:
             code = self.proc.returncode
-        if getattr(self, "_log", None):
+        self.release_port()
+        if self._log is not None:
             self._log.close()
+            self._log = None
         if drop_database and self._own_database:
             _drop_database(self._admin_url, self._own_database)
             self._own_database = None

@@ -76,13 +76,37 @@ def test_a_lost_admin_flag_is_a_403_on_the_next_request(admin):
     assert client.patch("/api/config", {"temperature": 0.4}, format="json", **client_headers).status_code == 403
 
 
-def test_a_change_no_signal_announces_is_seen_after_the_time_to_live(owner, settings):
-    settings.AGENTSITE_AUTH_CACHE_S = 0.2
+class FakeClock:
+    """accounts.authentication's `time` module, with the clocks the test moves."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+        for name in dir(time):
+            if not name.startswith("_") and name not in ("monotonic", "time"):
+                setattr(self, name, getattr(time, name))
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(authentication, "time", fake)
+    return fake
+
+
+def test_a_change_no_signal_announces_is_seen_after_the_time_to_live(owner, settings, clock):
+    settings.AGENTSITE_AUTH_CACHE_S = 2
     token = token_pair_for(owner)["token"]
     assert user_for_token(token) is not None
     type(owner).objects.filter(pk=owner.pk).update(is_active=False)  # no post_save: nothing announced
-    assert user_for_token(token) is not None  # still the cached row
-    time.sleep(0.25)
+    clock.offset = 1.9
+    assert user_for_token(token) is not None  # still the cached row, within its time to live
+    clock.offset = 2.1
     assert user_for_token(token) is None
 
 
@@ -112,20 +136,33 @@ def test_callers_get_copies_not_the_cached_row(owner):
     assert second.check_password("not-saved-anywhere-1") is False
 
 
-def test_a_validated_token_is_reused_until_it_expires_and_bad_ones_are_never_kept(owner, monkeypatch):
+def test_a_validated_token_is_reused_until_it_expires_and_bad_ones_are_never_kept(owner, monkeypatch, clock):
     from datetime import timedelta
 
+    from rest_framework_simplejwt.authentication import JWTAuthentication
     from rest_framework_simplejwt.tokens import AccessToken
 
     from accounts.tokens import PASSWORD_CLAIM, password_version
 
+    full_checks = []
+    check = JWTAuthentication.get_validated_token
+
+    def counted(self, raw_token):
+        full_checks.append(raw_token)
+        return check(self, raw_token)
+
+    monkeypatch.setattr(JWTAuthentication, "get_validated_token", counted)
     token = AccessToken.for_user(owner)
     token[PASSWORD_CLAIM] = password_version(owner)
-    token.set_exp(lifetime=timedelta(seconds=1))
+    token.set_exp(lifetime=timedelta(minutes=5))
     raw = str(token)
     assert user_for_token(raw).pk == owner.pk
-    assert raw in authentication._validated_tokens
+    assert raw in authentication._validated_tokens and len(full_checks) == 1
+    assert user_for_token(raw).pk == owner.pk
+    assert len(full_checks) == 1  # reused: no second signature check
     assert user_for_token(raw[:-2] + ("AA" if not raw.endswith("AA") else "BB")) is None  # a bad signature
     assert len([key for key in authentication._validated_tokens if key.startswith(raw[:-2])]) == 1
-    time.sleep(1.2)
-    assert user_for_token(raw) is None  # the cached validation does not outlive the token
+    checks = len(full_checks)
+    clock.offset = 5 * 60 + 1  # past the token's expiry
+    user_for_token(raw)
+    assert len(full_checks) == checks + 1  # the cached validation does not outlive the token: checked again

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 from agentsite.agent.providers import OpenAIProvider, get_provider
 from agentsite.agent.types import (
@@ -187,11 +189,22 @@ async def test_events_sent_together_come_in_one_batch_and_paced_ones_each_at_onc
     assert events[:2] == [TextDelta("w0 "), TextDelta("w1 ")] and events[-2:] == [Usage(3, 40), Finish("stop")]
     assert all(batches) and len(batches) <= 3  # 42 events in one read: one list (and the ending), not 42
 
-    paced = ["one ", "two ", "three"]
-    fake_openai.script(Text("".join(paced), pieces=paced, delay=0.25))
-    texts = [[event.text for event in batch if isinstance(event, TextDelta)]
-             async for batch in provider.stream_batches(hello_request())]
-    assert [batch for batch in texts if batch] == [["one "], ["two "], ["three"]]
+    # Paced by the reader: each piece is sent only once the batch before it has come out, so an event held
+    # back for a later read would never come out at all (the read it waits for is not sent).
+    step = threading.Semaphore(0)
+    lines = [f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': word}}]})}\n\n"
+             for word in ("one ", "two ", "three")]
+    ending = f"data: {json.dumps({'choices': [{'index': 0, 'delta': {}, 'finish_reason': 'stop'}]})}\n\n" \
+             "data: [DONE]\n\n"
+    fake_openai.script(Raw("", pieces=[lines[0], lines[1], lines[2] + ending], step=step))
+    texts = []
+    async with asyncio.timeout(10):  # failure bound: a held event stalls the stream
+        async for batch in provider.stream_batches(hello_request()):
+            words = [event.text for event in batch if isinstance(event, TextDelta)]
+            if words:
+                texts.append(words)
+                step.release()
+    assert texts == [["one "], ["two "], ["three"]]
 
 
 async def test_a_malformed_chunk_after_good_ones_in_one_read_still_delivers_the_good_ones(fake_openai,

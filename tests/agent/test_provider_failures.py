@@ -12,7 +12,7 @@ from agentsite.agent.types import ChatRequest, Message
 from agentsite.errors import AppError
 from tests.agent.conftest import API_KEY
 from tests.fakes.llm import Error, Hang, Raw, StreamError, Text, Truncated
-from tests.server import free_port
+from tests.server import refusing_port
 
 REQUEST = ChatRequest([Message("user", "Hello?")])
 
@@ -31,7 +31,7 @@ def assert_upstream_error(exc: AppError) -> None:
 @pytest.mark.parametrize("mode", ["stream", "complete"])
 async def test_a_refused_connection_is_an_upstream_error(upstream, mode):
     _fake, settings = upstream
-    provider = get_provider(settings.with_overrides(base_url=f"http://127.0.0.1:{free_port()}"))
+    provider = get_provider(settings.with_overrides(base_url=f"http://127.0.0.1:{refusing_port()}"))
 
     with pytest.raises(AppError) as caught:
         await (stream_all(provider) if mode == "stream" else provider.complete(REQUEST))

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import base64
-import shutil
+import os
+import select
 import struct
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agentsite.agent.tools import ToolContext, registry
+from tests.needs import program
 
 CTX = ToolContext(user_id=1, is_admin=True)  # the screenshot is an admin's tool
 
 
 def free_display() -> int:
+    """A display number no X server serves now, for the error when DISPLAY cannot be reached. Above the
+    numbers that Xvfb -displayfd takes (it starts at 0), so no parallel run's Xvfb lands on it."""
     for number in range(90, 200):
         if not Path(f"/tmp/.X11-unix/X{number}").exists() and not Path(f"/tmp/.X{number}-lock").exists():
             return number
@@ -26,20 +29,21 @@ def free_display() -> int:
 
 @pytest.fixture
 def xvfb_display() -> Iterator[str]:
-    if shutil.which("Xvfb") is None:
-        pytest.skip("Xvfb is not installed (apt-get install xvfb); CI installs it")
-    number = free_display()
-    process = subprocess.Popen(["Xvfb", f":{number}", "-screen", "0", "800x600x24", "-nolisten", "tcp"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    socket_path = Path(f"/tmp/.X11-unix/X{number}")
-    deadline = time.monotonic() + 5
+    """A fresh Xvfb display. Xvfb picks a free display number itself and reports it (-displayfd): a number
+    chosen here could be taken by a parallel run before Xvfb starts."""
+    xvfb = program("Xvfb", "apt-get install xvfb")
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen([xvfb, "-displayfd", str(write_end), "-screen", "0", "800x600x24", "-nolisten", "tcp"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(write_end,))
+    os.close(write_end)
     try:
-        while not socket_path.exists():
-            if process.poll() is not None:
-                raise AssertionError(f"Xvfb :{number} exited: {process.stderr.read().decode(errors='replace')}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Xvfb :{number} did not create {socket_path} within 5 s")
-            time.sleep(0.02)
+        with os.fdopen(read_end) as reported:
+            ready, _, _ = select.select([reported], [], [], 10)
+            number = reported.readline().strip() if ready else ""
+        if not number.isdigit():
+            process.kill()
+            problem = process.stderr.read().decode(errors="replace")
+            raise AssertionError(f"Xvfb reported no display within 10 s: {problem}")
         yield f":{number}"
     finally:
         process.terminate()

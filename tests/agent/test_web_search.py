@@ -10,7 +10,7 @@ from agentsite.agent.builtin.search.duckduckgo import DuckDuckGoBackend
 from agentsite.agent.builtin.search.searxng import SearxngBackend
 from agentsite.agent.builtin.web_search import configured_backends
 from agentsite.agent.tools import ToolContext, registry
-from tests.server import free_port
+from tests.server import refusing_port
 
 CTX = ToolContext(user_id=1, is_admin=False)  # resolved: no database lookup
 RESULTS = [
@@ -59,7 +59,7 @@ async def test_web_search_reads_duckduckgos_html_results_without_ads_or_redirect
 
 
 async def test_web_search_falls_back_to_duckduckgo_when_searxng_is_unreachable(settings, fake_search):
-    settings.AGENTSITE_SEARXNG_URL = f"http://127.0.0.1:{free_port()}"
+    settings.AGENTSITE_SEARXNG_URL = f"http://127.0.0.1:{refusing_port()}"
     settings.AGENTSITE_DUCKDUCKGO_URL = fake_search.duckduckgo_url
     fake_search.results = RESULTS[:1]
 
@@ -69,7 +69,7 @@ async def test_web_search_falls_back_to_duckduckgo_when_searxng_is_unreachable(s
 
 
 async def test_web_search_says_clearly_when_no_backend_is_reachable(settings, fake_search):
-    settings.AGENTSITE_SEARXNG_URL = f"http://127.0.0.1:{free_port()}"
+    settings.AGENTSITE_SEARXNG_URL = f"http://127.0.0.1:{refusing_port()}"
     settings.AGENTSITE_DUCKDUCKGO_URL = fake_search.duckduckgo_url
     fake_search.status = 503
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.needs import unavailable
 from tests.server import LiveServer
 
 CHROMIUM = os.environ.get("DASHBOARD_CHROMIUM", "/usr/bin/chromium")
@@ -54,12 +55,6 @@ def _missing() -> str | None:
     return None
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: a missing browser fails the run instead of skipping)", pytrace=False)
-    pytest.skip(reason)
-
-
 def _spoken_words(directory: Path) -> Path | None:
     """A WAV of espeak-ng saying SPOKEN, which Chromium's fake microphone plays in a loop (None without espeak-ng)."""
     espeak = shutil.which("espeak-ng")
@@ -81,7 +76,7 @@ def spoken_wav(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
 def browser(spoken_wav: Path | None) -> Iterator:
     reason = _missing()
     if reason:
-        _unavailable(reason)
+        unavailable(reason)
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=TIMEOUT_MS)
@@ -101,7 +96,7 @@ def dashboard_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     command = getattr(request.module, "LIVE_SERVER_COMMAND", "daphne")
     reason = _missing()
     if reason:
-        _unavailable(reason)
+        unavailable(reason)
     # Every test logs in through the form: the per-IP login limit (10 a minute) would refuse the run.
     server = LiveServer(command=command, env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
     yield server

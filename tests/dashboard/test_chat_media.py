@@ -13,6 +13,7 @@ import requests
 from playwright.sync_api import expect
 
 from tests.fakes.llm import Call, Text, ToolCalls
+from tests.needs import unavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -114,7 +115,7 @@ def test_dictation_through_a_provider_that_cannot_work_says_why(voice_config, lo
 
 def test_dictation_with_the_local_provider_writes_what_was_said(voice_config, logged_in_page, spoken_wav):
     if spoken_wav is None:
-        pytest.skip("needs espeak-ng to give the fake microphone something to say")
+        unavailable("espeak-ng is not installed (apt-get install espeak-ng): the fake microphone has nothing to say")
     voice_config(stt_provider="local")
     page = logged_in_page
     page.context.grant_permissions(["microphone"])

@@ -48,6 +48,12 @@ class RecordedRequest:
 class Chunk:
     data: bytes
     delay: float = 0.0  # seconds to wait before sending it
+    # Sent only once the test releases this (a test paces the stream by what its client has received, not
+    # by time); given up after STEP_WAIT_S, so a test that never releases cannot hang the fake for ever.
+    after: threading.Semaphore | None = None
+
+
+STEP_WAIT_S = 30.0
 
 
 @dataclass
@@ -235,9 +241,11 @@ class FakeServer:
         for chunk in response.chunks or []:
             if chunk.delay and await self._hung_up(eof, chunk.delay):
                 return False
+            if chunk.after is not None and await self._hung_up_before_release(eof, chunk.after):
+                return False
             if chunk.data:
                 writer.write(f"{len(chunk.data):x}\r\n".encode() + chunk.data + b"\r\n")
-                if chunk.delay or writer.transport.get_write_buffer_size() > 65536:
+                if chunk.delay or chunk.after or writer.transport.get_write_buffer_size() > 65536:
                     await writer.drain()  # undelayed chunks go out together, as a fast upstream's would
         if response.truncate:
             return False
@@ -246,6 +254,15 @@ class FakeServer:
             return False
         writer.write(b"0\r\n\r\n")
         await writer.drain()
+        return True
+
+    async def _hung_up_before_release(self, eof: asyncio.Future, step: threading.Semaphore) -> bool:
+        """Wait until the test releases `step`; True, counted, if the client hung up first."""
+        released = asyncio.ensure_future(asyncio.to_thread(step.acquire, True, STEP_WAIT_S))
+        await asyncio.wait({eof, released}, return_when=asyncio.FIRST_COMPLETED)
+        if released.done() or (eof.exception() is None and eof.result()):
+            return False
+        self.hangups += 1
         return True
 
     async def _hung_up(self, eof: asyncio.Future, seconds: float) -> bool:

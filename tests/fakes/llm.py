@@ -157,7 +157,8 @@ def _raw(reply: Raw) -> FakeResponse:
     if reply.pieces is None:
         return FakeResponse(reply.status, reply.body.encode(), reply.content_type)
     return FakeResponse(reply.status, content_type=reply.content_type,
-                        chunks=[Chunk(piece.encode()) for piece in reply.pieces])
+                        chunks=[Chunk(piece.encode(), after=reply.step if index else None)
+                                for index, piece in enumerate(reply.pieces)])
 
 
 # --- OpenAI ---

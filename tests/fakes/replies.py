@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -71,12 +72,14 @@ class StreamError:
 
 @dataclass
 class Raw:
-    """Exactly this body (malformed streams, odd servers); streamed as `pieces` when given."""
+    """Exactly this body (malformed streams, odd servers); streamed as `pieces` when given. With `step`, each
+    piece after the first is sent once the test releases the semaphore (one release a piece)."""
 
     body: str
     status: int = 200
     content_type: str = "text/event-stream"
     pieces: list[str] | None = None
+    step: threading.Semaphore | None = None
 
 
 @dataclass

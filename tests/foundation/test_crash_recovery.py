@@ -13,7 +13,7 @@ import threading
 import requests
 
 from tests.e2e import poll
-from tests.server import PREPARE, ROOT, LiveServer, free_port
+from tests.server import PREPARE, ROOT, LiveServer
 from tests.workflows.conftest import graph, node
 
 QUICK = {"AGENTSITE_PROCESS_SWEEP_S": "0.3", "AGENTSITE_PROCESS_HEARTBEAT_S": "0.2",
@@ -84,11 +84,8 @@ def descendants(pid: int) -> list[int]:
 
 def test_serve_marks_the_runs_of_a_killed_daphne_and_a_killed_cluster_and_serves_on(tmp_path):
     server = LiveServer(data_dir=str(tmp_path), env=QUICK, migrated=True)
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=server.env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = server.launch(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
         server.wait_healthy(60)
         headers = {"Authorization": f"Bearer {server.login()['token']}"}
         in_daphne = slow_workflow(server.base_url, headers, "in-daphne", 60_000)
@@ -205,16 +202,11 @@ def test_a_scheduled_run_in_a_killed_cluster_or_a_killed_serve_is_marked_and_not
     from tests.fakes.llm import Hang, Text
 
     server = LiveServer(data_dir=str(tmp_path), env=QUICK, migrated=True)
-    port = free_port()
-    log = open(tmp_path / "serve.log", "ab")  # noqa: SIM115
-
-    def serve() -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT,
-                                env=server.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server.log_path = tmp_path / "serve.log"
+    serve = server.launch  # again after the crash: on the same socket, which this test held all along
 
     proc = serve()
     try:
-        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
         server.wait_healthy(60)
         headers = {"Authorization": f"Bearer {server.login()['token']}"}
         requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
@@ -277,7 +269,7 @@ def test_a_scheduled_run_in_a_killed_cluster_or_a_killed_serve_is_marked_and_not
                 os.kill(pid, signum)
         proc.wait()
         poll(lambda: not any(_running(pid) for pid in tree), "every process of the killed server gone", 10)
-        proc = server.proc = serve()
+        proc = serve()
         server.wait_healthy(60)
         headers["Authorization"] = f"Bearer {server.login()['token']}"
         marked_too = poll(lambda: next((run for run in history() if run["id"] == hung_too["id"]
@@ -295,5 +287,4 @@ def test_a_scheduled_run_in_a_killed_cluster_or_a_killed_serve_is_marked_and_not
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
         server.stop()

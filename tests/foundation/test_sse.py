@@ -101,7 +101,7 @@ async def test_a_cancellation_is_never_swallowed_when_an_event_arrives_in_the_sa
 
 
 async def test_the_sources_clean_up_has_finished_when_the_cancelled_consumer_ends():
-    cleaned = []
+    cleaned, first_read = [], asyncio.Event()
 
     async def source():
         try:
@@ -109,15 +109,17 @@ async def test_the_sources_clean_up_has_finished_when_the_cancelled_consumer_end
             await asyncio.Event().wait()
             yield 2
         finally:
-            await asyncio.sleep(0.01)  # an awaited clean-up, like storing an interrupted reply
+            for _ in range(3):  # an awaited clean-up, like storing an interrupted reply, over several steps
+                await asyncio.sleep(0)
             cleaned.append(True)
 
     async def consume():
         async for _ in with_keepalive(source(), 5):
-            pass
+            first_read.set()
 
     consumer = asyncio.create_task(consume())
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):
+        await first_read.wait()  # the consumer is inside the stream, waiting on the source
     consumer.cancel()
     await asyncio.wait({consumer})
     assert consumer.cancelled() and cleaned == [True]

@@ -224,25 +224,41 @@ def test_removal_unregisters_the_tools_and_files_that_are_not_plugins_are_ignore
     assert [event.kind for event in events.items] == ["added", "added", "removed"]
 
 
+# What the in-flight plugin below waits on: set by the test, read by the plugin (which imports this module).
+GATE: dict[str, asyncio.Event] = {}
+
+
 async def test_a_call_in_flight_finishes_on_the_old_version_while_new_calls_get_the_new(loader, plugin_dir):
-    source = '''
-        import asyncio
+    GATE.update(entered=asyncio.Event(), release=asyncio.Event())
+    path = write(plugin_dir / "slow.py", '''
+        from plugins.sdk import tool
+        from tests.plugins.test_loader import GATE
+
+        @tool
+        async def version() -> str:
+            """Which version answers."""
+            GATE["entered"].set()
+            await GATE["release"].wait()
+            return "v1"
+    ''')
+    loader.load_all()
+    in_flight = asyncio.create_task(run(loader, "version"))
+    async with asyncio.timeout(5):
+        await GATE["entered"].wait()  # the old version is running
+    write(path, '''
         from plugins.sdk import tool
 
         @tool
         async def version() -> str:
             """Which version answers."""
-            await asyncio.sleep(0.3)
-            return "v1"
-    '''
-    path = write(plugin_dir / "slow.py", source)
-    loader.load_all()
-    in_flight = asyncio.create_task(run(loader, "version"))
-    await asyncio.sleep(0.05)
-    write(path, source.replace('"v1"', '"v2"'))
+            return "v2"
+    ''')
     await asyncio.to_thread(loader.reload, "slow")
     assert await run(loader, "version") == "v2"
-    assert await in_flight == "v1"
+    assert not in_flight.done()
+    GATE["release"].set()
+    async with asyncio.timeout(5):
+        assert await in_flight == "v1"
 
 
 def test_a_receiver_that_raises_does_not_stop_the_load(loader, plugin_dir):
@@ -271,15 +287,14 @@ async def test_a_plugin_tool_has_the_registrys_time_limit(plugin_dir):
 
             @tool
             async def nap() -> str:
-                """Sleep for a long time."""
-                await asyncio.sleep(30)
+                """Wait for ever."""
+                await asyncio.Event().wait()
                 return "rested"
         ''')
         strict.load_all()
-        started = asyncio.get_running_loop().time()
-        result = await call_tool(tools_of(strict)["nap"], {}, CTX)
+        async with asyncio.timeout(10):  # only the tool's own limit can end the call
+            result = await call_tool(tools_of(strict)["nap"], {}, CTX)
         assert result.is_error and "did not finish within 0.2 seconds" in result.text
-        assert asyncio.get_running_loop().time() - started < 2
     finally:
         strict.close()
 

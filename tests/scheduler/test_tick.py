@@ -225,7 +225,30 @@ def test_the_tick_schedule_is_created_at_start_and_not_duplicated(settings):
     [schedule] = Schedule.objects.filter(name=services.TICK_SCHEDULE_NAME)
     assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
         "scheduler.tasks.tick", Schedule.MINUTES, 1, -1)
-    settings.AGENTSITE_SCHEDULER_TICK_S = 5
+    settings.AGENTSITE_SCHEDULER_TICK_S = 300
     run_start_hooks()
     [schedule] = Schedule.objects.filter(name=services.TICK_SCHEDULE_NAME)
-    assert (schedule.schedule_type, schedule.cron) == (Schedule.CRON, "* * * * * */5")
+    assert (schedule.schedule_type, schedule.minutes, schedule.cron) == (Schedule.MINUTES, 5, None)
+
+
+@pytest.mark.parametrize("raw", ["5", "59", "90", "0", "-60", "sixty"])
+def test_a_tick_interval_that_is_not_whole_minutes_stops_the_settings_naming_the_variable(monkeypatch, raw):
+    """The tick has one path, django-q2's minutes schedule, which production runs: no seconds branch."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agentsite.env import env_whole_minutes_s
+
+    monkeypatch.setenv("AGENTSITE_SCHEDULER_TICK_S", raw)
+    with pytest.raises(ImproperlyConfigured, match="AGENTSITE_SCHEDULER_TICK_S"):
+        env_whole_minutes_s("AGENTSITE_SCHEDULER_TICK_S", 60)
+
+
+@pytest.mark.parametrize(("raw", "seconds"), [(None, 60), ("", 60), ("60", 60), ("120", 120), ("3600", 3600)])
+def test_a_tick_interval_in_whole_minutes_is_taken(monkeypatch, raw, seconds):
+    from agentsite.env import env_whole_minutes_s
+
+    if raw is None:
+        monkeypatch.delenv("AGENTSITE_SCHEDULER_TICK_S", raising=False)
+    else:
+        monkeypatch.setenv("AGENTSITE_SCHEDULER_TICK_S", raw)
+    assert env_whole_minutes_s("AGENTSITE_SCHEDULER_TICK_S", 60) == seconds

@@ -1,7 +1,5 @@
 """The chat SSE stream against a real daphne server and a fake upstream LLM on loopback."""
 
-import time
-
 import pytest
 import requests
 
@@ -98,10 +96,9 @@ def test_chat_stream_stops_upstream_when_client_disconnects(session, fake_openai
     assert next(events)[0] == "start"
     name, data = next(event for event in events if event[0] != "comment")
     assert (name, data["content"]) == ("delta", "partial answer ")
-    hung_up_at = time.monotonic()
     response.close()
-    fake_openai.wait_for_hangups_sync(1, timeout=1.0)
-    assert time.monotonic() - hung_up_at < 1.0
+    # The upstream reply never ends by itself (Hang): a hang-up there can only be the server passing ours on.
+    fake_openai.wait_for_hangups_sync(1, timeout=5.0)
     stored = poll(lambda: [m for m in _messages(server, headers, session_id) if m["role"] == "assistant"],
                   "the interrupted reply was stored")
     assert stored[-1]["status"] == "interrupted"

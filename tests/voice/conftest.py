@@ -5,7 +5,6 @@ which .ci/run sets after installing it), where a missing espeak-ng must fail rat
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import struct
 import zlib
@@ -14,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.knowledge.conftest import minimal_pdf as pdf_of_lines
+from tests.needs import in_ci
 from tests.server import LiveServer
 
 SPEECH_MODULES = ("test_speech_stt.py", "test_speech_tts.py", "test_speech_http.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    if shutil.which("espeak-ng") or os.environ.get("CI"):
+    if shutil.which("espeak-ng") or in_ci():
         return
     skip = pytest.mark.skip(reason="the speech tests need espeak-ng: apt-get install espeak-ng (.ci/run installs it)")
     for item in items:

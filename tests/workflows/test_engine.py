@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -53,16 +53,30 @@ async def test_a_chain_runs_in_order_and_the_output_node_formats_the_input():
     assert all(entry.status == "success" and entry.attempts == 1 for entry in execution.trace)
 
 
-async def test_two_300_ms_delays_on_independent_branches_take_about_300_ms_not_600():
-    data = graph(node("start", "input"), node("a", "delay", delayMs=300), node("b", "delay", delayMs=300),
+async def test_independent_branches_run_side_by_side(tool_source):
+    """Each branch's tool waits until the other branch's tool has started: only branches that run at the
+    same time can both finish (one after the other, the first would wait out its deadline and fail)."""
+    started = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    def meet(me: str, other: str):
+        async def call(arguments):
+            started[me].set()
+            try:
+                async with asyncio.timeout(5):
+                    await started[other].wait()
+            except TimeoutError:
+                return ToolResult.error(f"branch {other} never started while branch {me} was running")
+            return ToolResult.of_text(me)
+
+        return call
+
+    tool_source.extend([echo_tool("meet_a", meet("a", "b")), echo_tool("meet_b", meet("b", "a"))])
+    data = graph(node("start", "input"), node("a", "tool", toolName="meet_a"), node("b", "tool", toolName="meet_b"),
                  node("join", "output", outputFormat="json"),
                  edges=[("start", "a"), ("start", "b"), ("a", "join"), ("b", "join")])
-    began = time.perf_counter()
     execution, _ = await run(data)
-    elapsed = time.perf_counter() - began
-    assert execution.status == "success"
-    assert 0.29 < elapsed < 0.5, f"the branches took {elapsed:.3f} s together"
-    assert execution.output == {"a": "hello", "b": "hello"}
+    assert execution.status == "success", execution.error
+    assert execution.output == {"a": "a", "b": "b"}
 
 
 async def test_a_join_waits_for_every_reached_predecessor():
@@ -75,12 +89,34 @@ async def test_a_join_waits_for_every_reached_predecessor():
     assert execution.outputs["join"] == {"fast": "hello", "slow": "hello"}
 
 
-async def test_the_concurrency_cap_limits_how_many_nodes_run_at_once():
-    data = graph(node("start", "input"), *[node(f"d{index}", "delay", delayMs=100) for index in range(4)],
+async def test_the_concurrency_cap_limits_how_many_nodes_run_at_once(tool_source):
+    """Four nodes, a cap of two: each node waits until its pair has started. The peak count of nodes
+    running is two (a cap of one would leave the first waiting on a second that never starts)."""
+    entered: list[int] = []
+    running = {"now": 0, "peak": 0}
+    changed = asyncio.Condition()
+
+    async def paired(arguments):
+        async with changed:
+            entered.append(len(entered))
+            pair_full = 2 * (entered[-1] // 2 + 1)
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+            changed.notify_all()
+            try:
+                async with asyncio.timeout(5):
+                    await changed.wait_for(lambda: len(entered) >= pair_full)
+            except TimeoutError:
+                return ToolResult.error(f"only {len(entered)} of {pair_full} nodes started")
+            running["now"] -= 1
+        return ToolResult.of_text("ok")
+
+    tool_source.append(echo_tool("paired", paired))
+    data = graph(node("start", "input"), *[node(f"d{index}", "tool", toolName="paired") for index in range(4)],
                  edges=[("start", f"d{index}") for index in range(4)])
-    began = time.perf_counter()
-    await run(data, max_concurrency=2)
-    assert time.perf_counter() - began >= 0.19
+    execution, _ = await run(data, max_concurrency=2)
+    assert execution.status == "success", execution.error
+    assert running["peak"] == 2
 
 
 async def test_a_cycle_runs_each_node_once():
@@ -114,20 +150,29 @@ async def test_a_tool_node_substitutes_references_and_outputs_the_tools_text(too
     assert seen == [{"text": "hi and hi", "raw": "hi"}]
 
 
-async def test_a_failing_node_is_retried_with_backoff_until_it_succeeds(tool_source):
-    calls = []
+async def test_a_failing_node_is_retried_with_backoff_until_it_succeeds(tool_source, monkeypatch):
+    from workflows import engine
+
+    calls, waits, jitters = [], [], []
 
     async def flaky(arguments):
-        calls.append(time.perf_counter())
+        calls.append(list(waits))  # the backoffs waited before this attempt
         return ToolResult.error("not yet") if len(calls) < 3 else ToolResult.of_text("ok")
 
+    async def recorded_sleep(seconds):  # the engine's clock: what it waits is recorded, not waited
+        waits.append(seconds)
+
+    monkeypatch.setattr(engine, "asyncio", SimpleNamespace(**{**vars(asyncio), "sleep": recorded_sleep}))
+    monkeypatch.setattr(engine.random, "uniform", lambda low, high: jitters.append((low, high)) or 1.0)
     tool_source.append(echo_tool("flaky", flaky))
     data = graph(node("start", "input"), node("try", "tool", toolName="flaky", retry={"max": 3, "backoffMs": 20}),
                  edges=[("start", "try")])
     execution, _ = await run(data)
     entry = execution.trace[-1]
     assert (execution.status, entry.attempts, execution.outputs["try"]) == ("success", 3, "ok")
-    assert calls[1] - calls[0] >= 0.009 and calls[2] - calls[1] >= 0.019  # 20 ms then 40 ms, jitter 0.5-1.5
+    # 20 ms, then 40 ms (exponential), each times a jitter drawn from 0.5-1.5 (1.0 here), before the retry.
+    assert calls == [[], [0.02], [0.02, 0.04]]
+    assert jitters == [(0.5, 1.5)] * 2
 
 
 async def test_a_node_that_fails_with_on_error_continue_outputs_null_and_the_run_goes_on(tool_source):
@@ -150,22 +195,29 @@ async def test_a_failing_node_stops_the_run_and_cancels_the_nodes_still_running(
         return ToolResult.error("boom")
 
     tool_source.append(echo_tool("broken", broken))
-    data = graph(node("start", "input"), node("slow", "delay", delayMs=5000), node("fail", "tool", toolName="broken"),
+    # "slow" would wait ten minutes: the run can only have ended because the failure cancelled it.
+    data = graph(node("start", "input"), node("slow", "delay", delayMs=600_000),
+                 node("fail", "tool", toolName="broken"),
                  node("after", "output"), edges=[("start", "slow"), ("start", "fail"), ("fail", "after")])
-    began = time.perf_counter()
-    execution, _ = await run(data)
-    assert time.perf_counter() - began < 2
+    async with asyncio.timeout(30):  # a bound for a broken engine, not a measurement
+        execution, _ = await run(data)
     assert execution.status == "error" and execution.error.node == "fail" and "boom" in execution.error.message
     statuses = {entry.node: entry.status for entry in execution.trace}
     assert statuses == {"start": "success", "slow": "cancelled", "fail": "error"}
 
 
 async def test_cancelling_a_run_cancels_its_running_nodes():
-    data = graph(node("start", "input"), node("slow", "delay", delayMs=5000), edges=[("start", "slow")])
-    ctx = RunContext(input="x", owner_id=None, emit=lambda *args: None)
-    execution = Execution(build(data), ctx)
+    data = graph(node("start", "input"), node("slow", "delay", delayMs=600_000), edges=[("start", "slow")])
+    slow_started = asyncio.Event()
+
+    def emit(kind, payload):
+        if (kind, payload.get("node")) == ("node_started", "slow"):
+            slow_started.set()
+
+    execution = Execution(build(data), RunContext(input="x", owner_id=None, emit=emit))
     task = asyncio.create_task(execution.run())
-    await asyncio.sleep(0.05)
+    async with asyncio.timeout(5):
+        await slow_started.wait()
     task.cancel()
     await asyncio.wait({task})
     assert task.cancelled()

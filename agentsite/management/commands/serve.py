@@ -5,13 +5,14 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentsite.datadir import data_dir_ensure, secrets_ensure
 from agentsite.orphan import SERVE_PID_ENV
@@ -29,10 +30,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--port", type=int, default=8000, help="0: a free port, shown in the start message.")
+        parser.add_argument("--fd", type=int, default=None, help=(
+            "Serve on this inherited listening TCP socket (its file descriptor) instead of binding --host and "
+            "--port (socket activation; tests that hold their server's port)."))
         parser.add_argument("--no-cluster", action="store_true", help="Do not start the django-q2 cluster.")
 
-    def handle(self, *args, host: str, port: int, no_cluster: bool, **options) -> None:
+    def handle(self, *args, host: str, port: int, fd: int | None, no_cluster: bool, **options) -> None:
+        # serve holds the listening socket and daphne adopts it: a port that is taken stops serve here, and no
+        # other process can take the port while daphne restarts. daphne adopts IPv4 sockets only (its fd
+        # endpoint takes no address family): on an IPv6 host daphne binds the port itself, as it always did.
+        listener = _listen(host, port) if fd is None and ":" not in host else None
+        self.fd = listener.fileno() if listener is not None else fd
+        if self.fd is not None:
+            host, port = _listening_address(self.fd)
+        elif port == 0:
+            raise CommandError("--port 0 (a free port) needs an IPv4 --host.")
         # The first start creates the data directory and its secrets here, before the children start: the
         # settings import wrote nothing, and a problem with either stops serve instead of a first request.
         secrets_ensure(data_dir_ensure(settings.DATA_DIR))
@@ -58,13 +71,17 @@ class Command(BaseCommand):
         commands = {} if no_cluster else {"qcluster": [*manage, "qcluster"]}
         # No --proxy-headers: daphne would take REMOTE_ADDR from the client's own X-Forwarded-For.
         # accounts.ratelimit.client_ip reads that header, and only behind AGENTSITE_TRUSTED_PROXIES.
-        commands["daphne"] = [sys.executable, "-m", "daphne", "-b", host, "-p", str(port),
-                              "agentsite.asgi:application"]
+        # daphne adopts serve's socket (its --fd); each restart of it gets the same one.
+        bind = ["-b", host, "-p", str(port)] if self.fd is None else ["--fd", str(self.fd)]
+        commands["daphne"] = [sys.executable, "-m", "daphne", *bind, "agentsite.asgi:application"]
         return commands
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         self.stdout.write(f"agentsite: starting {name} ...")
-        return subprocess.Popen(command, env=self.env, start_new_session=True, preexec_fn=_stop_with_parent)
+        # The listening socket goes to daphne only; every other descriptor of serve is closed in the child.
+        passed = (self.fd,) if name == "daphne" and self.fd is not None else ()
+        return subprocess.Popen(command, env=self.env, start_new_session=True, preexec_fn=_stop_with_parent,
+                                pass_fds=passed)
 
     def _supervise(self, commands: dict[str, list[str]], children: dict[str, subprocess.Popen]) -> None:
         """Until SIGINT/SIGTERM: restart a child that exits, after a back-off (RESTART_*), and keep serving."""
@@ -112,6 +129,35 @@ class Command(BaseCommand):
             sweep_dead()
         except Exception as exc:  # a boundary: the database may be what failed; the next sweep catches up
             self.stderr.write(f"agentsite: could not mark the stopped process's work yet ({exc}).")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (0: a free port); CommandError naming them when it cannot be had."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, family=socket.AF_INET,
+                                                             type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as daphne's own bind (Twisted) does
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        raise CommandError(f"Cannot listen on {host}:{port} ({exc}): is another server using that port? "
+                           "Choose another with --port.") from exc
+    return sock
+
+
+def _listening_address(fd: int) -> tuple[str, int]:
+    """The (host, port) that the inherited socket fd listens on; CommandError when it is not a listening
+    TCP socket."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            family, kind, address = sock.family, sock.type, sock.getsockname()
+    except OSError as exc:
+        raise CommandError(f"--fd {fd} is not an open socket ({exc}).") from exc
+    if family != socket.AF_INET or kind != socket.SOCK_STREAM or not listening:
+        raise CommandError(f"--fd {fd} must be a listening IPv4 TCP socket (bound, listen() called).")
+    return address[0], address[1]
 
 
 def _stop_with_parent() -> None:

@@ -1,0 +1,48 @@
+"""The suite's own rules for CI (CI=true, as .ci/run sets it): a test that misses a program or package fails
+there instead of skipping, so a run cannot pass by leaving out what it was meant to test."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.needs import program
+from tests.server import ROOT
+
+# Skips that depend on the run's configuration, never on a missing program or package: each runs in one
+# of CI's two passes (SQLite, PostgreSQL + Redis). tests/needs.py is where missing requirements are handled.
+CONFIGURATION_SKIPS = {
+    "tests/foundation/test_dbcall.py": "PostgreSQL only",
+    "tests/foundation/test_settings.py": "SQLite only",
+    "tests/foundation/test_multiprocess.py": "PostgreSQL + Redis only",
+    "tests/foundation/test_invalidation.py": "no Redis outside CI (fails under CI=true)",
+    "tests/voice/conftest.py": "no espeak-ng outside CI (runs, and fails, under CI=true)",
+    "tests/needs.py": "the one place that decides",
+    "tests/foundation/test_ci_rules.py": "this file",
+}
+SKIP = re.compile(r"pytest\.skip\(|importorskip\(|mark\.skip(if)?\b")
+
+
+def test_under_ci_a_missing_program_fails_the_test_instead_of_skipping(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # empty: no Xvfb
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="Xvfb is not installed.*CI=true"):
+        program("Xvfb", "apt-get install xvfb")
+
+
+def test_outside_ci_a_missing_program_skips_the_test_saying_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install xvfb"):
+        program("Xvfb", "apt-get install xvfb")
+
+
+def test_every_skip_in_the_suite_is_about_configuration_or_goes_through_tests_needs():
+    found = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        name = path.relative_to(ROOT).as_posix()
+        hits = [number for number, line in enumerate(path.read_text().splitlines(), 1) if SKIP.search(line)]
+        if hits and name not in CONFIGURATION_SKIPS:
+            found[name] = hits
+    assert not found, f"skips outside tests/needs.py (use tests.needs.unavailable or program): {found}"

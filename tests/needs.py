@@ -1,0 +1,32 @@
+"""What a test needs from the machine (a system program, an optional package).
+
+Without it a test skips, saying what to install, except under CI=true (.ci/run, which installs everything
+the suite uses): there it fails, so that a run can never pass by skipping what it was meant to test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import NoReturn
+
+import pytest
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip with the reason; under CI=true, fail with it."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: a missing requirement fails the run instead of skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+def program(name: str, install: str) -> str:
+    """The path of a program on PATH, or unavailable() saying how to install it (e.g. "apt-get install xvfb")."""
+    path = shutil.which(name)
+    if path is None:
+        unavailable(f"{name} is not installed ({install}; .ci/run installs it)")
+    return path

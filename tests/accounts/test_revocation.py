@@ -1,6 +1,7 @@
 """A logout kills the access token it was made with, as a password change kills every earlier one: through every
 door (the API, /v1 and /mcp's user lookup), after a restart of the process, and without a query per request
-while nothing changes. `credential_problem` (what long streams ask before each event) answers `token_invalid` for each."""
+while nothing changes. `credential_problem` (what long streams ask before each event) answers `token_invalid`
+for each way a token dies."""
 
 from __future__ import annotations
 

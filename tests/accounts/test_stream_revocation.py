@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import socket
 import threading
@@ -25,12 +26,12 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e import UPSTREAM_KEY, sse_events
+from tests.e2e import UPSTREAM_KEY, poll, sse_events
 from tests.fakes.llm import Hang, Text
 from tests.server import LiveServer
 from tests.workflows.conftest import graph, node
 
-PASSWORD = "stream-user-pass-42"
+PASSWORD = "violet-anchor-mosaic-7"
 DEADLINE_S = 10.0
 GATE_PLUGIN = '''
 import socket
@@ -68,7 +69,7 @@ class User:
 
     def __init__(self, live: LiveServer) -> None:
         self.live = live
-        self.username = f"streamer-{secrets.token_hex(3)}"
+        self.username = f"u-{secrets.token_hex(4)}"
         answer = requests.post(f"{live.base_url}/api/auth/register", timeout=10,
                                json={"username": self.username, "password": PASSWORD})
         assert answer.status_code == 201, answer.text
@@ -310,3 +311,60 @@ def test_the_gate_plugin_is_loaded(live):
     user = User(live)
     listed = requests.get(f"{live.base_url}/api/mcp/tools", headers=user.headers, timeout=10).json()["tools"]
     assert "wait_for_gate" in {item["tool"]["name"] for item in listed}, json.dumps(listed)[:500]
+
+
+# --- two processes of one deployment --------------------------------------------------------------
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+
+@pytest.fixture(scope="module")
+def two_processes(fake_openai_server) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Two daphne processes on one database and one Redis (one deployment: one cache prefix, one signing key).
+    Each keeps a user it has read for an hour, so only the invalidation channel can tell it of a change."""
+    if not REDIS_URL:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("REDIS_URL is not set (CI=true: the Redis pass must run this)")
+        pytest.skip("needs REDIS_URL: two processes share revocations through Redis")
+    prefix = f"revoke-{secrets.token_hex(4)}"
+    env = {"REDIS_URL": REDIS_URL, "AGENTSITE_CACHE_PREFIX": prefix,
+           "AGENTSITE_AUTH_CACHE_S": "3600", "AGENTSITE_SSE_KEEPALIVE_S": "0.2", "AGENTSITE_LOGIN_RATE_LIMIT": "1000"}
+    first = LiveServer(command="daphne", env=env).start()
+    second = LiveServer(command="daphne", env=env, data_dir=str(first.data_dir), database_url=first.database_url,
+                        migrated=False)
+    try:
+        second.start()
+        admin = {"Authorization": f"Bearer {first.login()['token']}"}
+        requests.patch(f"{first.base_url}/api/config", headers=admin, timeout=10, json={
+            "provider": "openai", "base_url": fake_openai_server.base_url, "api_key": UPSTREAM_KEY,
+            "model": "fake-model", "kb_enabled": False}).raise_for_status()
+        yield first, second, prefix
+    finally:
+        second.stop(drop_database=False)
+        first.stop()
+
+
+def test_a_logout_on_one_process_ends_the_token_and_its_open_stream_on_another(two_processes, fake_openai):
+    import redis
+
+    first, second, prefix = two_processes
+    user = User(first)
+    on_second = User.__new__(User)
+    on_second.__dict__.update(user.__dict__, live=second)
+    assert requests.get(f"{second.base_url}/api/auth/me", headers=user.headers, timeout=10).status_code == 200
+    # Both processes listen (a listener drops everything when it subscribes); the second then reads the user
+    # once more, and keeps it for an hour: from here on, only an announcement can make it read the user again.
+    channel = f"{prefix}:invalidate"
+    poll(lambda: dict(redis.Redis.from_url(REDIS_URL).pubsub_numsub(channel)).get(channel.encode()) == 2,
+         "both server processes subscribed to the invalidation channel")
+    assert requests.get(f"{second.base_url}/api/auth/me", headers=user.headers, timeout=10).status_code == 200
+    session = on_second.post("/api/sessions", {"name": "elsewhere"}).json()
+    fake_openai.script(Hang(text="Thinking "))
+    with on_second.post(f"/api/sessions/{session['id']}/chat", {"message": "hello"}, stream=True) as response:
+        events = sse_events(response)
+        assert next(data for name, data in events if name == "delta")["content"] == "Thinking "
+        log_out(first, user)  # answered by the first process
+        name, data = next_event_after(events)
+    assert name == "error" and data["code"] == "token_invalid", (name, data)
+    refused = requests.get(f"{second.base_url}/api/auth/me", headers=user.headers, timeout=10)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "token_invalid"

@@ -1,6 +1,7 @@
 """The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse
 (messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token>` and acts as
-that token's user.
+that token's user. An event stream it answers ends at its next event once that token dies (a logout, a
+password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.sse.SseGuard).
 
 Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
 lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when

@@ -120,6 +120,11 @@ def _revoked_jtis(user: Any) -> frozenset[str]:
 
 def _checked(validated_token: Any, entry: _Entry | None) -> Any:
     """The user a validated token names, given its cache entry; raises AuthenticationFailed."""
+    return copy.copy(_stands(validated_token, entry).user)
+
+
+def _stands(validated_token: Any, entry: _Entry | None) -> _Entry:
+    """The entry, if the token still stands on it; raises AuthenticationFailed saying why not."""
     if entry is None:
         raise AuthenticationFailed("The token's user no longer exists.", code="user_not_found")
     if not entry.user.is_active:
@@ -129,7 +134,7 @@ def _checked(validated_token: Any, entry: _Entry | None) -> Any:
                                    code="token_not_valid")
     if validated_token.get(api_settings.JTI_CLAIM) in entry.revoked:
         raise AuthenticationFailed("The token was revoked (logged out); log in again.", code="token_not_valid")
-    return copy.copy(entry.user)
+    return entry
 
 
 def _user_id(validated_token: Any) -> Any:
@@ -225,14 +230,19 @@ async def auser_for_token(raw: str):
 
 
 async def _achecked(validated_token: Any) -> Any:
-    """`_checked` from async code, the entry from the cache (a miss loads it on a database thread)."""
+    """`_checked` from async code."""
+    return copy.copy((await _astands(validated_token)).user)
+
+
+async def _astands(validated_token: Any) -> _Entry:
+    """`_stands` from async code, the entry from the cache (a miss loads it on a database thread)."""
     user_id = _user_id(validated_token)
     hit, entry = users.fresh(user_id)
     if not hit:
         from agentsite.dbcall import db
 
         entry = await db(users.load, user_id)
-    return _checked(validated_token, entry)
+    return _stands(validated_token, entry)
 
 
 def credential_of(header: str | None) -> Any | None:
@@ -248,7 +258,7 @@ async def credential_problem(validated_token: Any) -> AppError | None:
     from agentsite.errors import AppError
 
     try:
-        await _achecked(validated_token)
+        await _astands(validated_token)  # no copy of the user: this runs before every event of a stream
     except (AuthenticationFailed, InvalidToken) as exc:
         detail = exc.detail.get("detail") if isinstance(exc.detail, dict) else exc.detail  # simplejwt's are dicts
         return AppError("token_invalid", str(detail or "The token is invalid; log in again."), 401)

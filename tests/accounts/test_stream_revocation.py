@@ -77,6 +77,10 @@ class User:
         self.id, self.token, self.refresh = body["user"]["id"], body["token"], body["refresh"]
         self.headers = {"Authorization": f"Bearer {self.token}"}
 
+    def login_again(self) -> dict[str, str]:
+        """Headers of a new login (after a logout: the password is unchanged)."""
+        return {"Authorization": f"Bearer {self.live.login(self.username, PASSWORD)['token']}"}
+
     def post(self, path: str, body: dict, **kwargs) -> requests.Response:
         return requests.post(f"{self.live.base_url}{path}", json=body, headers=self.headers, timeout=10, **kwargs)
 
@@ -175,6 +179,12 @@ def test_a_chat_stream_ends_at_its_next_event_when_its_credential_dies(live, fak
         name, data = next_event_after(events)
     assert name == "error" and data["code"] == "token_invalid", (name, data)
     fake_openai.wait_for_hangups_sync(1, timeout=DEADLINE_S)  # the turn stopped, and with it the upstream request
+    if change == "logout":  # the user can log in again and find the partial reply stored as interrupted
+        headers = user.login_again()
+        url = f"{live.base_url}/api/sessions/{session['id']}/messages"
+        poll(lambda: [(item["role"], item["status"]) for item in requests.get(
+            url, headers=headers, timeout=10).json()["results"]][-1] == ("assistant", "interrupted"),
+             "the partial reply stored as interrupted")
 
 
 @pytest.mark.parametrize("change", ["logout", "deactivation"])
@@ -192,6 +202,11 @@ def test_a_streamed_workflow_run_ends_at_its_next_event_when_its_credential_dies
         name, data = next_event_after(events)
     assert name == "error" and data["code"] == "token_invalid", (name, data)
     fake_openai.wait_for_hangups_sync(1, timeout=DEADLINE_S)
+    if change == "logout":  # the user can log in again and find the run stopped
+        headers = user.login_again()
+        url = f"{live.base_url}/api/workflows/{workflow.json()['id']}/runs"
+        poll(lambda: requests.get(url, headers=headers, timeout=10).json()["results"][0]["status"] == "cancelled",
+             "the run stored as cancelled")
 
 
 # --- /v1 ------------------------------------------------------------------------------------------

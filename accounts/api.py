@@ -165,7 +165,7 @@ class LogoutView(APIView):
     @extend_schema(request=RefreshSerializer, responses={204: None})
     def post(self, request: Request) -> Response:
         data = validated(RefreshSerializer, request.data)
-        services.tokens_logout(user=request.user, refresh=data["refresh"])
+        services.tokens_logout(user=request.user, refresh=data["refresh"], access=request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -12,7 +12,15 @@ the row each time cost a query and, from async views, a crossing to a database t
   embedded default has no Redis: `manage.py changepassword` in another process; a queryset `update()`);
 - a load that raced a drop is not stored (a generation counter), so a drop is never undone by an older read;
 - callers get a copy of the cached row, never the row itself, so a request that changes its user (a password
-  change) changes nothing another request sees.
+  change) changes nothing another request sees;
+- an entry holds the user's revoked access tokens (`RevokedAccessToken`, written by a logout, which announces
+  the user), so a logged-out token stops in every process at once, as a password change does.
+
+Long responses (the chat, workflow and /v1 streams, /mcp) were authenticated once, when they opened: `revocable`
+checks their credential again before each event they send (`credential_problem`), so the stream of a token
+that a logout or a password change revoked, or of a user deactivated or deleted, ends at its next event with
+an error event in its own format (agentsite.sse). A token that merely expires mid-stream is not cut: it was
+valid when the stream opened, and an MCP client cannot change the header of a stream it holds.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ from __future__ import annotations
 import copy
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -31,12 +40,16 @@ from rest_framework_simplejwt.settings import api_settings
 
 from accounts.tokens import PASSWORD_CLAIM, password_version
 
+if TYPE_CHECKING:
+    from agentsite.errors import AppError
+
 
 @dataclass(frozen=True)
 class _Entry:
     user: Any  # the row as read; handed out only as copies
     password_version: str
     expires: float
+    revoked: frozenset[str] = frozenset()  # the jti of each unexpired revoked access token of the user
 
 
 class UserCache:
@@ -73,7 +86,8 @@ class UserCache:
         with self._lock:
             generation = self._generation
         user = get_user_model().objects.filter(**{api_settings.USER_ID_FIELD: user_id}).first()
-        entry = None if user is None else _Entry(user, password_version(user), time.monotonic() + self.ttl())
+        entry = None if user is None else _Entry(user, password_version(user), time.monotonic() + self.ttl(),
+                                                 _revoked_jtis(user))
         with self._lock:
             if generation == self._generation:
                 self._entries[key] = entry
@@ -95,16 +109,32 @@ class UserCache:
 users = UserCache()
 
 
+def _revoked_jtis(user: Any) -> frozenset[str]:
+    from django.utils import timezone
+
+    from accounts.models import RevokedAccessToken
+
+    rows = RevokedAccessToken.objects.filter(user=user, expires_at__gt=timezone.now())
+    return frozenset(rows.values_list("jti", flat=True))
+
+
 def _checked(validated_token: Any, entry: _Entry | None) -> Any:
     """The user a validated token names, given its cache entry; raises AuthenticationFailed."""
+    return copy.copy(_stands(validated_token, entry).user)
+
+
+def _stands(validated_token: Any, entry: _Entry | None) -> _Entry:
+    """The entry, if the token still stands on it; raises AuthenticationFailed saying why not."""
     if entry is None:
-        raise AuthenticationFailed("User not found", code="user_not_found")
+        raise AuthenticationFailed("The token's user no longer exists.", code="user_not_found")
     if not entry.user.is_active:
-        raise AuthenticationFailed("User is inactive", code="user_inactive")
+        raise AuthenticationFailed("The token's user was deactivated.", code="user_inactive")
     if validated_token.get(PASSWORD_CLAIM) != entry.password_version:
         raise AuthenticationFailed("The token was issued before a password change; log in again.",
                                    code="token_not_valid")
-    return copy.copy(entry.user)
+    if validated_token.get(api_settings.JTI_CLAIM) in entry.revoked:
+        raise AuthenticationFailed("The token was revoked (logged out); log in again.", code="token_not_valid")
+    return entry
 
 
 def _user_id(validated_token: Any) -> Any:
@@ -194,15 +224,58 @@ async def auser_for_token(raw: str):
     if validated is None:
         return None
     try:
-        user_id = _user_id(validated)
-        hit, entry = users.fresh(user_id)
-        if not hit:
-            from agentsite.dbcall import db
-
-            entry = await db(users.load, user_id)
-        return _checked(validated, entry)
+        return await _achecked(validated)
     except Exception:  # a stale or orphaned token is simply "no user"
         return None
+
+
+async def _achecked(validated_token: Any) -> Any:
+    """`_checked` from async code."""
+    return copy.copy((await _astands(validated_token)).user)
+
+
+async def _astands(validated_token: Any) -> _Entry:
+    """`_stands` from async code, the entry from the cache (a miss loads it on a database thread)."""
+    user_id = _user_id(validated_token)
+    hit, entry = users.fresh(user_id)
+    if not hit:
+        from agentsite.dbcall import db
+
+        entry = await db(users.load, user_id)
+    return _stands(validated_token, entry)
+
+
+def credential_of(header: str | None) -> Any | None:
+    """The validated access token of an `Authorization: Bearer` header (CPU only), or None."""
+    raw = bearer_token(header)
+    return _validated(raw) if raw else None
+
+
+async def credential_problem(validated_token: Any) -> AppError | None:
+    """None while a validated access token still stands: its user exists and is active, and neither a password
+    change nor a logout revoked it. Otherwise the AppError 401 `token_invalid` that says which. Expiry is not
+    checked (see the module docstring). A cached user costs no database thread."""
+    from agentsite.errors import AppError
+
+    try:
+        await _astands(validated_token)  # no copy of the user: this runs before every event of a stream
+    except (AuthenticationFailed, InvalidToken) as exc:
+        detail = exc.detail.get("detail") if isinstance(exc.detail, dict) else exc.detail  # simplejwt's are dicts
+        return AppError("token_invalid", str(detail or "The token is invalid; log in again."), 401)
+    return None
+
+
+def revocable(stream: AsyncIterator[bytes], header: str | None,
+              error_event: Callable[[AppError], bytes] | None = None) -> AsyncIterator[bytes]:
+    """`stream` (a response's SSE events), ended at its next event with `error_event` (default: the API's
+    `error {code, message}` event) once the bearer credential of `header` no longer stands. Call it with the
+    header the stream was authenticated with; without a valid token (a public /v1 call), `stream` as is."""
+    from agentsite import sse
+
+    token = credential_of(header)
+    if token is None:
+        return stream
+    return sse.ended_when(stream, lambda: credential_problem(token), error_event or sse.error_event)
 
 
 async def auser_for_bearer(header: str | None):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -40,3 +41,22 @@ class AgentConfig(models.Model):
 
     def __str__(self) -> str:
         return f"Agent configuration ({self.provider})"
+
+
+class RevokedAccessToken(models.Model):
+    """An access token revoked before its expiry (POST /api/auth/logout), by its `jti`.
+
+    Kept until the token would have expired anyway (`expires_at`); later revocations delete the expired rows.
+    Every process reads a user's unexpired revocations with the user (accounts.authentication.UserCache), so a
+    revocation, announced like any change of the user, stops the token in every process at once.
+    """
+
+    jti = models.CharField(max_length=255, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"revoked access token {self.jti}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +13,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
 from rest_framework_simplejwt.tokens import RefreshToken
 
-from accounts.models import AgentConfig
+from accounts.models import AgentConfig, RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
 from agentsite.datadir import write_private
 from agentsite.errors import AppError
@@ -101,8 +103,10 @@ def _blacklist_once(token: RefreshToken) -> None:
         raise AppError("token_invalid", "The refresh token was already used.", 401) from exc
 
 
-def tokens_logout(*, user: Any, refresh: str) -> None:
-    """Blacklist a refresh token of user. Raises 400 `invalid` for a token that is not theirs or not valid."""
+@transaction.atomic
+def tokens_logout(*, user: Any, refresh: str, access: Any) -> None:
+    """Blacklist a refresh token of user and revoke the access token the call came with (`access`, validated).
+    Raises 400 `invalid` for a refresh token that is not theirs or not valid; then nothing is revoked."""
     try:
         token = RefreshToken(refresh)
     except TokenError as exc:
@@ -111,6 +115,24 @@ def tokens_logout(*, user: Any, refresh: str) -> None:
     if str(token.get(settings.SIMPLE_JWT["USER_ID_CLAIM"])) != str(user.pk):
         raise AppError("invalid", "The refresh token belongs to another user.", 400, {"refresh": ["Not yours."]})
     token.blacklist()
+    access_token_revoke(user=user, access=access)
+
+
+def access_token_revoke(*, user: Any, access: Any) -> None:
+    """Revoke a validated access token of user until it expires, in every process once committed (the user
+    is announced: each process's cache of the user holds its revoked tokens, accounts.authentication)."""
+    from accounts.authentication import UserCache
+    from agentsite import invalidation
+
+    now = timezone.now()
+    RevokedAccessToken.objects.filter(expires_at__lte=now).delete()  # dead anyway: the table stays small
+    expires_at = datetime.fromtimestamp(int(access["exp"]), tz=UTC)
+    RevokedAccessToken.objects.get_or_create(jti=str(access[settings.SIMPLE_JWT.get("JTI_CLAIM", "jti")]),
+                                             defaults={"user": user, "expires_at": expires_at})
+    # As for any change of a user (accounts.apps): dropped here at once, and everywhere once committed (a load
+    # in between read the old rows, and is dropped again by the announcement).
+    invalidation.drop_here(UserCache.TOPIC, user.pk)
+    transaction.on_commit(lambda: invalidation.announce(UserCache.TOPIC, user.pk))
 
 
 def admin_bootstrap(*, data_dir: Path | None = None) -> tuple[str, str] | None:

@@ -26,7 +26,8 @@ DATA_DIR = data_dir_path()
 
 SECRET_KEY = secret_lazy(DATA_DIR, "secret_key")
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = env_list("AGENTSITE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+# The Host (DNS-rebinding) defence: loopback names only unless the operator lists others (README, .env.example).
+ALLOWED_HOSTS = env_list("AGENTSITE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
     "daphne",

@@ -3,6 +3,10 @@
 The chat stream, the /v1 streams and the workflow stream all frame their events here, so a client parses
 one format: `event: NAME\\n` (when named) `data: JSON\\n\\n`, with `: keep-alive` comments while idle.
 
+A stream whose credential dies while it is open (a logout, a password change, its user deactivated or deleted)
+ends at its next event: `ended_when` wraps a stream of events, `SseGuard` an ASGI app's event stream (/mcp);
+accounts.authentication.revocable binds them to a request's bearer token.
+
 Cancellation (docs/notes.md): Django cancels a streaming async generator once when the client hangs up. On
 Python 3.11, `asyncio.wait_for` can swallow that cancellation when the awaited item arrives in the same
 loop step, and the hang-up is lost for good; every wait here uses `asyncio.timeout` instead, which
@@ -13,11 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.http import StreamingHttpResponse
+
+if TYPE_CHECKING:
+    from agentsite.errors import AppError
 
 T = TypeVar("T")
 
@@ -29,6 +37,33 @@ def sse_event(data: Any, event: str | None = None) -> bytes:
     # ensure_ascii: text from a model or a tool may hold a lone surrogate, which UTF-8 cannot encode.
     payload = data if isinstance(data, str) else json.dumps(data)
     return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def error_event(exc: AppError) -> bytes:
+    """The API's terminal `error {code, message}` event (the chat and workflow streams)."""
+    return sse_event({"code": exc.code, "message": exc.message}, "error")
+
+
+Problem = Callable[[], Awaitable["AppError | None"]]
+
+
+async def ended_when(stream: AsyncIterator[bytes], problem: Problem,
+                     end: Callable[[AppError], bytes] = error_event) -> AsyncIterator[bytes]:
+    """`stream`, with `problem()` awaited before each of its events (keep-alives included) is passed on.
+
+    Once it answers an AppError, that event is not sent: `stream` is closed first (its own clean-up runs, as
+    when the client hangs up: a turn stored interrupted, a run cancelled, the upstream request closed), then
+    `end(error)` is sent and the response ends. A cancellation (the client hung up) closes `stream` too.
+    """
+    failed = None
+    async with aclosing(stream):
+        async for event in stream:
+            failed = await problem()
+            if failed is not None:
+                break
+            yield event
+    if failed is not None:
+        yield end(failed)
 
 
 def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
@@ -94,3 +129,53 @@ async def _pump(events: AsyncIterator[T], queue: asyncio.Queue[Any]) -> None:
         queue.put_nowait(_Failed(exc))
     finally:
         queue.put_nowait(_END)
+
+
+# --- the same rule for an ASGI app's event streams (/mcp) ------------------------------------------
+
+AsgiMessage = dict[str, Any]
+
+
+class SseGuard:
+    """An ASGI request's `send` and `receive`, for an app that streams events itself (the MCP transports).
+
+    While the response is `text/event-stream`, `problem()` is awaited before each body chunk (one event) is
+    sent. Once it answers an AppError, `end(error, chunk)` is sent instead of that chunk, the body ends, and
+    `receive` reports `http.disconnect` from then on, so the app stops as it does when a client hangs up;
+    whatever it still sends is dropped. Other responses pass untouched.
+    """
+
+    def __init__(self, send: Callable[[AsgiMessage], Awaitable[None]], receive: Callable[[], Awaitable[AsgiMessage]],
+                 problem: Problem, end: Callable[[AppError, bytes], bytes]) -> None:
+        self._send, self._receive = send, receive
+        self._problem, self._end = problem, end
+        self._streaming = False
+        self._ended = asyncio.Event()
+
+    async def send(self, message: AsgiMessage) -> None:
+        if self._ended.is_set():
+            return
+        if message["type"] == "http.response.start":
+            self._streaming = any(name.lower() == b"content-type" and value.startswith(b"text/event-stream")
+                                  for name, value in message.get("headers", []))
+        elif self._streaming and message["type"] == "http.response.body" and message.get("body"):
+            failed = await self._problem()
+            if failed is not None:
+                self._ended.set()
+                await self._send({"type": "http.response.body", "body": self._end(failed, message["body"]),
+                                  "more_body": False})
+                return
+        await self._send(message)
+
+    async def receive(self) -> AsgiMessage:
+        if self._ended.is_set():
+            return {"type": "http.disconnect"}
+        received = asyncio.ensure_future(self._receive())
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait({received, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (received, ended):
+                if not task.done():
+                    task.cancel()  # a queue's get, which a cancellation leaves unconsumed
+        return received.result() if received.done() and not received.cancelled() else {"type": "http.disconnect"}

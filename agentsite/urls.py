@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
+from agentsite.apidocs import ApiDocsView
 from agentsite.dashboard import dashboard, favicon
 from agentsite.errors import error_response
 from agentsite.health import HealthView
@@ -12,7 +13,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/health", HealthView.as_view(), name="health"),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("api/docs", ApiDocsView.as_view(url_name="schema"), name="docs"),
     path("api/", include("accounts.urls")),
     path("api/", include("sessions_app.urls")),
     path("api/", include("knowledge.urls")),

@@ -15,12 +15,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
 
-from accounts.authentication import auser_for_bearer
+from accounts.authentication import auser_for_bearer, revocable
 from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
 from agentsite.dbcall import db
 from agentsite.errors import AppError, openai_envelope, openai_param
-from agentsite.sse import sse_response
+from agentsite.sse import sse_event, sse_response
 from agentsite.validation import json_object_body
 from compat import engine
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest
@@ -38,6 +38,11 @@ def openai_error_response(exc: AppError) -> JsonResponse:
     if exc.status == 401 and "WWW-Authenticate" not in exc.headers:
         response["WWW-Authenticate"] = 'Bearer realm="v1"'
     return response
+
+
+def openai_error_event(exc: AppError) -> bytes:
+    """An AppError as the error chunk that ends a started /v1 stream (SDKs raise it as an APIError)."""
+    return sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
 
 
 async def _caller(request: HttpRequest) -> Any:
@@ -97,7 +102,10 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
     completion = engine.Completion(body, settings=await aget_settings(), user=user)
     if body.stream:
-        return sse_response(await completion.chunks())
+        stream = await completion.chunks()
+        if user is not None:  # a caller's token: the stream ends at its next event once the token is revoked
+            stream = revocable(stream, request.headers.get("Authorization"), openai_error_event)
+        return sse_response(stream)
     return JsonResponse(await completion.result())
 
 

@@ -1,6 +1,7 @@
 """The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse
 (messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token>` and acts as
-that token's user.
+that token's user. An event stream it answers ends at its next event once that token dies (a logout, a
+password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.sse.SseGuard).
 
 Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
 lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when
@@ -22,11 +23,13 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types.jsonrpc import CONNECTION_CLOSED
 from starlette.authentication import AuthCredentials
 
 from agentsite.cors import origin_allowed
-from agentsite.errors import envelope
+from agentsite.errors import AppError, envelope
 from agentsite.hosts import host_allowed, scope_host_allowed
+from agentsite.sse import SseGuard, sse_event
 from mcpbridge.apps import MCP_PATH
 from mcpbridge.server import build_server, django_db_scope
 
@@ -77,7 +80,8 @@ class McpHttpApp:
         if problem is not None:
             return await _error(send, 401, *problem, headers=[(b"www-authenticate", b'Bearer realm="mcp"')])
         scope = {**scope, "user": _mcp_user(scope, user_id), "auth": AuthCredentials([])}
-        await self._route(scope, receive, send)
+        guard = _revocable(scope, send, receive)  # an event stream ends at its next event once the token dies
+        await self._route(scope, guard.receive, guard.send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -173,6 +177,32 @@ async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:
     if user is None:
         return None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
     return user.pk, None
+
+
+def _revocable(scope: Scope, send: Send, receive: Receive) -> SseGuard:
+    from accounts.authentication import credential_of, credential_problem
+
+    token = credential_of(_header(scope, b"authorization"))
+    return SseGuard(send, receive, lambda: credential_problem(token), _revoked_event)
+
+
+def _revoked_event(exc: AppError, replaced: bytes) -> bytes:
+    """The JSON-RPC error that ends an MCP event stream whose credential died. When the event it replaces
+    answers a request, the error answers that request (the client's call raises it); otherwise its id is
+    null (JSON-RPC's "no request")."""
+    message = _jsonrpc_of(replaced)
+    answers = isinstance(message, dict) and "id" in message and "method" not in message
+    error = {"code": CONNECTION_CLOSED, "message": exc.message, "data": {"code": exc.code}}
+    return sse_event({"jsonrpc": "2.0", "id": message["id"] if answers else None, "error": error}, "message")
+
+
+def _jsonrpc_of(event: bytes) -> Any:
+    data = [line[5:].removeprefix(" ") for line in event.decode("utf-8", "replace").splitlines()
+            if line.startswith("data:")]
+    try:
+        return json.loads("\n".join(data)) if data else None
+    except ValueError:
+        return None
 
 
 def _mcp_user(scope: Scope, user_id: Any) -> AuthenticatedUser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from django.conf import settings as django_settings
 from django.http import HttpRequest, HttpResponse
@@ -15,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import async_post_view
+from accounts.authentication import async_post_view, revocable
 from agentsite.agent.loop import AgentEvent
 from agentsite.errors import AppError
 from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
@@ -116,7 +117,8 @@ async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     data = validated(ChatInputSerializer, json_object_body(request))
     turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
                             overrides={"model": data["model"]} if data.get("model") else None)
-    return sse_response(chat_stream(turn.events()))
+    # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
+    return sse_response(revocable(chat_stream(turn.events()), request.headers.get("Authorization")))
 
 
 chat = async_post_view(_chat, schema_view=ChatSchemaView)
@@ -125,8 +127,10 @@ chat = async_post_view(_chat, schema_view=ChatSchemaView)
 async def chat_stream(events: AsyncIterator[AgentEvent]) -> AsyncIterator[bytes]:
     """The turn's events as SSE, with a keep-alive comment whenever the agent is silent for a while."""
     try:
-        async for event in with_keepalive(events, keepalive_interval()):
-            yield KEEPALIVE if event is None else sse_event(event.data, event.type)
+        # aclosing: a stream closed between events (a revoked token) stops the turn before it returns.
+        async with aclosing(with_keepalive(events, keepalive_interval())) as paced:
+            async for event in paced:
+                yield KEEPALIVE if event is None else sse_event(event.data, event.type)
     except Exception:  # a boundary: a started stream ends with one error event, never a broken connection
         logger.exception("The chat stream failed")
         yield sse_event({"code": "internal_error", "message": "The reply failed; the error was logged."}, "error")

@@ -31,6 +31,10 @@ class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
 
 PASSWORD_HASHERS = ["tests.settings.QuickPBKDF2PasswordHasher"]
 
+# Django's test client sends `Host: testserver`; only the tests serve that name (live servers run the real
+# settings, whose default is the loopback names alone: tests/foundation/test_settings.py).
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
+
 # Async views' database work on the request's own thread (sync_to_async), where pytest-django's
 # transaction-wrapped test database is visible. Live servers run the real setting (a pool of threads).
 AGENTSITE_DB_THREADS = 0

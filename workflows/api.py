@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import async_post_view
+from accounts.authentication import async_post_view, revocable
 from agentsite.dbcall import db
 from agentsite.errors import AppError
 from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
@@ -276,7 +276,8 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
     if queued:
         return JsonResponse(run_data(record), status=202)
     if data.get("stream"):
-        return sse_response(_run_stream(record))
+        # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
+        return sse_response(revocable(_run_stream(record), request.headers.get("Authorization")))
     # A client that hangs up cancels this view (Django 5), and with it the run: it is stored `cancelled`.
     return JsonResponse(run_data(await runs.workflow_execute(run=record)))
 

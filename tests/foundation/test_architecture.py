@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice", "plugins")
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts", "models")
-SHELL = ("settings", "urls", "asgi", "routing", "middleware", "schema", "health", "wsgi", "cli")
+SHELL = ("settings", "urls", "asgi", "routing", "middleware", "schema", "health", "wsgi", "cli", "apidocs")
 # The server's hardening and process handling: imported by the shell only.
 SERVER = ("asgi_limits", "requestthreads", "orphan")
 # Known backward imports, each to go when its piece moves (docs/architecture.md, Where it is going).

@@ -25,7 +25,7 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
         " 'hosts': settings.ALLOWED_HOSTS}))"
     )
     base = {key: value for key, value in os.environ.items()
-            if key not in ("DATABASE_URL", "REDIS_URL", "DEBUG", "AGENTSITE_DATA_DIR")}
+            if key not in ("DATABASE_URL", "REDIS_URL", "DEBUG", "AGENTSITE_DATA_DIR", "AGENTSITE_ALLOWED_HOSTS")}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                             env={**base, "DJANGO_SETTINGS_MODULE": "agentsite.settings",
                                  "AGENTSITE_DATA_DIR": str(tmp_path), **env})
@@ -41,6 +41,21 @@ def test_defaults_are_sqlite_locmem_orm_broker_and_debug_off(tmp_path):
     assert values["cache"].endswith("LocMemCache")
     assert values["layer"].endswith("InMemoryChannelLayer")
     assert values["q"]["orm"] == "default" and "redis" not in values["q"]
+
+
+def test_the_default_allowed_hosts_are_exactly_the_documented_loopback_names(tmp_path):
+    # The Host (DNS-rebinding) defence: what README and .env.example promise, and nothing a test needs
+    # (Django's test client's `testserver` belongs in tests/settings.py, not in what operators run).
+    documented = ["localhost", "127.0.0.1", "[::1]"]
+    assert _settings_in_subprocess(tmp_path)["hosts"] == documented
+    env_example = (ROOT / ".env.example").read_text()
+    assert f"AGENTSITE_ALLOWED_HOSTS={','.join(documented)}\n" in env_example
+    assert f"| `AGENTSITE_ALLOWED_HOSTS` | `{','.join(documented)}` |" in (ROOT / "README.md").read_text()
+
+
+def test_allowed_hosts_come_from_the_environment(tmp_path):
+    values = _settings_in_subprocess(tmp_path, AGENTSITE_ALLOWED_HOSTS="agents.example.com,.internal")
+    assert values["hosts"] == ["agents.example.com", ".internal"]
 
 
 def test_database_url_and_redis_url_switch_to_postgres_and_redis(tmp_path):

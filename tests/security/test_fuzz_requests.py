@@ -162,10 +162,11 @@ def _wav() -> bytes:
 def context(server: LiveServer) -> Context:
     user = _register(server, "fuzzed")
     changer = _register(server, "changer")  # change-password revokes its tokens: a user of its own
+    leaver = _register(server, "leaver")  # logout revokes the access token it is made with: the same
     admin = server.login()
-    tokens = {"user": user["token"], "admin": admin["token"], "changer": changer["token"]}
-    context = Context(server=server, tokens=tokens, objects={}, refresh_tokens=[user["refresh"], admin["refresh"]],
-                      model="")
+    tokens = {"user": user["token"], "admin": admin["token"], "changer": changer["token"], "leaver": leaver["token"]}
+    context = Context(server=server, tokens=tokens, objects={}, model="",
+                      refresh_tokens=[user["refresh"], admin["refresh"], leaver["refresh"]])
 
     def made(path: str, body: dict) -> str:
         response = context.post(path, body)
@@ -196,7 +197,7 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/auth/login"): lambda c: {"username": "fuzzed", "password": PASSWORD},
     ("post", "/api/auth/register"): lambda c: {"username": c.unique("user"), "password": PASSWORD},
     ("post", "/api/auth/refresh"): lambda c: {"refresh": c.refresh_tokens[1]},
-    ("post", "/api/auth/logout"): lambda c: {"refresh": c.refresh_tokens[0]},
+    ("post", "/api/auth/logout"): lambda c: {"refresh": c.refresh_tokens[2]},
     ("post", "/api/auth/change-password"): lambda c: {"old_password": PASSWORD,
                                                       "new_password": c.unique("pw") + PASSWORD},
     ("put", "/api/config"): lambda c: {"system_prompt": c.unique("prompt"), "temperature": 0.25, "kb_top_k": 3},
@@ -249,7 +250,8 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
                                            "encoding_format": "float"},
 }
 # Whose token each operation is sent with (the user's unless listed).
-ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS}, ("post", "/api/auth/change-password"): "changer"}
+ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS}, ("post", "/api/auth/change-password"): "changer",
+         ("post", "/api/auth/logout"): "leaver"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow"}
 
 

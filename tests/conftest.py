@@ -29,8 +29,11 @@ def pytest_configure(config):
 # module, or the source of a fixture it uses, names one of these. A test left unmarked that starts a
 # subprocess anyway fails (the guard below), so the marking cannot silently go wrong. The sandbox's V8 workers
 # are the exception: the pool starts them once per process and reuses them, like a thread pool's threads.
-E2E_SIGNS = ("LiveServer", "live_server", "playwright", "subprocess", "Popen", "create_subprocess", "sandbox_worker")
+E2E_SIGNS = ("LiveServer", "live_server", "playwright", "subprocess", "Popen", "create_subprocess", "sandbox_worker",
+             "sys.executable", "espeak")
 SANDBOX_WORKER = os.path.join("workflows", "sandbox", "worker.py")
+# Programs libraries run to describe the platform (the openai SDK's headers call platform.processor()).
+PLATFORM_PROBES = ("uname",)
 
 
 @cache
@@ -67,16 +70,24 @@ def _unmarked_tests_start_no_process(request, monkeypatch):
         yield
         return
     started = subprocess.Popen.__init__
+    refused: list[str] = []
 
     def refuse(self, args, *rest, **options):
         command = [str(part) for part in (args if isinstance(args, list | tuple) else [args])]
-        if not any(part.endswith(SANDBOX_WORKER) for part in command):
-            pytest.fail(f"{request.node.nodeid} starts a process ({' '.join(command)[:200]}) but is not marked e2e: "
-                        "mark it (pytestmark = pytest.mark.e2e) so the fast tier leaves it out", pytrace=False)
+        if not any(part.endswith(SANDBOX_WORKER) for part in command) and command[0] not in PLATFORM_PROBES:
+            refused.append(" ".join(command)[:200])
+            pytest.fail(_unmarked(request, refused[-1]), pytrace=False)
         started(self, args, *rest, **options)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
     yield
+    if refused:  # also when the code under test caught the failure above and went on
+        pytest.fail(_unmarked(request, refused[0]), pytrace=False)
+
+
+def _unmarked(request, command: str) -> str:
+    return (f"{request.node.nodeid} starts a process ({command}) but is not marked e2e: mark it "
+            "(pytestmark = pytest.mark.e2e) so the fast tier leaves it out")
 
 
 

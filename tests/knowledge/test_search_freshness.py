@@ -12,6 +12,7 @@ from knowledge.selectors import chunk_search
 from tests.knowledge.test_matrix_cache import BREAD, MOON, in_another_process
 
 
+@pytest.mark.e2e  # in_another_process starts a Python process
 @pytest.mark.django_db(transaction=True)  # the other process must see committed rows
 def test_a_search_refreshes_a_stale_matrix_even_when_its_hits_still_exist(owner, monkeypatch):
     services.document_ingest(owner_id=owner.pk, filename="moon.txt", content=MOON)

@@ -26,7 +26,7 @@ from tests.fakes.http import FakeResponse
 from voice.speech.audio import audio_decode
 from voice.speech.providers import whisper
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.e2e]  # runs espeak-ng, transcriber commands, local models
 
 SENTENCE = "Please schedule a meeting with the marketing team tomorrow morning."
 KEY_WORDS = ("meeting", "marketing", "tomorrow")

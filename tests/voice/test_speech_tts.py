@@ -14,7 +14,7 @@ from accounts.services import config_update
 from tests.fakes.audio import tone
 from tests.fakes.http import FakeResponse
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.e2e]  # runs espeak-ng and local models
 
 SECRET = "sk-test-secret-4242"
 

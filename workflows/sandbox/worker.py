@@ -168,6 +168,10 @@ async def evaluate(engine: Engine, request: dict[str, Any], output_cap_bytes: in
         if engine.out_of_memory():
             return {"ok": False, "kind": "memory", "message": ""}, True
         return {"ok": False, "kind": "crashed", "message": f"{type(exc).__name__}: {exc}"[:1000]}, True
+    if engine.out_of_memory():
+        # Queued work that allocates without end (a promise chain) can reach the heap limit before the time
+        # limit: V8 then stops it and the probe answers, but the evaluation did not finish its work.
+        return {"ok": False, "kind": "memory", "message": ""}, True
     return answer_for(tagged, request, output_cap_bytes), False
 
 

@@ -17,7 +17,7 @@ from mcpbridge.services import transport_for_url
 from tests.fakes.llm import Call, Text, ToolCalls
 from tests.mcpbridge.conftest import TIME_SERVER
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.e2e]  # connects to MCP servers it starts over stdio
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ imports no facet: this registry is how they plug in, like tool sources and conte
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from agentsite.agent.types import Message, StreamEvent
@@ -27,7 +27,7 @@ class ModelSource:
     async def list_models(self, user_id: Any) -> list[str]:
         raise NotImplementedError
 
-    def stream(self, model: str, messages: list[Message], user_id: Any) -> AsyncIterator[StreamEvent]:
+    def stream(self, model: str, messages: list[Message], user_id: Any) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
 

@@ -95,7 +95,7 @@ def model_settings(settings: AgentSettings) -> ModelSettings:
     return ModelSettings(model=settings.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
 
 
-async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSettings | None = None,
+async def run_agent(*, messages: list[Message], user_id: int | None, settings: AgentSettings | None = None,
                     use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
                     transcript: Transcript | None = None) -> AsyncGenerator[AgentEvent, None]:
     """Run the agent on a conversation (oldest first, the latest user message last) and stream its events.
@@ -112,7 +112,7 @@ async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSet
 
 
 class _AgentRun:
-    def __init__(self, messages: list[Message], user_id: Any, settings: AgentSettings, use_tools: bool,
+    def __init__(self, messages: list[Message], user_id: int | None, settings: AgentSettings, use_tools: bool,
                  max_rounds: int, provider: Provider | None, transcript: Transcript):
         self.messages = messages
         self.ctx = ToolContext(user_id)

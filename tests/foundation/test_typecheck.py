@@ -1,4 +1,5 @@
-"""The type check of .ci/run (mypy, pyproject.toml [tool.mypy]) covers the kernel and the agent runtime.
+"""The type check of .ci/run (mypy, pyproject.toml [tool.mypy]) covers the kernel and the agent runtime; across
+the code base, users and ids are typed as what they are.
 
 A kernel module added to KERNEL (tests/foundation/test_architecture.py) is checked from then on, every function
 typed (disallow_untyped_defs): this fails until [tool.mypy] names it. agentsite/models.py is the one kernel
@@ -7,9 +8,12 @@ module left out: a Django model's fields need django-stubs' mypy plugin, which l
 
 from __future__ import annotations
 
+import ast
+import re
 import tomllib
+from pathlib import Path
 
-from tests.foundation.test_architecture import KERNEL, ROOT
+from tests.foundation.test_architecture import APPS, KERNEL, ROOT
 
 UNCHECKED_KERNEL = {"models"}
 
@@ -45,3 +49,34 @@ def test_ci_runs_the_type_check_after_ruff():
     script = (ROOT / ".ci" / "run").read_text()
     assert "\nmypy\n" in script, ".ci/run does not run mypy"
     assert script.index("\nruff check .\n") < script.index("\nmypy\n"), "the type check runs after ruff"
+
+
+# A parameter or a field that names a user or an id has the type the models give it: the user model
+# (AbstractBaseUser), an int for a user's id (BigAutoField), a uuid.UUID for the apps' rows, never Any.
+USER_OR_ID = re.compile(r"^(user|owner|account)$|_id$")
+PRODUCT = ("agentsite", *APPS)
+
+
+def _product_sources() -> list[Path]:
+    return [path for root in PRODUCT for path in sorted((ROOT / root).rglob("*.py")) if "migrations" not in path.parts]
+
+
+def _named_any(tree: ast.AST) -> list[tuple[str, int]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args
+            for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+                if arg.annotation is not None:
+                    found.append((arg.arg, arg.annotation, arg.lineno))
+        elif isinstance(node, ast.ClassDef):
+            found += [(item.target.id, item.annotation, item.lineno) for item in node.body
+                      if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)]
+    return [(name, line) for name, annotation, line in found
+            if USER_OR_ID.search(name) and ast.unparse(annotation) in ("Any", "typing.Any", "'Any'")]
+
+
+def test_no_parameter_that_names_a_user_or_an_id_is_typed_any():
+    typed_any = [f"{path.relative_to(ROOT)}:{line} {name}: Any" for path in _product_sources()
+                 for name, line in _named_any(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not typed_any, f"type each as the model says (the user model, int, uuid.UUID): {typed_any}"

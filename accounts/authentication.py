@@ -41,12 +41,14 @@ from rest_framework_simplejwt.settings import api_settings
 from accounts.tokens import PASSWORD_CLAIM, password_version
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
     from agentsite.errors import AppError
 
 
 @dataclass(frozen=True)
 class _Entry:
-    user: Any  # the row as read; handed out only as copies
+    user: AbstractBaseUser  # the row as read; handed out only as copies
     password_version: str
     expires: float
     revoked: frozenset[str] = frozenset()  # the jti of each unexpired revoked access token of the user
@@ -109,7 +111,7 @@ class UserCache:
 users = UserCache()
 
 
-def _revoked_jtis(user: Any) -> frozenset[str]:
+def _revoked_jtis(user: AbstractBaseUser) -> frozenset[str]:
     from django.utils import timezone
 
     from accounts.models import RevokedAccessToken
@@ -306,7 +308,7 @@ def _require_header(header: str | None) -> None:
                        headers={"WWW-Authenticate": 'Bearer realm="api"'})
 
 
-def _require_user(user: Any):
+def _require_user(user: AbstractBaseUser | None) -> AbstractBaseUser:
     from agentsite.errors import AppError
 
     if user is None or not user.is_active:

@@ -7,7 +7,7 @@ import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
@@ -22,6 +22,9 @@ from accounts.models import AgentConfig, RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
 from agentsite.datadir import write_private
 from agentsite.errors import AppError
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 User = get_user_model()
@@ -42,7 +45,7 @@ def user_register(*, username: str, password: str) -> Any:
         raise AppError("invalid", "That username is taken.", 400, {"username": ["That username is taken."]}) from exc
 
 
-def _check_password(password: str, user: Any) -> None:
+def _check_password(password: str, user: AbstractBaseUser) -> None:
     try:
         password_validation.validate_password(password, user)
     except DjangoValidationError as exc:
@@ -50,7 +53,7 @@ def _check_password(password: str, user: Any) -> None:
 
 
 @transaction.atomic
-def user_password_change(*, user: Any, old_password: str, new_password: str) -> dict[str, str]:
+def user_password_change(*, user: AbstractBaseUser, old_password: str, new_password: str) -> dict[str, str]:
     """Set a new password and revoke every earlier token; returns a fresh token pair."""
     if not user.check_password(old_password):
         raise AppError("invalid", "The current password is wrong.", 400,
@@ -62,7 +65,7 @@ def user_password_change(*, user: Any, old_password: str, new_password: str) -> 
     return token_pair_for(user)
 
 
-def tokens_revoke_all(*, user: Any) -> int:
+def tokens_revoke_all(*, user: AbstractBaseUser) -> int:
     """Blacklist every outstanding refresh token of user; access tokens die with the password claim."""
     outstanding = OutstandingToken.objects.filter(user=user).exclude(blacklistedtoken__isnull=False)
     revoked = 0
@@ -104,7 +107,7 @@ def _blacklist_once(token: RefreshToken) -> None:
 
 
 @transaction.atomic
-def tokens_logout(*, user: Any, refresh: str, access: Any) -> None:
+def tokens_logout(*, user: AbstractBaseUser, refresh: str, access: Any) -> None:
     """Blacklist a refresh token of user and revoke the access token the call came with (`access`, validated).
     Raises 400 `invalid` for a refresh token that is not theirs or not valid; then nothing is revoked."""
     try:
@@ -118,7 +121,7 @@ def tokens_logout(*, user: Any, refresh: str, access: Any) -> None:
     access_token_revoke(user=user, access=access)
 
 
-def access_token_revoke(*, user: Any, access: Any) -> None:
+def access_token_revoke(*, user: AbstractBaseUser, access: Any) -> None:
     """Revoke a validated access token of user until it expires, in every process once committed (the user
     is announced: each process's cache of the user holds its revoked tokens, accounts.authentication)."""
     from accounts.authentication import UserCache

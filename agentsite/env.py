@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+Number = TypeVar("Number", int, float)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -36,7 +40,8 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
     return _env_number(name, default, float, "a number", minimum)
 
 
-def _env_number(name: str, default, parse, kind: str, minimum):
+def _env_number(name: str, default: Number, parse: Callable[[str], Number], kind: str,
+                minimum: Number | None) -> Number:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default

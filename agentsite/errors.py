@@ -193,8 +193,9 @@ def drf_exception_handler(exc: Exception, context: dict) -> Response:
             code = "invalid"
         detail = exc.detail if isinstance(exc.detail, str) else validation_message(flatten_details(exc.detail))
         headers = {}
-        if isinstance(exc, drf.Throttled) and exc.wait:
-            headers["Retry-After"] = str(int(exc.wait))
+        # Throttled sets `wait` in __init__; the stubs leave it out.
+        if isinstance(exc, drf.Throttled) and exc.wait:  # type: ignore[attr-defined]
+            headers["Retry-After"] = str(int(exc.wait))  # type: ignore[attr-defined]
         if exc.status_code == 401:
             headers["WWW-Authenticate"] = 'Bearer realm="api"'
         return Response(envelope(code, str(detail)), status=exc.status_code, headers=headers)

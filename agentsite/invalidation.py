@@ -33,8 +33,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    import redis
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +103,7 @@ def _apply_all() -> None:
         _apply(topic, None)
 
 
-_clients: dict[tuple[int, str], object] = {}
+_clients: dict[tuple[int, str], redis.Redis] = {}
 _origins: dict[int, str] = {}
 
 
@@ -111,7 +115,7 @@ def _origin() -> str:
     return _origins[pid]
 
 
-def _redis(url: str):
+def _redis(url: str) -> redis.Redis:
     import redis
 
     key = (os.getpid(), url)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 from rest_framework.pagination import LimitOffsetPagination as _Base
 from rest_framework.request import Request
 
 from agentsite.errors import AppError
+
+if TYPE_CHECKING:
+    from rest_framework.views import APIView
 
 # Digits only: DRF's own parsing took "-1", "1.5", "false" or "" as "use the default" without a word.
 _DIGITS = re.compile(r"[0-9]{1,18}")
@@ -30,7 +34,7 @@ class LimitOffsetPagination(_Base):
         # Past the end is an empty page; clamped, so the database never sees a huge OFFSET.
         return min(offset, getattr(self, "count", offset))
 
-    def get_schema_operation_parameters(self, view) -> list[dict]:
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             parameter["schema"]["minimum"] = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework.exceptions import ParseError
@@ -12,7 +13,7 @@ from agentsite.jsonbody import MAX_JSON_DEPTH, json_too_deep
 
 
 class BoundedJSONParser(JSONParser):
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
         raw = stream.read() if stream is not None else b""
         if json_too_deep(raw):
             raise ParseError(f"The JSON body nests deeper than {MAX_JSON_DEPTH} levels.")

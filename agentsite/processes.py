@@ -29,10 +29,14 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from django.db.models import Q
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ _current: tuple[int, str] | None = None  # (pid, id) of this process once record
 heartbeat_thread: threading.Thread | None = None
 
 
-def owned_by(dead: list[str], include_unowned: bool = False):
+def owned_by(dead: list[str], include_unowned: bool = False) -> Q:
     """The filter a sweeper applies to its rows' `process` field: owned by one of the dead (or by none)."""
     from django.db.models import Q
 

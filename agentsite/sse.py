@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -47,8 +47,8 @@ def error_event(exc: AppError) -> bytes:
 Problem = Callable[[], Awaitable["AppError | None"]]
 
 
-async def ended_when(stream: AsyncIterator[bytes], problem: Problem,
-                     end: Callable[[AppError], bytes] = error_event) -> AsyncIterator[bytes]:
+async def ended_when(stream: AsyncGenerator[bytes, None], problem: Problem,
+                     end: Callable[[AppError], bytes] = error_event) -> AsyncGenerator[bytes, None]:
     """`stream`, with `problem()` awaited before each of its events (keep-alives included) is passed on.
 
     Once it answers an AppError, that event is not sent: `stream` is closed first (its own clean-up runs, as
@@ -66,7 +66,7 @@ async def ended_when(stream: AsyncIterator[bytes], problem: Problem,
         yield end(failed)
 
 
-def sse_response(stream: AsyncIterator[bytes]) -> StreamingHttpResponse:
+def sse_response(stream: AsyncGenerator[bytes, None]) -> StreamingHttpResponse:
     """A streaming response that proxies (X-Accel-Buffering) and caches leave alone. Each event reaches the
     socket as it is sent (under daphne, agentsite.asgi_limits flushes every streamed chunk)."""
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
@@ -88,7 +88,7 @@ class _Failed:
 _END = object()
 
 
-async def with_keepalive(events: AsyncIterator[T], interval: float) -> AsyncIterator[T | None]:
+async def with_keepalive(events: AsyncGenerator[T, None], interval: float) -> AsyncGenerator[T | None, None]:
     """`events`, with None whenever `interval` seconds pass without one (the caller sends a keep-alive).
 
     The events are pulled by a task of their own, so a timeout never interrupts the producer. When this
@@ -119,7 +119,7 @@ async def with_keepalive(events: AsyncIterator[T], interval: float) -> AsyncIter
         await asyncio.wait({pump})
 
 
-async def _pump(events: AsyncIterator[T], queue: asyncio.Queue[Any]) -> None:
+async def _pump(events: AsyncGenerator[T, None], queue: asyncio.Queue[Any]) -> None:
     try:
         async for event in events:
             queue.put_nowait(_Item(event))

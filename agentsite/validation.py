@@ -63,7 +63,7 @@ def text_number_problems(serializer: serializers.Serializer, data: QueryDict) ->
     the default), "١" and "１" as numbers, which the pagination parameters already refuse (README)."""
     return {name: ["Must be an integer written in ASCII digits."] for name, field in serializer.fields.items()
             if isinstance(field, serializers.IntegerField) and name in data
-            and not _ASCII_INTEGER.fullmatch(data[name])}
+            and not _ASCII_INTEGER.fullmatch(data[name])}  # type: ignore[arg-type]  # a QueryDict item is its last str
 
 
 # --- unknown fields ---------------------------------------------------------------------------------
@@ -85,7 +85,9 @@ def unknown_field_problems(
         elif isinstance(field, serializers.ListSerializer) and isinstance(value, list):
             for index, item in enumerate(value):
                 if isinstance(item, dict):
-                    problems.update(unknown_field_problems(field.child, item, f"{prefix}{key}.{index}."))
+                    # A ListSerializer's child is the Serializer made with many=True (the stubs allow None).
+                    child: Any = field.child
+                    problems.update(unknown_field_problems(child, item, f"{prefix}{key}.{index}."))
     return problems
 
 
@@ -124,10 +126,12 @@ def _value_problems(field: serializers.Field, value: Any, path: str) -> dict[str
     # Lengths are refused here, before any item is looked at: DRF checks a list's length only after validating
     # every item (a 10 MB body holds 1.5 million of them: 8-17 s of CPU), and its surrogate check walks a string
     # in Python, character by character (~60 ms per MB).
+    # max_length is CharField's and ListField's (the fields that pass these checks), not every Field's.
     if expected == "string" and _too_long(field, value):
-        return {path: [f"Ensure this field has no more than {field.max_length} characters."]}
-    if expected == "array" and getattr(field, "max_length", None) is not None and len(value) > field.max_length:
-        return {path: [f"Ensure this field has no more than {field.max_length} elements."]}
+        return {path: [f"Ensure this field has no more than {field.max_length} characters."]}  # type: ignore[attr-defined]
+    if (expected == "array" and getattr(field, "max_length", None) is not None
+            and len(value) > field.max_length):  # type: ignore[attr-defined]
+        return {path: [f"Ensure this field has no more than {field.max_length} elements."]}  # type: ignore[attr-defined]
     if isinstance(field, serializers.Serializer):
         return json_type_problems(field, value, path + ".")
     child = getattr(field, "child", None)

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.model_sources import model_source_for, model_sources
@@ -26,6 +26,9 @@ from agentsite.errors import AppError, openai_envelope, openai_param
 from agentsite.sse import sse_event
 from compat import translate
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def model_ids(settings: AgentSettings) -> list[str]:
     return [settings.model or default_model(settings.provider), AGENT_MODEL, EMBEDDING_MODEL]
 
 
-async def model_list(settings: AgentSettings, user: Any) -> dict[str, Any]:
+async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> dict[str, Any]:
     """The models, with those that facets answer for this caller (their workflows) when they are known."""
     user_id = getattr(user, "pk", None)
     extra = [name for source in model_sources() for name in await source.list_models(user_id)]
@@ -52,7 +55,7 @@ async def model_list(settings: AgentSettings, user: Any) -> dict[str, Any]:
 class Completion:
     """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`."""
 
-    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: Any):
+    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None):
         provider_model = model_ids(settings)[0]
         self.source = model_source_for(body.model)
         if body.model not in (provider_model, AGENT_MODEL) and self.source is None:
@@ -108,7 +111,7 @@ class Completion:
                        include_usage=bool(self.body.stream_options and self.body.stream_options.include_usage))
 
 
-async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Any,
+async def agent_events(body: ChatCompletionRequest, messages: list, *, user: AbstractBaseUser | None,
                        settings: AgentSettings) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise)."""

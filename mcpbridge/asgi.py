@@ -205,7 +205,7 @@ def _jsonrpc_of(event: bytes) -> Any:
         return None
 
 
-def _mcp_user(scope: Scope, user_id: Any) -> AuthenticatedUser:
+def _mcp_user(scope: Scope, user_id: int) -> AuthenticatedUser:
     # The SDK binds each session to the principal that opened it (client_id, issuer, subject): naming the
     # user, not the token, lets a client go on with a session after refreshing its token.
     return AuthenticatedUser(AccessToken(token="", client_id=f"user:{user_id}", scopes=[], subject=str(user_id),

@@ -34,7 +34,7 @@ async def kb_search(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
     return ToolResult.of_text("\n\n".join(entries))
 
 
-def _search(*, owner_id: Any, query: str, top_k: int) -> list[Any]:
+def _search(*, owner_id: int, query: str, top_k: int) -> list[Any]:
     from knowledge.selectors import chunk_search
 
     return chunk_search(owner_id=owner_id, query=query, top_k=top_k)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 import mcp_types as types
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
@@ -32,7 +31,7 @@ INSTRUCTIONS = ("agentsite's tools: web search, web fetch, screenshots, a search
                 "(kb_search), and any tools its plugins and workflows add.")
 
 
-def build_server(*, user_id: Any = None) -> Server:
+def build_server(*, user_id: int | None = None) -> Server:
     """A server that acts as user_id (stdio), or, when that is None, as the user the HTTP transport
     authenticated (a request without one is refused).
     """
@@ -58,7 +57,7 @@ def build_server(*, user_id: Any = None) -> Server:
                   on_list_tools=list_tools, on_call_tool=call)
 
 
-def _caller(ctx: ServerRequestContext, default: Any) -> Any:
+def _caller(ctx: ServerRequestContext, default: int | None) -> int | None:
     request = ctx.request
     if request is None:  # stdio: the process speaks for the user it was started for
         return default

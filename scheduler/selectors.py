@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 
 from agentsite.errors import AppError
 from scheduler.models import ScheduledTask, TaskRun
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
-def task_list_for(*, owner: Any) -> QuerySet[ScheduledTask]:
+
+def task_list_for(*, owner: AbstractBaseUser) -> QuerySet[ScheduledTask]:
     return ScheduledTask.objects.filter(owner=owner).order_by("name", "created_at")
 
 
-def task_get_for(*, owner: Any, task_id: Any) -> ScheduledTask:
+def task_get_for(*, owner: AbstractBaseUser, task_id: uuid.UUID) -> ScheduledTask:
     """The owner's task; raises AppError 404 for another user's or a missing one (ids do not leak)."""
     task = task_list_for(owner=owner).select_related("owner").filter(pk=task_id).first()
     if task is None:
@@ -22,7 +26,7 @@ def task_get_for(*, owner: Any, task_id: Any) -> ScheduledTask:
     return task
 
 
-def run_list_for(*, owner: Any, task: ScheduledTask | None = None) -> QuerySet[TaskRun]:
+def run_list_for(*, owner: AbstractBaseUser, task: ScheduledTask | None = None) -> QuerySet[TaskRun]:
     """The owner's runs, newest first (of one task when given)."""
     runs = TaskRun.objects.filter(task__owner=owner).select_related("task")
     return (runs.filter(task=task) if task is not None else runs).order_by("-created_at")

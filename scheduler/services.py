@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -32,6 +33,9 @@ from agentsite.processes import current_process_id, owned_by
 from agentsite.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +78,7 @@ def _check_schedule(cron: str, timezone_name: str) -> tuple[str, Any]:
     return expression, tz
 
 
-def _check_targets(*, owner: Any, session_id: Any, workflow_id: Any) -> None:
+def _check_targets(*, owner: AbstractBaseUser, session_id: uuid.UUID | None, workflow_id: uuid.UUID | None) -> None:
     from sessions_app.models import ChatSession
     from workflows.models import Workflow
 
@@ -91,9 +95,9 @@ def _schedule_next(task: ScheduledTask, *, now: datetime) -> None:
 TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "missed")
 
 
-def task_create(*, owner: Any, name: str, cron: str, prompt: str, timezone_name: str = "UTC", enabled: bool = True,
-                session_id: Any = None, workflow_id: Any = None, missed: str = ScheduledTask.RUN_ONCE
-                ) -> ScheduledTask:
+def task_create(*, owner: AbstractBaseUser, name: str, cron: str, prompt: str, timezone_name: str = "UTC",
+                enabled: bool = True, session_id: uuid.UUID | None = None, workflow_id: uuid.UUID | None = None,
+                missed: str = ScheduledTask.RUN_ONCE) -> ScheduledTask:
     """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id` or
     `workflow_id` (another user's session or workflow included)."""
     task = ScheduledTask(owner=owner)
@@ -317,7 +321,7 @@ def task_run_now(*, task: ScheduledTask) -> TaskRun:
     return run
 
 
-def run_claim(*, run_id: Any) -> TaskRun | None:
+def run_claim(*, run_id: str) -> TaskRun | None:
     """Move a queued run to running; None when another worker claimed it or it is gone."""
     claimed = TaskRun.objects.filter(pk=run_id, status=TaskRun.QUEUED).update(
         status=TaskRun.RUNNING, started_at=timezone.now(), process=current_process_id())

@@ -9,10 +9,13 @@ upload id can exist, so any attachment answers the same 404.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agentsite.agent.types import ContentPart
 from agentsite.errors import AppError
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 # resolver(owner, upload_ids, missing_ok) -> {upload_id: [parts]}, keyed by the ids as given; raises AppError
 # 404 `not_found` (details.attachments) for an id that is not one of owner's uploads, unless missing_ok (an
@@ -26,7 +29,7 @@ def set_attachment_resolver(resolver: Resolver | None) -> None:
     _resolver = resolver
 
 
-def attachments_resolve(*, owner: Any, upload_ids: list[str], missing_ok: bool = False,
+def attachments_resolve(*, owner: AbstractBaseUser, upload_ids: list[str], missing_ok: bool = False,
                         ) -> dict[str, list[ContentPart]]:
     """Content parts for each upload id of owner (sync: reads the database and the files).
 

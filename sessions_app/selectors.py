@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING
 
 from django.db.models import Count, QuerySet
 
 from agentsite.errors import AppError
 from sessions_app.models import ChatMessage, ChatSession
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
-def session_list_for(*, owner: Any) -> QuerySet[ChatSession]:
+
+def session_list_for(*, owner: AbstractBaseUser) -> QuerySet[ChatSession]:
     return ChatSession.objects.filter(owner=owner).annotate(message_count=Count("messages"))
 
 
-def session_get_for(*, owner: Any, session_id: Any) -> ChatSession:
+def session_get_for(*, owner: AbstractBaseUser, session_id: uuid.UUID) -> ChatSession:
     """The owner's session; raises AppError 404 for another user's or a missing one (ids do not leak)."""
     session = session_list_for(owner=owner).filter(pk=session_id).first()
     if session is None:

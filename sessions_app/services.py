@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Max, Q
@@ -12,8 +12,11 @@ from django.utils import timezone
 from agentsite.processes import current_process_id, owned_by
 from sessions_app.models import ChatMessage, ChatSession
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
-def session_create(*, owner: Any, name: str | None = None) -> ChatSession:
+
+def session_create(*, owner: AbstractBaseUser, name: str | None = None) -> ChatSession:
     return ChatSession.objects.create(owner=owner, name=(name or "New chat").strip() or "New chat")
 
 

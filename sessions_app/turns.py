@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
@@ -41,6 +41,9 @@ from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
 from sessions_app.models import ChatSession
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_S = 1.0
@@ -50,7 +53,7 @@ class ChatTurn:
     """A turn whose user message is stored. Iterate `events()` once; `status` says how the reply was stored
     (None until it was) and `transcript` holds what the agent produced."""
 
-    def __init__(self, *, session: ChatSession, owner_id: Any, messages: list[Message], settings: AgentSettings,
+    def __init__(self, *, session: ChatSession, owner_id: int, messages: list[Message], settings: AgentSettings,
                  user_message_id: uuid.UUID, reply_id: uuid.UUID):
         self.session = session
         self.owner_id = owner_id
@@ -166,8 +169,8 @@ def _log_failure(write: asyncio.Future) -> None:
         logger.error("Storing a reply failed", exc_info=error)
 
 
-async def turn_start(*, owner: Any, session_id: Any, message: str, attachments: list[str] | None = None,
-                     overrides: dict[str, Any] | None = None) -> ChatTurn:
+async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
+                     attachments: list[str] | None = None, overrides: dict[str, Any] | None = None) -> ChatTurn:
     """Check the turn, store the user message, and return the turn ready to run.
 
     Raises AppError 404 `not_found` (another user's or a missing session; an attachment that is not one of
@@ -179,7 +182,7 @@ async def turn_start(*, owner: Any, session_id: Any, message: str, attachments: 
                                               overrides=overrides or {})
 
 
-def _turn_prepare(*, owner: Any, session_id: Any, message: str, upload_ids: list[str],
+def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
                   overrides: dict[str, Any]) -> ChatTurn:
     session = selectors.session_get_for(owner=owner, session_id=session_id)
     if len(message) > MAX_MESSAGE_CHARS:

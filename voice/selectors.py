@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet, Sum
@@ -14,6 +14,9 @@ from agentsite.agent.multimodal import upload_part
 from agentsite.agent.types import ContentPart, TextPart
 from agentsite.errors import AppError
 from voice.models import Upload
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ def upload_usage_for(*, owner_id: int) -> int:
 
 # --- chat attachments ----------------------------------------------------------------------------------
 
-def attachment_parts_for(owner: Any, upload_ids: list[str], missing_ok: bool = False,
+def attachment_parts_for(owner: AbstractBaseUser, upload_ids: list[str], missing_ok: bool = False,
                          ) -> dict[str, list[ContentPart]]:
     """Each upload id of owner as the content parts the model gets (sessions_app.attachments' resolver).
 

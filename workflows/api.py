@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
 from django.db import transaction
@@ -25,6 +26,9 @@ from agentsite.taskqueue import enqueue_with_commit
 from agentsite.validation import json_object_body, validated
 from workflows import runs, selectors, services
 from workflows.models import WorkflowRun
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +289,7 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
 run = async_post_view(_run, schema_view=RunSchemaView)
 
 
-def _run_start(*, owner: Any, workflow_id: Any, input_text: str, queued: bool) -> WorkflowRun:
+def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool) -> WorkflowRun:
     workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id)
     if workflow is None:
         raise AppError("not_found", "No such workflow.", 404)

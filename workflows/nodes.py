@@ -52,7 +52,7 @@ class RunContext:
     """
 
     input: str
-    owner_id: Any
+    owner_id: int
     emit: Callable[[str, dict[str, Any]], None]
     outputs: dict[str, Any] = field(default_factory=dict)  # by node name, as each node finishes
     depth: int = 0  # how deep in workflows calling workflows (through their tools) this run is

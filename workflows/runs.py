@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -123,15 +124,16 @@ def check_input(value: Any) -> str:
     return value
 
 
-async def workflow_run_by_name(*, owner_id: Any, name: str, input_text: str, emit: Emit | None = None,
+async def workflow_run_by_name(*, owner_id: int, name: str, input_text: str, emit: Emit | None = None,
                                time_limit: float | None = None) -> WorkflowRun:
     """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
     return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit,
                                     time_limit=time_limit)
 
 
-async def workflow_run_start(*, owner_id: Any, input_text: str, workflow_id: Any = None, name: str | None = None,
-                             emit: Emit | None = None, time_limit: float | None = None) -> WorkflowRun:
+async def workflow_run_start(*, owner_id: int, input_text: str, workflow_id: uuid.UUID | None = None,
+                             name: str | None = None, emit: Emit | None = None,
+                             time_limit: float | None = None) -> WorkflowRun:
     """Run the owner's workflow (by id or by name) now and store the run (past `time_limit` seconds: stopped,
     stored `error`). Raises AppError 404."""
     text = check_input(input_text)
@@ -139,7 +141,7 @@ async def workflow_run_start(*, owner_id: Any, input_text: str, workflow_id: Any
     return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
 
 
-def _run_create(*, owner_id: Any, workflow_id: Any, name: str | None, input_text: str) -> WorkflowRun:
+def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str) -> WorkflowRun:
     workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name)
     if workflow is None:
         raise AppError("not_found", f"You have no workflow named {name!r}." if name is not None
@@ -203,12 +205,12 @@ class WorkflowModelSource(ModelSource):
 
     prefix = MODEL_PREFIX
 
-    async def list_models(self, user_id: Any) -> list[str]:
+    async def list_models(self, user_id: int | None) -> list[str]:
         if user_id is None:
             return []
         return [MODEL_PREFIX + name for name in await db(selectors.workflow_names_for, owner_id=user_id)]
 
-    async def stream(self, model: str, messages: list[Message], user_id: Any) -> AsyncIterator[StreamEvent]:
+    async def stream(self, model: str, messages: list[Message], user_id: int | None) -> AsyncIterator[StreamEvent]:
         name = model[len(MODEL_PREFIX):]
         if user_id is None:
             raise AppError("model_not_found", f"The model {model!r} does not exist for this caller; send a dashboard "

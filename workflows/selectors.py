@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, QuerySet
 
@@ -11,15 +12,18 @@ from agentsite.errors import AppError
 from workflows.graph import Edge, Graph, Node
 from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
 EXPORT_FORMAT = "agentsite.workflow"
 EXPORT_VERSION = 1
 
 
-def workflow_list_for(*, owner: Any) -> QuerySet[Workflow]:
+def workflow_list_for(*, owner: AbstractBaseUser | int) -> QuerySet[Workflow]:
     return Workflow.objects.filter(owner=owner).order_by("name")
 
 
-def workflow_get_for(*, owner: Any, workflow_id: Any) -> Workflow:
+def workflow_get_for(*, owner: AbstractBaseUser | int, workflow_id: uuid.UUID) -> Workflow:
     """The owner's workflow with its nodes and edges; raises AppError 404 for another user's or a missing one."""
     workflow = (workflow_list_for(owner=owner).filter(pk=workflow_id)
                 .prefetch_related(Prefetch("nodes", WorkflowNode.objects.order_by("order")),
@@ -33,8 +37,8 @@ def workflow_get_for(*, owner: Any, workflow_id: Any) -> Workflow:
 class Runnable:
     """What a run needs of its workflow: the graph as of its stamp (`updated_at` as the database returns it)."""
 
-    id: Any
-    owner_id: Any
+    id: uuid.UUID
+    owner_id: int
     name: str
     stamp: Any
     graph: Graph
@@ -46,7 +50,8 @@ _runnables: dict[Any, Runnable] = {}
 RUNNABLES_KEPT = 1000
 
 
-def workflow_runnable(*, owner_id: Any, workflow_id: Any = None, name: str | None = None) -> Runnable | None:
+def workflow_runnable(*, owner_id: int, workflow_id: uuid.UUID | None = None,
+                      name: str | None = None) -> Runnable | None:
     """The owner's workflow (by id or by name) ready to run, or None. Reads one row when its graph is cached.
 
     The stamp is read before the nodes and edges: a change committed in between leaves a newer graph under
@@ -71,7 +76,7 @@ def workflow_runnable(*, owner_id: Any, workflow_id: Any = None, name: str | Non
     return runnable
 
 
-def _stamp_row(owner_id: Any, workflow_id: Any, name: str | None) -> tuple[Any, str, Any] | None:
+def _stamp_row(owner_id: int, workflow_id: uuid.UUID | None, name: str | None) -> tuple[Any, str, Any] | None:
     """(id, name, updated_at) of the owner's workflow as the database returns them, by a statement written once.
 
     Every run reads this row; through the ORM (`.first()`: a query built, ordered and compiled each time) it
@@ -93,7 +98,7 @@ def _stamp_row(owner_id: Any, workflow_id: Any, name: str | None) -> tuple[Any, 
         return cursor.fetchone()
 
 
-def workflow_get_by_name(*, owner_id: Any, name: str) -> Workflow | None:
+def workflow_get_by_name(*, owner_id: int, name: str) -> Workflow | None:
     return (Workflow.objects.filter(owner_id=owner_id, name=name)
             .prefetch_related(Prefetch("nodes", WorkflowNode.objects.order_by("order")),
                               Prefetch("edges", WorkflowEdge.objects.order_by("order"))).first())
@@ -111,7 +116,7 @@ def workflow_export(workflow: Workflow) -> dict[str, Any]:
             "description": workflow.description, **workflow_graph(workflow).as_dict()}
 
 
-def workflow_names_for(*, owner_id: Any) -> list[str]:
+def workflow_names_for(*, owner_id: int) -> list[str]:
     return list(Workflow.objects.filter(owner_id=owner_id).order_by("name").values_list("name", flat=True))
 
 
@@ -119,7 +124,7 @@ def run_list_for(*, workflow: Workflow) -> QuerySet[WorkflowRun]:
     return WorkflowRun.objects.filter(workflow=workflow).order_by("-created_at")
 
 
-def run_get_for(*, owner: Any, run_id: Any) -> WorkflowRun:
+def run_get_for(*, owner: AbstractBaseUser, run_id: uuid.UUID) -> WorkflowRun:
     """The owner's run; raises AppError 404 for another user's or a missing one."""
     run = WorkflowRun.objects.filter(owner=owner, pk=run_id).first()
     if run is None:

@@ -8,7 +8,7 @@ details name the node (`node:<id>`), the edge (`edge:<from>-><to>`) or the `work
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -28,6 +28,9 @@ from workflows.graph import (
 )
 from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
 from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, Runnable, workflow_get_for, workflow_graph
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +83,8 @@ def _store_graph(workflow: Workflow, graph: Graph) -> None:
                                                    order=order) for order, edge in enumerate(graph.edges)])
 
 
-def workflow_create(*, owner: Any, name: Any, description: str = "", nodes: Any = None, edges: Any = None) -> Workflow:
+def workflow_create(*, owner: AbstractBaseUser, name: Any, description: str = "", nodes: Any = None,
+                    edges: Any = None) -> Workflow:
     """Create a workflow (an empty one gets an input node). Raises AppError 400 `invalid`, 409 `conflict`."""
     name = _check_name(name)
     if nodes is None and edges is None:
@@ -157,7 +161,7 @@ def check_export_header(document: Any) -> None:
                        {"fields": unknown})
 
 
-def workflow_import(*, owner: Any, document: dict[str, Any]) -> Workflow:
+def workflow_import(*, owner: AbstractBaseUser, document: dict[str, Any]) -> Workflow:
     """Create a workflow from an export document whose header passed check_export_header and whose fields
     have their types (the view's serializer). Raises AppError 400 (naming the problem), 409 `conflict`."""
     check_export_header(document)
@@ -175,7 +179,7 @@ def run_create(*, workflow: Runnable, input_text: str, queued: bool = False) -> 
         process="" if queued else current_process_id())
 
 
-def run_claim(*, run_id: Any) -> WorkflowRun | None:
+def run_claim(*, run_id: str) -> WorkflowRun | None:
     """Move a queued run to running; None when another worker claimed it (or it is gone)."""
     claimed = WorkflowRun.objects.filter(pk=run_id, status=WorkflowRun.QUEUED).update(
         status=WorkflowRun.RUNNING, started_at=timezone.now(), process=current_process_id())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class AgentSettings:
     # Seconds an upstream LLM may stay silent (connect, or between two bytes of a stream) before it fails.
     request_timeout: float = 120.0
 
-    def with_overrides(self, **changes) -> AgentSettings:
+    def with_overrides(self, **changes: Any) -> AgentSettings:
         return replace(self, **changes)
 
     def tool_enabled(self, name: str) -> bool:

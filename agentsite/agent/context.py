@@ -15,7 +15,7 @@ from agentsite.agent.config import AgentSettings
 
 @dataclass(frozen=True)
 class ContextRequest:
-    user_id: Any  # the owner whose data may be used; None for anonymous callers
+    user_id: int | None  # the owner whose data may be used; None for anonymous callers
     query: str  # the latest user message's text
     settings: AgentSettings
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,9 +95,9 @@ def model_settings(settings: AgentSettings) -> ModelSettings:
     return ModelSettings(model=settings.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
 
 
-async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSettings | None = None,
+async def run_agent(*, messages: list[Message], user_id: int | None, settings: AgentSettings | None = None,
                     use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
-                    transcript: Transcript | None = None) -> AsyncIterator[AgentEvent]:
+                    transcript: Transcript | None = None) -> AsyncGenerator[AgentEvent, None]:
     """Run the agent on a conversation (oldest first, the latest user message last) and stream its events.
 
     At most `max_rounds` rounds run tools; then the model is asked once more with tool_choice "none" for
@@ -112,7 +112,7 @@ async def run_agent(*, messages: list[Message], user_id: Any, settings: AgentSet
 
 
 class _AgentRun:
-    def __init__(self, messages: list[Message], user_id: Any, settings: AgentSettings, use_tools: bool,
+    def __init__(self, messages: list[Message], user_id: int | None, settings: AgentSettings, use_tools: bool,
                  max_rounds: int, provider: Provider | None, transcript: Transcript):
         self.messages = messages
         self.ctx = ToolContext(user_id)
@@ -125,7 +125,7 @@ class _AgentRun:
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
 
-    async def events(self) -> AsyncIterator[AgentEvent]:
+    async def events(self) -> AsyncGenerator[AgentEvent, None]:
         # Each nested generator is closed explicitly (aclosing), so closing the run closes the upstream
         # request at once rather than whenever the garbage collector gets to it.
         try:
@@ -138,7 +138,7 @@ class _AgentRun:
             logger.exception("The agent loop failed")
             yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
 
-    async def _rounds(self) -> AsyncIterator[AgentEvent]:
+    async def _rounds(self) -> AsyncGenerator[AgentEvent, None]:
         provider = self.provider or get_provider(self.settings)
         conversation = await self._conversation()
         tools = {tool.name: tool for tool in await self._tools()}
@@ -161,7 +161,7 @@ class _AgentRun:
                     yield event
 
     async def _stream_turn(self, provider: Provider, request: ChatRequest, turn: _Turn,
-                           announce_calls: bool) -> AsyncIterator[AgentEvent]:
+                           announce_calls: bool) -> AsyncGenerator[AgentEvent, None]:
         async with aclosing(provider.stream(request)) as stream:
             async for item in stream:
                 if isinstance(item, TextDelta):
@@ -195,7 +195,7 @@ class _AgentRun:
         return self.event("done", {"content": self.transcript.text, "finish_reason": reason,
                                    "usage": self.transcript.usage.as_dict(), "sources": self.transcript.sources})
 
-    async def _run_tools(self, calls: list[ToolCall], tools: dict[str, Tool]) -> AsyncIterator[AgentEvent]:
+    async def _run_tools(self, calls: list[ToolCall], tools: dict[str, Tool]) -> AsyncGenerator[AgentEvent, None]:
         """Run the round's calls concurrently, report each as it finishes, store the results in call order."""
         tasks = [asyncio.create_task(self._run_tool(call, tools)) for call in calls]
         results: dict[str, ToolResult] = {}

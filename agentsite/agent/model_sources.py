@@ -7,8 +7,7 @@ imports no facet: this registry is how they plug in, like tool sources and conte
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator
 
 from agentsite.agent.types import Message, StreamEvent
 
@@ -24,10 +23,10 @@ class ModelSource:
 
     prefix: str = ""
 
-    async def list_models(self, user_id: Any) -> list[str]:
+    async def list_models(self, user_id: int | None) -> list[str]:
         raise NotImplementedError
 
-    def stream(self, model: str, messages: list[Message], user_id: Any) -> AsyncIterator[StreamEvent]:
+    def stream(self, model: str, messages: list[Message], user_id: int | None) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
 

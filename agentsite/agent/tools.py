@@ -25,13 +25,16 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
 from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.types import ToolSpec
 from agentsite.errors import AppError
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractUser
 
 logger = logging.getLogger(__name__)
 
@@ -48,11 +51,11 @@ class ToolContext:
     built without it is never treated as an admin's.
     """
 
-    user_id: Any = None
+    user_id: int | None = None
     is_admin: bool | None = None
 
     @classmethod
-    def for_user(cls, user: Any) -> ToolContext:
+    def for_user(cls, user: AbstractUser) -> ToolContext:
         """The context of an authenticated Django user (a request's), resolved without a query."""
         return cls(user_id=user.pk, is_admin=bool(user.is_active and user.is_staff))
 
@@ -68,7 +71,7 @@ async def resolve_caller(ctx: ToolContext) -> ToolContext:
     return replace(ctx, is_admin=await db(_is_active_admin, ctx.user_id))
 
 
-def _is_active_admin(user_id: Any) -> bool:
+def _is_active_admin(user_id: int) -> bool:
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.filter(pk=user_id, is_active=True, is_staff=True).exists()

@@ -175,7 +175,7 @@ async def evaluate(engine: Engine, request: dict[str, Any], output_cap_bytes: in
     return answer_for(tagged, request, output_cap_bytes), False
 
 
-def encode_line(request_id: Any, answer: Answer, retire: bool) -> bytes:
+def encode_line(request_id: int | None, answer: Answer, retire: bool) -> bytes:
     head = json.dumps({"id": request_id, "retire": retire}).encode()[:-1]
     if isinstance(answer, bytes):
         return head + b', "ok": true, "value": ' + answer + b"}\n"

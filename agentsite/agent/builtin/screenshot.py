@@ -23,14 +23,15 @@ def capture_png(monitor: int = 1) -> tuple[bytes, tuple[int, int], str]:
     if sys.platform.startswith("linux") and not display:
         raise ToolError("There is no display to capture: DISPLAY is not set (a headless server needs an X "
                         "server such as Xvfb, with DISPLAY pointing at it).")
-    options = {"display": display} if sys.platform.startswith("linux") else {}
+    options: dict[str, Any] = {"display": display} if sys.platform.startswith("linux") else {}
     try:
         with mss.MSS(**options) as screen:
             monitors = screen.monitors
             if not 0 <= monitor < len(monitors):
                 raise ToolError(f"There is no monitor {monitor}: this display has {len(monitors) - 1}.")
             shot = screen.grab(monitors[monitor])
-            return mss.tools.to_png(shot.rgb, shot.size), (shot.width, shot.height), display
+            # to_png() returns None only when given a file to write; here it returns the bytes.
+            return mss.tools.to_png(shot.rgb, shot.size), (shot.width, shot.height), display  # type: ignore[return-value]
     except mss.ScreenShotError as exc:
         raise ToolError(f"Cannot capture the display {display or '(default)'}: {exc}") from None
 

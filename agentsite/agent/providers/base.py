@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import ClassVar
 
@@ -35,10 +35,10 @@ class Provider(ABC):
         return request.settings.model or self.model
 
     @abstractmethod
-    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         """An async generator of stream events (see the class docstring)."""
 
-    def stream_batches(self, request: ChatRequest) -> AsyncIterator[list[StreamEvent]]:
+    def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
         """stream()'s events in lists, in the same order: each list holds events that were ready together (a
         network read's worth) and is never empty, so writing a list out as it comes delays no event. A
         provider whose upstream delivers several events per read overrides this (and builds stream() on it);
@@ -52,13 +52,13 @@ class Provider(ABC):
         return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"
 
 
-async def one_per_list(events: AsyncIterator[StreamEvent]) -> AsyncIterator[list[StreamEvent]]:
+async def one_per_list(events: AsyncGenerator[StreamEvent, None]) -> AsyncGenerator[list[StreamEvent], None]:
     async with aclosing(events):
         async for event in events:
             yield [event]
 
 
-async def flatten(batches: AsyncIterator[list[StreamEvent]]) -> AsyncIterator[StreamEvent]:
+async def flatten(batches: AsyncGenerator[list[StreamEvent], None]) -> AsyncGenerator[StreamEvent, None]:
     """A stream_batches() iterator's events one by one (closing it when left early)."""
     async with aclosing(batches):
         async for batch in batches:
@@ -66,7 +66,7 @@ async def flatten(batches: AsyncIterator[list[StreamEvent]]) -> AsyncIterator[St
                 yield event
 
 
-async def collect(events: AsyncIterator[StreamEvent]) -> Completion:
+async def collect(events: AsyncGenerator[StreamEvent, None]) -> Completion:
     """Fold a stream into the Completion a non-streaming call would have returned."""
     text: list[str] = []
     completion = Completion(text="")

@@ -16,7 +16,7 @@ import socket
 import ssl
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +65,8 @@ def _closed_with_the_loop(registry: dict, close: Callable[[], Awaitable[Any]]) -
 
     generator = close_at_shutdown()
     try:
-        generator.__anext__().send(None)  # runs it to its yield at once; that registers it with the loop
+        # __anext__() is typed an Awaitable; an async generator's is a coroutine, which has send().
+        generator.__anext__().send(None)  # type: ignore[attr-defined]  # runs it to its yield at once; that registers it with the loop
     except StopIteration:
         pass
     return generator
@@ -163,7 +164,7 @@ def upstream_session() -> aiohttp.ClientSession:
     return entry[0]
 
 
-def _request(upstream: Upstream, body: dict[str, Any]):
+def _request(upstream: Upstream, body: dict[str, Any]) -> aiohttp.client._RequestContextManager:
     """The POST as an aiohttp request context: the body encoded as httpx did (UTF-8, compact, no NaN)."""
     try:
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
@@ -181,7 +182,8 @@ def _proxy_for(url: str) -> str | None:
     """The proxy the environment names for url (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY, minus NO_PROXY), as httpx
     applied it; read once per URL, since the environment does not change while the process runs."""
     parts = urllib.parse.urlsplit(url)
-    if urllib.request.proxy_bypass_environment(parts.hostname or ""):
+    # Undocumented (typeshed leaves it out) but in urllib.request since Python 3.x; what getproxies() pairs with.
+    if urllib.request.proxy_bypass_environment(parts.hostname or ""):  # type: ignore[attr-defined]
         return None
     proxies = urllib.request.getproxies_environment()
     return proxies.get(parts.scheme) or proxies.get("all")
@@ -211,7 +213,7 @@ class SseEvent:
     data: str
 
 
-async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncIterator[list[SseEvent]]:
+async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncGenerator[list[SseEvent], None]:
     """POST a JSON body and yield the reply's server-sent events, a list per network read: the events that
     read completed (never an empty list). Nothing waits for a later read, so a consumer that writes a list out
     at once delays no event; events a fast upstream sent together cost one step instead of one each.
@@ -248,8 +250,8 @@ async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncI
             response.close()
 
 
-async def events_by_read(reads: AsyncIterator[list[SseEvent]],
-                         feed: Callable[[SseEvent], list[Any]]) -> AsyncIterator[list[Any]]:
+async def events_by_read(reads: AsyncGenerator[list[SseEvent], None],
+                         feed: Callable[[SseEvent], list[Any]]) -> AsyncGenerator[list[Any], None]:
     """stream_sse_batches' reads turned into a provider's stream events by `feed` (one SSE event in, its stream
     events out), a list per read, never empty. When feed raises AppError, the events that read gave before the
     failing one still come out first."""

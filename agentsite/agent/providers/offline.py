@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from agentsite.agent.context import reference_in
@@ -42,7 +42,7 @@ class OfflineProvider(Provider):
     name = "offline"
     default_model = "offline"
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         answer = _answer(request)
         pieces = _WORDS.findall(answer.text)
         limit = request.settings.max_tokens

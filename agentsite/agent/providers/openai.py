@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
@@ -121,10 +121,10 @@ class OpenAIProvider(Provider):
             body["tool_choice"] = request.tool_choice
         return body
 
-    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         return flatten(self.stream_batches(request))
 
-    async def stream_batches(self, request: ChatRequest) -> AsyncIterator[list[StreamEvent]]:
+    async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
         upstream = self._upstream()
         state = _StreamState(upstream)
         async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import httpx
 
@@ -35,7 +36,7 @@ class SearchBackend:
     async def search(self, query: str, *, max_results: int) -> list[SearchResult]:
         raise NotImplementedError
 
-    async def _get(self, client: httpx.AsyncClient, url: str, **kwargs) -> httpx.Response:
+    async def _get(self, client: httpx.AsyncClient, url: str, **kwargs: Any) -> httpx.Response:
         try:
             response = await client.get(url, timeout=self.timeout, **kwargs)
         except httpx.HTTPError as exc:

@@ -259,3 +259,34 @@ def test_openapi30_refuses_a_list_of_types_rather_than_write_an_invalid_schema()
 
     with pytest.raises(ValueError, match="list of types"):
         openapi30({"type": "object", "properties": {"x": {"type": ["string", "null"]}}})
+
+
+def _nested_components_warnings(existing: dict[str, Any]) -> list[str]:
+    """The warnings drf-spectacular records while ChatCompletionRequest's nested models are registered next to a
+    component `ToolDef` of schema `existing` registered before them."""
+    from types import SimpleNamespace
+
+    from drf_spectacular.drainage import GENERATOR_STATS
+    from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
+
+    from compat.schema import WireModelExtension
+
+    registry = ComponentRegistry()
+    registry.register(ResolvedComponent(name="ToolDef", type=ResolvedComponent.SCHEMA, object="ToolDef",
+                                        schema=existing))
+    GENERATOR_STATS.reset()
+    try:
+        with GENERATOR_STATS.silence():
+            WireModelExtension(ChatCompletionRequest).map_serializer(SimpleNamespace(registry=registry), "request")
+        return list(GENERATOR_STATS._warn_cache)
+    finally:
+        GENERATOR_STATS.reset()
+
+
+def test_a_nested_model_named_like_another_component_is_a_schema_warning():
+    from compat.schema import REF_TEMPLATE, openapi30
+
+    same = openapi30(ChatCompletionRequest.model_json_schema(ref_template=REF_TEMPLATE))["$defs"]["ToolDef"]
+    assert _nested_components_warnings(same) == []  # the same model met again (another operation)
+    warnings = _nested_components_warnings({"type": "object", "properties": {"other": {"type": "string"}}})
+    assert len(warnings) == 1 and "'ToolDef' already documents something else" in warnings[0], warnings

@@ -65,10 +65,27 @@ def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
     try:
         return schema.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(part) for part in first["loc"]) or None
-        message = f"{param}: {first['msg']}" if param else first["msg"]
-        raise AppError("invalid_value", message, 400, {param: [first["msg"]]} if param else {}) from exc
+        path, error = _telling_error(exc)
+        param = ".".join(str(part) for part in path) or None
+        message = f"{param}: {error['msg']}" if param else error["msg"]
+        raise AppError("invalid_value", message, 400, {param: [error["msg"]]} if param else {}) from exc
+
+
+def _telling_error(exc: ValidationError) -> tuple[tuple[Any, ...], Any]:
+    """The field path and error to report. For a union field (`input: str | list[str]`) pydantic reports one
+    error per branch; the one past the type check (a list that is too long) says what to fix, "not a string"
+    does not."""
+    errors = [(_field_path(error["loc"]), error) for error in exc.errors()]
+    first_path = errors[0][0]
+    same_field = [(path, error) for path, error in errors if path[:len(first_path)] == first_path]
+    return next(((path, error) for path, error in same_field if not error["type"].endswith("_type")), errors[0])
+
+
+def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    # pydantic names the union branch it tried inside `loc` ('str', 'list[str]', 'ContentPartText'): not a
+    # field of the request, whose names are all snake_case.
+    return tuple(part for part in loc if not (isinstance(part, str) and (
+        "[" in part or part[:1].isupper() or part in {"str", "int", "float", "bool", "dict", "list"})))
 
 
 def _openai_view(handler: Handler, methods: tuple[str, ...] = ("POST",)) -> Handler:

@@ -25,7 +25,7 @@ from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent,
 from agentsite.errors import AppError, openai_envelope, openai_param
 from agentsite.sse import sse_event
 from compat import translate
-from compat.schemas import ChatCompletionRequest, EmbeddingRequest
+from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 AGENT_MODEL = "agent"
 EMBEDDING_MODEL = "hash-256"
 MODEL_CREATED = 1767225600  # 2026-01-01: a fixed date, so the model list is stable between calls
-MAX_EMBEDDING_INPUTS = 2048
 
 
 def model_ids(settings: AgentSettings) -> list[str]:
@@ -47,9 +46,9 @@ async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> 
     """The models, with those that facets answer for this caller (their workflows) when they are known."""
     user_id = getattr(user, "pk", None)
     extra = [name for source in model_sources() for name in await source.list_models(user_id)]
-    data = [{"id": model_id, "object": "model", "created": MODEL_CREATED, "owned_by": "agentsite"}
+    data = [ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite")
             for model_id in [*model_ids(settings), *extra]]
-    return {"object": "list", "data": data}
+    return ModelList(data=data).model_dump()
 
 
 class Completion:
@@ -194,16 +193,14 @@ async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEv
 
 
 def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
-    """The knowledge base's own vectors for the inputs. Raises AppError 404 `model_not_found`, 400 `invalid`."""
+    """The knowledge base's own vectors for the inputs (1 to 2048 of them: EmbeddingRequest enforces it). Raises
+    AppError 404 `model_not_found`."""
     from knowledge.embedding import embed_many, tokenize
 
     if body.model != EMBEDDING_MODEL:
         raise AppError("model_not_found", f"The embedding model {body.model!r} does not exist; use "
                        f"{EMBEDDING_MODEL!r}.", 404)
     texts = [body.input] if isinstance(body.input, str) else list(body.input)
-    if not texts or len(texts) > MAX_EMBEDDING_INPUTS:
-        raise AppError("invalid", f"input must hold 1 to {MAX_EMBEDDING_INPUTS} strings.", 400,
-                       {"input": [f"Give 1 to {MAX_EMBEDDING_INPUTS} strings."]})
     data = []
     for index, vector in enumerate(embed_many(texts)):
         embedding: Any = (base64.b64encode(vector.astype("<f4").tobytes()).decode()

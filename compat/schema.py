@@ -1,117 +1,110 @@
-"""Schema-only DRF views: drf-spectacular documents the async /v1 views through their `cls`.
+"""/v1 in /api/schema, generated from the pydantic models of compat/schemas.py (the one definition of its wire formats).
 
-The serializers here only describe OpenAI's wire format for the schema; the views validate with the
-pydantic models of compat/schemas.py. Error responses (the OpenAI shape) are added by agentsite.schema.
+drf-spectacular documents the async /v1 views through their `cls` (compat/api.py attaches the schema-only
+views below). Their bodies are the pydantic models themselves: `WireModelExtension` turns a model's JSON
+Schema (pydantic's, draft 2020-12) into OpenAPI 3.0 components, so a field added to a model is validated and
+documented at once. Error responses (the OpenAI shape) are added by agentsite.schema.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.drainage import warn
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import ResolvedComponent
+from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
-from rest_framework import serializers
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
 from accounts.authentication import JWTAuthentication
+from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
+_SUBSCHEMA_MAPS = ("properties", "$defs")
+_SUBSCHEMAS = ("items", "additionalProperties", "not")
+_NULL = {"type": "null"}
+
+
+def openapi30(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pydantic JSON Schema as an OpenAPI 3.0 schema object: `const` becomes a one-value `enum`, a
+    `{"type": "null"}` branch becomes `nullable: true` (a lone `$ref` left is wrapped in `allOf`, as 3.0 ignores
+    siblings of `$ref`), and the titles pydantic derives from field names are dropped. Raises ValueError on a
+    construct 3.0 cannot say (a list of types)."""
+    if isinstance(schema.get("type"), list):
+        raise ValueError(f"OpenAPI 3.0 has no list of types: {schema}")
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key == "const":
+            out["enum"] = [value]
+        elif key in _SUBSCHEMA_MAPS:
+            out[key] = {name: openapi30(sub) for name, sub in value.items()}
+        elif key in _SUBSCHEMAS and isinstance(value, dict):
+            out[key] = openapi30(value)
+        elif key in _SUBSCHEMA_LISTS:
+            out[key] = [openapi30(sub) for sub in value]
+        else:
+            out[key] = value
+    return _nullable(out)
+
+
+def _nullable(out: dict[str, Any]) -> dict[str, Any]:
+    for key in ("anyOf", "oneOf"):
+        branches = [branch for branch in out.get(key, ()) if branch != _NULL]
+        if key not in out or len(branches) == len(out[key]):
+            continue
+        out["nullable"] = True
+        if len(branches) > 1:
+            out[key] = branches
+            continue
+        del out[key]
+        (only,) = branches
+        if "$ref" in only:
+            out["allOf"] = [only]
+        else:
+            out = {**only, **out}
+    return out
+
+
+class WireModelExtension(OpenApiSerializerExtension):
+    """Documents a compat.schemas.WireModel given as `request=` or in `responses=` of @extend_schema.
+
+    The component is named after the class (drf-spectacular appends `Request` to request components, so a
+    trailing `Request` of the class name is taken off first); nested models become components under their own
+    class names. A nested name already used by another component with a different schema is a warning
+    (`spectacular --fail-on-warn` fails on it). Requests are described as pydantic validates them, responses
+    as it serializes them.
+    """
+
+    target_class = "compat.schemas.WireModel"
+    match_subclasses = True
+    priority = 1  # over drf-spectacular's own pydantic extension, which writes OpenAPI 3.1 into a 3.0 schema
+
+    def get_name(self, auto_schema: AutoSchema, direction: str) -> str:
+        name = self.target.__name__
+        if direction == "request" and spectacular_settings.COMPONENT_SPLIT_REQUEST:
+            name = name.removesuffix("Request")
+        return name
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: str) -> dict[str, Any]:
+        mode = "validation" if direction == "request" else "serialization"
+        schema = openapi30(self.target.model_json_schema(ref_template=REF_TEMPLATE, mode=mode))
+        for name, sub_schema in schema.pop("$defs", {}).items():
+            component = ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, object=name, schema=sub_schema)
+            if component in auto_schema.registry and auto_schema.registry[component].schema != sub_schema:
+                warn(f"{self.target.__name__}: the component {name!r} already documents something else; rename "
+                     f"the model.")
+            auto_schema.registry.register_on_missing(component)
+        return schema
+
 
 _ERROR = OpenApiResponse(description="OpenAI error shape")
-_TEXT_PART = {"type": "object", "required": ["type", "text"],
-              "properties": {"type": {"type": "string", "enum": ["text"]}, "text": {"type": "string"}}}
-_IMAGE_PART = {"type": "object", "required": ["type", "image_url"], "properties": {
-    "type": {"type": "string", "enum": ["image_url"]},
-    "image_url": {"type": "object", "required": ["url"], "properties": {
-        "url": {"type": "string", "description": "a data: URL (base64) or an http(s) URL"},
-        "detail": {"type": "string", "nullable": True}}}}}
-
-
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": {"oneOf": [_TEXT_PART, _IMAGE_PART]}}],
-                      "nullable": True})
-class MessageContentField(serializers.JSONField):
-    pass
-
-
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
-                      "nullable": True})
-class StopField(serializers.JSONField):
-    pass
-
-
-@extend_schema_field({"oneOf": [{"type": "string", "enum": ["none", "auto", "required"]}, {"type": "object"}],
-                      "nullable": True})
-class ToolChoiceField(serializers.JSONField):
-    pass
-
-
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
-                                                       "minItems": 1, "maxItems": 2048}]})
-class EmbeddingInputField(serializers.JSONField):
-    pass
-
-
-class FunctionCallSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    arguments = serializers.CharField(required=False, allow_blank=True, help_text="JSON text")
-
-
-class ToolCallInSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    type = serializers.ChoiceField(choices=["function"], required=False)
-    function = FunctionCallSerializer()
-
-
-class ChatMessageSerializer(serializers.Serializer):
-    role = serializers.ChoiceField(choices=["system", "developer", "user", "assistant", "tool"])
-    content = MessageContentField(required=False, help_text="at most 32,000 characters of text")
-    name = serializers.CharField(required=False, allow_null=True)
-    tool_calls = ToolCallInSerializer(many=True, required=False, allow_null=True)
-    tool_call_id = serializers.CharField(required=False, allow_null=True)
-
-
-class FunctionDefSerializer(serializers.Serializer):
-    name = serializers.CharField(min_length=1, max_length=64)
-    description = serializers.CharField(required=False, allow_blank=True)
-    parameters = serializers.DictField(required=False, help_text="a JSON Schema object")
-
-
-class ToolDefSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["function"], required=False)
-    function = FunctionDefSerializer()
-
-
-class StreamOptionsSerializer(serializers.Serializer):
-    include_usage = serializers.BooleanField(required=False)
-
-
-class ChatCompletionSerializer(serializers.Serializer):
-    model = serializers.CharField(min_length=1, help_text='the provider model (GET /v1/models), or "agent"')
-    messages = ChatMessageSerializer(many=True, allow_empty=False)
-    stream = serializers.BooleanField(required=False)
-    temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
-    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    max_completion_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    tools = ToolDefSerializer(many=True, required=False, allow_null=True)
-    tool_choice = ToolChoiceField(required=False)
-    stop = StopField(required=False)
-    stream_options = StreamOptionsSerializer(required=False, allow_null=True)
-    n = serializers.IntegerField(required=False, min_value=1, max_value=1)
-
-
-class EmbeddingSerializer(serializers.Serializer):
-    input = EmbeddingInputField()
-    model = serializers.CharField(help_text='"hash-256"')
-    encoding_format = serializers.ChoiceField(choices=["float", "base64"], required=False)
-
-
-class OpenAIModelSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    object = serializers.ChoiceField(choices=["model"])
-    created = serializers.IntegerField()
-    owned_by = serializers.CharField()
-
-
-class OpenAIModelListSerializer(serializers.Serializer):
-    object = serializers.ChoiceField(choices=["list"])
-    data = OpenAIModelSerializer(many=True)
 
 
 class _V1(APIView):
@@ -123,14 +116,14 @@ class _V1(APIView):
 class ModelsSchema(_V1):
     @extend_schema(tags=["v1"], summary="List models (OpenAI-compatible)",
                    description='The provider model, "agent" and "hash-256".',
-                   responses={200: OpenAIModelListSerializer, 401: _ERROR})
+                   responses={200: ModelList, 401: _ERROR})
     def get(self, request):  # pragma: no cover - never routed
         raise NotImplementedError
 
 
 class ChatCompletionsSchema(_V1):
     @extend_schema(tags=["v1"], summary="Create a chat completion (OpenAI-compatible)",
-                   request=ChatCompletionSerializer,
+                   request=ChatCompletionRequest,
                    description="An OpenAI chat completion request (images as data URLs). Public unless config "
                                "compat_auth is 'token'.",
                    responses={
@@ -146,7 +139,7 @@ class ChatCompletionsSchema(_V1):
 
 class EmbeddingsSchema(_V1):
     @extend_schema(tags=["v1"], summary="Create embeddings (the knowledge base's 256-d hash vectors)",
-                   request=EmbeddingSerializer,
+                   request=EmbeddingRequest,
                    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description=(
                        '{"object": "list", "data": [{object: "embedding", index, embedding}], model, usage}')),
                        401: _ERROR, 404: OpenApiResponse(description="`model_not_found`")})

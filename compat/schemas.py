@@ -1,82 +1,116 @@
-"""The OpenAI request shapes /v1 accepts, as explicit pydantic models."""
+"""The OpenAI wire formats of /v1, as explicit pydantic models: the one definition of each.
+
+The views validate request bodies with these models, and /api/schema documents /v1 from them
+(compat/schema.py turns their JSON Schema into OpenAPI components); nothing else describes their fields.
+A constraint belongs on the field here (`Field(min_length=...)`), where it is both enforced and documented.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_EMBEDDING_INPUTS = 2048
 
-class _Open(BaseModel):
+
+class WireModel(BaseModel):
+    """A /v1 wire format. Every subclass is documented in /api/schema under its class name (a request model's
+    trailing `Request` is kept once: `ChatCompletionRequest`)."""
+
     # Clients send fields we do not use (user, seed, logprobs, ...): accept and ignore them. Strict: a value of
     # the wrong JSON type is refused, as by OpenAI ("50" is not a max_tokens, 1 is not a stream flag).
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
-class ImageURL(_Open):
-    url: str
+# --- requests -------------------------------------------------------------------------------------
+
+class ImageURL(WireModel):
+    url: str = Field(description="a data: URL (base64); remote http(s) URLs are refused, not fetched")
     detail: str | None = None
 
 
-class ContentPartText(_Open):
+class ContentPartText(WireModel):
     type: Literal["text"]
     text: str
 
 
-class ContentPartImage(_Open):
+class ContentPartImage(WireModel):
     type: Literal["image_url"]
     image_url: ImageURL
 
 
-class FunctionCall(_Open):
+class FunctionCall(WireModel):
     name: str
-    arguments: str = ""
+    arguments: str = Field(default="", description="JSON text")
 
 
-class ToolCallIn(_Open):
+class ToolCallIn(WireModel):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
-class ChatMessageIn(_Open):
+class ChatMessageIn(WireModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPartText | ContentPartImage] | None = None
+    content: str | list[ContentPartText | ContentPartImage] | None = Field(
+        default=None, description="at most 32,000 characters of text")
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
-    tool_call_id: str | None = None
+    tool_call_id: str | None = Field(default=None, description="required on a tool message")
 
 
-class FunctionDef(_Open):
+class FunctionDef(WireModel):
     name: str = Field(min_length=1, max_length=64)
     description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}},
+                                       description="a JSON Schema object")
 
 
-class ToolDef(_Open):
+class ToolDef(WireModel):
     type: Literal["function"] = "function"
     function: FunctionDef
 
 
-class StreamOptions(_Open):
+class StreamOptions(WireModel):
     include_usage: bool = False
 
 
-class ChatCompletionRequest(_Open):
-    model: str = Field(min_length=1)
+class ChatCompletionRequest(WireModel):
+    model: str = Field(min_length=1, description='the provider model (GET /v1/models), "agent" or "workflow:<name>"')
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     tools: list[ToolDef] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = Field(
+        default=None, description='"none", "auto", "required", or {"type": "function", "function": {"name": ...}}')
     stop: str | list[str] | None = None
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
 
 
-class EmbeddingRequest(_Open):
-    input: str | list[str]
-    model: str
+class EmbeddingRequest(WireModel):
+    input: str | Annotated[list[str], Field(min_length=1, max_length=MAX_EMBEDDING_INPUTS)]
+    model: str = Field(description='"hash-256"')
     encoding_format: Literal["float", "base64"] = "float"
+
+
+# --- responses ------------------------------------------------------------------------------------
+
+class ModelCard(WireModel):
+    # Documented as a response: every field is in every answer, so all are required in /api/schema.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(WireModel):
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

@@ -347,3 +347,19 @@ def test_drf_spectacular_documents_the_function_views_through_their_cls():
     for path in ("/api/sessions/{id}/chat", "/api/workflows/{id}/run", "/v1/chat/completions", "/v1/embeddings"):
         operation = schema["paths"].get(path, {}).get("post")
         assert operation and "requestBody" in operation, f"{path} lost its documented body: re-check view.cls"
+
+
+def test_drf_spectacular_still_registers_components_as_compat_schema_does():
+    """compat/schema.py's WireModelExtension documents /v1 from the pydantic models by registering each nested
+    model as a ResolvedComponent in the AutoSchema's registry (drf-spectacular's own pydantic support does the
+    same; neither is documented API)."""
+    from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
+
+    parameters = list(inspect.signature(ResolvedComponent.__init__).parameters)
+    assert {"name", "type", "object", "schema"} <= set(parameters), f"{parameters}: re-check compat/schema.py"
+    assert ResolvedComponent.SCHEMA == "schemas"
+    registry = ComponentRegistry()
+    component = ResolvedComponent(name="Probe", type=ResolvedComponent.SCHEMA, object="Probe",
+                                  schema={"type": "object"})
+    registry.register_on_missing(component)
+    assert component in registry and registry[component].schema == {"type": "object"}, "re-check compat/schema.py"

@@ -227,8 +227,7 @@ export async function stream(path, { body, signal, onEvent = () => {}, method = 
       }
       if (chunk.done) break;
       buffer += chunk.value.replace(/\r\n?/g, "\n");
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
+      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
         const block = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         const parsed = parseEvent(block);

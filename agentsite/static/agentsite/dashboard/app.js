@@ -70,7 +70,7 @@ async function route() {
   }
   if (ticket !== shell.mounting) return;
   main.replaceChildren();
-  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout };
+  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout: client.logout };
   try {
     const cleanup = await module.mount(main, ctx);
     if (ticket !== shell.mounting) {
@@ -142,7 +142,7 @@ function renderShell() {
     h("a", { class: "brand", href: `#/${DEFAULT_PAGE}` }, "agentsite"),
     shell.nav,
     h("div", { class: "account" }, who, shell.user.is_admin ? h("span", { class: "badge" }, "admin") : null,
-      h("button", { type: "button", onclick: () => logout() }, "Log out")));
+      h("button", { type: "button", onclick: () => client.logout() }, "Log out")));
   shell.main = h("main", { id: "main", tabindex: "-1" });
   app.replaceChildren(header, shell.main, toasts.status, toasts.alert);
 }
@@ -169,10 +169,7 @@ function enter() {
   route();
 }
 
-export async function logout() {
-  await client.logout(); // the onLogout handler below shows the form
-}
-
+// Logging out (the button, ctx.logout, or an expired session) ends here: the log-in form comes back.
 client.onLogout((reason) => {
   const had = Boolean(shell.user);
   ++shell.mounting;

@@ -1,5 +1,7 @@
-// Small DOM helpers every page uses. Text always goes in as text (textContent, attributes): nothing here
-// parses untrusted HTML except renderMarkdown, and that only through DOMPurify.
+// The helpers the pages share (with api.js, the shell's): DOM building, Markdown, feedback (loading, errors,
+// confirmation), labelled fields, times. A helper two pages need lives here, once. Text always goes in as
+// text (textContent, attributes): nothing here parses untrusted HTML except renderMarkdown, and that only
+// through DOMPurify.
 import { marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.js";
 
@@ -73,6 +75,7 @@ export function renderMarkdown(text) {
 
 // --- feedback ---
 
+// A spinner and a line of text, announced politely (role=status) while something loads.
 export function loading(text = "Loading…") {
   return h("p", { class: "loading", role: "status", "aria-live": "polite" },
     h("span", { class: "spinner", "aria-hidden": "true" }), ` ${text}`);
@@ -84,9 +87,30 @@ export function errorBox(message, retry) {
     retry ? h("button", { type: "button", onclick: retry }, "Try again") : null);
 }
 
-export function errorMessage(error) {
+// The sentence to show for a failed call: the envelope's message, plus the per-field messages it names.
+export function errorText(error) {
   if (!error) return "Something went wrong.";
-  return error.message || String(error);
+  const fields = fieldErrors(error);
+  const parts = Object.entries(fields)
+    .filter(([, messages]) => messages.length)
+    .map(([name, messages]) => `${name}: ${messages.join(" ")}`);
+  const message = error.message || String(error);
+  if (!parts.length) return message;
+  // The envelope's message often repeats the first field's message: say each thing once.
+  const rest = parts.filter((part) => !message.includes(part.slice(part.indexOf(": ") + 2)));
+  return rest.length ? `${message} (${rest.join("; ")})` : message;
+}
+
+// details as {field: [messages]} when the error is a 400 naming fields, else {}.
+export function fieldErrors(error) {
+  const details = error?.details;
+  if (!details || typeof details !== "object" || Array.isArray(details)) return {};
+  const fields = {};
+  for (const [name, value] of Object.entries(details)) {
+    if (Array.isArray(value)) fields[name] = value.map(String);
+    else if (typeof value === "string") fields[name] = [value];
+  }
+  return fields;
 }
 
 // A modal yes/no question; resolves true when confirmed. Escape, Cancel or a click outside answer false.
@@ -119,23 +143,80 @@ export function confirmDialog(message, { confirmLabel = "OK", cancelLabel = "Can
   });
 }
 
-// A labelled control: the label names it, so people, screen readers and tests find it by that name.
+// --- forms and layout ---
+
 let controls = 0;
-export function field(label, control, hint) {
+
+// A labelled control: the label names it, so people, screen readers and tests find it by that name. Help
+// follows the control, each piece a string (shown as a hint) or an element (hint(), a checkbox...), and is
+// linked to it with aria-describedby; null and false are left out.
+export function field(label, control, ...help) {
   if (!control.id) control.id = `control-${++controls}`;
-  let help = null;
-  if (hint) {
-    help = h("p", { class: "hint", id: `${control.id}-hint` }, hint);
-    control.setAttribute("aria-describedby", help.id);
+  const notes = help.filter((item) => item !== null && item !== undefined && item !== false)
+    .map((item) => (item instanceof Node ? item : hint(item)));
+  for (const note of notes) if (!note.id) note.id = `control-help-${++controls}`;
+  if (notes.length) {
+    const described = control.getAttribute("aria-describedby");
+    control.setAttribute("aria-describedby", [described, ...notes.map((note) => note.id)].filter(Boolean).join(" "));
   }
-  return h("div", { class: "field" }, h("label", { for: control.id }, label), control, help);
+  return h("div", { class: "field" }, h("label", { for: control.id }, label), control, ...notes);
 }
 
-export function formatTime(iso) {
+// A field's help text (field() links it to its control).
+export function hint(text) {
+  return h("p", { class: "hint" }, text);
+}
+
+// A checkbox with its label after it.
+export function checkbox(label, input) {
+  if (!input.id) input.id = `control-${++controls}`;
+  return h("div", { class: "field check" }, input, h("label", { for: input.id }, label));
+}
+
+export function pageHeader(title, summary) {
+  return h("header", { class: "page-header" }, h("h1", {}, title), summary ? h("p", { class: "summary" }, summary) : null);
+}
+
+// Replace an element's children, leaving out null, undefined and false (which replaceChildren would
+// otherwise turn into the text "null").
+export function put(element, ...children) {
+  element.replaceChildren(...children.flat(Infinity).filter((child) => child !== null && child !== undefined && child !== false));
+  return element;
+}
+
+// --- times and sizes ---
+
+// A moment for people: in their own zone ("Nov 25, 2026, 9:00 AM"), or, given a time zone, in that zone
+// with the weekday and the zone's name (a cron task's times, where the weekday matters).
+export function formatTime(iso, zone) {
   if (!iso) return "";
   const date = new Date(iso);
   if (Number.isNaN(date.getTime())) return String(iso);
-  return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }).format(date);
+  if (!zone) return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }).format(date);
+  try {
+    return new Intl.DateTimeFormat(undefined, { weekday: "short", year: "numeric", month: "short", day: "numeric",
+      hour: "2-digit", minute: "2-digit", timeZone: zone, timeZoneName: "short" }).format(date);
+  } catch {
+    // A zone this browser does not know: UTC, said so.
+    return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+  }
+}
+
+// The IANA time zones this browser knows, UTC first.
+export function timeZones() {
+  try {
+    return ["UTC", ...Intl.supportedValuesOf("timeZone").filter((zone) => zone !== "UTC")];
+  } catch {
+    return ["UTC"];
+  }
+}
+
+export function localZone() {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  } catch {
+    return "UTC";
+  }
 }
 
 export function formatSize(bytes) {

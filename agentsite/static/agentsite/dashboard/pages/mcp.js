@@ -2,8 +2,8 @@
 // Admins connect and disconnect servers and reload plugins; a user sees the servers and tools read-only
 // (the plugin list is an admin endpoint, so it is not asked for).
 import {
-  confirmDialog, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, problemBox, put,
-} from "./workflows/common.js";
+  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, put,
+} from "../ui.js";
 
 export async function mount(root, ctx) {
   const page = new McpPage(root, ctx);
@@ -55,7 +55,7 @@ class McpPage {
     try {
       servers = (await this.ctx.api("/api/mcp/servers")).servers;
     } catch (error) {
-      if (!this.stopped) put(this.serversBox, title, problemBox(`The servers could not be loaded: ${errorText(error)}`, () => this.loadServers()));
+      if (!this.stopped) put(this.serversBox, title, errorBox(`The servers could not be loaded: ${errorText(error)}`, () => this.loadServers()));
       return;
     }
     if (this.stopped) return;
@@ -188,7 +188,7 @@ class McpPage {
     try {
       tools = (await this.ctx.api("/api/mcp/tools")).tools;
     } catch (error) {
-      if (!this.stopped) put(this.toolsBox, title, problemBox(`The tools could not be loaded: ${errorText(error)}`, () => this.loadTools()));
+      if (!this.stopped) put(this.toolsBox, title, errorBox(`The tools could not be loaded: ${errorText(error)}`, () => this.loadTools()));
       return;
     }
     if (this.stopped) return;
@@ -215,7 +215,7 @@ class McpPage {
     try {
       this.renderPlugins((await this.ctx.api("/api/plugins")).plugins);
     } catch (error) {
-      if (!this.stopped) put(this.pluginsBox, title, problemBox(`The plugins could not be loaded: ${errorText(error)}`, () => this.loadPlugins()));
+      if (!this.stopped) put(this.pluginsBox, title, errorBox(`The plugins could not be loaded: ${errorText(error)}`, () => this.loadPlugins()));
     }
   }
 

@@ -2,9 +2,9 @@
 // fire times as you type, enable/disable, run now, delete, edit, and each task's run history (skipped runs
 // with their reasons). History refreshes itself while a run is queued or running.
 import {
-  checkbox, confirmDialog, errorText, field, fieldErrors, formatTime, h, hint, loading, localZone, pageHeader,
-  problemBox, put, timeZones,
-} from "./workflows/common.js";
+  checkbox, confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, localZone, pageHeader,
+  put, timeZones,
+} from "../ui.js";
 
 const PREVIEW_DELAY_MS = 300;
 const DEFAULT_CRON = "0 9 * * 1-5";
@@ -84,7 +84,7 @@ class SchedulerPage {
     } catch (error) {
       if (this.stopped) return;
       put(this.listBox, h("h2", { id: "sched-tasks-title" }, "Tasks"),
-        problemBox(`The tasks could not be loaded: ${errorText(error)}`, () => this.loadTasks()));
+        errorBox(`The tasks could not be loaded: ${errorText(error)}`, () => this.loadTasks()));
     }
   }
 
@@ -331,7 +331,7 @@ class SchedulerPage {
     try {
       runs = (await this.ctx.api(`/api/scheduler/history?task=${encodeURIComponent(task.id)}&limit=50`)).results;
     } catch (error) {
-      if (!this.stopped) put(box, problemBox(`The history could not be loaded: ${errorText(error)}`, () => this.renderHistory(task, box)));
+      if (!this.stopped) put(box, errorBox(`The history could not be loaded: ${errorText(error)}`, () => this.renderHistory(task, box)));
       return;
     }
     if (this.stopped || !this.openHistory.has(task.id)) return;

@@ -1,10 +1,10 @@
 // Settings: your account (name, role, since when; change your password), and the agent's configuration
 // (GET /api/config for everyone; only admins may change it, so others see it read-only). Saving sends the
 // fields that changed (PATCH), so a save never rewrites what someone else changed meanwhile.
-import * as apiModule from "../api.js";
+import { setTokens } from "../api.js";
 import {
-  checkbox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, problemBox, put,
-} from "./workflows/common.js";
+  checkbox, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, put,
+} from "../ui.js";
 
 // The config API's whitelist (docs/api.md), in the order the form shows it, with how each is edited.
 const CONFIG_FIELDS = [
@@ -99,15 +99,9 @@ class SettingsPage {
 
   // Every token issued before the change stops working: keep the session going with the new pair.
   adoptTokens(pair, done) {
-    if (typeof apiModule.setTokens === "function") {
-      apiModule.setTokens(pair);
-      done.textContent = "Password changed. Your other sessions have been signed out.";
-      this.ctx.toast("Password changed.", "success");
-      return;
-    }
-    done.textContent = "Password changed. Log in again with the new password.";
-    this.ctx.toast("Password changed: log in again with the new password.", "success");
-    if (typeof this.ctx.logout === "function") this.ctx.logout();
+    setTokens(pair);
+    done.textContent = "Password changed. Your other sessions have been signed out.";
+    this.ctx.toast("Password changed.", "success");
   }
 
   // --- agent config ----------------------------------------------------------------------------------
@@ -122,7 +116,7 @@ class SettingsPage {
       this.config = config;
       voices = voiceList.voices || [];
     } catch (error) {
-      if (!this.stopped) put(this.configBox, title, problemBox(`The configuration could not be loaded: ${errorText(error)}`, () => this.loadConfig()));
+      if (!this.stopped) put(this.configBox, title, errorBox(`The configuration could not be loaded: ${errorText(error)}`, () => this.loadConfig()));
       return;
     }
     if (this.stopped) return;

@@ -1,8 +1,8 @@
 // Workflows: `#/workflows` lists them (create, import from a file, delete); `#/workflows/<id>` is the
 // editor (pages/workflows/editor.js): the drawn graph, the JSON view, node forms, runs, export.
 import {
-  confirmDialog, errorText, field, formatTime, h, hint, loading, pageHeader, problemBox, put,
-} from "./workflows/common.js";
+  confirmDialog, errorBox, errorText, field, formatTime, h, hint, loading, pageHeader, put,
+} from "../ui.js";
 import { mountEditor } from "./workflows/editor.js";
 
 export async function mount(root, ctx) {
@@ -52,7 +52,7 @@ class WorkflowList {
     } catch (error) {
       if (!this.stopped) {
         put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"),
-          problemBox(`The workflows could not be loaded: ${errorText(error)}`, () => this.load()));
+          errorBox(`The workflows could not be loaded: ${errorText(error)}`, () => this.load()));
       }
       return;
     }

@@ -1,7 +1,9 @@
 // The form of one node: its name, its type's config keys (docs/api.md's node semantics), retry and onError,
 // its connections, and what it did in the last run. Used for a new node (type picker, "Add node") and an
-// existing one ("Apply", "Delete node").
-import { field, h, hint, put } from "./common.js";
+// existing one ("Apply", "Delete node"). `\${name}` in the strings here is the workflow's placeholder (a node's
+// output), escaped so that JavaScript leaves it as text.
+import { field, h, hint, put } from "../../ui.js";
+import { showValue } from "./document.js";
 
 export const NODE_TYPES = ["input", "llm", "tool", "condition", "code", "delay", "output"];
 const TYPE_LABELS = { input: "Input", llm: "LLM", tool: "Tool", condition: "Condition", code: "Code (JavaScript)",
@@ -9,7 +11,7 @@ const TYPE_LABELS = { input: "Input", llm: "LLM", tool: "Tool", condition: "Cond
 
 export function defaultConfig(type) {
   return {
-    llm: { prompt: "${input}" },
+    llm: { prompt: `\${input}` },
     tool: { toolName: "", toolArgs: {} },
     condition: { condition: "input.length > 0" },
     code: { code: "return input;" },
@@ -59,7 +61,7 @@ function configFields(type, config, ctx) {
   switch (type) {
   case "llm":
     return [
-      field("Prompt", area("prompt", config.prompt, { rows: "5" }), hint("${name} is that node's output; ${input} the run's input.")),
+      field("Prompt", area("prompt", config.prompt, { rows: "5" }), hint(`\${name} is that node's output; \${input} the run's input.`)),
       field("Model", text("model", config.model, { placeholder: "the agent's model" })),
     ];
   case "tool": {
@@ -67,7 +69,7 @@ function configFields(type, config, ctx) {
     return [
       field("Tool name", text("toolName", config.toolName, { list: list.id })), list,
       field("Tool arguments (JSON)", area("toolArgs", JSON.stringify(config.toolArgs ?? {}, null, 2)),
-        hint("A JSON object; ${name} in a string is replaced by that node's output.")),
+        hint(`A JSON object; \${name} in a string is replaced by that node's output.`)),
     ];
   }
   case "condition":
@@ -138,11 +140,6 @@ function readConfig(type, form) {
   if (!Number.isInteger(max) || !Number.isInteger(backoff)) throw new Error("Retries and backoff are whole numbers.");
   if (max || backoff) config.retry = { max, backoffMs: backoff };
   return config;
-}
-
-function showValue(value) {
-  if (value === undefined) return "";
-  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
 function resultSection(result) {
@@ -241,7 +238,7 @@ export function nodeForm(options) {
     h("div", { class: "wf-form-head" }, h("h2", {}, isNew ? "New node" : `Node ${node.name}`),
       h("button", { type: "button", class: "small", onclick: () => options.onClose() }, "Close")),
     isNew ? field("Type", typeSelect) : h("p", { class: "muted" }, `Type: ${TYPE_LABELS[node.type] || node.type} · id ${node.id}`),
-    field("Node name", nameInput, hint("Letters, digits, - or _; ${name} refers to it.")),
+    field("Node name", nameInput, hint(`Letters, digits, - or _; \${name} refers to it.`)),
     configBox,
     isNew ? field("Connect from", fromSelect) : null,
     error,

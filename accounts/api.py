@@ -16,8 +16,8 @@ from accounts.models import AgentConfig
 from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
 from accounts.selectors import config_get
 from accounts.tokens import token_pair_for
-from agentsite.errors import AppError
-from agentsite.validation import validated
+from agentsite.core.errors import AppError
+from agentsite.core.validation import validated
 
 User = get_user_model()
 

@@ -13,8 +13,8 @@ class AccountsConfig(AppConfig):
         from accounts import selectors
         from accounts.authentication import users
         from accounts.models import AgentConfig
-        from agentsite import invalidation
         from agentsite.agent.config import set_settings_loader
+        from agentsite.core import invalidation
 
         set_settings_loader(selectors.settings_get, peek=selectors.settings_peek)
         invalidation.subscribe(users.TOPIC, users.drop)
@@ -38,7 +38,7 @@ def _changed(topic: str, key) -> None:
     and announced everywhere once committed."""
     from django.db import transaction
 
-    from agentsite import invalidation
+    from agentsite.core import invalidation
 
     invalidation.drop_here(topic, key)
     transaction.on_commit(lambda: invalidation.announce(topic, key))

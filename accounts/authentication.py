@@ -6,7 +6,7 @@ the row each time cost a query and, from async views, a crossing to a database t
 `/v1` request's server time. `UserCache` keeps each user's row per process instead:
 
 - an entry is dropped at once, in every process, when the user is saved or deleted (`post_save`/`post_delete`
-  -> `agentsite.invalidation`, which reaches the other processes through Redis when `REDIS_URL` is set),
+  -> `agentsite.core.invalidation`, which reaches the other processes through Redis when `REDIS_URL` is set),
   so a password change, a deactivation or a lost admin flag stops the old token at once;
 - an entry lives at most `AGENTSITE_AUTH_CACHE_S` (2 s), which bounds a change no announcement reaches (the
   embedded default has no Redis: `manage.py changepassword` in another process; a queryset `update()`);
@@ -19,7 +19,7 @@ the row each time cost a query and, from async views, a crossing to a database t
 Long responses (the chat, workflow and /v1 streams, /mcp) were authenticated once, when they opened: `revocable`
 checks their credential again before each event they send (`credential_problem`), so the stream of a token
 that a logout or a password change revoked, or of a user deactivated or deleted, ends at its next event with
-an error event in its own format (agentsite.sse). A token that merely expires mid-stream is not cut: it was
+an error event in its own format (agentsite.core.sse). A token that merely expires mid-stream is not cut: it was
 valid when the stream opened, and an MCP client cannot change the header of a stream it holds.
 """
 
@@ -43,7 +43,7 @@ from accounts.tokens import PASSWORD_CLAIM, password_version
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-    from agentsite.errors import AppError
+    from agentsite.core.errors import AppError
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class UserCache:
 
     def load(self, user_id: object) -> _Entry | None:
         """Read the user's row (sync: the database) and cache it, unless a drop came in meanwhile."""
-        from agentsite import invalidation
+        from agentsite.core import invalidation
 
         invalidation.listen()
         key = str(user_id)
@@ -241,7 +241,7 @@ async def _astands(validated_token: Any) -> _Entry:
     user_id = _user_id(validated_token)
     hit, entry = users.fresh(user_id)
     if not hit:
-        from agentsite.dbcall import db
+        from agentsite.core.dbcall import db
 
         entry = await db(users.load, user_id)
     return _stands(validated_token, entry)
@@ -257,7 +257,7 @@ async def credential_problem(validated_token: Any) -> AppError | None:
     """None while a validated access token still stands: its user exists and is active, and neither a password
     change nor a logout revoked it. Otherwise the AppError 401 `token_invalid` that says which. Expiry is not
     checked (see the module docstring). A cached user costs no database thread."""
-    from agentsite.errors import AppError
+    from agentsite.core.errors import AppError
 
     try:
         await _astands(validated_token)  # no copy of the user: this runs before every event of a stream
@@ -272,7 +272,7 @@ def revocable(stream: AsyncIterator[bytes], header: str | None,
     """`stream` (a response's SSE events), ended at its next event with `error_event` (default: the API's
     `error {code, message}` event) once the bearer credential of `header` no longer stands. Call it with the
     header the stream was authenticated with; without a valid token (a public /v1 call), `stream` as is."""
-    from agentsite import sse
+    from agentsite.core import sse
 
     token = credential_of(header)
     if token is None:
@@ -299,7 +299,7 @@ async def auser_from_bearer_header(header: str | None):
 
 
 def _require_header(header: str | None) -> None:
-    from agentsite.errors import AppError
+    from agentsite.core.errors import AppError
 
     # No Bearer credentials at all (none, or another scheme) is `not_authenticated`, as DRF's views answer; a
     # Bearer header whose token is missing or does not stand is `token_invalid`.
@@ -309,7 +309,7 @@ def _require_header(header: str | None) -> None:
 
 
 def _require_user(user: AbstractBaseUser | None) -> AbstractBaseUser:
-    from agentsite.errors import AppError
+    from agentsite.core.errors import AppError
 
     if user is None or not user.is_active:
         raise AppError("token_invalid", "The token is invalid or expired; log in again.", 401,
@@ -327,7 +327,7 @@ def async_post_view(handler, *, schema_view=None):
     from django.http import HttpResponse
     from django.views.decorators.csrf import csrf_exempt
 
-    from agentsite.errors import AppError, app_error_response, error_response
+    from agentsite.core.errors import AppError, app_error_response, error_response
 
     @csrf_exempt
     @functools.wraps(handler)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 REGISTER_RATE_WINDOW_S = 3600
 

@@ -9,7 +9,7 @@ from accounts.models import AgentConfig
 
 # The config is read on every chat turn and every /v1 request; a per-process copy avoids a query and a
 # database thread each time. A save anywhere drops it at once in this process and, through Redis
-# (agentsite.invalidation), in every other; without Redis, other processes (the task cluster) pick a change
+# (agentsite.core.invalidation), in every other; without Redis, other processes (the task cluster) pick a change
 # up within CONFIG_TTL_S. A load that raced a drop is not kept (the generation counter).
 CONFIG_TTL_S = 2.0
 TOPIC = "config"
@@ -52,7 +52,7 @@ def _cached() -> tuple[object, object]:
     entry = _fresh()
     if entry is not None:
         return entry
-    from agentsite import invalidation
+    from agentsite.core import invalidation
 
     invalidation.listen()
     with _lock:

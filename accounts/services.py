@@ -20,8 +20,8 @@ from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.models import AgentConfig, RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
-from agentsite.datadir import write_private
-from agentsite.errors import AppError
+from agentsite.core.datadir import write_private
+from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -125,7 +125,7 @@ def access_token_revoke(*, user: AbstractBaseUser, access: Any) -> None:
     """Revoke a validated access token of user until it expires, in every process once committed (the user
     is announced: each process's cache of the user holds its revoked tokens, accounts.authentication)."""
     from accounts.authentication import UserCache
-    from agentsite import invalidation
+    from agentsite.core import invalidation
 
     now = timezone.now()
     RevokedAccessToken.objects.filter(expires_at__lte=now).delete()  # dead anyway: the table stays small

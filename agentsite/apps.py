@@ -6,7 +6,7 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
-        from agentsite.orphan import guard_if_child_of_serve
+        from agentsite.server.orphan import guard_if_child_of_serve
 
         _request_signals_at_the_end_only()
         guard_if_child_of_serve()
@@ -17,7 +17,7 @@ def _request_signals_at_the_end_only() -> None:
     when it ends. Both are sync receivers: on the ASGI handler each signal with one costs a crossing to the
     request's thread, the start one on every request, even an async view's that never touches that thread.
 
-    With the request threads reused (agentsite/requestthreads.py) the start one is redundant: the same thread
+    With the request threads reused (agentsite/server/requestthreads.py) the start one is redundant: the same thread
     ran the previous request's end hook, which already closed any connection that failed, and there is no
     connection age (CONN_MAX_AGE=None) or health check (CONN_HEALTH_CHECKS off) for it to act on. So both run
     at the end only, inside the crossing Django makes anyway to close the response.

@@ -9,16 +9,10 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 
-from agentsite.errors import AppError, app_error_response, code_for_status, error_response
+from agentsite.core.errors import AppError, app_error_response, code_for_status, error_response
+from agentsite.server.asgi_limits import SECURITY_HEADERS
 
 logger = logging.getLogger(__name__)
-
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "X-XSS-Protection": "1; mode=block",
-    "Referrer-Policy": "same-origin",
-}
 
 _REASONS = {
     404: "Not found.",

@@ -3,7 +3,7 @@ from django.db import models
 
 class ServiceProcess(models.Model):
     """A process of the service that owns running work (a workflow run, a scheduled run, a streaming reply):
-    alive while its heartbeat is fresh (agentsite/processes.py)."""
+    alive while its heartbeat is fresh (agentsite/core/processes.py)."""
 
     id = models.CharField(primary_key=True, max_length=200, help_text="<host>:<pid>:<start time>")
     host = models.CharField(max_length=200, help_text="Host name and boot id: pids are only compared on it.")

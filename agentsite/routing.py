@@ -1,8 +1,8 @@
-"""Which ASGI app serves which path. Facets mount extra ASGI apps by adding to agentsite.mounts.MOUNTS."""
+"""Which ASGI app serves which path. Facets mount extra ASGI apps by adding to agentsite.core.mounts.MOUNTS."""
 
 from __future__ import annotations
 
-from agentsite.mounts import MOUNTS
+from agentsite.core.mounts import MOUNTS
 
 
 def build_application(django_app):

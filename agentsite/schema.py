@@ -16,7 +16,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny, IsAdminUser
 
-from agentsite.errors import is_openai_path
+from agentsite.core.errors import is_openai_path
 
 # Operations with a per-client rate limit (accounts.ratelimit): they can answer 429 with Retry-After.
 RATE_LIMITED = {("POST", "/api/auth/login")}

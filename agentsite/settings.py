@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from agentsite.datadir import SettingsDict, data_dir_path, secret_lazy
-from agentsite.env import (
+from agentsite.core.datadir import SettingsDict, data_dir_path, secret_lazy
+from agentsite.core.env import (
     database_from_url,
     env_bool,
     env_float,
@@ -21,7 +21,7 @@ from agentsite.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Importing the settings writes nothing: the data directory is created by what first writes into it, and
 # the secrets come from AGENTSITE_SECRET_KEY / AGENTSITE_JWT_SIGNING_KEY, else <data>/config.json, else
-# are generated there on first use (agentsite/datadir.py).
+# are generated there on first use (agentsite/core/datadir.py).
 DATA_DIR = data_dir_path()
 
 SECRET_KEY = secret_lazy(DATA_DIR, "secret_key")
@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "channels",
     "django_q",
     "agentsite",
+    "agentsite.dashboard",
     "accounts",
     "sessions_app",
     "compat",
@@ -95,10 +96,10 @@ _DATABASE_URL = env_str("DATABASE_URL")
 DATABASES = {
     "default": database_from_url(_DATABASE_URL) if _DATABASE_URL else sqlite_database(str(DATA_DIR / "db.sqlite3"))
 }
-# Threads that run the async views' database work, each keeping its connection (agentsite/dbcall.py).
+# Threads that run the async views' database work, each keeping its connection (agentsite/core/dbcall.py).
 AGENTSITE_DB_THREADS = env_int("AGENTSITE_DB_THREADS", 4, minimum=1)
 # Seconds a process keeps a token's user without reading it again; saves and deletions drop it at once
-# (accounts.authentication; agentsite.invalidation carries that to the other processes through Redis).
+# (accounts.authentication; agentsite.core.invalidation carries that to the other processes through Redis).
 AGENTSITE_AUTH_CACHE_S = env_float("AGENTSITE_AUTH_CACHE_S", 2.0, minimum=0.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -152,7 +153,7 @@ STATIC_ROOT = DATA_DIR / "static"
 MEDIA_ROOT = DATA_DIR / "media"
 MEDIA_URL = "media/"
 
-# Bodies over 10 MB are refused by agentsite.asgi_limits before Django reads them; Django's own
+# Bodies over 10 MB are refused by agentsite.server.asgi_limits before Django reads them; Django's own
 # limits stay just above so that a body under the limit is never refused twice.
 MAX_BODY_BYTES = 10 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES + 1024
@@ -161,14 +162,14 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.JWTAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "agentsite.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "agentsite.core.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     # Adds the bearer scheme and each operation's error responses (agentsite/schema.py).
     "DEFAULT_SCHEMA_CLASS": "agentsite.schema.AppAutoSchema",
-    "EXCEPTION_HANDLER": "agentsite.errors.drf_exception_handler",
+    "EXCEPTION_HANDLER": "agentsite.core.errors.drf_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # A JSON API: other bodies answer 415. Views that take uploads list MultiPartParser themselves.
-    "DEFAULT_PARSER_CLASSES": ["agentsite.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agentsite.core.parsers.BoundedJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -230,12 +231,12 @@ AGENTSITE_ADMIN_ONLY_TOOLS = env_list("AGENTSITE_ADMIN_ONLY_TOOLS", ["computer_s
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
 # DuckDuckGo's keyless HTML search page; empty turns that backend off.
 AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duckduckgo.com/html/")
-# Processes that own running work (agentsite/processes.py): how often each records that it is alive, after how
+# Processes that own running work (agentsite/core/processes.py): how often each records that it is alive, after how
 # long without a heartbeat another host takes it for dead, and how often each process sweeps the dead's work.
 AGENTSITE_PROCESS_HEARTBEAT_S = env_float("AGENTSITE_PROCESS_HEARTBEAT_S", 10.0, minimum=0.05)
 AGENTSITE_PROCESS_STALE_S = env_float("AGENTSITE_PROCESS_STALE_S", 45.0, minimum=0.1)
 AGENTSITE_PROCESS_SWEEP_S = env_float("AGENTSITE_PROCESS_SWEEP_S", 60.0, minimum=0.05)
-# A child of serve kills its process group this long after serve is gone (agentsite/orphan.py).
+# A child of serve kills its process group this long after serve is gone (agentsite/server/orphan.py).
 AGENTSITE_ORPHAN_GRACE_S = env_float("AGENTSITE_ORPHAN_GRACE_S", 15.0, minimum=0.0)
 # Plugins (plugins/): the watched directory of tool modules, whether it is watched (off: reload through
 # POST /api/plugins/reload), and a plugin tool's time limit.
@@ -280,7 +281,7 @@ AGENTSITE_KB_QUOTA_BYTES = env_int("AGENTSITE_KB_QUOTA_MB", 100, minimum=0) * 10
 # least recently used first out. One user's matrix is about 0.6 times what their documents store.
 AGENTSITE_KB_INDEX_CACHE_BYTES = env_int("AGENTSITE_KB_INDEX_CACHE_MB", 256, minimum=1) * 1024 * 1024
 # Below this much free space on the data directory's disk, uploads, knowledge-base documents and chat messages
-# are refused with 507 (agentsite/diskspace.py); 0 turns the check off.
+# are refused with 507 (agentsite/core/diskspace.py); 0 turns the check off.
 AGENTSITE_MIN_FREE_BYTES = env_int("AGENTSITE_MIN_FREE_MB", 100, minimum=0) * 1024 * 1024
 
 # Speech (voice/speech): the local speech-to-text model (a bundled model's name: tiny.en, which

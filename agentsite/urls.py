@@ -4,8 +4,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from agentsite.apidocs import ApiDocsView
-from agentsite.dashboard import dashboard, favicon
-from agentsite.errors import error_response
+from agentsite.core.errors import error_response
+from agentsite.dashboard.views import dashboard, favicon
 from agentsite.health import HealthView
 from agentsite.middleware import is_api_path
 

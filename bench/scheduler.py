@@ -86,7 +86,7 @@ def main() -> None:
     import django
     from django.core.management import call_command
 
-    from agentsite.datadir import data_dir_ensure
+    from agentsite.core.datadir import data_dir_ensure
 
     data_dir_ensure()
     django.setup()

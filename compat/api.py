@@ -18,10 +18,10 @@ from pydantic import BaseModel, ValidationError
 from accounts.authentication import auser_for_bearer, revocable
 from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
-from agentsite.dbcall import db
-from agentsite.errors import AppError, openai_envelope, openai_param
-from agentsite.sse import sse_event, sse_response
-from agentsite.validation import json_object_body
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError, openai_envelope, openai_param
+from agentsite.core.sse import sse_event, sse_response
+from agentsite.core.validation import json_object_body
 from compat import engine
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest
 

@@ -22,8 +22,8 @@ from agentsite.agent.model_sources import model_source_for, model_sources
 from agentsite.agent.providers import collect, default_model, get_provider
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
-from agentsite.errors import AppError, openai_envelope, openai_param
-from agentsite.sse import sse_event
+from agentsite.core.errors import AppError, openai_envelope, openai_param
+from agentsite.core.sse import sse_event
 from compat import translate
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 

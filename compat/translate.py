@@ -18,7 +18,7 @@ from agentsite.agent.types import (
     ToolCall,
     ToolSpec,
 )
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from compat.schemas import ChatCompletionRequest, ChatMessageIn, ContentPartImage
 
 

@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.agent.config import get_settings
-from agentsite.errors import AppError
-from agentsite.parsers import BoundedJSONParser
-from agentsite.validation import validated
+from agentsite.core.errors import AppError
+from agentsite.core.parsers import BoundedJSONParser
+from agentsite.core.validation import validated
 from knowledge import services
 from knowledge.selectors import chunk_search, context_build, document_list_for
 

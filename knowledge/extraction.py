@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
 

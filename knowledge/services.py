@@ -15,8 +15,8 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from agentsite.diskspace import free_space_check
-from agentsite.errors import AppError
+from agentsite.core.diskspace import free_space_check
+from agentsite.core.errors import AppError
 from knowledge import index
 from knowledge.chunking import chunk_text
 from knowledge.embedding import embed_many, to_bytes

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
 from agentsite.agent.tools import ToolContext
-from agentsite.validation import validated
+from agentsite.core.validation import validated
 from mcpbridge import selectors, services
 from mcpbridge.models import SERVER_NAME_PATTERN, McpServer, masked_url
 

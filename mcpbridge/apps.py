@@ -10,7 +10,7 @@ class McpbridgeConfig(AppConfig):
 
     def ready(self) -> None:
         from agentsite.agent.tools import registry
-        from agentsite.mounts import MOUNTS
+        from agentsite.core.mounts import MOUNTS
         from mcpbridge.tools import McpToolSource
 
         # External servers' tools join the registry as `<server>__<tool>`; connections open lazily on use.

@@ -1,7 +1,7 @@
 """The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse
 (messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token>` and acts as
 that token's user. An event stream it answers ends at its next event once that token dies (a logout, a
-password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.sse.SseGuard).
+password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.core.sse.SseGuard).
 
 Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
 lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when
@@ -26,10 +26,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types.jsonrpc import CONNECTION_CLOSED
 from starlette.authentication import AuthCredentials
 
-from agentsite.cors import origin_allowed
-from agentsite.errors import AppError, envelope
-from agentsite.hosts import host_allowed, scope_host_allowed
-from agentsite.sse import SseGuard, sse_event
+from agentsite.core.cors import origin_allowed
+from agentsite.core.errors import AppError, envelope
+from agentsite.core.hosts import host_allowed, scope_host_allowed
+from agentsite.core.sse import SseGuard, sse_event
 from mcpbridge.apps import MCP_PATH
 from mcpbridge.server import build_server, django_db_scope
 
@@ -68,7 +68,7 @@ class McpHttpApp:
         # The API's CORS policy (django-cors-headers' settings), which Django's middleware cannot apply here.
         allowed_origin = origin if origin and origin_allowed(origin) else None
         send = _with_cors(send, allowed_origin)
-        # The ASGI wrapper (agentsite.asgi_limits) checks the Host first on every path; checked again here so
+        # The ASGI wrapper (agentsite.server.asgi_limits) checks the Host first on every path; checked again here so
         # that this app never serves a foreign Host, wherever it is mounted.
         if not scope_host_allowed(scope):
             return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
@@ -251,7 +251,7 @@ _app: McpHttpApp | None = None
 
 
 def mcp_asgi_app() -> McpHttpApp:
-    """The process's one MCP HTTP app (the factory `agentsite.mounts.MOUNTS` calls)."""
+    """The process's one MCP HTTP app (the factory `agentsite.core.mounts.MOUNTS` calls)."""
     global _app
     if _app is None:
         _app = McpHttpApp()

@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from django.db.models import Q, QuerySet
 
 from agentsite.agent.tools import Tool, ToolContext, admin_only_tools, registry, resolve_caller
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.kb import KB_SEARCH_TOOL
 from mcpbridge.models import McpServer

@@ -23,7 +23,7 @@ from agentsite.agent.tools import (
     resolve_caller,
     validation_problem,
 )
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, McpConnectError, ServerSpec, manager
 from mcpbridge.models import McpServer
 from mcpbridge.selectors import mcp_server_get, tool_find

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from agentsite.agent.tools import Tool, ToolContext, ToolResult, ToolSource
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
     import mcp_types as types

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
-from agentsite.validation import validated
+from agentsite.core.validation import validated
 from plugins import selectors, services
 from plugins.loader import PluginState
 

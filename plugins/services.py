@@ -14,7 +14,7 @@ import threading
 
 from django.conf import settings
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from plugins.loader import PluginLoader, PluginState, discover
 from plugins.watcher import PluginWatcher
 

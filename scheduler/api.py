@@ -10,8 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.errors import AppError
-from agentsite.validation import validated
+from agentsite.core.errors import AppError
+from agentsite.core.validation import validated
 from scheduler import selectors, services
 from scheduler.cron import ScheduleError, cron_normalize, next_times, zone
 from scheduler.models import ScheduledTask, TaskRun

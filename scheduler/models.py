@@ -65,7 +65,7 @@ class TaskRun(models.Model):
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     process = models.CharField(max_length=200, blank=True, default="", help_text=(
-        "The process running it (agentsite.processes): if that process dies, the run is marked error."))
+        "The process running it (agentsite.core.processes): if that process dies, the run is marked error."))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 DEFAULT_RUNNER = "scheduler.runner.agent_runner"
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from scheduler.models import ScheduledTask, TaskRun
 
 if TYPE_CHECKING:

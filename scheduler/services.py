@@ -28,9 +28,9 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from agentsite.errors import AppError
-from agentsite.processes import current_process_id, owned_by
-from agentsite.taskqueue import enqueue_with_commit
+from agentsite.core.errors import AppError
+from agentsite.core.processes import current_process_id, owned_by
+from agentsite.core.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
 
@@ -303,7 +303,7 @@ def _trim_histories(task_ids: set[Any]) -> None:
 
 
 def _enqueue(runs: list[TaskRun]) -> None:
-    """Hand queued runs to the task cluster with the transaction that recorded them (agentsite.taskqueue), in
+    """Hand queued runs to the task cluster with the transaction that recorded them (agentsite.core.taskqueue), in
     chunks that one worker runs side by side (scheduler.tasks.task_runs_execute)."""
     size = run_concurrency()
     ids = [str(run.pk) for run in runs]
@@ -342,7 +342,7 @@ def run_finish(*, run: TaskRun, status: str, output: str = "", error: str = "") 
 
 
 def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
-    """Mark the runs that these dead processes left `running` as `error` (agentsite.processes sweeps;
+    """Mark the runs that these dead processes left `running` as `error` (agentsite.core.processes sweeps;
     include_unowned: runs that name no process too, left by a release before processes were recorded)."""
     owned = owned_by(dead, include_unowned)
     count = TaskRun.objects.filter(owned, status=TaskRun.RUNNING).update(
@@ -357,7 +357,7 @@ def tick_schedule_ensure() -> str:
     """The django-q2 schedule that calls the tick: created (or corrected) at start, never by hand."""
     from django_q.models import Schedule
 
-    interval = tick_interval_s()  # whole minutes (agentsite.env.env_whole_minutes_s): one path, tests included
+    interval = tick_interval_s()  # whole minutes (agentsite.core.env.env_whole_minutes_s): one path, tests included
     Schedule.objects.update_or_create(name=TICK_SCHEDULE_NAME, defaults={
         "func": "scheduler.tasks.tick", "repeats": -1, "schedule_type": Schedule.MINUTES,
         "minutes": interval // 60, "cron": None})

@@ -60,7 +60,7 @@ async def _execute_one(run_id: str) -> str:
 
 
 async def _execute(run) -> tuple[str, str, str]:
-    from agentsite.errors import AppError
+    from agentsite.core.errors import AppError
     from scheduler.models import TaskRun
     from scheduler.runner import runner
 

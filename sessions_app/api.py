@@ -18,9 +18,9 @@ from rest_framework.views import APIView
 
 from accounts.authentication import async_post_view, revocable
 from agentsite.agent.loop import AgentEvent
-from agentsite.errors import AppError
-from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
-from agentsite.validation import json_object_body, validated
+from agentsite.core.errors import AppError
+from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
+from agentsite.core.validation import json_object_body, validated
 from sessions_app import selectors, services
 from sessions_app.turns import turn_start
 

@@ -7,7 +7,7 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agentsite.processes import on_process_death
+        from agentsite.core.processes import on_process_death
         from sessions_app.services import replies_mark_interrupted
 
         on_process_death("streaming replies", replies_mark_interrupted)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agentsite.agent.types import ContentPart
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

@@ -28,7 +28,7 @@ class ChatMessage(models.Model):
 
     ROLES = [("user", "user"), ("assistant", "assistant"), ("tool", "tool"), ("system", "system")]
     # `streaming`: the reply is being generated (its content is checkpointed as it goes); if the process that
-    # generates it dies, it becomes `interrupted` (agentsite.processes).
+    # generates it dies, it becomes `interrupted` (agentsite.core.processes).
     STATUSES = [("complete", "complete"), ("interrupted", "interrupted"), ("error", "error"),
                 ("streaming", "streaming")]
 
@@ -44,7 +44,7 @@ class ChatMessage(models.Model):
     finish_reason = models.CharField(max_length=30, blank=True, default="")
     status = models.CharField(max_length=12, choices=STATUSES, default="complete")
     process = models.CharField(max_length=200, blank=True, default="",
-                               help_text="The process generating a streaming reply (agentsite.processes).")
+                               help_text="The process generating a streaming reply (agentsite.core.processes).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

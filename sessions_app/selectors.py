@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Count, QuerySet
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from sessions_app.models import ChatMessage, ChatSession
 
 if TYPE_CHECKING:

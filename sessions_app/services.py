@@ -9,7 +9,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from agentsite.processes import current_process_id, owned_by
+from agentsite.core.processes import current_process_id, owned_by
 from sessions_app.models import ChatMessage, ChatSession
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields
 
 def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> int:
     """Replies that these dead processes were streaming become `interrupted`, keeping their last checkpoint
-    (the agentsite.processes sweeper; include_unowned: streaming replies that name no process too)."""
+    (the agentsite.core.processes sweeper; include_unowned: streaming replies that name no process too)."""
     owned = owned_by(dead, include_unowned)
     return ChatMessage.objects.filter(owned, status="streaming").update(status="interrupted",
                                                                         finish_reason="interrupted")

@@ -11,7 +11,7 @@ stores the assistant turn once, however it ends:
 
 The reply exists from the start as a `streaming` message owned by this process, and what has been generated
 is checkpointed into it at most every CHECKPOINT_S and after each tool result; if the process dies, the
-sweep of dead processes' work (agentsite.processes) turns it into `interrupted` with its last checkpoint.
+sweep of dead processes' work (agentsite.core.processes) turns it into `interrupted` with its last checkpoint.
 
 The chat stream and scheduled prompts that name a session both call this; code that runs the agent with
 no session (/v1's `agent` model, a workflow's `llm` node) calls `agentsite.agent.loop.run_agent` itself,
@@ -33,9 +33,9 @@ from asgiref.sync import sync_to_async
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.loop import AgentEvent, Transcript, run_agent
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
-from agentsite.dbcall import db
-from agentsite.diskspace import free_space_check
-from agentsite.errors import AppError
+from agentsite.core.dbcall import db
+from agentsite.core.diskspace import free_space_check
+from agentsite.core.errors import AppError
 from sessions_app import selectors, services
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages

@@ -7,7 +7,7 @@ class VoiceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agentsite.startup import on_service_start
+        from agentsite.core.startup import on_service_start
         from sessions_app.attachments import set_attachment_resolver
         from voice.selectors import attachment_parts_for
         from voice.services import uploads_sweep_orphans

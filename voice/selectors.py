@@ -12,7 +12,7 @@ from django.db.models import QuerySet, Sum
 
 from agentsite.agent.multimodal import upload_part
 from agentsite.agent.types import ContentPart, TextPart
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.models import Upload
 
 if TYPE_CHECKING:

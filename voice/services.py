@@ -23,8 +23,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from agentsite.diskspace import free_space_check
-from agentsite.errors import AppError
+from agentsite.core.diskspace import free_space_check
+from agentsite.core.errors import AppError
 from voice import selectors
 from voice.models import Upload, UploadQuota
 
@@ -136,7 +136,7 @@ def _file_delete(stored_as: str) -> None:
 def uploads_sweep_orphans(*, min_age_s: float = ORPHAN_MIN_AGE_S) -> int:
     """Delete files under media/uploads that no row names (a crash mid-upload, a deleted user); returns how many.
 
-    Runs at service start (agentsite.startup); files younger than min_age_s are left alone.
+    Runs at service start (agentsite.core.startup); files younger than min_age_s are left alone.
     """
     root = Path(settings.MEDIA_ROOT) / UPLOADS_DIR
     if not root.is_dir():

@@ -19,11 +19,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import async_post_view, revocable
-from agentsite.dbcall import db
-from agentsite.errors import AppError
-from agentsite.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
-from agentsite.taskqueue import enqueue_with_commit
-from agentsite.validation import json_object_body, validated
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError
+from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
+from agentsite.core.taskqueue import enqueue_with_commit
+from agentsite.core.validation import json_object_body, validated
 from workflows import runs, selectors, services
 from workflows.models import WorkflowRun
 

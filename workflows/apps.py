@@ -9,7 +9,7 @@ class WorkflowsConfig(AppConfig):
     def ready(self) -> None:
         from agentsite.agent.model_sources import register_model_source
         from agentsite.agent.tools import registry
-        from agentsite.processes import on_process_death
+        from agentsite.core.processes import on_process_death
         from workflows.runs import WorkflowModelSource, WorkflowToolSource
         from workflows.services import runs_mark_crashed
 

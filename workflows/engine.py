@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from workflows.graph import Graph, Node, successors
 from workflows.nodes import NodeFailure, Routed, RunContext, node_type
 

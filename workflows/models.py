@@ -87,7 +87,7 @@ class WorkflowRun(models.Model):
     trace = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     process = models.CharField(max_length=200, blank=True, default="", help_text=(
-        "The process running it (agentsite.processes): if that process dies, the run is marked error."))
+        "The process running it (agentsite.core.processes): if that process dies, the run is marked error."))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

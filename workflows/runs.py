@@ -21,8 +21,8 @@ from typing import Any
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
-from agentsite.dbcall import db
-from agentsite.errors import AppError
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError
 from workflows import selectors, services
 from workflows.engine import MAX_DEPTH, Execution
 from workflows.graph import Graph

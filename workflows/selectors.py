@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, QuerySet
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from workflows.graph import Edge, Graph, Node
 from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
 

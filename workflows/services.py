@@ -14,8 +14,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agentsite.errors import AppError
-from agentsite.processes import current_process_id, owned_by
+from agentsite.core.errors import AppError
+from agentsite.core.processes import current_process_id, owned_by
 from workflows.graph import (
     NAME_PATTERN,
     Graph,
@@ -203,7 +203,7 @@ SWEPT_MESSAGE = "The process running this run stopped (a crash or a kill) before
 
 
 def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
-    """Mark the runs that these dead processes left `running` as `error` (agentsite.processes sweeps;
+    """Mark the runs that these dead processes left `running` as `error` (agentsite.core.processes sweeps;
     include_unowned: runs that name no process too, left by a release before processes were recorded)."""
     owned = owned_by(dead, include_unowned)
     count = WorkflowRun.objects.filter(owned, status=WorkflowRun.RUNNING).update(

@@ -69,6 +69,6 @@ async def aget_settings() -> AgentSettings:
         settings = _peek()
         if settings is not None:
             return settings
-    from agentsite.dbcall import db
+    from agentsite.core.dbcall import db
 
     return await db(_loader)

@@ -29,7 +29,7 @@ from agentsite.agent.types import (
     ToolCallEvent,
     Usage,
 )
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
 

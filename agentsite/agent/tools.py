@@ -31,7 +31,7 @@ import jsonschema
 
 from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.types import ToolSpec
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractUser
@@ -66,7 +66,7 @@ async def resolve_caller(ctx: ToolContext) -> ToolContext:
         return ctx
     if ctx.user_id is None:
         return replace(ctx, is_admin=False)
-    from agentsite.dbcall import db
+    from agentsite.core.dbcall import db
 
     return replace(ctx, is_admin=await db(_is_active_admin, ctx.user_id))
 

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='taskrun',
             name='process',
-            field=models.CharField(blank=True, default='', help_text='The process running it (agentsite.processes): if that process dies, the run is marked error.', max_length=200),
+            field=models.CharField(blank=True, default='', help_text='The process running it (agentsite.core.processes): if that process dies, the run is marked error.', max_length=200),
         ),
     ]

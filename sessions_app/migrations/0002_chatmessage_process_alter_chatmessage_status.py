@@ -13,7 +13,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='chatmessage',
             name='process',
-            field=models.CharField(blank=True, default='', help_text='The process generating a streaming reply (agentsite.processes).', max_length=200),
+            field=models.CharField(blank=True, default='', help_text='The process generating a streaming reply (agentsite.core.processes).', max_length=200),
         ),
         migrations.AlterField(
             model_name='chatmessage',

@@ -40,7 +40,7 @@ async def test_the_async_door_reads_the_cache_without_a_database_thread(owner, m
     async def no_database(*args, **kwargs):
         raise AssertionError("a cached user went to the database")
 
-    monkeypatch.setattr("agentsite.dbcall.db", no_database)
+    monkeypatch.setattr("agentsite.core.dbcall.db", no_database)
     assert (await auser_for_token(token)).pk == owner.pk
 
 

@@ -21,7 +21,7 @@ from agentsite.agent.types import (
     ToolSpec,
     Usage,
 )
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from tests.agent.conftest import API_KEY
 from tests.fakes.llm import Call, Raw, Text, ToolCalls
 

@@ -9,7 +9,7 @@ import pytest
 
 from agentsite.agent.providers import get_provider
 from agentsite.agent.types import ChatRequest, Message
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from tests.agent.conftest import API_KEY
 from tests.fakes.llm import Error, Hang, Raw, StreamError, Text, Truncated
 from tests.server import refusing_port

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from agentsite.agent.types import Finish, TextDelta
-from agentsite.sse import sse_event
+from agentsite.core.sse import sse_event
 from compat import translate
 from compat.engine import _chunks
 

@@ -5,9 +5,9 @@ these check how the modules relate, which no lint rule says."""
 import re
 from pathlib import Path
 
-import agentsite
+import agentsite.dashboard
 
-DASHBOARD = Path(agentsite.__file__).parent / "static" / "agentsite" / "dashboard"
+DASHBOARD = Path(agentsite.dashboard.__file__).parent / "static" / "agentsite" / "dashboard"
 PAGES = DASHBOARD / "pages"
 MAX_LINES = 400
 # What the pages share, in the shell (docs/dashboard.md's layout); anything else a page needs is its own.

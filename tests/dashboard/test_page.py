@@ -8,9 +8,9 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import agentsite
+import agentsite.dashboard
 
-DASHBOARD = Path(agentsite.__file__).parent / "static" / "agentsite" / "dashboard"
+DASHBOARD = Path(agentsite.dashboard.__file__).parent / "static" / "agentsite" / "dashboard"
 
 
 def call(client, method: str, path: str):

@@ -1,6 +1,6 @@
 """Killed processes: the work they left running is marked (with a reason) on restart, by `serve` when it sees
 a child die, and by the heartbeat sweeps of the processes still alive, while live work elsewhere is never
-touched (agentsite/processes.py)."""
+touched (agentsite/core/processes.py)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_serve_marks_the_runs_of_a_killed_daphne_and_a_killed_cluster_and_serves
 
         # serve killed outright while a worker is busy: its children get SIGTERM from the kernel (their
         # parent-death signal); the cluster's graceful stop would wait for the busy worker's 60 s task, so each
-        # child's guard (agentsite/orphan.py) kills its group AGENTSITE_ORPHAN_GRACE_S (2 s here) after serve.
+        # child's guard (agentsite/server/orphan.py) kills its group AGENTSITE_ORPHAN_GRACE_S (2 s here) after serve.
         busy = requests.post(f"{server.base_url}/api/workflows/{in_worker}/run", headers=headers, timeout=10,
                              json={"input": "x", "async": True}).json()
         poll(lambda: run_status(server.base_url, headers, busy["id"])["status"] == "running",

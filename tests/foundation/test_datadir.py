@@ -12,7 +12,7 @@ import jwt
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.datadir import secrets_ensure, secrets_read
+from agentsite.core.datadir import secrets_ensure, secrets_read
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""agentsite.dbcall: async views' database work on threads that keep their connections."""
+"""agentsite.core.dbcall: async views' database work on threads that keep their connections."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from agentsite import dbcall
+from agentsite.core import dbcall
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

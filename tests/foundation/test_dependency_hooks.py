@@ -18,11 +18,11 @@ from twisted.internet import tcp
 from twisted.internet.testing import StringTransport
 from twisted.web import http
 
-from agentsite.cors import origin_allowed
+from agentsite.core.cors import origin_allowed
 
 ROOT = Path(__file__).resolve().parents[2]
-BODY_LIMIT_HOOK = ("agentsite/asgi_limits.py: install_daphne_body_limit (and the 413 tests under a real daphne in "
-                   "tests/foundation/test_http.py)")
+BODY_LIMIT_HOOK = ("agentsite/server/asgi_limits.py: install_daphne_body_limit (and the 413 tests under a real daphne "
+                   "in tests/foundation/test_http.py)")
 
 # daphne's WebRequest as daphne defines it, and after our hook: in a fresh interpreter, because the hook
 # replaces the methods for the whole process.
@@ -44,7 +44,7 @@ def describe(cls, name):
 
 facts = {"is_twisted_request": issubclass(WebRequest, http.Request),
          "original": {f"{cls}.{name}": describe(CLASSES[cls], name) for cls, names in HOOKED.items() for name in names}}
-from agentsite.asgi_limits import install_daphne_body_limit
+from agentsite.server.asgi_limits import install_daphne_body_limit
 facts["installed"] = install_daphne_body_limit(1024)
 facts["patched_by"] = {f"{cls}.{name}": getattr(CLASSES[cls], name).__module__
                        for cls, names in HOOKED.items() for name in names}
@@ -91,14 +91,15 @@ def test_every_connection_daphne_accepts_has_nagle_off(webrequest_facts):
     """A streamed event must not wait for the ACK of the one before (Nagle): the hook on connectionMade turns
     TCP_NODELAY on through Twisted's transport."""
     assert callable(getattr(tcp.Server, "setTcpNoDelay", None)), \
-        "twisted.internet.tcp.Server.setTcpNoDelay is gone: re-check connection_made in agentsite/asgi_limits.py"
+        "twisted.internet.tcp.Server.setTcpNoDelay is gone: re-check connection_made in agentsite/server/asgi_limits.py"
     assert webrequest_facts["no_delay_on_connect"] is True
 
 
 def test_the_hooks_replace_every_method_they_name(webrequest_facts):
     assert webrequest_facts["installed"] is True
     for name, module in webrequest_facts["patched_by"].items():
-        assert module == "agentsite.asgi_limits", f"{name} was not replaced by the hook: re-check {BODY_LIMIT_HOOK}"
+        assert module == "agentsite.server.asgi_limits", \
+            f"{name} was not replaced by the hook: re-check {BODY_LIMIT_HOOK}"
 
 
 class _RecordingRequest(http.Request):
@@ -220,18 +221,18 @@ def test_the_mcp_origin_check_agrees_with_the_apis_cors_middleware(overrides):
                                                                "access-control-request-method": "GET"})
             api_allows = response.headers.get("access-control-allow-origin") in (origin, "*")
             assert origin_allowed(origin) == api_allows, \
-                f"{origin}: django-cors-headers says {api_allows}, agentsite.cors.origin_allowed disagrees " \
-                f"(with {overrides}); /mcp uses origin_allowed, so align agentsite/cors.py with the middleware"
+                f"{origin}: django-cors-headers says {api_allows}, agentsite.core.cors.origin_allowed disagrees " \
+                f"(with {overrides}); /mcp uses origin_allowed, so align agentsite/core/cors.py with the middleware"
 
 
 def test_twisted_still_buffers_a_write_until_dowrite_which_the_stream_flush_calls():
-    """agentsite/asgi_limits.py `_flush` sends each streamed chunk at once by calling `doWrite`, relying on
+    """agentsite/server/asgi_limits.py `_flush` sends each streamed chunk at once by calling `doWrite`, relying on
     Twisted's FileDescriptor keeping written data in `_tempDataBuffer`/`dataBuffer` until then."""
     from types import SimpleNamespace
 
     from twisted.internet import abstract
 
-    from agentsite.asgi_limits import _flush
+    from agentsite.server.asgi_limits import _flush
 
     sent: list[bytes] = []
 
@@ -250,8 +251,8 @@ def test_twisted_still_buffers_a_write_until_dowrite_which_the_stream_flush_call
 
     transport = Socketless(reactor=SimpleNamespace())
     transport.write(b"event one")
-    assert sent == [], "Twisted wrote at once: _flush in agentsite/asgi_limits.py is no longer needed"
-    assert transport._tempDataBuffer or transport.dataBuffer, "re-check _flush in agentsite/asgi_limits.py"
+    assert sent == [], "Twisted wrote at once: _flush in agentsite/server/asgi_limits.py is no longer needed"
+    assert transport._tempDataBuffer or transport.dataBuffer, "re-check _flush in agentsite/server/asgi_limits.py"
     _flush(SimpleNamespace(channel=SimpleNamespace(transport=transport)))
     assert b"".join(sent) == b"event one"
     _flush(SimpleNamespace(channel=SimpleNamespace(transport=transport)))  # nothing pending: nothing sent
@@ -261,9 +262,9 @@ def test_twisted_still_buffers_a_write_until_dowrite_which_the_stream_flush_call
 # --- django-q2, asgiref, autobahn, the reactor's shutdown trigger, drf-spectacular (capped in pyproject.toml) ---
 
 def test_django_q2_still_has_what_taskqueue_rebuilds_async_tasks_packages_from():
-    """agentsite/taskqueue.py builds async_task's packages itself (to queue many in one round trip) from django-q2's
-    internals: the signer, the Conf flags async_task reads, and each broker's list. Re-check taskqueue.py (and
-    tests/foundation/test_taskqueue.py, which compares its packages with async_task's) when this fails."""
+    """agentsite/core/taskqueue.py builds async_task's packages itself (to queue many in one round trip) from
+    django-q2's internals: the signer, the Conf flags async_task reads, and each broker's list. Re-check taskqueue.py
+    (and tests/foundation/test_taskqueue.py, which compares its packages with async_task's) when this fails."""
     from django_q import tasks
     from django_q.brokers.orm import ORM
     from django_q.brokers.redis_broker import Redis
@@ -273,7 +274,7 @@ def test_django_q2_still_has_what_taskqueue_rebuilds_async_tasks_packages_from()
 
     assert callable(SignedPackage.dumps) and callable(SignedPackage.loads)
     for flag in ("SYNC", "CACHED", "ACK_FAILURES", "ORM", "CLUSTER_NAME"):
-        assert hasattr(Conf, flag), f"django_q.conf.Conf.{flag} is gone: re-check agentsite/taskqueue.py"
+        assert hasattr(Conf, flag), f"django_q.conf.Conf.{flag} is gone: re-check agentsite/core/taskqueue.py"
     assert {"key", "payload", "lock"} <= {field.name for field in OrmQ._meta.get_fields()}
     assert "list_key" in inspect.signature(ORM.__init__).parameters
     assert "list_key" in inspect.getsource(Redis)
@@ -281,28 +282,28 @@ def test_django_q2_still_has_what_taskqueue_rebuilds_async_tasks_packages_from()
     for key in ('"id"', '"name"', '"func"', '"args"', '"kwargs"', '"started"', '"cached"', '"ack_failure"',
                 "pre_enqueue"):
         assert key in source.replace("'", '"'), (
-            f"async_task no longer builds {key}: re-check the package agentsite/taskqueue.py builds")
+            f"async_task no longer builds {key}: re-check the package agentsite/core/taskqueue.py builds")
 
 
 def test_asgiref_still_picks_a_sync_calls_thread_from_context_to_thread_executor():
-    """agentsite/requestthreads.py lends each request a reused thread by putting it into asgiref's
+    """agentsite/server/requestthreads.py lends each request a reused thread by putting it into asgiref's
     SyncToAsync.context_to_thread_executor for the request's ThreadSensitiveContext."""
     from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 
-    assert hasattr(SyncToAsync, "context_to_thread_executor"), "re-check agentsite/requestthreads.py"
+    assert hasattr(SyncToAsync, "context_to_thread_executor"), "re-check agentsite/server/requestthreads.py"
     assert "context_to_thread_executor" in inspect.getsource(SyncToAsync.__call__), (
-        "SyncToAsync.__call__ no longer reads context_to_thread_executor: re-check agentsite/requestthreads.py")
+        "SyncToAsync.__call__ no longer reads context_to_thread_executor: re-check agentsite/server/requestthreads.py")
     assert hasattr(ThreadSensitiveContext, "__aenter__")
 
 
 def test_autobahn_still_answers_a_refused_websocket_handshake_through_send_http_error_response():
-    """agentsite/asgi_limits.py `_install_websocket_headers` wraps autobahn's sendHttpErrorResponse to add the
+    """agentsite/server/asgi_limits.py `_install_websocket_headers` wraps autobahn's sendHttpErrorResponse to add the
     security headers to a refused handshake, passing (code, reason, responseHeaders)."""
     from autobahn.websocket.protocol import WebSocketServerProtocol
 
     parameters = list(inspect.signature(WebSocketServerProtocol.sendHttpErrorResponse).parameters)
     assert parameters[:4] == ["self", "code", "reason", "responseHeaders"], (
-        f"{parameters}: re-check _install_websocket_headers in agentsite/asgi_limits.py")
+        f"{parameters}: re-check _install_websocket_headers in agentsite/server/asgi_limits.py")
     assert "sendHttpErrorResponse" in inspect.getsource(WebSocketServerProtocol.failHandshake)
 
 

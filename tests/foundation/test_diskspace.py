@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from agentsite.diskspace import free_bytes, free_space_check
-from agentsite.errors import AppError
+from agentsite.core.diskspace import free_bytes, free_space_check
+from agentsite.core.errors import AppError
 from knowledge.models import Document
 from sessions_app.models import ChatMessage, ChatSession
 from tests.needs import unavailable

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from agentsite.errors import ERROR_CODES
+from agentsite.core.errors import ERROR_CODES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 OLD_CITATIONS = re.compile(r"\bAPI\.md|\bNOTES\.md|\bDESIGN\.md|\bSTYLE\.md|\bANCHORS\.md|\.\./shared")
-# How the code reads the environment: the helpers of agentsite/env.py and os.environ / os.getenv.
+# How the code reads the environment: the helpers of agentsite/core/env.py and os.environ / os.getenv.
 ENV_READ = re.compile(r"(?:env_[a-z_]+|environ\.get|getenv|environ\.setdefault|environ)"
                       r"""\s*[\(\[]\s*["']([A-Z][A-Z0-9_]+)["']""")
 # Variables the code reads that are not settings of the server: set by serve for its children, by the

@@ -1,4 +1,4 @@
-"""One catalogue of error codes (agentsite.errors.ERROR_CODES): every code the code base can answer is in it, with
+"""One catalogue of error codes (agentsite.core.errors.ERROR_CODES): every code the code base can answer is in it, with
 the status it is raised with.
 
 The product code is read with `ast`: every call that takes an error code (AppError, the envelope helpers, /v1's
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentsite.errors import _STATUS_CODES, ERROR_CODES
+from agentsite.core.errors import _STATUS_CODES, ERROR_CODES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agentsite", "accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows",
@@ -80,8 +80,8 @@ def test_every_code_the_code_base_raises_is_in_the_catalogue_with_its_status():
     for code, status, where in raised_codes():
         entry = ERROR_CODES.get(code)
         if entry is None:
-            problems.append(f"{where}: {code!r} is not in agentsite.errors.ERROR_CODES (add it with its status and "
-                            f"meaning, and to docs/api.md)")
+            problems.append(f"{where}: {code!r} is not in agentsite.core.errors.ERROR_CODES (add it with its status "
+                            f"and meaning, and to docs/api.md)")
         elif status is not None and status not in entry.statuses:
             problems.append(f"{where}: {code!r} raised with {status}, the catalogue says {entry.statuses}")
     assert not problems, "\n".join(problems)

@@ -4,7 +4,7 @@ import pytest
 import requests
 from django.test import override_settings
 
-from agentsite.hosts import host_allowed
+from agentsite.core.hosts import host_allowed
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",

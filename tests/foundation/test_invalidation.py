@@ -1,4 +1,4 @@
-"""agentsite.invalidation: announcements drop per-process caches here at once and, through a real Redis, in
+"""agentsite.core.invalidation: announcements drop per-process caches here at once and, through a real Redis, in
 another process; a listener that loses its connection drops everything."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import uuid
 import pytest
 import redis
 
-from agentsite import invalidation
+from agentsite.core import invalidation
 from tests.server import ROOT
 
 # The run's own Redis database when it has one (CI's PostgreSQL + Redis pass), else db 3: CI's two passes
@@ -55,7 +55,7 @@ LISTENER = """
 import os, sys, time
 import django
 django.setup()
-from agentsite import invalidation
+from agentsite.core import invalidation
 topic = sys.argv[1]
 invalidation.subscribe(topic, lambda key: print(f"drop {key}", flush=True))
 invalidation.listen()

@@ -1,4 +1,4 @@
-"""Which processes are alive (agentsite/processes.py): dead on this host by pid, elsewhere by a stale heartbeat;
+"""Which processes are alive (agentsite/core/processes.py): dead on this host by pid, elsewhere by a stale heartbeat;
 sweepers get only the dead's ids; the heartbeat keeps a process alive and sweeps the others."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from agentsite import processes
+from agentsite.core import processes
+from agentsite.core.processes import current_process_id, dead_process_ids, host_identity, pid_alive, sweep_dead
 from agentsite.models import ServiceProcess
-from agentsite.processes import current_process_id, dead_process_ids, host_identity, pid_alive, sweep_dead
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""agentsite.requestthreads: a request's sync work on a reused thread that keeps its connection."""
+"""agentsite.server.requestthreads: a request's sync work on a reused thread that keeps its connection."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from agentsite.requestthreads import ReusedRequestThreads
+from agentsite.server.requestthreads import ReusedRequestThreads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

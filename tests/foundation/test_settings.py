@@ -9,8 +9,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from agentsite.datadir import secrets_ensure
-from agentsite.env import database_from_url, env_bool, env_int, env_list, env_redis_url
+from agentsite.core.datadir import secrets_ensure
+from agentsite.core.env import database_from_url, env_bool, env_int, env_list, env_redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
 def test_defaults_are_sqlite_locmem_orm_broker_and_debug_off(tmp_path):
     values = _settings_in_subprocess(tmp_path)
     assert values["debug"] is False
-    assert values["db"] == "agentsite.db.sqlite3"  # Django's, creating the data directory on first connect
+    assert values["db"] == "agentsite.core.db.sqlite3"  # Django's, creating the data directory on first connect
     assert values["db_name"] == str(tmp_path / "db.sqlite3")
     assert values["cache"].endswith("LocMemCache")
     assert values["layer"].endswith("InMemoryChannelLayer")
@@ -104,7 +104,7 @@ def test_database_url_parsing():
     assert schema == {"connect_timeout": 5, "options": "-c search_path=app"}
     sqlite = database_from_url("sqlite:////var/lib/a.db")
     assert sqlite["NAME"] == "/var/lib/a.db"
-    assert sqlite["ENGINE"] == "agentsite.db.sqlite3" and "journal_mode=WAL" in sqlite["OPTIONS"]["init_command"]
+    assert sqlite["ENGINE"] == "agentsite.core.db.sqlite3" and "journal_mode=WAL" in sqlite["OPTIONS"]["init_command"]
     assert database_from_url("sqlite:///relative.db")["NAME"] == "relative.db"
 
 

@@ -1,4 +1,4 @@
-"""Server-sent event framing and the keep-alive wrapper every stream uses (agentsite.sse)."""
+"""Server-sent event framing and the keep-alive wrapper every stream uses (agentsite.core.sse)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agentsite.sse import KEEPALIVE, sse_event, with_keepalive
+from agentsite.core.sse import KEEPALIVE, sse_event, with_keepalive
 
 
 def test_a_named_event_is_framed_as_event_and_data_lines():

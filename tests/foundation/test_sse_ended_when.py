@@ -1,4 +1,4 @@
-"""The rule every stream follows when its credential dies (agentsite.sse): `ended_when` asks before each event and,
+"""The rule every stream follows when its credential dies (agentsite.core.sse): `ended_when` asks before each event and,
 once told no, closes the stream (its clean-up done) before it sends the one error event; `SseGuard` does the same
 for an ASGI app's event stream, then reports a disconnect so the app stops, and leaves other responses alone."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from agentsite.errors import AppError
-from agentsite.sse import SseGuard, ended_when, error_event
+from agentsite.core.errors import AppError
+from agentsite.core.sse import SseGuard, ended_when, error_event
 
 REVOKED = AppError("token_invalid", "The token was revoked (logged out); log in again.", 401)
 

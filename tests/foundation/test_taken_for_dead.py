@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from agentsite.processes import current_process_id
+from agentsite.core.processes import current_process_id
 from scheduler import services as scheduler_services
 from scheduler.models import ScheduledTask, TaskRun
 from sessions_app import services as session_services
@@ -29,7 +29,7 @@ ELSEWHERE = "other-host/abc:4242:1"  # a process that died: its id never comes b
 def _recorded_anew():
     """This process's record is made inside each test's transaction and rolled back with it: forget it after
     the test, so the next caller records it again instead of trusting a row that is gone."""
-    from agentsite import processes
+    from agentsite.core import processes
 
     yield
     processes._current = None

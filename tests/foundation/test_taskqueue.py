@@ -1,4 +1,5 @@
-"""agentsite.taskqueue: tasks queued in one round trip, indistinguishable from async_task's, with the transaction."""
+"""agentsite.core.taskqueue: tasks queued in one round trip, indistinguishable from async_task's, with the
+transaction."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
-from agentsite.taskqueue import enqueue, enqueue_with_commit
+from agentsite.core.taskqueue import enqueue, enqueue_with_commit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from knowledge import services
 from knowledge.chunking import chunk_text
 from knowledge.embedding import DIMENSIONS

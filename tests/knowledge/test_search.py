@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from knowledge import index, services
 from knowledge.embedding import embed, from_bytes
 from knowledge.models import Chunk, Document, KnowledgeStamp

@@ -198,8 +198,8 @@ def test_a_manual_run_is_queued_at_once_and_runs(owner):
 
 
 def test_runs_left_running_by_a_dead_process_or_none_are_marked_error_at_start_not_a_live_ones(owner):
-    from agentsite.processes import current_process_id
-    from agentsite.startup import run_start_hooks
+    from agentsite.core.processes import current_process_id
+    from agentsite.core.startup import run_start_hooks
     from tests.foundation.test_processes import dead_process
 
     task = make(owner)
@@ -218,7 +218,7 @@ def test_runs_left_running_by_a_dead_process_or_none_are_marked_error_at_start_n
 def test_the_tick_schedule_is_created_at_start_and_not_duplicated(settings):
     from django_q.models import Schedule
 
-    from agentsite.startup import run_start_hooks
+    from agentsite.core.startup import run_start_hooks
 
     run_start_hooks()
     run_start_hooks()
@@ -236,7 +236,7 @@ def test_a_tick_interval_that_is_not_whole_minutes_stops_the_settings_naming_the
     """The tick has one path, django-q2's minutes schedule, which production runs: no seconds branch."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from agentsite.env import env_whole_minutes_s
+    from agentsite.core.env import env_whole_minutes_s
 
     monkeypatch.setenv("AGENTSITE_SCHEDULER_TICK_S", raw)
     with pytest.raises(ImproperlyConfigured, match="AGENTSITE_SCHEDULER_TICK_S"):
@@ -245,7 +245,7 @@ def test_a_tick_interval_that_is_not_whole_minutes_stops_the_settings_naming_the
 
 @pytest.mark.parametrize(("raw", "seconds"), [(None, 60), ("", 60), ("60", 60), ("120", 120), ("3600", 3600)])
 def test_a_tick_interval_in_whole_minutes_is_taken(monkeypatch, raw, seconds):
-    from agentsite.env import env_whole_minutes_s
+    from agentsite.core.env import env_whole_minutes_s
 
     if raw is None:
         monkeypatch.delenv("AGENTSITE_SCHEDULER_TICK_S", raising=False)

@@ -67,8 +67,8 @@ def url_routes(prefixes: tuple[str, ...] = API_PREFIXES) -> list[Route]:
 
 
 def asgi_mounts() -> list[str]:
-    """The path prefixes of the ASGI apps mounted next to Django (agentsite.mounts.MOUNTS)."""
-    from agentsite.mounts import MOUNTS
+    """The path prefixes of the ASGI apps mounted next to Django (agentsite.core.mounts.MOUNTS)."""
+    from agentsite.core.mounts import MOUNTS
 
     return [prefix for prefix, _factory in MOUNTS]
 

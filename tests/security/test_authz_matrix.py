@@ -39,7 +39,7 @@ from django.contrib.auth.models import AnonymousUser
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import AccessToken
 
-from agentsite.datadir import data_dir_path, secrets_read
+from agentsite.core.datadir import data_dir_path, secrets_read
 from tests.conftest import PASSWORD
 from tests.security.conftest import (
     HTTP_METHODS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from sessions_app.models import ChatMessage
 from sessions_app.services import session_create
 from sessions_app.turns import turn_start
@@ -113,7 +113,7 @@ async def test_a_streaming_reply_is_checkpointed_and_a_dead_process_leaves_it_in
     """What a crash leaves: the reply as of its last checkpoint, `interrupted` once the process is swept."""
     import asyncio
 
-    from agentsite import processes
+    from agentsite.core import processes
     from sessions_app import turns
 
     monkeypatch.setattr(turns, "CHECKPOINT_S", 0.0)

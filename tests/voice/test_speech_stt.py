@@ -20,7 +20,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.selectors import config_cache_clear
 from accounts.services import config_update
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from tests.fakes.audio import reencode, speak
 from tests.fakes.http import FakeResponse
 from voice.speech.audio import audio_decode

@@ -221,8 +221,8 @@ def test_deleting_a_workflow_removes_its_runs(owner_client):
 
 
 def test_runs_left_running_by_a_dead_process_are_marked_error_at_start_and_a_live_ones_are_not(owner_client):
-    from agentsite.processes import current_process_id
-    from agentsite.startup import run_start_hooks
+    from agentsite.core.processes import current_process_id
+    from agentsite.core.startup import run_start_hooks
     from tests.foundation.test_processes import dead_process
 
     workflow = create(owner_client).json()

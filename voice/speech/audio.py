@@ -13,7 +13,7 @@ from types import ModuleType
 
 import numpy as np
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 SAMPLE_RATE = 16_000  # what Whisper and whisper.cpp take
 INPUT_FORMATS = ("wav", "mp3", "webm", "ogg")

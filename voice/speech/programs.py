@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 _POLL_S = 0.1  # how often a waiting runner looks at `stop`
 MAX_OUTPUT = 16 * 1024 * 1024

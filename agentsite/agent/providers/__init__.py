@@ -7,7 +7,7 @@ from agentsite.agent.providers.anthropic import AnthropicProvider
 from agentsite.agent.providers.base import Provider, collect
 from agentsite.agent.providers.offline import OfflineProvider
 from agentsite.agent.providers.openai import OpenAIProvider
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 PROVIDERS: dict[str, type[Provider]] = {
     OpenAIProvider.name: OpenAIProvider,

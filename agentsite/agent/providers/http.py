@@ -24,7 +24,7 @@ import aiohttp
 import certifi
 import httpx
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
 

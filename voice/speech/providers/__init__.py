@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.speech.providers.base import Speech, SpeechSettings, SpeechToText, TextToSpeech, Transcript
 from voice.speech.providers.browser import BrowserSpeechToText, BrowserTextToSpeech
 from voice.speech.providers.edge import EdgeTextToSpeech

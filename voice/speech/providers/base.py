@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.speech.audio import DecodedAudio
 from voice.speech.voices import VoiceChoice
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from contextlib import aclosing
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.speech.audio import NoSound, NotAudio, audio_output
 from voice.speech.providers.base import Speech, TextToSpeech, invalid_voice
 from voice.speech.voices import VoiceChoice

@@ -7,7 +7,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.speech.audio import NoSound, NotAudio, audio_output
 from voice.speech.programs import ProgramStopped, program_path, program_run
 from voice.speech.providers.base import Speech, TextToSpeech, invalid_voice

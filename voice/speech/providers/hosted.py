@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.providers.http import error_text, scrub, shared_client
 from agentsite.agent.providers.openai import OpenAIProvider
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.speech.audio import NoSound, NotAudio, audio_output
 from voice.speech.providers.base import Speech, SpeechSettings, SpeechToText, TextToSpeech, Transcript
 from voice.speech.voices import VoiceChoice

@@ -31,7 +31,7 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 from voice.speech.audio import DecodedAudio, wav_16k
 from voice.speech.programs import ProgramStopped, program_path, program_run
 from voice.speech.providers.base import SpeechToText, Transcript, WhisperDecoding

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 MAX_JSON_DEPTH = 100
 

@@ -112,7 +112,8 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
     if scheme not in _POSTGRES_SCHEMES | {"sqlite"}:
         raise ImproperlyConfigured(f"{name} must start with postgres://, postgresql:// or sqlite:/// (got {scheme!r}).")
     try:
-        # Persistent connections (checked before reuse): request threads are reused (agentsite/requestthreads.py).
+        # Persistent connections (checked before reuse): request threads are reused
+        # (agentsite/server/requestthreads.py).
         parsed = dj_database_url.parse(url, conn_max_age=None, conn_health_checks=True)
     except ValueError as exc:  # a bad port, bad quoting: its message does not repeat the URL (or its password)
         raise ImproperlyConfigured(f"{name} is not a valid database URL: {exc}") from exc
@@ -129,7 +130,7 @@ def database_from_url(url: str, *, name: str = "DATABASE_URL") -> dict:
 def sqlite_database(path: str) -> dict:
     return {
         # Django's backend, creating the data directory on first connect (the settings write nothing).
-        "ENGINE": "agentsite.db.sqlite3",
+        "ENGINE": "agentsite.core.db.sqlite3",
         "NAME": path,
         # WAL lets the q2 worker and the web process read while one writes; IMMEDIATE takes the write
         # lock at BEGIN, so two writers wait on busy_timeout instead of failing with "database is locked".

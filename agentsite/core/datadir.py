@@ -2,7 +2,7 @@
 
 Importing the settings writes nothing (`manage.py help` must not create ./data): the settings only
 read what exists (the environment, config.json). The directory is created when something first
-writes into it (the SQLite backend in agentsite.db.sqlite3, `serve`, the secrets), and the secrets
+writes into it (the SQLite backend in agentsite.core.db.sqlite3, `serve`, the secrets), and the secrets
 are generated when something first needs one (see `secret_lazy`).
 """
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from django.http import StreamingHttpResponse
 
 if TYPE_CHECKING:
-    from agentsite.errors import AppError
+    from agentsite.core.errors import AppError
 
 T = TypeVar("T")
 
@@ -68,7 +68,7 @@ async def ended_when(stream: AsyncGenerator[bytes, None], problem: Problem,
 
 def sse_response(stream: AsyncGenerator[bytes, None]) -> StreamingHttpResponse:
     """A streaming response that proxies (X-Accel-Buffering) and caches leave alone. Each event reaches the
-    socket as it is sent (under daphne, agentsite.asgi_limits flushes every streamed chunk)."""
+    socket as it is sent (under daphne, agentsite.server.asgi_limits flushes every streamed chunk)."""
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

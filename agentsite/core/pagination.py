@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rest_framework.pagination import LimitOffsetPagination as _Base
 from rest_framework.request import Request
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
     from rest_framework.views import APIView

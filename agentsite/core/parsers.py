@@ -1,4 +1,4 @@
-"""DRF's JSON parser with the nesting limit (agentsite.jsonbody) checked before it parses."""
+"""DRF's JSON parser with the nesting limit (agentsite.core.jsonbody) checked before it parses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from agentsite.jsonbody import MAX_JSON_DEPTH, json_too_deep
+from agentsite.core.jsonbody import MAX_JSON_DEPTH, json_too_deep
 
 
 class BoundedJSONParser(JSONParser):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from agentsite.errors import AppError
+from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
 

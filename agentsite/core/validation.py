@@ -8,8 +8,8 @@ from typing import Any
 from django.http import HttpRequest, QueryDict
 from rest_framework import serializers
 
-from agentsite.errors import AppError, flatten_details, validation_message
-from agentsite.jsonbody import json_loads_bounded
+from agentsite.core.errors import AppError, flatten_details, validation_message
+from agentsite.core.jsonbody import json_loads_bounded
 
 
 def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:

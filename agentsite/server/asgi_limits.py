@@ -15,15 +15,22 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from agentsite.errors import envelope_for
-from agentsite.hosts import scope_host_allowed
-from agentsite.jsonbody import MAX_JSON_DEPTH, json_too_deep
-from agentsite.middleware import SECURITY_HEADERS
+from agentsite.core.errors import envelope_for
+from agentsite.core.hosts import scope_host_allowed
+from agentsite.core.jsonbody import MAX_JSON_DEPTH, json_too_deep
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+
+# Every answer carries these, Django's (agentsite.middleware) and those sent before Django runs (here).
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "X-XSS-Protection": "1; mode=block",
+    "Referrer-Policy": "same-origin",
+}
 
 _HEADER_PAIRS = [(name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db.backends.sqlite3 import base
 
-from agentsite.datadir import data_dir_ensure
+from agentsite.core.datadir import data_dir_ensure
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -1,0 +1,194 @@
+"""manage.py serve: the one command that runs everything on the embedded default."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agentsite.core.datadir import data_dir_ensure, secrets_ensure
+from agentsite.server.orphan import SERVE_PID_ENV
+
+STOP_GRACE_S = 15
+# A child that dies unexpectedly is started again after a wait that doubles from 1 s to 30 s while it keeps
+# dying, and is back to 1 s once a run of it lasted a minute.
+RESTART_FIRST_S = 1.0
+RESTART_MAX_S = 30.0
+RESTART_STABLE_S = 60.0
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the initial admin, start the task cluster and serve ASGI with daphne."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000, help="0: a free port, shown in the start message.")
+        parser.add_argument("--fd", type=int, default=None, help=(
+            "Serve on this inherited listening TCP socket (its file descriptor) instead of binding --host and "
+            "--port (socket activation; tests that hold their server's port)."))
+        parser.add_argument("--no-cluster", action="store_true", help="Do not start the django-q2 cluster.")
+
+    def handle(self, *args, host: str, port: int, fd: int | None, no_cluster: bool, **options) -> None:
+        # serve holds the listening socket and daphne adopts it: a port that is taken stops serve here, and no
+        # other process can take the port while daphne restarts. daphne adopts IPv4 sockets only (its fd
+        # endpoint takes no address family): on an IPv6 host daphne binds the port itself, as it always did.
+        listener = _listen(host, port) if fd is None and ":" not in host else None
+        self.fd = listener.fileno() if listener is not None else fd
+        if self.fd is not None:
+            host, port = _listening_address(self.fd)
+        elif port == 0:
+            raise CommandError("--port 0 (a free port) needs an IPv4 --host.")
+        # The first start creates the data directory and its secrets here, before the children start: the
+        # settings import wrote nothing, and a problem with either stops serve instead of a first request.
+        secrets_ensure(data_dir_ensure(settings.DATA_DIR))
+        self.stdout.write(f"agentsite: data directory {settings.DATA_DIR}")
+        self.stdout.write("agentsite: applying database migrations ...")
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("initadmin")
+        call_command("recover")  # before the children start: nothing of theirs can be running yet
+        commands = self._commands(host, port, no_cluster)
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
+                                                                           "agentsite.settings")}
+        # One BLAS thread: knowledge-base search is a matrix-vector product that a second thread slows
+        # down, erratically, whenever the other core is busy (bench/RESULTS.md). The operator may override.
+        self.env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        self.env[SERVE_PID_ENV] = str(os.getpid())  # each child's guard: gone soon after serve (orphan.py)
+        children = {name: self._spawn(name, command) for name, command in commands.items()}
+        self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
+        self._supervise(commands, children)
+
+    def _commands(self, host: str, port: int, no_cluster: bool) -> dict[str, list[str]]:
+        manage = [sys.executable, os.path.abspath(sys.argv[0])] if sys.argv[0].endswith("manage.py") else \
+            [sys.executable, "-m", "django"]
+        commands = {} if no_cluster else {"qcluster": [*manage, "qcluster"]}
+        # No --proxy-headers: daphne would take REMOTE_ADDR from the client's own X-Forwarded-For.
+        # accounts.ratelimit.client_ip reads that header, and only behind AGENTSITE_TRUSTED_PROXIES.
+        # daphne adopts serve's socket (its --fd); each restart of it gets the same one.
+        bind = ["-b", host, "-p", str(port)] if self.fd is None else ["--fd", str(self.fd)]
+        commands["daphne"] = [sys.executable, "-m", "daphne", *bind, "agentsite.asgi:application"]
+        return commands
+
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
+        self.stdout.write(f"agentsite: starting {name} ...")
+        # The listening socket goes to daphne only; every other descriptor of serve is closed in the child.
+        passed = (self.fd,) if name == "daphne" and self.fd is not None else ()
+        return subprocess.Popen(command, env=self.env, start_new_session=True, preexec_fn=_stop_with_parent,
+                                pass_fds=passed)
+
+    def _supervise(self, commands: dict[str, list[str]], children: dict[str, subprocess.Popen]) -> None:
+        """Until SIGINT/SIGTERM: restart a child that exits, after a back-off (RESTART_*), and keep serving."""
+        stopping = {"signal": None}
+
+        def on_signal(signum, _frame):
+            stopping["signal"] = signum
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        started = {name: time.monotonic() for name in children}
+        backoff = {name: RESTART_FIRST_S for name in children}
+        restart_at: dict[str, float] = {}
+        next_sweep = time.monotonic() + settings.AGENTSITE_PROCESS_SWEEP_S
+        while stopping["signal"] is None:
+            now = time.monotonic()
+            if now >= next_sweep:  # work of processes that died (a q2 worker killed alone, another host)
+                next_sweep = now + settings.AGENTSITE_PROCESS_SWEEP_S
+                self._sweep()
+            for name, proc in children.items():
+                if name in restart_at or proc.poll() is None:
+                    continue
+                if now - started[name] >= RESTART_STABLE_S:
+                    backoff[name] = RESTART_FIRST_S
+                self.stderr.write(f"agentsite: {name} exited unexpectedly (status {proc.returncode}); starting it "
+                                  f"again in {backoff[name]:g} s.")
+                _signal_group(proc, signal.SIGKILL)  # what is left of its group (q2 workers) goes with it
+                self._sweep()  # its runs and streaming replies are marked now, not at the next start
+                restart_at[name] = now + backoff[name]
+                backoff[name] = min(RESTART_MAX_S, backoff[name] * 2)
+            for name, at in list(restart_at.items()):
+                if now >= at:
+                    del restart_at[name]
+                    children[name], started[name] = self._spawn(name, commands[name]), now
+            time.sleep(0.2)
+        self.stdout.write("agentsite: stopping ...")
+        _stop_all(children)
+        self.stdout.write("agentsite: stopped.")
+
+
+    def _sweep(self) -> None:
+        from agentsite.core.processes import sweep_dead
+
+        try:
+            sweep_dead()
+        except Exception as exc:  # a boundary: the database may be what failed; the next sweep catches up
+            self.stderr.write(f"agentsite: could not mark the stopped process's work yet ({exc}).")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (0: a free port); CommandError naming them when it cannot be had."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, family=socket.AF_INET,
+                                                             type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as daphne's own bind (Twisted) does
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        raise CommandError(f"Cannot listen on {host}:{port} ({exc}): is another server using that port? "
+                           "Choose another with --port.") from exc
+    return sock
+
+
+def _listening_address(fd: int) -> tuple[str, int]:
+    """The (host, port) that the inherited socket fd listens on; CommandError when it is not a listening
+    TCP socket."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            family, kind, address = sock.family, sock.type, sock.getsockname()
+    except OSError as exc:
+        raise CommandError(f"--fd {fd} is not an open socket ({exc}).") from exc
+    if family != socket.AF_INET or kind != socket.SOCK_STREAM or not listening:
+        raise CommandError(f"--fd {fd} must be a listening IPv4 TCP socket (bound, listen() called).")
+    return address[0], address[1]
+
+
+def _stop_with_parent() -> None:
+    """In a child, before it runs: SIGTERM it when serve dies, even by SIGKILL (Linux), so no child outlives
+    serve. Each child leads its own process group, so a Ctrl-C reaches serve alone, which stops them in order."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: a hard kill of serve may leave children behind
+
+
+def _stop_all(children: dict[str, subprocess.Popen]) -> None:
+    # SIGTERM to each main process only: the q2 cluster stops its own workers in about a second, while a
+    # signal to its whole group makes its sentinel wait on workers that are already gone. Each child leads
+    # its own process group (start_new_session), so whatever is left of it is killed afterwards.
+    for proc in children.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in children.values():
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        _signal_group(proc, signal.SIGKILL)  # stragglers in the group (q2 workers) never outlive serve
+
+
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,76 @@
+"""An existing data directory upgrades with `migrate`: a SQLite database made by the previous release (the last
+commit before agentsite/ was split into core/server/dashboard packages) is migrated by this tree, nothing is left
+unapplied, and the rows it held are still read by this tree's models.
+
+The previous release is checked out with `git worktree add` into a temporary folder and run in a subprocess with
+its own AGENTSITE_DATA_DIR; this tree then runs `manage.py migrate` and `showmigrations` on that same directory.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+# The last commit with the old layout (agentsite/errors.py, agentsite/db/, agentsite/dashboard.py ...).
+PREVIOUS_RELEASE = "e0195a1ebcca2e6ea96a8b4f4971519a391f8735"
+ROW = "upgrade-test:1:1"
+
+
+def _manage(cwd: Path, data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
+    env["AGENTSITE_DATA_DIR"] = str(data_dir)
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, f"manage.py {' '.join(args)} in {cwd} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture
+def previous_release(tmp_path: Path):
+    known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"],
+                           capture_output=True)
+    assert known.returncode == 0, (f"commit {PREVIOUS_RELEASE} (the previous release) is not in this checkout's "
+                                   "history: fetch it (git fetch --unshallow)")
+    tree = tmp_path / "previous"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), PREVIOUS_RELEASE],
+                   check=True, capture_output=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
+def test_a_data_directory_of_the_previous_release_upgrades_with_migrate(previous_release: Path, tmp_path: Path):
+    data_dir = tmp_path / "data"
+    _manage(previous_release, data_dir, "migrate", "--no-input")
+    _manage(previous_release, data_dir, "shell", "-c",
+            "from django.utils import timezone; from agentsite.models import ServiceProcess; "
+            f"now = timezone.now(); ServiceProcess.objects.create(id={ROW!r}, host='h', pid=1, started_at=now, "
+            "seen_at=now)")
+    databases = list(data_dir.glob("*.sqlite3"))
+    assert len(databases) == 1, f"the previous release made no single SQLite database in {data_dir}: {databases}"
+    with sqlite3.connect(databases[0]) as db:
+        applied_before = set(db.execute("SELECT app, name FROM django_migrations").fetchall())
+    assert ("agentsite", "0001_initial") in applied_before
+
+    _manage(ROOT, data_dir, "migrate", "--no-input")
+    plan = _manage(ROOT, data_dir, "showmigrations", "--plan").stdout
+    unapplied = [line for line in plan.splitlines() if line.lstrip().startswith("[ ]")]
+    assert not unapplied, f"migrations left unapplied after the upgrade: {unapplied}"
+    with sqlite3.connect(databases[0]) as db:
+        applied_after = set(db.execute("SELECT app, name FROM django_migrations").fetchall())
+    assert applied_before <= applied_after, f"history lost: {sorted(applied_before - applied_after)}"
+    kept = _manage(ROOT, data_dir, "shell", "-c",
+                   "from agentsite.models import ServiceProcess; "
+                   f"print(list(ServiceProcess.objects.filter(id={ROW!r}).values_list('id', flat=True)))").stdout
+    assert kept.strip().splitlines()[-1:] == [repr([ROW])], \
+        f"the previous release's row is not read by this tree's models: {kept!r}"

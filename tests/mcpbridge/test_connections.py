@@ -12,7 +12,7 @@ from agentsite.agent.loop import run_agent
 from agentsite.agent.types import Message
 from mcpbridge import services
 from mcpbridge.client import McpConnectError, ServerSpec, manager
-from mcpbridge.models import McpServer
+from mcpbridge.models import McpServer, masked_url
 from mcpbridge.services import transport_for_url
 from tests.fakes.llm import Call, Text, ToolCalls
 from tests.mcpbridge.conftest import TIME_SERVER
@@ -142,3 +142,11 @@ def test_a_stdio_command_path_that_does_not_exist_is_named_without_a_path_search
         manager.run_sync(lambda: manager.connect(spec), timeout=30)
 
     assert "'/nonexistent/mcp-server' does not exist" in str(failure.value)
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://user:pa55@mcp.example.com/mcp?token=abc&team=x", "https://mcp.example.com/mcp?token=***&team=***"),
+    ("http://127.0.0.1:8000/mcp/sse", "http://127.0.0.1:8000/mcp/sse"),
+])
+def test_a_servers_url_is_shown_without_its_password_and_query_values(url, shown):
+    assert masked_url(url) == shown

@@ -1,6 +1,7 @@
 """Writes of the scheduler: tasks (validated on every save), the tick, manual runs, and run records.
 
-The tick (`tick()`, called by a django-q2 schedule every AGENTSITE_SCHEDULER_TICK_S seconds):
+The tick (`tick()`, called by the timer at each task's instant (scheduler/timer.py), and by a django-q2
+schedule every AGENTSITE_SCHEDULER_TICK_S seconds as a fallback):
 1. selects enabled tasks whose `next_run_at` has passed, by the indexed column (no cron is evaluated for
    a task that is not due);
 2. locks them (`skip_locked`: rows another tick holds are left to it), walks each task's occurrences from
@@ -55,8 +56,8 @@ def run_concurrency() -> int:
 
 
 def grace() -> timedelta:
-    """How late an occurrence may be found and still count as on time: two tick periods (a tick itself may
-    come up to 30 s late: django-q2 looks at its schedules every 30 s)."""
+    """How late an occurrence may be found and still count as on time: two fallback tick periods (when the
+    timer is not running, a tick comes up to 30 s late: django-q2 looks at its schedules every 30 s)."""
     return timedelta(seconds=2 * tick_interval_s())
 
 
@@ -124,6 +125,15 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
         _schedule_next(task, now=timezone.now())
     task.save()
     return task
+
+
+def task_saved(sender: type, instance: ScheduledTask, **kwargs: Any) -> None:
+    """post_save of a task: once committed, wake the scheduler's timers (this process's, and with Redis
+    every process's) so that they read its next instant."""
+    from agentsite.core.invalidation import announce
+    from scheduler.timer import TOPIC
+
+    transaction.on_commit(lambda: announce(TOPIC, instance.pk), robust=True)
 
 
 def task_delete(*, task: ScheduledTask) -> None:

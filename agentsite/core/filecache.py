@@ -20,7 +20,7 @@ import pickle
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from django.core.cache.backends.base import DEFAULT_TIMEOUT
 from django.core.cache.backends.filebased import FileBasedCache
@@ -28,6 +28,13 @@ from django.core.cache.backends.filebased import FileBasedCache
 
 class SharedFileCache(FileBasedCache):
     """FileBasedCache whose read-modify-writes are atomic across the host's processes (see the module)."""
+
+    if TYPE_CHECKING:  # FileBasedCache's own helpers, which django-stubs do not declare
+        _dir: str
+
+        def _createdir(self) -> None: ...
+        def _key_to_file(self, key: Any, version: Any = None) -> str: ...
+        def _is_expired(self, f: IO[bytes]) -> bool: ...
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

@@ -314,9 +314,14 @@ def _trim_histories(task_ids: set[Any]) -> None:
 
 def _enqueue(runs: list[TaskRun]) -> None:
     """Hand queued runs to the task cluster with the transaction that recorded them (agentsite.core.taskqueue), in
-    chunks that one worker runs side by side (scheduler.tasks.task_runs_execute)."""
-    size = run_concurrency()
+    chunks that one worker runs side by side (scheduler.tasks.task_runs_execute).
+
+    Runs due together start together: they are spread evenly over the cluster's workers, in chunks of at
+    least AGENTSITE_SCHEDULER_RUN_CONCURRENCY (a chunk queued behind another would wait for that one's runs,
+    which are LLM calls of seconds, and start late)."""
     ids = [str(run.pk) for run in runs]
+    workers = max(1, int(settings.Q_CLUSTER.get("workers", 1)))
+    size = max(run_concurrency(), -(-len(ids) // workers))
     enqueue_with_commit("scheduler.tasks.task_runs_execute", [ids[at:at + size] for at in range(0, len(ids), size)])
 
 
@@ -331,11 +336,17 @@ def task_run_now(*, task: ScheduledTask) -> TaskRun:
     return run
 
 
-def run_claim(*, run_id: str) -> TaskRun | None:
-    """Move a queued run to running; None when another worker claimed it or it is gone."""
-    claimed = TaskRun.objects.filter(pk=run_id, status=TaskRun.QUEUED).update(
-        status=TaskRun.RUNNING, started_at=timezone.now(), process=current_process_id())
-    return TaskRun.objects.select_related("task", "task__owner").filter(pk=run_id).first() if claimed else None
+def runs_claim(*, run_ids: list[str]) -> list[TaskRun]:
+    """Move these queued runs to running with one statement (a chunk's runs start together); returns the runs
+    this call claimed: not those another worker claimed first, nor those that are gone. The claim is told
+    apart by its process and its exact `started_at`."""
+    started, process = timezone.now(), current_process_id()
+    claimed = TaskRun.objects.filter(pk__in=run_ids, status=TaskRun.QUEUED).update(
+        status=TaskRun.RUNNING, started_at=started, process=process)
+    if not claimed:
+        return []
+    return list(TaskRun.objects.select_related("task", "task__owner").filter(
+        pk__in=run_ids, status=TaskRun.RUNNING, process=process, started_at=started))
 
 
 SWEPT_ERROR = "The process running this run stopped (a crash or a kill) before it finished."

@@ -99,7 +99,8 @@ class ApiKey(models.Model):
     A key acts as its user, within its `scopes` (SCOPES): `v1` the OpenAI-compatible API, `mcp` the MCP server,
     `api` the /api endpoints (never admin operations), `admin` (given only by an admin to their own key) the
     admin operations too. It stops at `expires_at`, when revoked (`revoked`, kept for the list and the usage
-    records), and with its user's deactivation, deletion or password change (accounts.authentication).
+    records), and with its user's deactivation, deletion or password change (`password_version`, checked in
+    accounts.authentication).
     `budget` (null: none) caps what the key spends, within its user's budget (shape: BUDGET_FIELDS).
     """
 
@@ -110,6 +111,9 @@ class ApiKey(models.Model):
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16)
     hash = models.CharField(max_length=64, unique=True)
+    # accounts.tokens.password_version of the user when the key was made: a password change (by any means:
+    # the API, Django admin, manage.py changepassword) stops the key, as it stops the user's tokens.
+    password_version = models.CharField(max_length=64, default="")
     scopes = models.JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)

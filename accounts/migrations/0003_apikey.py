@@ -14,11 +14,6 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AlterField(
-            model_name='agentconfig',
-            name='compat_auth',
-            field=models.CharField(choices=[('local', 'Local'), ('key', 'Key'), ('public', 'Public'), ('token', 'Token (same as key)')], default='local', max_length=10),
-        ),
         migrations.CreateModel(
             name='ApiKey',
             fields=[

@@ -121,16 +121,16 @@ class KeyListView(GenericAPIView):
 
 class KeyDetailView(APIView):
     @extend_schema(responses={200: KeySerializer})
-    def get(self, request: Request, pk: int) -> Response:
+    def get(self, request: Request, pk: str) -> Response:
         return Response(KeySerializer(selectors.key_get_for(user=request.user, key_id=pk)).data)
 
     @extend_schema(request=KeyUpdateSerializer, responses={200: KeySerializer})
-    def patch(self, request: Request, pk: int) -> Response:
+    def patch(self, request: Request, pk: str) -> Response:
         key = selectors.key_get_for(user=request.user, key_id=pk)
         changes = validated(KeyUpdateSerializer, request.data, partial=True)
         return Response(KeySerializer(services.key_update(key=key, changes=dict(changes))).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request: Request, pk: int) -> Response:
+    def delete(self, request: Request, pk: str) -> Response:
         services.key_revoke(key=selectors.key_get_for(user=request.user, key_id=pk))
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -105,6 +105,8 @@ def key_get_for(*, user, key_id):
     from accounts.models import ApiKey
     from agentsite.core.errors import AppError
 
+    if not str(key_id).isdigit() or len(str(key_id)) > 18:  # the path takes any text: ids are integers
+        raise AppError("not_found", "No API key with that id.", 404)
     keys = ApiKey.objects.select_related("user")
     if not (user.is_active and user.is_staff):
         keys = keys.filter(user_id=user.pk)

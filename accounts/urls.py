@@ -12,5 +12,5 @@ urlpatterns = [
     path("auth/me", api.MeView.as_view(), name="auth-me"),
     path("config", api.ConfigView.as_view(), name="config"),
     path("keys", keys_api.KeyListView.as_view(), name="keys"),
-    path("keys/<int:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
+    path("keys/<str:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
 ]

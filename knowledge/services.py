@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from knowledge import index
+from knowledge import index, lexical
 from knowledge.chunking import chunk_text
 from knowledge.embedding import embed_many, to_bytes
 from knowledge.extraction import TEXT, normalize_text, text_from_content, text_from_upload
@@ -69,7 +69,8 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     if not text.strip():
         raise AppError("empty_document", "The document has no text to add.", 400)
     texts = chunk_text(text)
-    stored = stored_size(text=text, chunks=texts)
+    words = [lexical.terms(chunk) for chunk in texts]
+    stored = stored_size(text=text, chunks=texts, words=words)
     _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
     vectors = embed_many(texts)
     before, after = _stamp_change(owner_id)  # first: a concurrent rebuild must not see half of this write
@@ -78,6 +79,7 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     document = Document.objects.create(owner_id=owner_id, filename=filename, content_type=content_type,
                                        content=text, size=size, stored_bytes=stored)
     chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors)
+    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, words=words)  # in this transaction: all or nothing
     document.chunk_count = len(chunk_ids)
     transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
                                   document_id=document.pk, chunk_ids=chunk_ids, vectors=vectors))
@@ -85,9 +87,15 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     return document
 
 
-def stored_size(*, text: str, chunks: list[str]) -> int:
-    """What a document holds in the database, as the quota counts it: text, chunk texts and vectors."""
-    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + VECTOR_BYTES for chunk in chunks)
+def stored_size(*, text: str, chunks: list[str], words: list[list[str]] | None = None) -> int:
+    """What a document holds in the database, as the quota counts it: text, chunk texts, vectors, lexical entries.
+
+    words: each chunk's lexical terms (knowledge.lexical.terms), when the caller has them already.
+    """
+    if words is None:
+        words = [lexical.terms(chunk) for chunk in chunks]
+    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + VECTOR_BYTES + lexical.stored_bytes(entry)
+                                           for chunk, entry in zip(chunks, words, strict=True))
 
 
 def _quota_check(*, owner_id: int, size: int) -> None:

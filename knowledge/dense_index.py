@@ -6,6 +6,11 @@ cache under the same byte budget (AGENTSITE_KB_INDEX_CACHE_MB; a dense row costs
 against 1,040 for a hash row). Only documents whose chunks all have a dense vector are in it: chunks stored
 before the model was installed are left out until `manage.py kb_dense_backfill` gives them one.
 
+`DenseRanker` is this signal as a `knowledge.ranking.Ranker`, named `dense`: the knowledge app registers it
+when the model is installed, so `hybrid` fuses three signals (hash vectors, lexical, dense), and `mode: "dense"`
+ranks by it alone. With the model absent it is not registered and the search is exactly the two-signal one;
+with it installed but AGENTSITE_KB_DENSE false, it ranks nothing, which leaves a fusion unchanged.
+
 Nothing here loads the model unless a search or an ingest asks for a dense vector, and nothing asks when
 `dense.available()` is False.
 """
@@ -14,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from knowledge import dense, index
+from knowledge import dense, index, ranking
 
 DENSE = index.Signal("dense", dense.DIMENSIONS, prefix="dense", complete_only=True)
 
@@ -35,3 +40,12 @@ def dense_rank(owner_id: int, query: str, k: int) -> list[tuple[int, float]]:
     rows = rows[scores[rows] > 0]
     return [(int(chunk_id), round(min(float(score), 1.0), 6))
             for chunk_id, score in zip(matrix.ids[rows].tolist(), scores[rows].tolist(), strict=True)]
+
+
+class DenseRanker(ranking.Ranker):
+    """The cosine similarity of the dense model's vectors (see dense_rank)."""
+
+    name = "dense"
+
+    def rank(self, owner_id: int, query: str, k: int) -> ranking.Ranking:
+        return dense_rank(owner_id, query, k)

@@ -18,7 +18,7 @@ from django.db.models import F
 
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from knowledge import dense, index
+from knowledge import dense, index, lexical
 from knowledge.chunking import chunk_text
 from knowledge.dense_index import DENSE
 from knowledge.embedding import embed_many, to_bytes
@@ -71,8 +71,9 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     if not text.strip():
         raise AppError("empty_document", "The document has no text to add.", 400)
     texts = chunk_text(text)
+    words = [lexical.terms(chunk) for chunk in texts]
     with_dense = dense.available()
-    stored = stored_size(text=text, chunks=texts, dense_vectors=with_dense)
+    stored = stored_size(text=text, chunks=texts, words=words, dense_vectors=with_dense)
     _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
     vectors = embed_many(texts)
     # The dense model takes most of an ingest's time when installed (bench/RESULTS.md): before the stamp's lock.
@@ -83,6 +84,7 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     document = Document.objects.create(owner_id=owner_id, filename=filename, content_type=content_type,
                                        content=text, size=size, stored_bytes=stored)
     chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors, dense_vectors=dense_vectors)
+    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, words=words)  # in this transaction: all or nothing
     document.chunk_count = len(chunk_ids)
     transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
                                   document_id=document.pk, chunk_ids=chunk_ids, vectors=vectors))
@@ -94,10 +96,18 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     return document
 
 
-def stored_size(*, text: str, chunks: list[str], dense_vectors: bool = False) -> int:
-    """What a document holds in the database, as the quota counts it: text, chunk texts and vectors."""
+def stored_size(*, text: str, chunks: list[str], words: list[list[str]] | None = None,
+                dense_vectors: bool = False) -> int:
+    """What a document holds in the database, as the quota counts it: text, chunk texts, vectors, lexical entries.
+
+    words: each chunk's lexical terms (knowledge.lexical.terms), when the caller has them already.
+    dense_vectors: whether each chunk also stores the dense model's vector (dense.VECTOR_BYTES more).
+    """
+    if words is None:
+        words = [lexical.terms(chunk) for chunk in chunks]
     per_chunk = VECTOR_BYTES + (dense.VECTOR_BYTES if dense_vectors else 0)
-    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + per_chunk for chunk in chunks)
+    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + per_chunk + lexical.stored_bytes(entry)
+                                           for chunk, entry in zip(chunks, words, strict=True))
 
 
 def _quota_check(*, owner_id: int, size: int) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 
+from agentsite.core.errors import AppError
 from knowledge import dense, index, services
 from knowledge.dense_index import DENSE, dense_rank
 from knowledge.models import Chunk, Document, KnowledgeStamp
@@ -107,8 +108,8 @@ def test_ingest_stores_a_dense_vector_per_chunk_and_counts_it_in_the_quota(model
     stored = np.frombuffer(bytes(chunks[0].dense), dtype="<f4")
     assert stored.shape == (dense.DIMENSIONS,)
     assert np.abs(stored - model.embed([chunks[0].text])[0]).max() < 1e-5
-    text_bytes = len(document.content.encode()) + sum(len(chunk.text.encode()) for chunk in chunks)
-    assert document.stored_bytes == text_bytes + len(chunks) * (services.VECTOR_BYTES + dense.VECTOR_BYTES)
+    without = services.stored_size(text=document.content, chunks=[chunk.text for chunk in chunks])
+    assert document.stored_bytes == without + len(chunks) * dense.VECTOR_BYTES
 
 
 @pytest.mark.parametrize(("query", "answer"), PARAPHRASES)
@@ -196,9 +197,8 @@ def test_without_the_model_nothing_changes(absent, owner):
     documents = ingest(owner)
     assert not Chunk.objects.filter(dense__isnull=False).exists()
     for document in documents.values():
-        text_bytes = len(document.content.encode()) + sum(
-            len(text.encode()) for text in Chunk.objects.filter(document=document).values_list("text", flat=True))
-        assert document.stored_bytes == text_bytes + document.chunk_count * services.VECTOR_BYTES
+        texts = list(Chunk.objects.filter(document=document).values_list("text", flat=True))
+        assert document.stored_bytes == services.stored_size(text=document.content, chunks=texts)
     assert dense_rank(owner.pk, "penguins", 5) == []
     assert index._cache.get(DENSE.key(owner.pk)) is None, "a dense matrix was built"
     with pytest.raises(dense.DenseUnavailable, match="agentsite\\[dense\\]"):
@@ -215,3 +215,46 @@ def test_the_setting_turns_an_installed_model_off(model, owner, settings):
     ingest(owner, {"bread.txt": DOCUMENTS["bread.txt"]})
     assert not Chunk.objects.filter(dense__isnull=False).exists()
     assert dense_rank(owner.pk, "bread", 5) == []
+
+
+# --- the dense signal in the search (knowledge.ranking) ------------------------------------------------------
+
+def test_hybrid_fuses_the_dense_signal_when_installed_and_mode_dense_ranks_by_it(model, owner):
+    from knowledge import ranking
+    from knowledge.selectors import chunk_search
+
+    assert [ranker.name for ranker in ranking.rankers()][-1] == "dense", "the knowledge app did not register it"
+    ingest(owner)
+    for query, answer in PARAPHRASES:
+        assert chunk_search(owner_id=owner.pk, query=query, mode="dense")[0].filename == answer
+    hit = chunk_search(owner_id=owner.pk, query="seabirds that cannot take to the air", mode="dense")[0]
+    assert hit.rank_score == dense_rank(owner.pk, "seabirds that cannot take to the air", 1)[0][1]
+    # A question that shares no word with its document: the fusion still finds it through the dense signal.
+    assert chunk_search(owner_id=owner.pk, query="when did people first walk on our satellite",
+                        mode="hybrid")[0].filename == "moon.txt"
+
+
+def test_without_the_model_hybrid_is_the_two_signal_search(owner, monkeypatch, settings):
+    from knowledge import ranking
+    from knowledge.dense_index import DenseRanker
+    from knowledge.selectors import chunk_search
+
+    settings.AGENTSITE_KB_DENSE = True
+    ingest(owner)
+    queries = [query for query, _ in PARAPHRASES] + ["penguins swim in cold oceans", "bake bread with yeast"]
+    registered = ranking.ranker("dense")
+    ranking.unregister_ranker("dense")  # as the knowledge app leaves it when the extra is not installed
+    try:
+        two_signals = {query: chunk_search(owner_id=owner.pk, query=query) for query in queries}
+        with pytest.raises(AppError) as error:
+            chunk_search(owner_id=owner.pk, query="penguins", mode="dense")
+        assert error.value.status == 400 and "agentsite[dense]" in error.value.message
+        # Registered, but the model's files gone (or the setting off): it ranks nothing, the fusion is unchanged.
+        ranking.register_ranker(DenseRanker())
+        monkeypatch.setattr(dense, "model_files", lambda: None)
+        assert {query: chunk_search(owner_id=owner.pk, query=query) for query in queries} == two_signals
+        assert chunk_search(owner_id=owner.pk, query="penguins", mode="dense") == []
+    finally:
+        ranking.unregister_ranker("dense")
+        if registered is not None:
+            ranking.register_ranker(registered)

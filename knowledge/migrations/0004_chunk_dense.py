@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge', '0002_document_stored_bytes'),
+        ('knowledge', '0003_lexical_index'),
     ]
 
     operations = [

@@ -22,6 +22,7 @@ rebuilt for a query. Migration 0003 creates the index and fills it for the chunk
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -48,13 +49,25 @@ FTS_TABLE = "knowledge_chunk_fts"
 PG_TABLE = "knowledge_chunklexical"
 
 
+_CAMEL_WORD = re.compile(r"[A-Za-z]*[a-z][A-Z][A-Za-z]*")
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
 def terms(text: str) -> list[str]:
-    """The indexed words of text, in order of tokenize(), stop words dropped."""
-    return [word for word in tokenize(text) if word not in STOP_WORDS]
+    """The indexed words of text: those of tokenize() less stop words, then the parts of camelCase words.
+
+    A camelCase or CapWords identifier (`DeprecationWarning`, `assertEqual`) is a word as tokenize() gives it
+    and adds its lower-cased parts (`deprecation`, `warning`), so a question in plain words finds the code
+    that names it (snake_case is split by tokenize() already).
+    """
+    words = [word for word in tokenize(text) if word not in STOP_WORDS]
+    for identifier in _CAMEL_WORD.findall(text):
+        words.extend(part.lower() for part in _CAMEL_PART.findall(identifier))
+    return words
 
 
 def stored_bytes(words: Sequence[str]) -> int:
-    """What a chunk's lexical entry (its terms) holds, as the quota counts it: the terms twice (a copy, the postings)."""
+    """What a chunk's lexical entry holds, as the quota counts it: its terms twice (a copy and the postings)."""
     return 2 * len(" ".join(words).encode("utf-8"))
 
 
@@ -194,6 +207,7 @@ class LexicalRanker(Ranker):
     """BM25 over the lexical index (the contract of knowledge.ranking.Ranker)."""
 
     name = "lexical"
+    weight = 1.0
 
     def rank(self, owner_id: int, query: str, k: int) -> Ranking:
         return lexical_rank(owner_id, query, k)

@@ -17,10 +17,12 @@ A `Ranker` is one signal. Its contract, which every implementation keeps:
 `register_ranker`: the fusion and the search need no edit. The modes of `chunk_search`: `vector` and
 `lexical` use the one ranker of that name; `hybrid` fuses every registered ranker.
 
-Fusion, chosen by measurement (bench/retrieval.py, bench/RESULTS.md): reciprocal rank fusion,
-`rank_score = sum over rankers of 1 / (RRF_K + rank)`, rank counted from 1 in each ranker's list of
-`depth` candidates; a chunk absent from a list adds nothing for it. `weighted` (each ranker's scores scaled
-to [0, 1] by the list's best, then a weighted sum) is kept for the benchmark's comparison.
+Fusion, chosen by measurement (bench/retrieval.py; the figures are in bench/RESULTS.md): a weighted sum.
+Each ranker's list of `depth` candidates has its scores divided by the list's best (so the best is 1), and
+`rank_score = sum over rankers of weight × scaled score`; a chunk absent from a list adds nothing for it.
+The weights are the rankers' `weight` (vector 0.2, lexical 1.0: the word-hash vectors are the weaker signal,
+and at equal weight they pulled the lexical ranking down). Reciprocal rank fusion (`rrf`,
+`sum of weight / (RRF_K + rank)`) measured lower at every weight and is kept for the benchmark's comparison.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Ranker(ABC):
     """One ranking signal over an owner's chunks (see the module docstring for the contract)."""
 
     name: str = ""
+    weight: float = 1.0  # its share in the fused score (see the module docstring)
 
     @abstractmethod
     def rank(self, owner_id: int, query: str, k: int) -> Ranking:
@@ -79,14 +82,15 @@ def fuse_weighted(rankings: Sequence[Ranking], k: int, *, weights: Sequence[floa
 
 
 FUSIONS = {"rrf": fuse_rrf, "weighted": fuse_weighted}
-DEFAULT_FUSION = "rrf"
+DEFAULT_FUSION = "weighted"
 
 
 def fuse(rankers: Sequence[Ranker], owner_id: int, query: str, k: int, *, depth: int = CANDIDATES,
          method: str = DEFAULT_FUSION) -> Ranking:
-    """Ask every ranker for its `max(k, depth)` best and fuse them: the k best (chunk_id, fused score)."""
+    """Ask every ranker for its `max(k, depth)` best and fuse them with the rankers' weights: the k best
+    (chunk_id, fused score), best first."""
     rankings = [ranker.rank(owner_id, query, max(k, depth)) for ranker in rankers]
-    return FUSIONS[method](rankings, k)
+    return FUSIONS[method](rankings, k, weights=[ranker.weight for ranker in rankers])
 
 
 # --- the registry -----------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ class VectorRanker(Ranker):
     """The cosine similarity of the word-hash vectors, from the owner's matrix (knowledge.index)."""
 
     name = "vector"
+    weight = 0.2  # in hybrid fusion (knowledge.ranking: chosen by bench/retrieval.py)
 
     def rank(self, owner_id: int, query: str, k: int) -> ranking.Ranking:
         query_vector = embed(query)

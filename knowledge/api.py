@@ -57,7 +57,8 @@ class SearchInputSerializer(serializers.Serializer):
     topK = serializers.IntegerField(min_value=1, max_value=50, default=5)  # noqa: N815 - the wire name
     mode = serializers.ChoiceField(choices=MODES, default=DEFAULT_MODE,
                                    help_text="hybrid: the vector and lexical rankings fused (reciprocal rank fusion); "
-                                             "lexical: BM25 alone; vector: cosine similarity alone.")
+                                             "lexical: BM25 alone; vector: cosine similarity alone; dense: the "
+                                             "dense model alone (only when installed, and then also in hybrid).")
 
 
 class SearchChunkSerializer(serializers.Serializer):

@@ -71,7 +71,7 @@ def test_search_top_k_limits_the_results(owner_client):
 
 
 @pytest.mark.parametrize("body", [{}, {"query": ""}, {"query": "x", "topK": 0}, {"query": "x", "topK": 51},
-                                  {"query": "x", "topK": "many"}, {"query": "x", "mode": "dense"},
+                                  {"query": "x", "topK": "many"}, {"query": "x", "mode": "semantic"},
                                   {"query": "x", "mode": 3}])
 def test_a_bad_search_request_is_invalid(owner_client, body):
     response = owner_client.post("/api/kb/search", body, format="json")

@@ -258,3 +258,29 @@ def test_without_the_model_hybrid_is_the_two_signal_search(owner, monkeypatch, s
         ranking.unregister_ranker("dense")
         if registered is not None:
             ranking.register_ranker(registered)
+
+
+def test_the_search_endpoint_takes_mode_dense(model, owner, owner_client):
+    ingest(owner)
+    response = owner_client.post("/api/kb/search", {"query": "how to make a loaf at home", "mode": "dense"},
+                                 format="json")
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert results[0]["document"]["filename"] == "bread.txt"
+    assert [result["rank_score"] for result in results] == sorted((r["rank_score"] for r in results), reverse=True)
+    assert 0 < results[0]["rank_score"] <= 1  # the dense cosine similarity
+
+
+def test_the_search_endpoint_refuses_mode_dense_without_the_model(owner, owner_client):
+    from knowledge import ranking
+
+    registered = ranking.ranker("dense")
+    ranking.unregister_ranker("dense")
+    try:
+        response = owner_client.post("/api/kb/search", {"query": "bread", "mode": "dense"}, format="json")
+    finally:
+        if registered is not None:
+            ranking.register_ranker(registered)
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"]["code"] == "invalid" and "agentsite[dense]" in body["error"]["message"]

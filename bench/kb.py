@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -141,7 +142,7 @@ def search_latency(owner_id: int, queries: list[str]) -> dict[str, float]:
     figures = {"chunks": len(matrix), "build_s": build_s, "p50": p50, "p99": p99, "floor50": floor50,
                "floor99": floor99}
     for mode in ("lexical", "hybrid"):
-        samples = [timed(lambda query: chunk_search(owner_id=owner_id, query=query, top_k=5, mode=mode), query)
+        samples = [timed(partial(chunk_search, owner_id=owner_id, top_k=5, mode=mode, query=query))
                    for query in queries]
         figures[f"{mode}50"], figures[f"{mode}99"] = percentiles(samples)
     return figures

@@ -62,7 +62,6 @@ def main() -> None:
 
 
 def run(ingest_kb: float, query_count: int, search_only: bool = False) -> None:
-
     from knowledge import dense
 
     if not dense.available():

@@ -32,6 +32,7 @@ from knowledge.embedding import tokenize
 from knowledge.ranking import Ranker, Ranking
 
 MAX_QUERY_TERMS = 64  # the first distinct terms of a query that are looked up (a 32,000-character query...)
+COMMON_CHUNKS = 2000  # SQLite: a term in more of the owner's chunks than this is too common to rank by
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -49,18 +50,22 @@ FTS_TABLE = "knowledge_chunk_fts"
 PG_TABLE = "knowledge_chunklexical"
 
 
-_CAMEL_WORD = re.compile(r"[A-Za-z]*[a-z][A-Z][A-Za-z]*")
+# From a word's start (the lookbehind), lazily to its first lower-upper step: linear in the text's length.
+_CAMEL_WORD = re.compile(r"(?<![A-Za-z])[A-Za-z]*?[a-z][A-Z][A-Za-z]*")
+_CAMEL_STEP = re.compile(r"[a-z][A-Z]")
 _CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
-def terms(text: str) -> list[str]:
+def terms(text: str, tokens: Sequence[str] | None = None) -> list[str]:
     """The indexed words of text: those of tokenize() less stop words, then the parts of camelCase words.
 
     A camelCase or CapWords identifier (`DeprecationWarning`, `assertEqual`) is a word as tokenize() gives it
     and adds its lower-cased parts (`deprecation`, `warning`), so a question in plain words finds the code
-    that names it (snake_case is split by tokenize() already).
+    that names it (snake_case is split by tokenize() already). tokens: tokenize(text), when the caller has it.
     """
-    words = [word for word in tokenize(text) if word not in STOP_WORDS]
+    words = [word for word in (tokenize(text) if tokens is None else tokens) if word not in STOP_WORDS]
+    if not _CAMEL_STEP.search(text):  # most prose: no identifier to split
+        return words
     for identifier in _CAMEL_WORD.findall(text):
         words.extend(part.lower() for part in _CAMEL_PART.findall(identifier))
     return words
@@ -72,8 +77,10 @@ def stored_bytes(words: Sequence[str]) -> int:
 
 
 def _owner_terms(owner_id: int, words: Sequence[str]) -> str:
+    if not words:
+        return ""
     prefix = f"{owner_id}x"
-    return " ".join(prefix + word for word in words)
+    return prefix + f" {prefix}".join(words)
 
 
 # --- the schema (migration 0003) --------------------------------------------------------------------
@@ -169,11 +176,36 @@ def lexical_rank(owner_id: int, query: str, k: int) -> Ranking:
         return []
     with db.cursor() as cursor:
         if db.vendor == "sqlite":
-            match = " OR ".join(f'"{term}"' for term in _owner_terms(owner_id, words).split(" "))
-            cursor.execute(_sqlite_sql(), [match, k])
+            return _sqlite_rank(cursor, owner_id, words, k)
         else:
             cursor.execute(_pg_sql(), {"owner": owner_id, "text": " ".join(words), "k": k})
         return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
+    """BM25 by FTS5 over the query's terms that are in at most COMMON_CHUNKS of the owner's chunks.
+
+    FTS5 scores every chunk that holds any term of the query, so one word found in nearly every chunk would
+    cost a score per chunk (a second at 100,000 chunks). Such a word says little about which chunk is meant
+    (its BM25 weight is near 0) and is left out, as stop words are. When every term is that common, the
+    chunks that hold all of them are ranked if they are at most COMMON_CHUNKS; otherwise the lexical ranking
+    has nothing to say ([]). Whether a term is common costs one probe: is there a match past COMMON_CHUNKS?
+    """
+    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, words).split(" ")]
+    rare = [term for term in terms_of_owner if not _more_than(cursor, term, COMMON_CHUNKS)]
+    if rare:
+        match = " OR ".join(rare)
+    else:
+        match = " AND ".join(terms_of_owner)
+        if _more_than(cursor, match, COMMON_CHUNKS):
+            return []
+    cursor.execute(_sqlite_sql(), [match, k])
+    return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _more_than(cursor, match: str, count: int) -> bool:
+    cursor.execute(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT 1 OFFSET %s", [match, count])
+    return cursor.fetchone() is not None
 
 
 @functools.lru_cache(maxsize=1)

@@ -21,7 +21,7 @@ from agentsite.core.errors import AppError
 from knowledge import dense, index, lexical
 from knowledge.chunking import chunk_text
 from knowledge.dense_index import DENSE
-from knowledge.embedding import embed_many, to_bytes
+from knowledge.embedding import embed_many, to_bytes, tokenize
 from knowledge.extraction import TEXT, normalize_text, text_from_content, text_from_upload
 from knowledge.models import Chunk, Document
 from knowledge.selectors import kb_usage_for
@@ -71,11 +71,12 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     if not text.strip():
         raise AppError("empty_document", "The document has no text to add.", 400)
     texts = chunk_text(text)
-    words = [lexical.terms(chunk) for chunk in texts]
+    tokens = [tokenize(chunk) for chunk in texts]  # once, for both the vectors and the lexical index
+    words = [lexical.terms(chunk, chunk_tokens) for chunk, chunk_tokens in zip(texts, tokens, strict=True)]
     with_dense = dense.available()
     stored = stored_size(text=text, chunks=texts, words=words, dense_vectors=with_dense)
     _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
-    vectors = embed_many(texts)
+    vectors = embed_many(texts, tokens)
     # The dense model takes most of an ingest's time when installed (bench/RESULTS.md): before the stamp's lock.
     dense_vectors = dense.embedder().embed(texts) if with_dense else None
     before, after = _stamp_change(owner_id)  # first: a concurrent rebuild must not see half of this write

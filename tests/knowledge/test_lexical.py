@@ -208,3 +208,23 @@ def test_the_api_refuses_an_unknown_mode(owner_client, corpus):
     assert "mode" in response.json()["error"]["details"]
     context = owner_client.post("/api/kb/context", {"query": "bread", "mode": "dense?"}, format="json")
     assert context.status_code == 400
+
+
+def test_on_sqlite_a_word_in_too_many_chunks_is_left_out_of_the_lexical_query(owner, monkeypatch):
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 3)  # 2,000 in production: what bounds a search's work
+    for number in range(6):
+        add(owner, f"common{number}.txt", f"Widgets everywhere, widget number {number}.")
+    add(owner, "rare.txt", "A sprocket and a widget.")
+    hits = chunk_search(owner_id=owner.pk, query="widget sprocket", top_k=10, mode="lexical")
+    only_common = chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="lexical")
+    if connection.vendor == "sqlite":
+        assert names(hits) == ["rare.txt"]  # "widget" (7 chunks) is left out; "sprocket" ranks
+        assert only_common == []  # every word is common and more than 3 chunks hold them all
+        assert names(chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="hybrid"))  # vectors still rank
+        assert names(chunk_search(owner_id=owner.pk, query="sprocket widget number", top_k=10,
+                                  mode="lexical")) == ["rare.txt"]
+    else:  # PostgreSQL ranks by every word
+        assert names(hits)[0] == "rare.txt" and len(hits) == 7
+        assert len(only_common) == 7
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 10)
+    assert len(chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="lexical")) == 7

@@ -12,6 +12,9 @@ hold it until commit; a refresh locks the same row before it reads. So what a re
 the state of the stamp it read, never a newer write labelled with an older stamp (which a later patch
 would then apply twice).
 
+Signals: the same machinery keeps a second matrix per owner for the dense model's vectors when it is installed
+(`Signal`, knowledge/dense_index.py), in the same cache, under the same budget, patched and refreshed alike.
+
 Memory: the matrices of a process are a least-recently-used cache under a byte budget,
 AGENTSITE_KB_INDEX_CACHE_MB (`OwnerMatrix.nbytes`: about 1,040 bytes per chunk, plus the room a run of
 appends reserves). Storing or patching a matrix evicts the owners searched longest ago until the total

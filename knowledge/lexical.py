@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import functools
 import re
-from itertools import filterfalse
 from collections.abc import Sequence
+from itertools import filterfalse
 
 import numpy as np
 from django.db import DEFAULT_DB_ALIAS, connections

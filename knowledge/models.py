@@ -19,8 +19,9 @@ class Document(models.Model):
     content = models.TextField(help_text="The text that was chunked.")
     stored_bytes = models.PositiveBigIntegerField(
         default=0, help_text="What the document holds in the database, as the knowledge-base quota counts it: "
-                             "the text's UTF-8 bytes, plus each chunk's UTF-8 bytes, its 1,024-byte vector and "
-                             "its 1,536-byte dense vector when it has one.")
+                             "the text's UTF-8 bytes, plus each chunk's UTF-8 bytes, its 1,024-byte vector, "
+                             "its full-text index terms (counted twice) and its 1,536-byte dense vector when it "
+                             "has one.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -72,7 +72,8 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
         raise AppError("empty_document", "The document has no text to add.", 400)
     texts = chunk_text(text)
     tokens = [tokenize(chunk) for chunk in texts]  # once, for both the vectors and the lexical index
-    words = [lexical.terms(chunk, chunk_tokens) for chunk, chunk_tokens in zip(texts, tokens, strict=True)]
+    camel = lexical.has_camel_case(text)  # once per document: most prose has no identifier to split
+    words = [lexical.terms(chunk, chunk_tokens, camel=camel) for chunk, chunk_tokens in zip(texts, tokens, strict=True)]
     with_dense = dense.available()
     stored = stored_size(text=text, chunks=texts, words=words, dense_vectors=with_dense)
     _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit

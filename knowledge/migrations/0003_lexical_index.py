@@ -4,7 +4,7 @@ Each document's stored_bytes grows by its chunks' lexical entries, as knowledge.
 them for new documents.
 """
 
-from django.db import migrations
+from django.db import migrations, models
 
 from knowledge import lexical
 
@@ -47,5 +47,13 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AlterField(
+            model_name="document",
+            name="stored_bytes",
+            field=models.PositiveBigIntegerField(
+                default=0, help_text="What the document holds in the database, as the knowledge-base quota counts "
+                                     "it: the text's UTF-8 bytes, plus each chunk's UTF-8 bytes, its 1,024-byte "
+                                     "vector and its full-text index terms (counted twice)."),
+        ),
         migrations.RunPython(lexical_index_create, lexical_index_drop),
     ]

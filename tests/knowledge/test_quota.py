@@ -122,9 +122,9 @@ def test_two_concurrent_adds_cannot_both_pass_the_quota(owner, settings, monkeyp
     both_checked = threading.Barrier(2)
     real_embed_many = services.embed_many
 
-    def embed_after_both_checked(texts):  # between the unlocked check and the locked one
+    def embed_after_both_checked(texts, *tokens):  # between the unlocked check and the locked one
         both_checked.wait(timeout=10)
-        return real_embed_many(texts)
+        return real_embed_many(texts, *tokens)
 
     monkeypatch.setattr(services, "embed_many", embed_after_both_checked)
     outcomes: list[str] = []

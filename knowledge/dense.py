@@ -16,8 +16,8 @@ Contract of `DenseEmbedder`:
   MAX_TOKENS tokens (a 500-character chunk is about 120). Deterministic: the same text gives the same vector,
   whatever it is batched with, to within 1e-5 per value (batches are padded to their longest text; padding is
   masked out).
-- The model is loaded once per process, on first use, under a lock (~0.3 s); onnxruntime's `run` is safe to
-  call from several threads at once, so one session serves every thread.
+- The model is loaded once per process, on first use, under a lock (1 to 2 s on a busy 2-core machine);
+  onnxruntime's `run` is safe to call from several threads at once, so one session serves every thread.
 - `embed` raises DenseUnavailable when the model is not installed.
 """
 

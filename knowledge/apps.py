@@ -9,5 +9,15 @@ class KnowledgeConfig(AppConfig):
     def ready(self) -> None:
         from agentsite.agent.context import register_context_source
         from knowledge.context import knowledge_context
+        from knowledge.lexical import LexicalRanker
+        from knowledge.ranking import register_ranker
+        from knowledge.selectors import VectorRanker
 
         register_context_source("knowledge", knowledge_context)
+        # The signals `hybrid` fuses, in this order (another app may register more: knowledge.ranking).
+        register_ranker(VectorRanker())
+        register_ranker(LexicalRanker())
+        from knowledge import dense
+        if dense.model_files() is not None:  # the `dense` extra is installed (knowledge/dense_index.py)
+            from knowledge.dense_index import DenseRanker
+            register_ranker(DenseRanker())

@@ -107,14 +107,18 @@ def embed(text: str) -> np.ndarray:
     return vector
 
 
-def embed_many(texts: Sequence[str]) -> np.ndarray:
-    """Vectors of several texts, float32, shape (len(texts), 256); row i is embed(texts[i])."""
-    blocks = [_embed_block(texts[i:i + _BLOCK]) for i in range(0, len(texts), _BLOCK)]
+def embed_many(texts: Sequence[str], words: Sequence[Sequence[str]] | None = None) -> np.ndarray:
+    """Vectors of several texts, float32, shape (len(texts), 256); row i is embed(texts[i]).
+
+    words: tokenize(texts[i]) for each i, when the caller has them already (ingest tokenises once).
+    """
+    blocks = [_embed_block(texts[i:i + _BLOCK], None if words is None else words[i:i + _BLOCK])
+              for i in range(0, len(texts), _BLOCK)]
     return np.concatenate(blocks) if blocks else np.zeros((0, DIMENSIONS), dtype=np.float32)
 
 
-def _embed_block(texts: Sequence[str]) -> np.ndarray:
-    per_text = [word_codes(tokenize(text)) for text in texts]
+def _embed_block(texts: Sequence[str], words: Sequence[Sequence[str]] | None = None) -> np.ndarray:
+    per_text = [word_codes(tokenize(text)) for text in texts] if words is None else list(map(word_codes, words))
     lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text))
     codes = np.fromiter(chain.from_iterable(per_text), dtype=np.int64, count=int(lengths.sum()))
     rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)

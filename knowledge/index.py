@@ -12,6 +12,9 @@ hold it until commit; a refresh locks the same row before it reads. So what a re
 the state of the stamp it read, never a newer write labelled with an older stamp (which a later patch
 would then apply twice).
 
+Signals: the same machinery keeps a second matrix per owner for the dense model's vectors when it is installed
+(`Signal`, knowledge/dense_index.py), in the same cache, under the same budget, patched and refreshed alike.
+
 Memory: the matrices of a process are a least-recently-used cache under a byte budget,
 AGENTSITE_KB_INDEX_CACHE_MB (`OwnerMatrix.nbytes`: about 1,040 bytes per chunk, plus the room a run of
 appends reserves). Storing or patching a matrix evicts the owners searched longest ago until the total
@@ -24,6 +27,7 @@ little more memory than the matrix itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
@@ -95,7 +99,7 @@ class OwnerMatrix:
     def without(self, stamp: int, document_ids: Collection[uuid.UUID] | None) -> OwnerMatrix:
         """This matrix less the rows of some documents (None: of all of them), in new arrays."""
         if document_ids is None:
-            return empty_matrix(stamp)
+            return empty_matrix(stamp, dimensions=self.buffer.shape[1])
         gone = [self.documents[document_id] for document_id in document_ids if document_id in self.documents]
         documents = {key: code for key, code in self.documents.items() if key not in document_ids}
         keep = ~np.isin(self.document_codes[:self.size], gone)
@@ -103,9 +107,9 @@ class OwnerMatrix:
                            self.document_codes[:self.size][keep], documents, int(keep.sum()), self.next_code)
 
 
-def empty_matrix(stamp: int, capacity: int = 0) -> OwnerMatrix:
+def empty_matrix(stamp: int, capacity: int = 0, dimensions: int = DIMENSIONS) -> OwnerMatrix:
     """A matrix of no rows, with room for `capacity` before its first append has to grow it."""
-    return OwnerMatrix(stamp, np.empty((capacity, DIMENSIONS), dtype=np.float32), np.empty(capacity, dtype=np.int64),
+    return OwnerMatrix(stamp, np.empty((capacity, dimensions), dtype=np.float32), np.empty(capacity, dtype=np.int64),
                        np.empty(capacity, dtype=np.int64))
 
 
@@ -113,6 +117,9 @@ def _grown(array: np.ndarray, capacity: int, size: int) -> np.ndarray:
     grown = np.empty((capacity, *array.shape[1:]), dtype=array.dtype)
     grown[:size] = array[:size]
     return grown
+
+
+CacheKey = int | tuple[str, int]
 
 
 class _MatrixCache:
@@ -124,7 +131,9 @@ class _MatrixCache:
     """
 
     def __init__(self) -> None:
-        self._matrices: OrderedDict[int, OwnerMatrix] = OrderedDict()
+        # Keys: an owner id (the hash vectors) or (signal, owner id) for another signal's matrix (the dense
+        # model's, knowledge/dense_index.py): one budget for all.
+        self._matrices: OrderedDict[CacheKey, OwnerMatrix] = OrderedDict()
         self._bytes = 0
         self.lock = threading.Lock()
 
@@ -132,21 +141,21 @@ class _MatrixCache:
     def budget() -> int:
         return settings.AGENTSITE_KB_INDEX_CACHE_BYTES
 
-    def get(self, owner_id: int) -> OwnerMatrix | None:
+    def get(self, owner_id: CacheKey) -> OwnerMatrix | None:
         with self.lock:
             return self.get_locked(owner_id)
 
-    def get_locked(self, owner_id: int) -> OwnerMatrix | None:
+    def get_locked(self, owner_id: CacheKey) -> OwnerMatrix | None:
         matrix = self._matrices.get(owner_id)
         if matrix is not None:
             self._matrices.move_to_end(owner_id)
         return matrix
 
-    def put(self, owner_id: int, matrix: OwnerMatrix) -> None:
+    def put(self, owner_id: CacheKey, matrix: OwnerMatrix) -> None:
         with self.lock:
             self.put_locked(owner_id, matrix)
 
-    def put_locked(self, owner_id: int, matrix: OwnerMatrix) -> None:
+    def put_locked(self, owner_id: CacheKey, matrix: OwnerMatrix) -> None:
         self.pop_locked(owner_id)
         budget = self.budget()
         if matrix.nbytes > budget:
@@ -159,7 +168,7 @@ class _MatrixCache:
             _, evicted = self._matrices.popitem(last=False)
             self._bytes -= evicted.nbytes
 
-    def pop_locked(self, owner_id: int) -> None:
+    def pop_locked(self, owner_id: CacheKey) -> None:
         gone = self._matrices.pop(owner_id, None)
         if gone is not None:
             self._bytes -= gone.nbytes
@@ -169,13 +178,16 @@ class _MatrixCache:
             self._matrices.clear()
             self._bytes = 0
 
-    def peek(self, owner_id: int) -> OwnerMatrix | None:
+    def keys_locked(self) -> list[CacheKey]:
+        return list(self._matrices)
+
+    def peek(self, owner_id: CacheKey) -> OwnerMatrix | None:
         return self._matrices.get(owner_id)
 
     def owners(self) -> list[int]:
-        """Cached owners, least recently used first."""
+        """Owners whose hash-vector matrices are cached, least recently used first."""
         with self.lock:
-            return list(self._matrices)
+            return [key for key in self._matrices if isinstance(key, int)]
 
     @property
     def nbytes(self) -> int:
@@ -208,38 +220,68 @@ def stamp_lock(owner_id: int) -> KnowledgeStamp:
     return KnowledgeStamp.objects.select_for_update().get(owner_id=owner_id)
 
 
-def matrix_for(owner_id: int) -> OwnerMatrix:
+@dataclass(frozen=True)
+class Signal:
+    """Which stored vectors a matrix holds: the Chunk column, its width, and the cache key's prefix.
+
+    The hash vectors (HASH) are in every chunk. The dense model's (knowledge/dense_index.py) may be missing
+    from chunks stored before the model was installed: only documents whose chunks all have one are in that
+    matrix, so a document the backfill completes is read as a new document by the next refresh.
+    """
+
+    column: str
+    dimensions: int
+    prefix: str = ""  # "" for the hash vectors: their key is the bare owner id
+    complete_only: bool = False  # only documents whose chunks all have a value in `column`
+
+    def key(self, owner_id: int) -> CacheKey:
+        return (self.prefix, owner_id) if self.prefix else owner_id
+
+
+HASH = Signal("vector", DIMENSIONS)
+
+
+def matrix_for(owner_id: int, signal: Signal = HASH) -> OwnerMatrix:
     """The owner's current matrix, brought up to date first when another process wrote."""
-    cached = _cache.get(owner_id)
+    key = signal.key(owner_id)
+    cached = _cache.get(key)
     if cached is not None and cached.stamp == stamp_current(owner_id):
         return cached
-    fresh = _matrix_refresh(owner_id, cached)
-    _cache.put(owner_id, fresh)
+    fresh = _matrix_refresh(owner_id, cached, signal)
+    _cache.put(key, fresh)
     return fresh
 
 
-def _matrix_refresh(owner_id: int, cached: OwnerMatrix | None) -> OwnerMatrix:
+def _matrix_refresh(owner_id: int, cached: OwnerMatrix | None, signal: Signal = HASH) -> OwnerMatrix:
     with transaction.atomic():
         stamp = stamp_lock(owner_id).value
-        present = set(Document.objects.filter(owner_id=owner_id).values_list("id", flat=True))
+        documents = Document.objects.filter(owner_id=owner_id)
+        if signal.complete_only:
+            documents = documents.exclude(**{f"chunks__{signal.column}__isnull": True})
+        present = set(documents.values_list("id", flat=True))
         known = cached.documents.keys() if cached is not None else set()
-        if cached is None:
+        if cached is None and not signal.complete_only:
             # Sized beforehand: growing by doubling would hold up to three times the matrix at its peak.
             matrix, new = empty_matrix(stamp, Chunk.objects.filter(document__owner_id=owner_id).count()), None
+        elif cached is None:
+            capacity = Chunk.objects.filter(document_id__in=present).count() if present else 0
+            matrix, new = empty_matrix(stamp, capacity, signal.dimensions), present
         else:
             matrix, new = cached.without(stamp, known - present), present - known
-        for rows in _chunk_rows(owner_id, new):
-            vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows), DIMENSIONS)
+        for rows in _chunk_rows(owner_id, new, signal.column):
+            vectors = np.frombuffer(b"".join(row[2] for row in rows), dtype="<f4").reshape(len(rows),
+                                                                                        signal.dimensions)
             matrix = matrix.appended(stamp, _row_documents([row[1] for row in rows]), [row[0] for row in rows],
                                      vectors)
     return matrix
 
 
-def _chunk_rows(owner_id: int, document_ids: set[uuid.UUID] | None) -> Iterator[list[tuple]]:
+def _chunk_rows(owner_id: int, document_ids: set[uuid.UUID] | None,
+                column: str = "vector") -> Iterator[list[tuple]]:
     """(id, document_id, vector) of the chunks of some documents, or of all the owner's (None), in batches."""
     # Plain SQL: a full read of 100,000 chunks takes half the time of the ORM's (bench/kb.py).
     quote = connection.ops.quote_name
-    select = (f"SELECT c.{quote('id')}, c.{quote('document_id')}, c.{quote('vector')} "
+    select = (f"SELECT c.{quote('id')}, c.{quote('document_id')}, c.{quote(column)} "
               f"FROM {quote(Chunk._meta.db_table)} c ")
     with connection.cursor() as cursor:
         if document_ids is None:
@@ -276,31 +318,47 @@ _uuid_from_text = functools.lru_cache(maxsize=4096)(uuid.UUID)
 
 
 def matrix_add(*, owner_id: int, before: int, after: int, document_id: uuid.UUID, chunk_ids: list[int],
-               vectors: np.ndarray) -> None:
+               vectors: np.ndarray, signal: Signal = HASH) -> None:
     """Append a committed document's chunks when the cached matrix is at stamp `before` (one write behind)."""
+    key = signal.key(owner_id)
     with _cache.lock:
-        current = _cache.peek(owner_id)
+        current = _cache.peek(key)
         if current is None or current.stamp != before:
             return  # not cached, already refreshed, or another process wrote in between: a search refreshes
-        _cache.put_locked(owner_id, current.appended(after, [document_id] * len(chunk_ids), chunk_ids, vectors))
+        _cache.put_locked(key, current.appended(after, [document_id] * len(chunk_ids), chunk_ids, vectors))
 
 
 def matrix_remove(*, owner_id: int, before: int, after: int, document_id: uuid.UUID | None) -> None:
-    """Drop a committed deletion's rows (None: all of them) when the cached matrix is at stamp `before`."""
+    """Drop a committed deletion's rows (None: all of them) from every signal's matrix at stamp `before`."""
     with _cache.lock:
-        current = _cache.peek(owner_id)
-        if current is None or current.stamp != before:
-            return
-        _cache.put_locked(owner_id, current.without(after, None if document_id is None else {document_id}))
+        for key in _keys_of(owner_id):
+            current = _cache.peek(key)
+            if current is None or current.stamp != before:
+                continue
+            _cache.put_locked(key, current.without(after, None if document_id is None else {document_id}))
+
+
+def matrix_restamp(*, owner_id: int, before: int, after: int, signal: Signal) -> None:
+    """After a write that changed nothing but other signals' vectors: relabel this signal's matrix."""
+    key = signal.key(owner_id)
+    with _cache.lock:
+        current = _cache.peek(key)
+        if current is not None and current.stamp == before:
+            _cache.put_locked(key, dataclasses.replace(current, stamp=after))
+
+
+def _keys_of(owner_id: int) -> list[CacheKey]:
+    return [key for key in _cache.keys_locked() if key == owner_id or (isinstance(key, tuple) and key[1] == owner_id)]
 
 
 def matrices_forget(owner_id: int | None = None) -> None:
-    """Drop one owner's cached matrix, or all of them (tests; freeing memory)."""
+    """Drop one owner's cached matrices (every signal's), or all of them (tests; freeing memory)."""
     if owner_id is None:
         _cache.clear()
         return
     with _cache.lock:
-        _cache.pop_locked(owner_id)
+        for key in _keys_of(owner_id):
+            _cache.pop_locked(key)
 
 
 def cached_matrix(owner_id: int) -> OwnerMatrix | None:

@@ -19,7 +19,9 @@ class Document(models.Model):
     content = models.TextField(help_text="The text that was chunked.")
     stored_bytes = models.PositiveBigIntegerField(
         default=0, help_text="What the document holds in the database, as the knowledge-base quota counts it: "
-                             "the text's UTF-8 bytes, plus each chunk's UTF-8 bytes and its 1,024-byte vector.")
+                             "the text's UTF-8 bytes, plus each chunk's UTF-8 bytes, its 1,024-byte vector, "
+                             "its full-text index terms (counted twice) and its 1,536-byte dense vector when it "
+                             "has one.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -31,12 +33,16 @@ class Document(models.Model):
 
 
 class Chunk(models.Model):
-    """A piece of a document (at most 500 characters) with its 256-d float32 vector."""
+    """A piece of a document (at most 500 characters) with its 256-d float32 vector (and the dense model's)."""
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField(help_text="Position of the chunk in its document, from 0.")
     text = models.TextField()
     vector = models.BinaryField(help_text="256 little-endian float32 values, L2-normalised.")
+    dense = models.BinaryField(
+        null=True, blank=True, editable=False,
+        help_text="The dense model's vector (knowledge/dense.py: 384 little-endian float32 values, L2-normalised); "
+                  "null when the model was not installed at ingest (manage.py kb_dense_backfill fills it).")
 
     class Meta:
         ordering = ["document_id", "index"]  # by the column: ordering by "document" would join documents

@@ -10,11 +10,15 @@ import numpy as np
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Count, QuerySet, Sum
 
-from knowledge import index
-from knowledge.embedding import embed
+from agentsite.core.errors import AppError
+from knowledge import dense, index, ranking
+from knowledge.embedding import embed, from_bytes
 from knowledge.models import Chunk, Document, KnowledgeStamp
+from knowledge.ranking import Ranker
 
 CONTEXT_SEPARATOR = "\n\n"
+MODES = ("hybrid", "lexical", "vector", "dense")  # dense: only with the dense model installed (knowledge/dense.py)
+DEFAULT_MODE = "hybrid"
 
 
 @dataclass(frozen=True)
@@ -22,14 +26,15 @@ class ChunkHit:
     chunk_id: int
     index: int  # the chunk's position in its document
     text: str
-    score: float  # cosine similarity with the query, in (0, 1]
+    score: float  # cosine similarity with the query: in (0, 1] in mode vector, in [-1, 1] otherwise
     document_id: uuid.UUID
     filename: str
+    rank_score: float = 0.0  # what the order follows: the fused score (hybrid), BM25 (lexical), cosine (vector)
 
     def as_source(self) -> dict:
         """The form recorded on an assistant message (the `sources` of a context block)."""
         return {"document_id": str(self.document_id), "filename": self.filename, "chunk_index": self.index,
-                "score": self.score}
+                "score": self.score, "rank_score": self.rank_score}
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,80 @@ def kb_usage_for(*, owner_id: int) -> int:
     return Document.objects.filter(owner_id=owner_id).aggregate(used=Sum("stored_bytes"))["used"] or 0
 
 
-def chunk_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]:
+def chunk_search(*, owner_id: int, query: str, top_k: int = 5, mode: str = DEFAULT_MODE) -> list[ChunkHit]:
+    """The owner's chunks that best match query, best first (by rank_score), at most top_k.
+
+    mode `vector`: the cosine similarity of the word-hash vectors, only positive scores (the seed's rule);
+    `lexical`: BM25 over the lexical index (knowledge.lexical); `hybrid`: every registered ranker
+    (knowledge.ranking) fused. Each hit's `score` is its cosine similarity in every mode.
+    Raises AppError 400 `invalid` for an unknown mode.
+    """
+    if mode == "vector":
+        return vector_search(owner_id=owner_id, query=query, top_k=top_k)
+    if mode == "hybrid":
+        rankers = ranking.rankers()
+    elif mode in MODES and (one := ranking.ranker(mode)) is not None:
+        rankers = [one]
+    elif mode == "dense":
+        raise AppError("invalid", f"mode dense needs the dense embedding model, which is not installed on this "
+                       f"server ({dense.INSTALL_HINT}).", 400, {"mode": ["The dense model is not installed."]})
+    else:
+        raise AppError("invalid", f"mode must be one of: {', '.join(MODES)}.", 400,
+                       {"mode": [f"Choose one of: {', '.join(MODES)}."]})
+    if top_k < 1:
+        return []
+    ranked = ranking.fuse(rankers, owner_id, query, top_k) if len(rankers) > 1 else rankers[0].rank(
+        owner_id, query, top_k)
+    return _ranked_hits(owner_id, ranked, embed(query))
+
+
+def _ranked_hits(owner_id: int, ranked: ranking.Ranking, query_vector: np.ndarray) -> list[ChunkHit]:
+    """The hits of a ranking, in its order, each with its cosine similarity (read from the chunk's stored vector)."""
+    if not ranked:
+        return []
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(_ranked_rows_sql(db.vendor, len(ranked)), [owner_id, *(chunk_id for chunk_id, _ in ranked)])
+        by_id = {row[0]: row for row in cursor.fetchall()}
+    hits = []
+    for chunk_id, rank_score in ranked:
+        row = by_id.get(chunk_id)
+        if row is None:  # deleted since it was ranked
+            continue
+        cosine = float(from_bytes(row[5]) @ query_vector)
+        hits.append(ChunkHit(chunk_id, row[1], row[2], round(min(cosine, 1.0), 6), index.as_uuid(row[3]), row[4],
+                             round(rank_score, 6)))
+    return hits
+
+
+@functools.lru_cache(maxsize=64)
+def _ranked_rows_sql(vendor: str, count: int) -> str:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    chunk, document = quote(Chunk._meta.db_table), quote(Document._meta.db_table)
+    return (f"SELECT c.{quote('id')}, c.{quote('index')}, c.{quote('text')}, c.{quote('document_id')}, "
+            f"d.{quote('filename')}, c.{quote('vector')} FROM {chunk} c JOIN {document} d ON d.{quote('id')} = "
+            f"c.{quote('document_id')} WHERE d.{quote('owner_id')} = %s AND c.{quote('id')} IN "
+            f"({', '.join(['%s'] * count)})")
+
+
+class VectorRanker(Ranker):
+    """The cosine similarity of the word-hash vectors, from the owner's matrix (knowledge.index)."""
+
+    name = "vector"
+    weight = 0.2  # in hybrid fusion (knowledge.ranking: chosen by bench/retrieval.py)
+
+    def rank(self, owner_id: int, query: str, k: int) -> ranking.Ranking:
+        query_vector = embed(query)
+        if k < 1 or not query_vector.any():
+            return []
+        matrix = index.matrix_for(owner_id)
+        if matrix.size == 0:
+            return []
+        chunk_ids, scores = _ranked(matrix, query_vector, k)
+        return list(zip(chunk_ids, scores, strict=True))
+
+
+def vector_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]:
     """The owner's chunks most similar to query, best first: at most top_k, only positive scores."""
     query_vector = embed(query)
     cached = index.cached_matrix(owner_id)
@@ -91,7 +169,8 @@ def _hits(chunk_ids: list[int], scores: list[float], rows: list[tuple]) -> list[
     for chunk_id, score in zip(chunk_ids, scores, strict=True):
         row = by_id.get(chunk_id)
         if row is not None:  # deleted by another process since the matrix was checked
-            hits.append(ChunkHit(chunk_id, row[1], row[2], round(min(score, 1.0), 6), index.as_uuid(row[3]), row[4]))
+            score = round(min(score, 1.0), 6)
+            hits.append(ChunkHit(chunk_id, row[1], row[2], score, index.as_uuid(row[3]), row[4], score))
     return hits
 
 
@@ -154,7 +233,8 @@ def _driver_sql(vendor: str, count: int, with_stamp: bool) -> str | None:
     return None if placeholder is None else _rows_sql(vendor, count, with_stamp).replace("%s", placeholder)
 
 
-def context_build(*, owner_id: int, query: str, max_chars: int, top_k: int = 5) -> KnowledgeContext:
+def context_build(*, owner_id: int, query: str, max_chars: int, top_k: int = 5,
+                  mode: str = DEFAULT_MODE) -> KnowledgeContext:
     """The best chunks for query as `[filename] text` entries, best first, joined, cut to max_chars.
 
     The entry that reaches the budget is cut there; it is left out instead when not even its
@@ -163,7 +243,7 @@ def context_build(*, owner_id: int, query: str, max_chars: int, top_k: int = 5) 
     parts: list[str] = []
     used: list[ChunkHit] = []
     remaining = max_chars
-    for hit in chunk_search(owner_id=owner_id, query=query, top_k=top_k):
+    for hit in chunk_search(owner_id=owner_id, query=query, top_k=top_k, mode=mode):
         header = f"{CONTEXT_SEPARATOR if parts else ''}[{hit.filename}] "
         if remaining <= len(header):
             break

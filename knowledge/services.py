@@ -14,12 +14,14 @@ from functools import partial
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from knowledge import index
+from knowledge import dense, index, lexical
 from knowledge.chunking import chunk_text
-from knowledge.embedding import embed_many, to_bytes
+from knowledge.dense_index import DENSE
+from knowledge.embedding import embed_many, to_bytes, tokenize
 from knowledge.extraction import TEXT, normalize_text, text_from_content, text_from_upload
 from knowledge.models import Chunk, Document
 from knowledge.selectors import kb_usage_for
@@ -69,25 +71,45 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     if not text.strip():
         raise AppError("empty_document", "The document has no text to add.", 400)
     texts = chunk_text(text)
-    stored = stored_size(text=text, chunks=texts)
+    tokens = [tokenize(chunk) for chunk in texts]  # once, for both the vectors and the lexical index
+    camel = lexical.has_camel_case(text)  # once per document: most prose has no identifier to split
+    words = [lexical.terms(chunk, chunk_tokens, camel=camel) for chunk, chunk_tokens in zip(texts, tokens, strict=True)]
+    with_dense = dense.available()
+    stored = stored_size(text=text, chunks=texts, words=words, dense_vectors=with_dense)
     _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
-    vectors = embed_many(texts)
+    vectors = embed_many(texts, tokens)
+    # The dense model takes most of an ingest's time when installed (bench/RESULTS.md): before the stamp's lock.
+    dense_vectors = dense.embedder().embed(texts) if with_dense else None
     before, after = _stamp_change(owner_id)  # first: a concurrent rebuild must not see half of this write
     # Again under the stamp's lock, held until commit: of two concurrent adds, the second counts the first.
     _quota_check(owner_id=owner_id, size=stored)
     document = Document.objects.create(owner_id=owner_id, filename=filename, content_type=content_type,
                                        content=text, size=size, stored_bytes=stored)
-    chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors)
+    chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors, dense_vectors=dense_vectors)
+    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, words=words)  # in this transaction: all or nothing
     document.chunk_count = len(chunk_ids)
     transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
                                   document_id=document.pk, chunk_ids=chunk_ids, vectors=vectors))
+    if dense_vectors is not None:
+        transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
+                                      document_id=document.pk, chunk_ids=chunk_ids, vectors=dense_vectors,
+                                      signal=DENSE))
     logger.info("Knowledge document %s added: %d chunks", document.pk, len(chunk_ids))
     return document
 
 
-def stored_size(*, text: str, chunks: list[str]) -> int:
-    """What a document holds in the database, as the quota counts it: text, chunk texts and vectors."""
-    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + VECTOR_BYTES for chunk in chunks)
+def stored_size(*, text: str, chunks: list[str], words: list[list[str]] | None = None,
+                dense_vectors: bool = False) -> int:
+    """What a document holds in the database, as the quota counts it: text, chunk texts, vectors, lexical entries.
+
+    words: each chunk's lexical terms (knowledge.lexical.terms), when the caller has them already.
+    dense_vectors: whether each chunk also stores the dense model's vector (dense.VECTOR_BYTES more).
+    """
+    if words is None:
+        words = [lexical.terms(chunk) for chunk in chunks]
+    per_chunk = VECTOR_BYTES + (dense.VECTOR_BYTES if dense_vectors else 0)
+    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + per_chunk + lexical.stored_bytes(entry)
+                                           for chunk, entry in zip(chunks, words, strict=True))
 
 
 def _quota_check(*, owner_id: int, size: int) -> None:
@@ -105,16 +127,19 @@ def _mb(size: int) -> str:
     return f"{size / (1024 * 1024):.1f}".removesuffix(".0")
 
 
-def _chunks_insert(*, document: Document, texts: list[str], vectors: np.ndarray) -> list[int]:
+def _chunks_insert(*, document: Document, texts: list[str], vectors: np.ndarray,
+                   dense_vectors: np.ndarray | None = None) -> list[int]:
     """Insert a document's chunks with one prepared statement; returns their ids in chunk order."""
     # bulk_create spent most of the ingest time compiling SQL row by row (bench/kb.py); executemany
     # reuses one statement, so ingest stays above 5 MB/s.
-    fields = [Chunk._meta.get_field(name) for name in ("document", "index", "text", "vector")]
+    fields = [Chunk._meta.get_field(name) for name in ("document", "index", "text", "vector", "dense")]
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    statement = f"INSERT INTO {connection.ops.quote_name(Chunk._meta.db_table)} ({columns}) VALUES (%s, %s, %s, %s)"
+    statement = (f"INSERT INTO {connection.ops.quote_name(Chunk._meta.db_table)} ({columns}) "
+                 f"VALUES (%s, %s, %s, %s, %s)")
     document_key = fields[0].get_db_prep_value(document.pk, connection)
-    rows = [(document_key, number, text, to_bytes(vector))
-            for number, (text, vector) in enumerate(zip(texts, vectors, strict=True))]
+    denses = [None] * len(texts) if dense_vectors is None else [dense.to_bytes(row) for row in dense_vectors]
+    rows = [(document_key, number, text, to_bytes(vector), dense_bytes)
+            for number, (text, vector, dense_bytes) in enumerate(zip(texts, vectors, denses, strict=True))]
     with connection.cursor() as cursor:
         cursor.executemany(statement, rows)
     return list(Chunk.objects.filter(document=document).order_by("index").values_list("id", flat=True))
@@ -149,3 +174,42 @@ def _clean_filename(filename: str) -> str:
         raise AppError("invalid", f"filename must be 1 to {MAX_FILENAME} characters.", 400,
                        {"filename": [f"Give a name of 1 to {MAX_FILENAME} characters."]})
     return name
+
+
+def dense_backfill(*, owner_id: int | None = None, on_document=None) -> tuple[int, int]:
+    """Give the chunks stored without a dense vector (before the model was installed) theirs, document by document.
+
+    Each document is one transaction that changes its owner's stamp, so every process's dense matrix reads it
+    as a new document at its next search. Its stored_bytes grows by 1,536 bytes per chunk; a document already
+    stored is never refused for the quota. Returns (documents, chunks) filled. Raises DenseUnavailable when
+    the model is not installed.
+    """
+    if not dense.available():
+        raise dense.DenseUnavailable(f"The dense embedding model is not installed ({dense.INSTALL_HINT}).")
+    pending = Document.objects.filter(chunks__dense__isnull=True)
+    if owner_id is not None:
+        pending = pending.filter(owner_id=owner_id)
+    documents = chunks = 0
+    for document_id, document_owner in pending.values_list("id", "owner_id").distinct().order_by("id"):
+        rows = list(Chunk.objects.filter(document_id=document_id, dense__isnull=True).values_list("id", "text"))
+        if not rows:
+            continue  # filled meanwhile
+        vectors = dense.embedder().embed([text for _, text in rows])  # before the lock, like an ingest
+        filled = _dense_fill(owner_id=document_owner, document_id=document_id, rows=rows, vectors=vectors)
+        documents, chunks = documents + (filled > 0), chunks + filled
+        if on_document is not None:
+            on_document(document_id, filled)
+    return documents, chunks
+
+
+@transaction.atomic
+def _dense_fill(*, owner_id: int, document_id: uuid.UUID, rows: list[tuple[int, str]], vectors: np.ndarray) -> int:
+    before, after = _stamp_change(owner_id)
+    filled = 0
+    for (chunk_id, _), vector in zip(rows, vectors, strict=True):
+        filled += Chunk.objects.filter(pk=chunk_id, dense__isnull=True).update(dense=dense.to_bytes(vector))
+    Document.objects.filter(pk=document_id).update(stored_bytes=F("stored_bytes") + filled * dense.VECTOR_BYTES)
+    # Nothing of the hash vectors changed: relabel this process's matrix instead of letting a search re-read.
+    transaction.on_commit(partial(index.matrix_restamp, owner_id=owner_id, before=before, after=after,
+                                  signal=index.HASH))
+    return filled

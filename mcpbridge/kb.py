@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 
 SOURCE_NAME = "builtin"  # listed with the built-ins: it is the service's own tool, not an external one
 DEFAULT_TOP_K = 5
+MODES = ("hybrid", "lexical", "vector")  # knowledge.selectors.MODES (not imported here: see _search)
+DEFAULT_MODE = "hybrid"
 
 
 async def kb_search(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -26,30 +28,37 @@ async def kb_search(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
     if not query:
         raise ToolError("The query is empty.")
     top_k = int(arguments.get("topK", DEFAULT_TOP_K))
-    hits = await sync_to_async(_search)(owner_id=ctx.user_id, query=query, top_k=top_k)
+    mode = str(arguments.get("mode", DEFAULT_MODE))
+    if mode not in MODES:
+        raise ToolError(f"mode must be one of: {', '.join(MODES)}.")
+    hits = await sync_to_async(_search)(owner_id=ctx.user_id, query=query, top_k=top_k, mode=mode)
     if not hits:
         return ToolResult.of_text(f"No passage in the knowledge base matches {query!r}.")
-    entries = [f"{rank}. [{hit.filename}] (chunk {hit.index}, score {hit.score:.3f})\n{hit.text}"
+    entries = [f"{rank}. [{hit.filename}] (chunk {hit.index}, score {hit.score:.3f}, rank score {hit.rank_score:.4f})"
+               f"\n{hit.text}"
                for rank, hit in enumerate(hits, start=1)]
     return ToolResult.of_text("\n\n".join(entries))
 
 
-def _search(*, owner_id: int, query: str, top_k: int) -> list[Any]:
+def _search(*, owner_id: int, query: str, top_k: int, mode: str) -> list[Any]:
     from knowledge.selectors import chunk_search
 
-    return chunk_search(owner_id=owner_id, query=query, top_k=top_k)
+    return chunk_search(owner_id=owner_id, query=query, top_k=top_k, mode=mode)
 
 
 KB_SEARCH_TOOL = Tool(
     name="kb_search",
     description="Search the user's knowledge base (their uploaded documents) and return the best matching "
-                "passages, each with its document's filename and a similarity score.",
+                "passages, each with its document's filename, its cosine similarity (score) and the score the "
+                "order follows (rank score).",
     input_schema={
         "type": "object",
         "properties": {
             "query": {"type": "string", "minLength": 1, "description": "What to look for."},
             "topK": {"type": "integer", "minimum": 1, "maximum": 50, "default": DEFAULT_TOP_K,
                      "description": "How many passages to return at most."},
+            "mode": {"type": "string", "enum": list(MODES), "default": DEFAULT_MODE,
+                     "description": "hybrid: word-hash vectors and BM25 fused; lexical: BM25; vector: cosine."},
         },
         "required": ["query"],
         "additionalProperties": False,

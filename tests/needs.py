@@ -30,3 +30,11 @@ def program(name: str, install: str) -> str:
     if path is None:
         unavailable(f"{name} is not installed ({install}; .ci/run installs it)")
     return path
+
+
+def dense_model() -> None:
+    """The dense embedding model's files (the `dense` extra, which the dev extra installs), or unavailable()."""
+    from knowledge import dense
+
+    if dense.model_files() is None:
+        unavailable(f"The dense embedding model is not installed ({dense.INSTALL_HINT})")

@@ -41,3 +41,7 @@ AGENTSITE_DB_THREADS = 0
 # No heartbeat thread writing to pytest-django's test database behind a test's back (agentsite/core/processes.py);
 # tests of the heartbeat run it themselves, and live servers run the real settings.
 AGENTSITE_PROCESS_HEARTBEAT_S = 3600.0
+# The dense embedding model (the `dense` extra, which dev installs) is off unless a test turns it on: the other
+# knowledge-base tests ingest thousands of chunks and check the hash and lexical signals; tests/knowledge/
+# test_dense.py runs the model itself. Live servers run the real setting (on when installed).
+AGENTSITE_KB_DENSE = False

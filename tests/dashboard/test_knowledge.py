@@ -50,15 +50,28 @@ def test_documents_are_added_searched_with_scores_and_deleted(dashboard_server, 
     hits = page.locator(".kb-hit")
     expect(hits.first).to_contain_text("tides.md")
     expect(hits.first).to_contain_text("gravitational pull of the moon")
+    expect(page.get_by_label("Mode")).to_have_value("hybrid")  # the default
     scores = [float(text.split()[-1]) for text in page.locator(".kb-score").all_inner_texts()]
-    assert scores and all(0 < score <= 1 for score in scores)
-    assert scores == sorted(scores, reverse=True)
-    # The scores shown are the API's own, for the same query.
+    ranks = [float(text.split()[-1]) for text in page.locator(".kb-rank").all_inner_texts()]
+    assert scores and all(-1 <= score <= 1 for score in scores) and len(ranks) == len(scores)
+    assert ranks == sorted(ranks, reverse=True) and 0 < ranks[0] <= 1.2  # the order follows the rank score
+    # The scores shown are the API's own, for the same query and mode.
     answer = requests.post(f"{dashboard_server.base_url}/api/kb/search", timeout=10,
                            headers={"Authorization": f"Bearer {normal_user['token']}"},
                            json={"query": "why does the moon cause tides", "topK": 5}).json()
     assert [f"{hit['score']:.3f}" for hit in answer["results"]] == [f"{score:.3f}" for score in scores]
+    assert [f"{hit['rank_score']:.3f}" for hit in answer["results"]] == [f"{rank:.3f}" for rank in ranks]
     shot(page, "knowledge-1280")
+
+    # The vector mode: the seed's rule, ranked by similarity alone (rank score = similarity).
+    page.get_by_label("Mode").select_option("vector")
+    page.get_by_role("button", name="Search", exact=True).click()
+    vector = requests.post(f"{dashboard_server.base_url}/api/kb/search", timeout=10,
+                           headers={"Authorization": f"Bearer {normal_user['token']}"},
+                           json={"query": "why does the moon cause tides", "topK": 5, "mode": "vector"}).json()
+    expected = [f"rank {hit['score']:.3f}" for hit in vector["results"]]
+    expect(page.locator(".kb-rank")).to_have_text(expected)
+    expect(page.locator(".kb-score")).to_have_text([f"similarity {hit['score']:.3f}" for hit in vector["results"]])
 
     page.get_by_role("button", name="Delete volcanoes.txt").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete").click()

@@ -56,8 +56,10 @@ def test_search_answers_chunks_with_their_document_best_first(owner_client):
     assert response.status_code == 200
     results = response.json()["results"]
     assert results[0] == {"chunk": {"text": MOON, "index": 0}, "score": results[0]["score"],
+                          "rank_score": results[0]["rank_score"],
                           "document": {"id": moon["id"], "filename": "moon.txt"}}
-    assert [result["score"] for result in results] == sorted((r["score"] for r in results), reverse=True)
+    assert [result["rank_score"] for result in results] == sorted((r["rank_score"] for r in results), reverse=True)
+    assert 0 < results[0]["score"] <= 1  # the cosine similarity
 
 
 def test_search_top_k_limits_the_results(owner_client):
@@ -69,7 +71,8 @@ def test_search_top_k_limits_the_results(owner_client):
 
 
 @pytest.mark.parametrize("body", [{}, {"query": ""}, {"query": "x", "topK": 0}, {"query": "x", "topK": 51},
-                                  {"query": "x", "topK": "many"}])
+                                  {"query": "x", "topK": "many"}, {"query": "x", "mode": "semantic"},
+                                  {"query": "x", "mode": 3}])
 def test_a_bad_search_request_is_invalid(owner_client, body):
     response = owner_client.post("/api/kb/search", body, format="json")
     assert response.status_code == 400

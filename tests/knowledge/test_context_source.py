@@ -42,7 +42,8 @@ async def test_the_knowledge_source_gives_the_best_chunks_and_their_sources(owne
     block = await ask(owner.pk, "When did astronauts land on the Moon?", kb_top_k=1)
     assert block.text == f"[moon.txt] {MOON}"
     assert block.sources == [{"document_id": str(documents["moon.txt"].pk), "filename": "moon.txt",
-                              "chunk_index": 0, "score": block.sources[0]["score"]}]
+                              "chunk_index": 0, "score": block.sources[0]["score"],
+                              "rank_score": 1.2}]  # first in both lists: weights 0.2 (vector) + 1.0 (lexical)
     assert 0 < block.sources[0]["score"] <= 1
 
 

@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from agentsite.core.errors import AppError
-from knowledge import services
+from knowledge import lexical, services
 from knowledge.chunking import chunk_text
 from knowledge.embedding import DIMENSIONS
 from knowledge.models import Chunk, Document
@@ -26,11 +26,33 @@ def add(client, filename: str, content: str):
     return client.post("/api/kb/documents", {"filename": filename, "content": content}, format="json")
 
 
+def lexical_entries(document_id) -> dict[int, str]:
+    """Chunk id -> its row in the lexical index as stored (SQLite: the terms; PostgreSQL: the tsvector's text)."""
+    ids = list(Chunk.objects.filter(document_id=document_id).values_list("id", flat=True))
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            marks = ", ".join(["%s"] * len(ids))
+            cursor.execute(f"SELECT rowid, terms FROM {lexical.FTS_TABLE} WHERE rowid IN ({marks})", ids)
+        else:
+            cursor.execute(f"SELECT chunk_id, terms::text FROM {lexical.PG_TABLE} WHERE chunk_id = ANY(%s)", [ids])
+        return dict(cursor.fetchall())
+
+
 def stored_in_database(document_id) -> int:
-    """What the document's rows hold: its text, and each chunk's text and vector, all as bytes."""
+    """What the document's rows hold: its text, each chunk's text and vector, and its lexical entry (its terms
+    twice: the stored copy and the postings), all as bytes."""
     document = Document.objects.get(pk=document_id)
-    chunks = Chunk.objects.filter(document=document).values_list("text", "vector")
-    return len(document.content.encode()) + sum(len(text.encode()) + len(bytes(vector)) for text, vector in chunks)
+    chunks = list(Chunk.objects.filter(document=document).values_list("id", "text", "vector"))
+    entries = lexical_entries(document_id)
+    assert set(entries) == {chunk_id for chunk_id, _, _ in chunks}  # every chunk is indexed
+    if connection.vendor == "sqlite":  # the stored terms, less the owner's prefix of each
+        prefix = f"{document.owner_id}x"
+        lexical_bytes = sum(2 * len(" ".join(term.removeprefix(prefix) for term in entry.split()).encode())
+                            for entry in entries.values())
+    else:  # a tsvector keeps stems, not the words: count the words the database was given
+        lexical_bytes = sum(lexical.stored_bytes(lexical.terms(text)) for _, text, _ in chunks)
+    return len(document.content.encode()) + sum(len(text.encode()) + len(bytes(vector))
+                                                for _, text, vector in chunks) + lexical_bytes
 
 
 def assert_quota_exceeded(response, *, used: int, quota: int) -> None:
@@ -100,9 +122,9 @@ def test_two_concurrent_adds_cannot_both_pass_the_quota(owner, settings, monkeyp
     both_checked = threading.Barrier(2)
     real_embed_many = services.embed_many
 
-    def embed_after_both_checked(texts):  # between the unlocked check and the locked one
+    def embed_after_both_checked(texts, *tokens):  # between the unlocked check and the locked one
         both_checked.wait(timeout=10)
-        return real_embed_many(texts)
+        return real_embed_many(texts, *tokens)
 
     monkeypatch.setattr(services, "embed_many", embed_after_both_checked)
     outcomes: list[str] = []
@@ -139,5 +161,10 @@ def test_the_migration_gives_existing_documents_their_stored_size(owner):
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
-    expected = len("Grüße. Hello there.".encode()) + len("Grüße. ".encode()) + len(b"Hello there.") + 2 * 1024
+    # Text, chunks, vectors, and each chunk's lexical terms twice ("there" is a stop word).
+    expected = (len("Grüße. Hello there.".encode()) + len("Grüße. ".encode()) + len(b"Hello there.") + 2 * 1024
+                + 2 * len("grüße".encode()) + 2 * len(b"hello"))
     assert Document.objects.get(pk=document.pk).stored_bytes == expected
+    # ...and the existing chunks were indexed by the migration: a lexical search finds them.
+    hits = chunk_search(owner_id=owner.pk, query="hello", top_k=5, mode="lexical")
+    assert [(hit.filename, hit.index) for hit in hits] == [("old.txt", 1)]

@@ -1,10 +1,12 @@
 // Knowledge: the user's documents (listed, added by upload or pasted text, deleted one by one or all),
-// and a search over their chunks that shows each hit's score.
+// and a search over their chunks in a chosen mode that shows each hit's similarity and rank score.
 import { listAll } from "../api.js";
 import { confirmDialog, errorBox, field, formatSize, formatTime, h, loading } from "../ui.js";
 
 const ACCEPT = ".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf";
 const TOP_K = ["5", "10", "20", "50"];
+// The search modes of POST /api/kb/search (docs/api.md, Search and context), the default first.
+const MODES = [["hybrid", "Hybrid"], ["lexical", "Words (BM25)"], ["vector", "Similarity"]];
 
 export async function mount(root, ctx) {
   const page = new KnowledgePage(root, ctx);
@@ -174,17 +176,20 @@ class KnowledgePage {
   searchForm() {
     const query = h("input", { type: "search", required: true, maxlength: "2000", autocomplete: "off" });
     const topK = h("select", {}, TOP_K.map((value) => h("option", { value }, value)));
+    const mode = h("select", {}, MODES.map(([value, label]) => h("option", { value }, label)));
     this.results = h("div", { class: "kb-results", "aria-live": "polite" });
     const form = h("form", { class: "card kb-search", role: "search", "aria-labelledby": "kb-search-title",
-      onsubmit: (event) => { event.preventDefault(); this.search(query.value, Number(topK.value)); } },
+      onsubmit: (event) => { event.preventDefault(); this.search(query.value, Number(topK.value), mode.value); } },
     h("h2", { id: "kb-search-title" }, "Search"),
-    h("div", { class: "kb-search-row" }, field("Search query", query), field("Results", topK),
+    h("div", { class: "kb-search-row" }, field("Search query", query), field("Mode", mode), field("Results", topK),
       h("button", { type: "submit", class: "primary" }, "Search")),
+    h("p", { class: "muted kb-score-help" }, "Similarity: how alike the words of the passage and your query are "
+      + "(cosine, up to 1). Rank: what the order follows (hybrid: both signals combined, up to 1.2; words: BM25)."),
     this.results);
     return form;
   }
 
-  async search(query, topK) {
+  async search(query, topK, mode) {
     if (!query.trim()) {
       this.results.replaceChildren(h("p", { class: "form-error", role: "alert" }, "Type something to search for."));
       return;
@@ -195,7 +200,7 @@ class KnowledgePage {
     this.results.replaceChildren(loading("Searching…"));
     let answer;
     try {
-      answer = await this.ctx.api("/api/kb/search", { method: "POST", body: { query, topK }, signal: controller.signal });
+      answer = await this.ctx.api("/api/kb/search", { method: "POST", body: { query, topK, mode }, signal: controller.signal });
     } catch (error) {
       if (controller.signal.aborted || this.stopped) return;
       this.results.replaceChildren(errorBox(`The search failed: ${describe(error)}`));
@@ -213,7 +218,8 @@ class KnowledgePage {
           h("span", { class: "kb-hit-doc" }, hit.document?.filename || "document"),
           h("span", { class: "muted" }, ` part ${Number(hit.chunk?.index ?? 0) + 1}`),
           h("meter", { min: "0", max: "1", value: String(Math.max(0, hit.score)), "aria-hidden": "true" }),
-          h("span", { class: "kb-score" }, `score ${Number(hit.score).toFixed(3)}`)),
+          h("span", { class: "kb-score" }, `similarity ${Number(hit.score).toFixed(3)}`),
+          h("span", { class: "kb-rank muted" }, `rank ${Number(hit.rank_score).toFixed(3)}`)),
         h("p", { class: "kb-hit-text" }, hit.chunk?.text || "")))));
   }
 }

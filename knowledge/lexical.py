@@ -1,0 +1,259 @@
+"""The lexical (full-text) index of the chunks, kept in step with them, and BM25 ranking over it.
+
+What is indexed: a chunk's *terms*, the words of `knowledge.embedding.tokenize` (NFKC, case-folded; a run of
+Chinese or Japanese gives every character and every adjacent pair, so a CJK query matches without a
+word segmenter) less a short list of English stop words, joined by spaces. The database then stems them
+(Porter, English) on both sides, so "kneading" finds "knead".
+
+- SQLite (the embedded default): an FTS5 table `knowledge_chunk_fts` (rowid = the chunk's id), ranked by
+  FTS5's `bm25()`. Each term is stored prefixed with the owner's id (`42xmoon`), so one owner's query reads
+  only that owner's postings and the term statistics (document frequencies) are the owner's own; another
+  user's documents never change a ranking.
+- PostgreSQL: a table `knowledge_chunklexical (chunk_id, owner_id, length, terms tsvector)` with a GIN index,
+  ranked by BM25 computed in one statement (k1 = 1.2, b = 0.75; document frequencies counted over the owner's
+  matching rows, N and the mean length over the owner's rows).
+
+Kept in step: `index_add` writes a document's rows in the transaction that inserts its chunks; a trigger on
+`knowledge_chunk` deletes a chunk's row whenever the chunk is deleted (a document deleted, cleared, its owner
+deleted, through the API or the admin), and on PostgreSQL a TRUNCATE empties the index too. Nothing is ever
+rebuilt for a query. Migration 0003 creates the index and fills it for the chunks that existed before.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from itertools import filterfalse
+
+import numpy as np
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from knowledge.embedding import tokenize
+from knowledge.ranking import Ranker, Ranking
+
+MAX_QUERY_TERMS = 64  # the first distinct terms of a query that are looked up (a 32,000-character query...)
+COMMON_CHUNKS = 2000  # SQLite: a term in more of the owner's chunks than this is too common to rank by
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+# Short, common English words that say nothing about a passage (PostgreSQL's `english` list drops these too).
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between both
+but by can could did do does doing down during each few for from further had has have having he her here hers
+herself him himself his how i if in into is it its itself just me more most my myself no nor not now of off on
+once only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where
+which while who whom why will with would you your yours yourself yourselves
+""".split())
+
+FTS_TABLE = "knowledge_chunk_fts"
+PG_TABLE = "knowledge_chunklexical"
+
+
+# From a word's start (the lookbehind), lazily to its first lower-upper step: linear in the text's length.
+_CAMEL_WORD = re.compile(r"(?<![A-Za-z])[A-Za-z]*?[a-z][A-Z][A-Za-z]*")
+_CAMEL_STEP = re.compile(r"[a-z][A-Z]")
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def has_camel_case(text: str) -> bool:
+    """Whether a lower-case letter is followed by an upper-case one anywhere in text (a camelCase word may be)."""
+    if not text.isascii():
+        return _CAMEL_STEP.search(text) is not None
+    # A byte scan with NumPy: Python's regex engine walks a whole document at ~10 MB/s, this at hundreds.
+    codes = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    lower = (codes >= 97) & (codes <= 122)
+    upper = (codes >= 65) & (codes <= 90)
+    return bool(np.any(lower[:-1] & upper[1:]))
+
+
+def terms(text: str, tokens: Sequence[str] | None = None, *, camel: bool = True) -> list[str]:
+    """The indexed words of text: those of tokenize() less stop words, then the parts of camelCase words.
+
+    A camelCase or CapWords identifier (`DeprecationWarning`, `assertEqual`) is a word as tokenize() gives it
+    and adds its lower-cased parts (`deprecation`, `warning`), so a question in plain words finds the code
+    that names it (snake_case is split by tokenize() already). tokens: tokenize(text), when the caller has it;
+    camel=False: the caller knows text has no camelCase word (has_camel_case of a whole document is False).
+    """
+    words = list(filterfalse(STOP_WORDS.__contains__, tokenize(text) if tokens is None else tokens))
+    if not camel or not _CAMEL_STEP.search(text):  # most prose: no identifier to split
+        return words
+    for identifier in _CAMEL_WORD.findall(text):
+        words.extend(part.lower() for part in _CAMEL_PART.findall(identifier))
+    return words
+
+
+def stored_bytes(words: Sequence[str]) -> int:
+    """What a chunk's lexical entry holds, as the quota counts it: its terms twice (a copy and the postings)."""
+    return 2 * len(" ".join(words).encode("utf-8"))
+
+
+def _owner_terms(owner_id: int, words: Sequence[str]) -> str:
+    if not words:
+        return ""
+    prefix = f"{owner_id}x"
+    return prefix + f" {prefix}".join(words)
+
+
+# --- the schema (migration 0003) --------------------------------------------------------------------
+
+def schema_create(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        for statement in _SCHEMA[connection.vendor][0]:
+            cursor.execute(statement)
+
+
+def schema_drop(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        for statement in _SCHEMA[connection.vendor][1]:
+            cursor.execute(statement)
+
+
+_SCHEMA = {
+    "sqlite": (
+        [
+            # tokenchars: a decimal number stays one term ("3.14"), as tokenize() gives it.
+            f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(terms, "
+            "tokenize = \"porter unicode61 remove_diacritics 2 tokenchars '.,'\")",
+            f"CREATE TRIGGER {FTS_TABLE}_chunk_delete AFTER DELETE ON knowledge_chunk "
+            f"BEGIN DELETE FROM {FTS_TABLE} WHERE rowid = old.id; END",
+        ],
+        [f"DROP TRIGGER IF EXISTS {FTS_TABLE}_chunk_delete", f"DROP TABLE IF EXISTS {FTS_TABLE}"],
+    ),
+    "postgresql": (
+        [
+            f"CREATE TABLE {PG_TABLE} (chunk_id bigint PRIMARY KEY, owner_id integer NOT NULL, "
+            "length integer NOT NULL, terms tsvector NOT NULL)",
+            f"CREATE INDEX {PG_TABLE}_terms ON {PG_TABLE} USING gin (terms)",
+            f"CREATE INDEX {PG_TABLE}_owner ON {PG_TABLE} (owner_id)",
+            # No foreign key (Django's test flush truncates knowledge_chunk alone): triggers keep it in step.
+            f"CREATE FUNCTION {PG_TABLE}_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"DELETE FROM {PG_TABLE} WHERE chunk_id IN (SELECT id FROM gone); RETURN NULL; END $$",
+            f"CREATE TRIGGER {PG_TABLE}_delete AFTER DELETE ON knowledge_chunk REFERENCING OLD TABLE AS gone "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TABLE}_delete()",
+            f"CREATE FUNCTION {PG_TABLE}_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"TRUNCATE {PG_TABLE}; RETURN NULL; END $$",
+            f"CREATE TRIGGER {PG_TABLE}_truncate AFTER TRUNCATE ON knowledge_chunk "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TABLE}_truncate()",
+        ],
+        [
+            f"DROP TRIGGER IF EXISTS {PG_TABLE}_truncate ON knowledge_chunk",
+            f"DROP TRIGGER IF EXISTS {PG_TABLE}_delete ON knowledge_chunk",
+            f"DROP FUNCTION IF EXISTS {PG_TABLE}_truncate()",
+            f"DROP FUNCTION IF EXISTS {PG_TABLE}_delete()",
+            f"DROP TABLE IF EXISTS {PG_TABLE}",
+        ],
+    ),
+}
+
+
+def supported(connection: BaseDatabaseWrapper) -> bool:
+    return connection.vendor in _SCHEMA
+
+
+# --- writes -----------------------------------------------------------------------------------------
+
+def index_add(*, owner_id: int, chunk_ids: Sequence[int], words: Sequence[Sequence[str]],
+              connection: BaseDatabaseWrapper | None = None) -> None:
+    """Index chunks of owner (chunk_ids[i] has the terms words[i], see `terms`), in the caller's transaction."""
+    db = connection or connections[DEFAULT_DB_ALIAS]
+    if not chunk_ids or not supported(db):
+        return
+    with db.cursor() as cursor:
+        if db.vendor == "sqlite":
+            cursor.executemany(f"INSERT INTO {FTS_TABLE} (rowid, terms) VALUES (%s, %s)",
+                               [(chunk_id, _owner_terms(owner_id, chunk_words))
+                                for chunk_id, chunk_words in zip(chunk_ids, words, strict=True)])
+        else:
+            cursor.execute(
+                f"INSERT INTO {PG_TABLE} (chunk_id, owner_id, length, terms) "
+                "SELECT c, %s, n, to_tsvector('english', t) FROM unnest(%s::bigint[], %s::integer[], %s::text[]) "
+                "AS rows(c, n, t)",
+                [owner_id, list(chunk_ids), [len(chunk_words) for chunk_words in words],
+                 [" ".join(chunk_words) for chunk_words in words]])
+
+
+# --- reads ------------------------------------------------------------------------------------------
+
+def query_terms(query: str) -> list[str]:
+    """The distinct terms of a query that are looked up: at most MAX_QUERY_TERMS, in order."""
+    return list(dict.fromkeys(terms(query)))[:MAX_QUERY_TERMS]
+
+
+def lexical_rank(owner_id: int, query: str, k: int) -> Ranking:
+    """The owner's k best chunks for query by BM25: (chunk_id, score > 0), best first."""
+    words = query_terms(query)
+    db = connections[DEFAULT_DB_ALIAS]
+    if not words or k < 1 or not supported(db):
+        return []
+    with db.cursor() as cursor:
+        if db.vendor == "sqlite":
+            return _sqlite_rank(cursor, owner_id, words, k)
+        else:
+            cursor.execute(_pg_sql(), {"owner": owner_id, "text": " ".join(words), "k": k})
+        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
+    """BM25 by FTS5 over the query's terms that are in at most COMMON_CHUNKS of the owner's chunks.
+
+    FTS5 scores every chunk that holds any term of the query, so one word found in nearly every chunk would
+    cost a score per chunk (a second at 100,000 chunks). Such a word says little about which chunk is meant
+    (its BM25 weight is near 0) and is left out, as stop words are. When every term is that common, the
+    chunks that hold all of them are ranked if they are at most COMMON_CHUNKS; otherwise the lexical ranking
+    has nothing to say ([]). Whether a term is common costs one probe: is there a match past COMMON_CHUNKS?
+    """
+    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, words).split(" ")]
+    rare = [term for term in terms_of_owner if not _more_than(cursor, term, COMMON_CHUNKS)]
+    if rare:
+        match = " OR ".join(rare)
+    else:
+        match = " AND ".join(terms_of_owner)
+        if _more_than(cursor, match, COMMON_CHUNKS):
+            return []
+    cursor.execute(_sqlite_sql(), [match, k])
+    return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _more_than(cursor, match: str, count: int) -> bool:
+    cursor.execute(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s LIMIT 1 OFFSET %s", [match, count])
+    return cursor.fetchone() is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _sqlite_sql() -> str:
+    # bm25() is negative (better is lower): its negation is the BM25 score. `ORDER BY rank` is FTS5's fast path.
+    return (f"SELECT rowid, -bm25({FTS_TABLE}) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s "
+            "ORDER BY rank LIMIT %s")
+
+
+@functools.lru_cache(maxsize=1)
+def _pg_sql() -> str:
+    return f"""
+WITH q AS (SELECT tsvector_to_array(to_tsvector('english', %(text)s)) AS lexemes),
+tsq AS (SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(x), ' | '), '')) AS query
+        FROM q, unnest(q.lexemes) AS x),
+stats AS (SELECT count(*)::float AS n, coalesce(avg(length), 1)::float AS avglen
+          FROM {PG_TABLE} WHERE owner_id = %(owner)s),
+m AS (SELECT l.chunk_id, l.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
+      FROM {PG_TABLE} l, tsq, q, unnest(l.terms) AS u
+      WHERE l.owner_id = %(owner)s AND l.terms @@ tsq.query AND u.lexeme = ANY(q.lexemes)),
+d AS (SELECT lexeme, count(*)::float AS df FROM m GROUP BY lexeme)
+SELECT m.chunk_id,
+       sum(ln(1 + (stats.n - d.df + 0.5) / (d.df + 0.5)) * m.tf * {BM25_K1 + 1}
+           / (m.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * m.length / greatest(stats.avglen, 1)))) AS score
+FROM m JOIN d USING (lexeme), stats
+GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s
+"""
+
+
+class LexicalRanker(Ranker):
+    """BM25 over the lexical index (the contract of knowledge.ranking.Ranker)."""
+
+    name = "lexical"
+    weight = 1.0
+
+    def rank(self, owner_id: int, query: str, k: int) -> Ranking:
+        return lexical_rank(owner_id, query, k)

@@ -22,6 +22,7 @@ from agentsite.agent.model_sources import model_source_for, model_sources
 from agentsite.agent.providers import collect, default_model, get_provider
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.usage import Caller, metered
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event
 from compat import translate
@@ -54,7 +55,8 @@ async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> 
 class Completion:
     """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`."""
 
-    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None):
+    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None,
+                 caller: Caller | None = None):
         provider_model = model_ids(settings)[0]
         self.source = model_source_for(body.model)
         if body.model not in (provider_model, AGENT_MODEL) and self.source is None:
@@ -63,6 +65,7 @@ class Completion:
         self.body = body
         self.settings = settings
         self.user = user
+        self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.provider_model = provider_model
         self.cid = translate.completion_id()
         self.messages = translate.to_messages(body)  # raises AppError 400 before anything is sent upstream
@@ -75,14 +78,14 @@ class Completion:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
             return self.source.stream(self.body.model, self.messages, getattr(self.user, "pk", None))
-        return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
+        return agent_events(self.body, self.messages, user=self.user, settings=self.settings, caller=self.caller)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
         if self.source is not None or self.is_agent:
             return one_per_list(self._answered_here())
         request = translate.to_chat_request(self.body, self.provider_model, self.messages)
-        return get_provider(self.settings).stream_batches(request)
+        return metered(get_provider(self.settings), self.caller).stream_batches(request)
 
     async def result(self) -> dict[str, Any]:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
@@ -91,7 +94,7 @@ class Completion:
             reply = await collect(self._answered_here())
         else:
             request = translate.to_chat_request(self.body, self.provider_model, self.messages)
-            reply = await get_provider(self.settings).complete(request)
+            reply = await metered(get_provider(self.settings), self.caller).complete(request)
         return translate.completion_object(cid=self.cid, model=self.body.model, text=reply.text,
                                            tool_calls=reply.tool_calls,
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),
@@ -111,7 +114,7 @@ class Completion:
 
 
 async def agent_events(body: ChatCompletionRequest, messages: list, *, user: AbstractBaseUser | None,
-                       settings: AgentSettings) -> AsyncIterator[StreamEvent]:
+                       settings: AgentSettings, caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise)."""
     from agentsite.agent.loop import run_agent
@@ -120,7 +123,7 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Abs
                  ("max_tokens", body.max_completion_tokens or body.max_tokens)) if value is not None}
     user_id = getattr(user, "pk", None)
     # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
-    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None,
+    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None, caller=caller,
                                  settings=settings.with_overrides(**overrides) if overrides else settings):
         if event.type == "delta":
             yield TextDelta(event.data.get("content", ""))
@@ -128,7 +131,12 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Abs
             yield event.transcript.usage
             yield Finish(event.transcript.finish_reason or "stop")
         elif event.type == "error":
-            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+            code = event.data.get("code", "upstream_error")
+            if code in ("budget_exceeded", "rate_limited"):  # refused before the model was asked
+                retry = str(event.data.get("retry_after", 1))
+                raise AppError(code, event.data.get("message", ""), 429, {"retry_after": int(retry)},
+                               headers={"Retry-After": retry})
+            raise AppError(code, event.data.get("message", ""), 502)
 
 
 _SPLIT = "\x00split\x00"

@@ -51,7 +51,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "
                                                 "endpoint takes."),
     "unprocessable": ErrorCode((422,), "The request is well-formed but cannot be carried out as it stands."),
-    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration); Retry-After says when to retry."),
+    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration, a per-minute LLM limit); "
+                                      "Retry-After says when to retry."),
+    "budget_exceeded": ErrorCode((429,), "The caller's (or the key's) token or cost budget for the day or month is "
+                                         "spent; Retry-After says when it renews."),
     "internal_error": ErrorCode((500,), "The server failed; the error was logged. Always a bug."),
     "upstream_error": ErrorCode((502,), "The LLM, an MCP server, a voice provider or a search engine failed; the "
                                         "message carries its words."),

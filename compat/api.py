@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from accounts.authentication import auser_for_bearer, revocable
 from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
+from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event, sse_response
@@ -117,7 +118,8 @@ async def _models(request: HttpRequest) -> HttpResponse:
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user = await _caller(request)
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
-    completion = engine.Completion(body, settings=await aget_settings(), user=user)
+    caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
+    completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller)
     if body.stream:
         stream = await completion.chunks()
         if user is not None:  # a caller's token: the stream ends at its next event once the token is revoked

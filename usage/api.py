@@ -177,9 +177,9 @@ class UserDetailView(APIView):
     permission_classes = [IsAdmin]
 
     @extend_schema(request=UserPatchSerializer, responses={200: UserRowSerializer})
-    def patch(self, request: Request, pk: int) -> Response:
+    def patch(self, request: Request, user_id: int) -> Response:
         changes = validated(UserPatchSerializer, request.data)
-        user = services.user_update(actor=request.user, user=_user(pk), changes=dict(changes))
+        user = services.user_update(actor=request.user, user=_user(user_id), changes=dict(changes))
         return Response(_user_rows([user])[0])
 
 
@@ -187,13 +187,13 @@ class UserBudgetView(APIView):
     permission_classes = [IsAdmin]
 
     @extend_schema(responses={200: BudgetSerializer})
-    def get(self, request: Request, pk: int) -> Response:
-        return Response(selectors.budget_of(_user(pk).pk))
+    def get(self, request: Request, user_id: int) -> Response:
+        return Response(selectors.budget_of(_user(user_id).pk))
 
     @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer})
-    def put(self, request: Request, pk: int) -> Response:
+    def put(self, request: Request, user_id: int) -> Response:
         budget = validated(BudgetSerializer, request.data)
-        return Response(services.budget_set(user_id=_user(pk).pk, budget=dict(budget)))
+        return Response(services.budget_set(user_id=_user(user_id).pk, budget=dict(budget)))
 
 
 class PriceView(APIView):

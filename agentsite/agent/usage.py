@@ -50,6 +50,13 @@ class Caller:
     facet: str = "agent"
     key_budget: dict[str, Any] | None = field(default=None, compare=False)
 
+    @classmethod
+    def with_key(cls, user_id: int | None, key: Any, facet: str) -> Caller:
+        """The caller of a request authenticated with `key` (an API key record: `pk`, `budget`; None: no key)."""
+        if key is None:
+            return cls(user_id, facet=facet)
+        return cls(user_id, str(key.pk), facet, getattr(key, "budget", None) or None)
+
 
 @dataclass
 class CallRecord:

@@ -7,7 +7,9 @@ from tests.conftest import client_for
 ERROR_STATUSES = {"400", "401", "403", "404", "409", "413", "415", "429", "502", "503"}
 ADMIN_OPERATIONS = {("put", "/api/config"), ("patch", "/api/config"), ("post", "/api/mcp/connect"),
                     ("post", "/api/mcp/disconnect"), ("patch", "/api/mcp/servers/{name}"), ("get", "/api/plugins"),
-                    ("post", "/api/plugins/reload")}
+                    ("post", "/api/plugins/reload"), ("get", "/api/users"), ("patch", "/api/users/{user_id}"),
+                    ("get", "/api/users/{user_id}/budget"), ("put", "/api/users/{user_id}/budget"),
+                    ("put", "/api/usage/prices")}
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/auth/options"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),

@@ -11,22 +11,28 @@ class AccountsConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save
 
         from accounts import selectors
-        from accounts.authentication import users
-        from accounts.models import AgentConfig
+        from accounts.authentication import keys, users
+        from accounts.models import AgentConfig, ApiKey
         from agentsite.agent.config import set_settings_loader
         from agentsite.core import invalidation
 
         set_settings_loader(selectors.settings_get, peek=selectors.settings_peek)
         invalidation.subscribe(users.TOPIC, users.drop)
+        invalidation.subscribe(keys.TOPIC, keys.drop)
         invalidation.subscribe(selectors.TOPIC, selectors.config_cache_clear)
         user_model = get_user_model()
         for name, signal in (("save", post_save), ("delete", post_delete)):
             signal.connect(_user_changed, sender=user_model, dispatch_uid=f"accounts-user-{name}")
             signal.connect(_config_changed, sender=AgentConfig, dispatch_uid=f"accounts-config-{name}")
+            signal.connect(_key_changed, sender=ApiKey, dispatch_uid=f"accounts-apikey-{name}")
 
 
 def _user_changed(sender, instance, **kwargs) -> None:
     _changed("user", instance.pk)
+
+
+def _key_changed(sender, instance, **kwargs) -> None:
+    _changed("apikey", instance.hash)
 
 
 def _config_changed(sender, instance, **kwargs) -> None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from accounts import api
+from accounts import api, keys_api
 
 urlpatterns = [
     path("auth/login", api.LoginView.as_view(), name="auth-login"),
@@ -11,4 +11,6 @@ urlpatterns = [
     path("auth/change-password", api.PasswordChangeView.as_view(), name="auth-change-password"),
     path("auth/me", api.MeView.as_view(), name="auth-me"),
     path("config", api.ConfigView.as_view(), name="config"),
+    path("keys", keys_api.KeyListView.as_view(), name="keys"),
+    path("keys/<str:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
 ]

@@ -38,8 +38,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "not_authenticated": ErrorCode((401,), "No credential was sent where one is needed."),
     "token_invalid": ErrorCode((401,), "The credential is malformed, expired, revoked, or its user is inactive."),
     "invalid_credentials": ErrorCode((401,), "Log-in with a wrong username or password."),
-    "invalid_api_key": ErrorCode((401,), "/v1: the API key is not accepted under the server's compat_auth setting."),
+    "invalid_api_key": ErrorCode((401,), "/v1: no credential the server's compat_auth setting accepts, or an API key "
+                                         "that is unknown, revoked, expired, or whose user is inactive or changed "
+                                         "password."),
     "forbidden": ErrorCode((403,), "The caller may not do this (an admin operation, or an Origin not allowed)."),
+    "key_scope": ErrorCode((403,), "The API key's scopes do not include this door (`v1`, `mcp`, `api`)."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
     "model_not_found": ErrorCode((404,), "/v1: no model of that name for this caller."),

@@ -20,6 +20,7 @@ const PAGES = [
   ["scheduler", "Scheduler"],
   ["workflows", "Workflows"],
   ["mcp", "MCP"],
+  ["keys", "Keys"],
   ["settings", "Settings"],
 ];
 const DEFAULT_PAGE = "chat";

@@ -52,7 +52,8 @@ def build_server(*, user_id: int | None = None) -> Server:
             if tool is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
             # A tool that asks the model (a workflow's llm node) is metered for this caller, facet `mcp`.
-            with calling(Caller(caller.user_id, facet="mcp")):
+            key = ctx.request.scope.get("api_key") if ctx.request is not None else None
+            with calling(Caller.with_key(caller.user_id, key, "mcp")):
                 result = await call_tool(tool, params.arguments or {}, caller)
         return result_to_mcp(result)
 

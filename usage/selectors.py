@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet, Sum
 
@@ -61,12 +60,11 @@ def _name_groups(results: list[dict[str, Any]], group_by: list[str]) -> None:
 
 
 def _key_names(ids: set[str]) -> dict[str, str]:
-    """The API keys' names, from the keys app when it is installed (usage does not depend on it)."""
-    for model in apps.get_models():
-        if model.__name__ == "ApiKey" and ids:
-            found = model.objects.filter(pk__in=list(ids)).values_list("pk", "name")  # type: ignore[attr-defined]
-            return {str(pk): name for pk, name in found}
-    return {}
+    """The API keys' names (a deleted key's usage stays, nameless)."""
+    from accounts.models import ApiKey
+
+    valid = [int(key) for key in ids if key.isdigit()]
+    return {str(pk): name for pk, name in ApiKey.objects.filter(pk__in=valid).values_list("pk", "name")}
 
 
 def month_totals(user_ids: list[int]) -> dict[int, dict[str, Any]]:

@@ -1,6 +1,6 @@
 // Usage: the caller's tokens (or cost) per day stacked by model for a chosen range (a hand-drawn SVG chart),
 // tables by key and by facet, what is left of their budgets; for admins, every user with their budget editable
-// (docs/api.md, Usage and budgets).
+// (docs/api.md, Usage and budgets). The colours are usage.css's `.c0`…`.c7` (no inline style: the CSP forbids it).
 import { errorBox, errorText, field, h, loading, pageHeader, put } from "../ui.js";
 
 const LIMITS = [
@@ -120,7 +120,7 @@ class UsagePage {
       }
     });
     const legend = h("ul", { class: "usage-legend", "aria-label": "Models" }, ...models.map((model, index) =>
-      h("li", {}, h("span", { class: "swatch", style: `background:${COLORS[index % COLORS.length]}` }), model)));
+      h("li", {}, h("span", { class: `swatch c${index % COLORS.length}` }), model)));
     return h("div", { class: "usage-chart-wrap" }, svg, legend);
   }
 

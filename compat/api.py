@@ -122,8 +122,12 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
         stream = await completion.chunks()
         if user is not None:  # a caller's token: the stream ends at its next event once the token is revoked
             stream = revocable(stream, request.headers.get("Authorization"), openai_error_event)
-        return sse_response(stream)
-    return JsonResponse(await completion.result())
+        response: HttpResponse = sse_response(stream)
+    else:
+        response = JsonResponse(await completion.result())
+    for name, value in completion.headers().items():
+        response[name] = value
+    return response
 
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:

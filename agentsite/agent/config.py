@@ -26,6 +26,10 @@ class AgentSettings:
     kb_max_chars: int = 4000
     # Seconds an upstream LLM may stay silent (connect, or between two bytes of a stream) before it fails.
     request_timeout: float = 120.0
+    # The model catalogue (agentsite.agent.routing.Catalogue): connections and aliases. None: one connection made
+    # of provider/base_url/api_key/model above. `model` names an alias, an entry `<connection>/<model>`, or a
+    # bare model of the default connection.
+    catalogue: Any = field(default=None, repr=False, compare=False)
 
     def with_overrides(self, **changes: Any) -> AgentSettings:
         return replace(self, **changes)

@@ -24,8 +24,8 @@ def test_an_admin_creates_a_connection_whose_key_and_header_values_are_write_onl
     body = response.json()
     assert body["api_key_set"] is True and body["header_names"] == ["X-Gateway-Key"]
     assert body["models"] == ["llama3"] and body["enabled"] is True and body["timeout_s"] == 120.0
-    for response in (response, admin_client.get("/api/connections"), admin_client.get(f"/api/connections/{body['id']}")):
-        assert "sk-very-secret" not in response.content.decode() and "gw-secret" not in response.content.decode()
+    for shown in (response, admin_client.get("/api/connections"), admin_client.get(f"/api/connections/{body['id']}")):
+        assert "sk-very-secret" not in shown.content.decode() and "gw-secret" not in shown.content.decode()
     stored = Connection.objects.get(name="local")
     assert stored.api_key == "sk-very-secret" and stored.headers == {"X-Gateway-Key": "gw-secret"}
 

@@ -177,8 +177,12 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
         stream = await completion.chunks()
         if credential is not None:  # the stream ends at its next event once the token or key is revoked
             stream = revocable(stream, None, openai_error_event, credential=credential)
-        return sse_response(stream)
-    return JsonResponse(await completion.result())
+        response: HttpResponse = sse_response(stream)
+    else:
+        response = JsonResponse(await completion.result())
+    for name, value in completion.headers().items():
+        response[name] = value
+    return response
 
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:

@@ -17,7 +17,8 @@ from typing import Any
 from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.context import ContextBlock, ContextRequest, context_sources, format_reference
 from agentsite.agent.multimodal import parts_from_tool_content
-from agentsite.agent.providers import Provider, get_provider
+from agentsite.agent.providers import Provider
+from agentsite.agent.routing import routed_provider
 from agentsite.agent.tools import Tool, ToolContext, ToolResult, call_tool, registry, resolve_caller
 from agentsite.agent.types import (
     ChatRequest,
@@ -104,7 +105,9 @@ async def run_agent(*, messages: list[Message], user_id: int | None, settings: A
 
     At most `max_rounds` rounds run tools; then the model is asked once more with tool_choice "none" for
     a final answer. Never raises (but CancelledError): failures end the stream with one `error` event.
-    `provider` overrides the one the settings name; `transcript` (a new one) is filled as the run goes.
+    `provider` overrides the one the settings name (by default the settings' `model` is resolved in the model
+    catalogue and answered through the router: fallback and balance apply); `transcript` (a new one) is filled
+    as the run goes.
     Every call to the model is metered for `caller` (default: the task's caller when it is this user, else
     this user with the facet `agent`): a refused call ends the run with an `error` event (`budget_exceeded`
     or `rate_limited`).
@@ -149,7 +152,7 @@ class _AgentRun:
             yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
 
     async def _rounds(self) -> AsyncGenerator[AgentEvent, None]:
-        provider = metered(self.provider or get_provider(self.settings), self.caller)
+        provider = metered(self.provider or routed_provider(self.settings), self.caller)
         conversation = await self._conversation()
         tools = {tool.name: tool for tool in await self._tools()}
         specs = [tool.spec() for tool in tools.values()]

@@ -169,8 +169,13 @@ class _Watch:
         if usage is None or not counted:
             usage = Usage(math.ceil(prompt_chars(self.request) / CHARS_PER_TOKEN),
                           math.ceil(self.chars / CHARS_PER_TOKEN))
-        model = self.provider.model_for(self.request)
-        answered = self.answered or getattr(self.provider.inner, "answered_model", "") or model
+        inner = self.provider.inner
+        # Through the router (agentsite.agent.routing): the name the caller asked for, and the catalogue entry
+        # that answered it (after a fallback, another than the first).
+        route = getattr(inner, "route", None)
+        model = self.provider.model_for(self.request) or (route.name if route is not None else "")
+        attempts = getattr(inner, "attempts", None)
+        answered = self.answered or (attempts.answered if attempts is not None else None) or model
         return CallRecord(self.provider.caller, model, answered, usage.prompt_tokens, usage.completion_tokens,
                           (time.perf_counter() - self.started) * 1000, status, counted, error)
 

@@ -149,8 +149,11 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Abs
                  ("max_tokens", body.max_completion_tokens or body.max_tokens)) if value is not None}
     user_id = getattr(user, "pk", None)
     # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
+    # The caller as the request authenticated them: an API key without the admin scope is no admin here.
+    is_admin = None if user is None else bool(user.is_active and getattr(user, "is_staff", False))
     async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None, caller=caller,
-                                 settings=settings.with_overrides(**overrides) if overrides else settings):
+                                 settings=settings.with_overrides(**overrides) if overrides else settings,
+                                 is_admin=is_admin):
         if event.type == "delta":
             yield TextDelta(event.data.get("content", ""))
         elif event.type == "done" and event.transcript is not None:

@@ -230,3 +230,21 @@ def test_last_used_at_is_recorded(live):
 
     poll(lambda: used_at() is not None, "last_used_at written")
     assert datetime.fromisoformat(used_at()) >= before - timedelta(seconds=1)
+
+
+def test_an_admins_key_without_the_admin_scope_gets_no_admin_tools_from_the_agent(live, fake_openai):
+    admin = {"Authorization": f"Bearer {live.login()['token']}"}
+
+    def tools_sent(scopes: list[str]) -> set[str]:
+        secret = requests.post(f"{live.base_url}/api/keys", headers=admin, timeout=10,
+                               json={"name": "tools", "scopes": scopes}).json()["key"]
+        fake_openai.script(Text("ok"))
+        answer = requests.post(f"{live.base_url}/v1/chat/completions", headers={"x-api-key": secret}, timeout=30,
+                               json={"model": "agent", "messages": [{"role": "user", "content": "hi"}]})
+        assert answer.status_code == 200, answer.text
+        return {tool["function"]["name"] for tool in fake_openai.requests[-1].json().get("tools", [])}
+
+    with_admin = tools_sent(["v1", "admin"])
+    assert "computer_screenshot" in with_admin and "web_fetch" in with_admin
+    without = tools_sent(["v1"])
+    assert "computer_screenshot" not in without and "web_fetch" in without

@@ -7,6 +7,8 @@ speak, so processes flushing the same row at once add up and never overwrite); `
 the process stops. A process killed with SIGKILL loses what it had not flushed: at most one interval of calls.
 A flush that fails (the database unreachable) puts its rows back and is retried at the next interval.
 
+Each flush also adds the same calls to the per-(day, user) rollup (UsageUserDaily), in the same transaction.
+
 Invariant: every call added is written exactly once, by the process that added it (tests/usage/test_buffer.py).
 With the interval 0 (the test settings) no thread starts: the tests flush with `flush()`.
 """
@@ -107,11 +109,27 @@ def _sql() -> str:
             f"ON CONFLICT (day, user_id, key_id, facet, model_requested, model_answered) DO UPDATE SET {updates}")
 
 
+_ROLLUP_SQL = ("INSERT INTO usage_usageuserdaily (day, user_id, requests, prompt_tokens, completion_tokens, cost) "
+               "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (day, user_id) DO UPDATE SET "
+               + ", ".join(f"{name} = usage_usageuserdaily.{name} + excluded.{name}"
+                           for name in ("requests", "prompt_tokens", "completion_tokens", "cost")))
+
+
 def _write(rows: dict[Key, list[float]]) -> None:
     params = [(*key, *(int(v) if index != 6 else float(v) for index, v in enumerate(values)))
               for key, values in sorted(rows.items())]  # sorted: two processes lock rows in the same order
+    rollup: dict[tuple[str, int], list[float]] = {}
+    for key, values in rows.items():
+        sums = rollup.setdefault((key[0], key[1]), [0, 0, 0, 0.0])
+        sums[0] += values[0]
+        sums[1] += values[4]
+        sums[2] += values[5]
+        sums[3] += values[6]
+    rollup_params = [(day, user, int(n), int(p), int(c), float(cost))
+                     for (day, user), (n, p, c, cost) in sorted(rollup.items())]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(_sql(), params)
+        cursor.executemany(_ROLLUP_SQL, rollup_params)
 
 
 def _loop() -> None:

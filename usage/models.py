@@ -42,6 +42,26 @@ class UsageDaily(models.Model):
         return f"usage {self.day} user {self.user_id} {self.model_requested}"
 
 
+class UsageUserDaily(models.Model):
+    """The same calls rolled up per (day, user): what the admin's questions over everyone read (group_by user or
+    day), a row per user and day whatever the number of keys, models and doors. Written by the same flush, in
+    the same transaction, as UsageDaily (usage.buffer), so the two always agree."""
+
+    day = models.DateField()
+    user_id = models.IntegerField(default=0)
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "user_id"], name="usage_user_daily_row")]
+        indexes = [models.Index(fields=["user_id", "day"], name="usage_rollup_user_day")]
+
+    def __str__(self) -> str:
+        return f"usage {self.day} user {self.user_id}"
+
+
 class ModelPrice(models.Model):
     """The price of a catalogue model, per million tokens in and out (the operator's currency)."""
 

@@ -9,9 +9,10 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet, Sum
 
 from usage import budgets
-from usage.models import ModelPrice, UsageDaily, UserBudget
+from usage.models import ModelPrice, UsageDaily, UsageUserDaily, UserBudget
 
 GROUPS = {"day": "day", "model": "model_answered", "key": "key_id", "facet": "facet", "user": "user_id"}
+ROLLUP_GROUPS = {"day", "user"}
 SUMS = ("requests", "prompt_tokens", "completion_tokens", "cost")
 
 
@@ -30,7 +31,10 @@ def _totals(values: dict[str, Any]) -> dict[str, Any]:
 def usage_report(*, start: date, end: date, user_id: int | None, group_by: list[str]) -> dict[str, Any]:
     """`{results: [{<group>..., requests, prompt_tokens, completion_tokens, total_tokens, cost}], totals}`, one
     result per combination of the groups (one GROUP BY over the indexed aggregates)."""
-    rows = usage_rows(start=start, end=end, user_id=user_id)
+    rows: QuerySet = usage_rows(start=start, end=end, user_id=user_id)
+    if set(group_by) <= ROLLUP_GROUPS:  # day and user only: the rollup has a row per user and day
+        rows = UsageUserDaily.objects.filter(day__gte=start, day__lte=end)
+        rows = rows if user_id is None else rows.filter(user_id=user_id)
     columns = [GROUPS[group] for group in group_by]
     grouped = rows.values(*columns).annotate(**{name: Sum(name) for name in SUMS}).order_by(*columns)
     results = []
@@ -70,7 +74,7 @@ def _key_names(ids: set[str]) -> dict[str, str]:
 def month_totals(user_ids: list[int]) -> dict[int, dict[str, Any]]:
     """Each user's tokens and cost this month (UTC), as flushed."""
     today = datetime.now(UTC).date()
-    rows = (UsageDaily.objects.filter(day__gte=today.replace(day=1), user_id__in=user_ids).values("user_id")
+    rows = (UsageUserDaily.objects.filter(day__gte=today.replace(day=1), user_id__in=user_ids).values("user_id")
             .annotate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost")))
     return {row["user_id"]: {"tokens": int((row["prompt"] or 0) + (row["completion"] or 0)),
                              "cost": round(float(row["cost"] or 0.0), 6)} for row in rows}

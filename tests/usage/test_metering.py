@@ -19,7 +19,7 @@ from agentsite.agent.usage import Caller, CallRecord, metered
 from agentsite.core.errors import AppError
 from tests.fakes.llm import Hang, Text
 from usage import budgets, buffer
-from usage.models import ModelPrice, UsageDaily, UserBudget
+from usage.models import ModelPrice, UsageDaily, UsageUserDaily, UserBudget
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _empty_buffer():
     buffer.flush()
     UsageDaily.objects.all().delete()
+    UsageUserDaily.objects.all().delete()
     budgets.drop_user_budget(None)
     yield
     buffer.flush()
@@ -105,6 +106,8 @@ def test_flushes_add_up_into_one_row_per_day_user_key_facet_and_model(owner):
     assert (rows["v1"]["requests"], rows["v1"]["prompt_tokens"], rows["v1"]["completion_tokens"]) == (4, 12, 16)
     assert rows["v1"]["cost"] == pytest.approx(2.0)
     assert rows["chat"]["requests"] == 1
+    [rollup] = UsageUserDaily.objects.values("requests", "prompt_tokens", "completion_tokens")
+    assert rollup == {"requests": 5, "prompt_tokens": 13, "completion_tokens": 17}
 
 
 async def test_the_price_table_gives_the_cost(fake_openai, owner):

@@ -31,7 +31,7 @@ def test_a_user_sees_their_usage_and_an_admin_edits_a_budget(page, dashboard_ser
     page.goto("/#/usage")
     chart = page.get_by_role("img", name="Tokens per day")
     expect(chart).to_be_visible()
-    expect(chart.locator("rect[data-model='fake-model']")).to_have_count(1)
+    expect(chart.locator("rect[data-model='default/fake-model']")).to_have_count(1)
     expect(page.locator(".usage-totals")).to_contain_text("2 requests · 70 tokens (50 in, 20 out)")
     facets = page.get_by_role("region", name="By facet")
     expect(facets.get_by_role("row", name="v1")).to_contain_text("70")

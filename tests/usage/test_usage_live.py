@@ -74,7 +74,7 @@ def test_a_users_daily_budget_ends_in_a_rate_limit_error_at_the_right_request(li
                   and found, "the three calls flushed")
     assert report["totals"]["total_tokens"] == 57 and report["totals"]["prompt_tokens"] == 36
     [row] = report["results"]
-    assert row["model"] == "fake-model" and row["day"] == datetime.now(UTC).date().isoformat()
+    assert row["model"] == "default/fake-model" and row["day"] == datetime.now(UTC).date().isoformat()
     by_key = _usage(server, headers, group_by="key")["results"]
     assert [(row["key_name"], row["requests"]) for row in by_key] == [("sdk", 3)]
     # The user's own usage only; the admin sees theirs with ?user=

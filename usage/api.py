@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from drf_spectacular.types import OpenApiTypes
@@ -18,6 +18,9 @@ from accounts.api import IsAdmin
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from usage import budgets, selectors, services
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 MAX_RANGE_DAYS = 3660
 
@@ -155,8 +158,9 @@ def _user_rows(users: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _user(pk: int) -> Any:
-    user = get_user_model().objects.filter(pk=pk).first()
+def _user(user_id: str) -> AbstractBaseUser:
+    """The user of a path's id (any segment: 404, after authentication, for one that names nobody)."""
+    user = get_user_model().objects.filter(pk=int(user_id)).first() if user_id.isdigit() else None
     if user is None:
         raise AppError("not_found", "No user has this id.", 404)
     return user
@@ -177,7 +181,7 @@ class UserDetailView(APIView):
     permission_classes = [IsAdmin]
 
     @extend_schema(request=UserPatchSerializer, responses={200: UserRowSerializer})
-    def patch(self, request: Request, user_id: int) -> Response:
+    def patch(self, request: Request, user_id: str) -> Response:
         changes = validated(UserPatchSerializer, request.data)
         user = services.user_update(actor=request.user, user=_user(user_id), changes=dict(changes))
         return Response(_user_rows([user])[0])
@@ -187,11 +191,11 @@ class UserBudgetView(APIView):
     permission_classes = [IsAdmin]
 
     @extend_schema(responses={200: BudgetSerializer})
-    def get(self, request: Request, user_id: int) -> Response:
+    def get(self, request: Request, user_id: str) -> Response:
         return Response(selectors.budget_of(_user(user_id).pk))
 
     @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer})
-    def put(self, request: Request, user_id: int) -> Response:
+    def put(self, request: Request, user_id: str) -> Response:
         budget = validated(BudgetSerializer, request.data)
         return Response(services.budget_set(user_id=_user(user_id).pk, budget=dict(budget)))
 

@@ -40,7 +40,7 @@ class LeftSerializer(serializers.Serializer):
     limit = serializers.FloatField(allow_null=True)
     used = serializers.FloatField()
     remaining = serializers.FloatField(allow_null=True)
-    resets_in = serializers.IntegerField()
+    resets_at = serializers.DateTimeField()
 
 
 class UserRowSerializer(serializers.Serializer):

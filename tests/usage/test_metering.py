@@ -180,6 +180,6 @@ def test_what_is_left_of_a_budget(owner):
     budgets.settle([scope], 30, 0.0)
     left = budgets.remaining(scope)
     assert left["tokens_per_day"] == {"limit": 100, "used": 30, "remaining": 70,
-                                      "resets_in": left["tokens_per_day"]["resets_in"]}
+                                      "resets_at": left["tokens_per_day"]["resets_at"]}
     assert left["requests_per_minute"]["used"] == 1 and left["requests_per_minute"]["remaining"] == 4
     assert left["cost_per_month"]["limit"] is None and left["cost_per_month"]["remaining"] is None

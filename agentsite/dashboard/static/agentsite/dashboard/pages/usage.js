@@ -142,7 +142,7 @@ class UsagePage {
     for (const [scope, name] of [["user", "Your budget"], ["key", "This key's budget"]]) {
       for (const [limit, text] of LIMITS) {
         const entry = left[scope]?.[limit];
-        if (entry && entry.limit !== null) rows.push(h("li", {}, `${name}: ${text} ${entry.used} used of ${entry.limit}, ${entry.remaining} left (renews in ${Math.ceil(entry.resets_in / 60)} min)`));
+        if (entry && entry.limit !== null) rows.push(h("li", {}, `${name}: ${text} ${entry.used} used of ${entry.limit}, ${entry.remaining} left (renews ${new Date(entry.resets_at).toLocaleString()})`));
       }
     }
     return h("section", { class: "card", "aria-labelledby": "usage-budget-title" }, h("h2", { id: "usage-budget-title" }, "Budget"),

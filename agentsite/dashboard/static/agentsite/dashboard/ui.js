@@ -234,12 +234,3 @@ export function formatSize(bytes) {
   if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
   return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }
-
-// Each body cell of `table` gets its column's header text as data-label, which a page's phone layout shows
-// before the value once the header row is out of sight (keys, MCP, usage).
-export function labelCells(table) {
-  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
-  for (const row of table.tBodies[0].rows) {
-    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
-  }
-}

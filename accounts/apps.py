@@ -12,7 +12,7 @@ class AccountsConfig(AppConfig):
 
         from accounts import selectors
         from accounts.authentication import keys, users
-        from accounts.models import AgentConfig, ApiKey
+        from accounts.models import AgentConfig, ApiKey, Connection, ModelAlias
         from agentsite.agent.config import set_settings_loader
         from agentsite.core import invalidation
 
@@ -25,6 +25,9 @@ class AccountsConfig(AppConfig):
             signal.connect(_user_changed, sender=user_model, dispatch_uid=f"accounts-user-{name}")
             signal.connect(_config_changed, sender=AgentConfig, dispatch_uid=f"accounts-config-{name}")
             signal.connect(_key_changed, sender=ApiKey, dispatch_uid=f"accounts-apikey-{name}")
+            # Connections and aliases are read with the config (the model catalogue): the same cache and topic.
+            signal.connect(_config_changed, sender=Connection, dispatch_uid=f"accounts-connection-{name}")
+            signal.connect(_config_changed, sender=ModelAlias, dispatch_uid=f"accounts-alias-{name}")
 
 
 def _user_changed(sender, instance, **kwargs) -> None:

@@ -13,4 +13,10 @@ urlpatterns = [
     path("config", api.ConfigView.as_view(), name="config"),
     path("keys", keys_api.KeyListView.as_view(), name="keys"),
     path("keys/<str:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
+    path("connections", api.ConnectionListView.as_view(), name="connections"),
+    path("connections/<str:connection_id>", api.ConnectionDetailView.as_view(), name="connection"),
+    path("connections/<str:connection_id>/discover", api.ConnectionDiscoverView.as_view(), name="connection-discover"),
+    path("aliases", api.AliasListView.as_view(), name="aliases"),
+    path("aliases/<str:alias_id>", api.AliasDetailView.as_view(), name="alias"),
+    path("models", api.ModelsView.as_view(), name="models"),
 ]

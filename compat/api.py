@@ -31,6 +31,7 @@ from accounts.authentication import (
 from accounts.ratelimit import client_ip
 from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
+from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event, sse_response
@@ -170,13 +171,18 @@ async def _models(request: HttpRequest) -> HttpResponse:
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user, credential = await _caller(request)
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
-    completion = engine.Completion(body, settings=await aget_settings(), user=user)
+    caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
+    completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller)
     if body.stream:
         stream = await completion.chunks()
         if credential is not None:  # the stream ends at its next event once the token or key is revoked
             stream = revocable(stream, None, openai_error_event, credential=credential)
-        return sse_response(stream)
-    return JsonResponse(await completion.result())
+        response: HttpResponse = sse_response(stream)
+    else:
+        response = JsonResponse(await completion.result())
+    for name, value in completion.headers().items():
+        response[name] = value
+    return response
 
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.model_sources import model_source_for, model_sources
-from agentsite.agent.providers import collect, default_model, get_provider
+from agentsite.agent.providers import collect
 from agentsite.agent.providers.base import one_per_list
+from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.usage import Caller, metered
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event
 from compat import translate
@@ -37,9 +39,15 @@ EMBEDDING_MODEL = "hash-256"
 MODEL_CREATED = 1767225600  # 2026-01-01: a fixed date, so the model list is stable between calls
 
 
+UPSTREAM_HEADER = "X-Agentsite-Upstream"
+ATTEMPTS_HEADER = "X-Agentsite-Attempts"
+
+
 def model_ids(settings: AgentSettings) -> list[str]:
-    """The models /v1 serves: the provider's, the agent, and the embedding model."""
-    return [settings.model or default_model(settings.provider), AGENT_MODEL, EMBEDDING_MODEL]
+    """The models /v1 serves: the catalogue's aliases and entries (agentsite.agent.routing), the agent, and the
+    embedding model."""
+    names = [entry.name for entry in catalogue_entries(settings) if entry.state != "discovery_failed"]
+    return [*names, AGENT_MODEL, EMBEDDING_MODEL]
 
 
 async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> dict[str, Any]:
@@ -54,16 +62,18 @@ async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> 
 class Completion:
     """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`."""
 
-    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None):
-        provider_model = model_ids(settings)[0]
+    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None,
+                 caller: Caller | None = None):
         self.source = model_source_for(body.model)
-        if body.model not in (provider_model, AGENT_MODEL) and self.source is None:
-            raise AppError("model_not_found", f"The model {body.model!r} does not exist; GET /v1/models lists the "
-                           "models.", 404)
+        # A catalogue model (an alias, `<connection>/<model>`, or a bare model of the default connection) goes
+        # through the router: fallback and balance apply, and `provider.attempts` says who answered.
+        self.provider: RoutedProvider | None = None
+        if body.model != AGENT_MODEL and self.source is None:
+            self.provider = RoutedProvider(resolve(body.model, settings))  # 404 model_not_found
         self.body = body
         self.settings = settings
         self.user = user
-        self.provider_model = provider_model
+        self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.cid = translate.completion_id()
         self.messages = translate.to_messages(body)  # raises AppError 400 before anything is sent upstream
 
@@ -71,28 +81,47 @@ class Completion:
     def is_agent(self) -> bool:
         return self.body.model == AGENT_MODEL
 
+    @property
+    def model(self) -> str:
+        """The completion's `model`: the catalogue entry that answered when the request named an alias, else
+        the name the request used."""
+        provider = self.provider
+        if provider is not None and provider.route.alias and provider.attempts.answered:
+            return provider.attempts.answered
+        return self.body.model
+
+    def headers(self) -> dict[str, str]:
+        """X-Agentsite-Upstream: the entry that answered; X-Agentsite-Attempts: each try (when any failed)."""
+        provider = self.provider
+        if provider is None or not provider.attempts.answered:
+            return {}
+        headers = {UPSTREAM_HEADER: provider.attempts.answered}
+        if len(provider.attempts.tries) > 1:
+            headers[ATTEMPTS_HEADER] = provider.attempts.summary()
+        return headers
+
     def _answered_here(self) -> AsyncIterator[StreamEvent]:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
             return self.source.stream(self.body.model, self.messages, getattr(self.user, "pk", None))
-        return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
+        return agent_events(self.body, self.messages, user=self.user, settings=self.settings, caller=self.caller)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
-        if self.source is not None or self.is_agent:
+        if self.provider is None:
             return one_per_list(self._answered_here())
-        request = translate.to_chat_request(self.body, self.provider_model, self.messages)
-        return get_provider(self.settings).stream_batches(request)
+        request = translate.to_chat_request(self.body, self.body.model, self.messages)
+        return metered(self.provider, self.caller).stream_batches(request)
 
     async def result(self) -> dict[str, Any]:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
         a stream."""
-        if self.is_agent or self.source is not None:
+        if self.provider is None:
             reply = await collect(self._answered_here())
         else:
-            request = translate.to_chat_request(self.body, self.provider_model, self.messages)
-            reply = await get_provider(self.settings).complete(request)
-        return translate.completion_object(cid=self.cid, model=self.body.model, text=reply.text,
+            request = translate.to_chat_request(self.body, self.body.model, self.messages)
+            reply = await metered(self.provider, self.caller).complete(request)
+        return translate.completion_object(cid=self.cid, model=self.model, text=reply.text,
                                            tool_calls=reply.tool_calls,
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),
                                            usage=reply.usage.as_dict())
@@ -106,12 +135,12 @@ class Completion:
             first: list[StreamEvent] = await anext(batches)
         except StopAsyncIteration:
             first = []
-        return _chunks(first, batches, cid=self.cid, model=self.body.model,
+        return _chunks(first, batches, cid=self.cid, model=self.model,
                        include_usage=bool(self.body.stream_options and self.body.stream_options.include_usage))
 
 
 async def agent_events(body: ChatCompletionRequest, messages: list, *, user: AbstractBaseUser | None,
-                       settings: AgentSettings) -> AsyncIterator[StreamEvent]:
+                       settings: AgentSettings, caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise)."""
     from agentsite.agent.loop import run_agent
@@ -122,7 +151,7 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Abs
     # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
     # The caller as the request authenticated them: an API key without the admin scope is no admin here.
     is_admin = None if user is None else bool(user.is_active and getattr(user, "is_staff", False))
-    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None,
+    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None, caller=caller,
                                  settings=settings.with_overrides(**overrides) if overrides else settings,
                                  is_admin=is_admin):
         if event.type == "delta":
@@ -131,7 +160,12 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Abs
             yield event.transcript.usage
             yield Finish(event.transcript.finish_reason or "stop")
         elif event.type == "error":
-            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+            code = event.data.get("code", "upstream_error")
+            if code in ("budget_exceeded", "rate_limited"):  # refused before the model was asked
+                retry = str(event.data.get("retry_after", 1))
+                raise AppError(code, event.data.get("message", ""), 429, {"retry_after": int(retry)},
+                               headers={"Retry-After": retry})
+            raise AppError(code, event.data.get("message", ""), 502)
 
 
 _SPLIT = "\x00split\x00"

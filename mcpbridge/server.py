@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 import agentsite
 from agentsite.agent.tools import ToolContext, call_tool, resolve_caller
+from agentsite.agent.usage import Caller, calling
 from mcpbridge.content import result_to_mcp, tool_to_mcp
 from mcpbridge.selectors import tools_available
 
@@ -50,7 +51,10 @@ def build_server(*, user_id: int | None = None) -> Server:
             tool = next((item for item in tools if item.name == params.name), None)
             if tool is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            result = await call_tool(tool, params.arguments or {}, caller)
+            # A tool that asks the model (a workflow's llm node) is metered for this caller, facet `mcp`.
+            key = ctx.request.scope.get("api_key") if ctx.request is not None else None
+            with calling(Caller.with_key(caller.user_id, key, "mcp")):
+                result = await call_tool(tool, params.arguments or {}, caller)
         return result_to_mcp(result)
 
     return Server(SERVER_NAME, version=agentsite.__version__, instructions=INSTRUCTIONS,

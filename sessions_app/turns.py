@@ -33,6 +33,7 @@ from asgiref.sync import sync_to_async
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.loop import AgentEvent, Transcript, run_agent
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
+from agentsite.agent.usage import Caller, caller_for
 from agentsite.core.dbcall import db
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
@@ -64,6 +65,7 @@ class ChatTurn:
         self.reply_id = reply_id
         self.transcript = Transcript()
         self.status: str | None = None
+        self.caller: Caller | None = None  # who the model's calls are metered for (default: the owner, `chat`)
         self._checkpointed_at = 0.0
         self._checkpoint: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -78,9 +80,10 @@ class ChatTurn:
         """
         yield self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})
         try:
+            caller = self.caller or caller_for(self.owner_id, "chat")
             async with aclosing(run_agent(messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
-                                          settings=self.settings,
-                                          transcript=self.transcript)) as run:
+                                          settings=self.settings, transcript=self.transcript,
+                                          caller=caller)) as run:
                 async for event in run:
                     if event.type not in ("done", "error"):
                         self._maybe_checkpoint(force=event.type == "tool_result")

@@ -45,3 +45,4 @@ AGENTSITE_PROCESS_HEARTBEAT_S = 3600.0
 # knowledge-base tests ingest thousands of chunks and check the hash and lexical signals; tests/knowledge/
 # test_dense.py runs the model itself. Live servers run the real setting (on when installed).
 AGENTSITE_KB_DENSE = False
+AGENTSITE_USAGE_FLUSH_S = 0.0  # no flusher thread in the test process: tests call usage.buffer.flush()

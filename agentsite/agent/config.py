@@ -26,8 +26,17 @@ class AgentSettings:
     kb_max_chars: int = 4000
     # Seconds an upstream LLM may stay silent (connect, or between two bytes of a stream) before it fails.
     request_timeout: float = 120.0
+    # The model catalogue (agentsite.agent.routing.Catalogue): connections and aliases. None: one connection made
+    # of provider/base_url/api_key/model above. `model` names an alias, an entry `<connection>/<model>`, or a
+    # bare model of the default connection.
+    catalogue: Any = field(default=None, repr=False, compare=False)
 
     def with_overrides(self, **changes: Any) -> AgentSettings:
+        """A copy with `changes`. Overriding the upstream itself (provider, base_url or api_key) leaves the
+        catalogue behind: the copy answers from that one upstream (the connection `default`, as settings
+        without a catalogue do); any other change (`model` included) keeps it."""
+        if self.catalogue is not None and {"provider", "base_url", "api_key"} & set(changes):
+            changes = {**changes, "catalogue": None}
         return replace(self, **changes)
 
     def tool_enabled(self, name: str) -> bool:

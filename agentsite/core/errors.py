@@ -45,7 +45,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "key_scope": ErrorCode((403,), "The API key's scopes do not include this door (`v1`, `mcp`, `api`)."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
-    "model_not_found": ErrorCode((404,), "/v1: no model of that name for this caller."),
+    "model_not_found": ErrorCode((404,), "No model of that name for this caller: not in /v1/models (an alias, a "
+                                             "`<connection>/<model>`, agent, workflow:*, hash-256)."),
     "method_not_allowed": ErrorCode((405,), "The path does not take this HTTP method."),
     "not_acceptable": ErrorCode((406,), "The Accept header asks for a format the endpoint does not produce."),
     "conflict": ErrorCode((409,), "The name is taken, or the object's state does not allow this now."),
@@ -54,7 +55,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "
                                                 "endpoint takes."),
     "unprocessable": ErrorCode((422,), "The request is well-formed but cannot be carried out as it stands."),
-    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration); Retry-After says when to retry."),
+    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration, a per-minute LLM limit); "
+                                      "Retry-After says when to retry."),
+    "budget_exceeded": ErrorCode((429,), "The caller's (or the key's) token or cost budget for the day or month is "
+                                         "spent; Retry-After says when it renews."),
     "internal_error": ErrorCode((500,), "The server failed; the error was logged. Always a bug."),
     "upstream_error": ErrorCode((502,), "The LLM, an MCP server, a voice provider or a search engine failed; the "
                                         "message carries its words."),

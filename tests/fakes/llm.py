@@ -1,5 +1,7 @@
 """Fake upstream LLM servers speaking the OpenAI `/chat/completions` and Anthropic `/v1/messages` wire formats.
 
+`GET /v1/models` lists `fake.models` (or answers `fake.models_error`), for discovery.
+
 Script replies per test with `fake.script(...)`; each request takes the next one (a reply, or a function of
 the request returning one); with none left, `default_reply` answers (by default a 500 saying so). The same
 reply answers a streaming and a non-streaming request, in the wire format's own shape for each. Like the
@@ -54,9 +56,14 @@ class FakeLLMServer(FakeServer):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, default_reply: Reply | None = None):
         super().__init__(host, port)
         self.default_reply = default_reply
+        # GET /v1/models (OpenAI's and Anthropic's model list): these names, or `models_error` when set.
+        self.models: list[str] = ["fake-model"]
+        self.models_error: Error | None = None
         self._replies: deque[ReplyOrFunction] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        # (time, prompt_tokens, completion_tokens) of each reply that reported its usage: what the upstream billed.
+        self.usage_log: list[tuple[float, int, int]] = []
 
     def script(self, *replies: ReplyOrFunction) -> FakeLLMServer:
         with self._lock:
@@ -71,6 +78,17 @@ class FakeLLMServer(FakeServer):
         super().reset()
         with self._lock:
             self._replies.clear()
+            self.usage_log.clear()
+        self.models, self.models_error = ["fake-model"], None
+
+    def usage_total(self) -> tuple[int, int]:
+        """(prompt_tokens, completion_tokens) reported in all replies since the last reset."""
+        with self._lock:
+            return sum(p for _, p, _ in self.usage_log), sum(c for _, _, c in self.usage_log)
+
+    def streams_usage(self, body: dict[str, Any]) -> bool:
+        """Whether a streamed reply to this request reports its usage."""
+        return True
 
     def bodies(self) -> list[Any]:
         """The JSON bodies received at the completion endpoint, in order."""
@@ -82,6 +100,12 @@ class FakeLLMServer(FakeServer):
     def handle(self, request: RecordedRequest) -> FakeResponse:
         if request.path.startswith("/_fake/"):
             return self._control(request)
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.models_error is not None:
+                return self.render(self.models_error, request, {})
+            return FakeResponse.json({"object": "list", "data": [{"id": name, "object": "model", "type": "model",
+                                                                  "owned_by": "fake"} for name in self.models],
+                                      "has_more": False})
         if request.method != "POST" or not request.path.endswith(self.path):
             return FakeResponse.json({"error": {"message": f"no route {request.method} {request.path}"}}, 404)
         try:
@@ -112,13 +136,19 @@ class FakeLLMServer(FakeServer):
             self.hangups = 0
             with self._lock:
                 self._replies.clear()
+                self.usage_log.clear()
             return FakeResponse.json({"ok": True})
         if request.path == "/_fake/requests":
             return FakeResponse.json([{"method": r.method, "path": r.target, "headers": r.headers,
                                        "body": r.body.decode("utf-8", "replace")} for r in self.requests])
         if request.path == "/_fake/state":
+            prompt, completion = self.usage_total()
             return FakeResponse.json({"requests": len(self.requests), "hangups": self.hangups,
-                                      "pending": self.pending})
+                                      "pending": self.pending, "usage": {"prompt_tokens": prompt,
+                                                                         "completion_tokens": completion}})
+        if request.path == "/_fake/usage":
+            with self._lock:
+                return FakeResponse.json([list(entry) for entry in self.usage_log])
         return FakeResponse.json({"error": "unknown control path"}, 404)
 
     def problem(self, request: RecordedRequest, body: dict[str, Any]) -> str | None:
@@ -133,6 +163,9 @@ class FakeLLMServer(FakeServer):
         if isinstance(reply, Drop):
             return FakeResponse(drop=True)
         stream = bool(body.get("stream"))
+        if isinstance(reply, Text | ToolCalls) and (not stream or self.streams_usage(body)):
+            with self._lock:
+                self.usage_log.append((time.time(), *reply.usage))
         if isinstance(reply, Hang) and not stream:
             return FakeResponse(delay=math.inf)
         if not stream:
@@ -176,6 +209,9 @@ class FakeOpenAI(FakeLLMServer):
     @property
     def root_url(self) -> str:
         return super().base_url
+
+    def streams_usage(self, body: dict[str, Any]) -> bool:
+        return bool((body.get("stream_options") or {}).get("include_usage"))
 
     def problem(self, request: RecordedRequest, body: dict[str, Any]) -> str | None:
         if not body.get("model"):

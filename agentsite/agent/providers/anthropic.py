@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.multimodal import anthropic_content
 from agentsite.agent.providers.base import Provider, flatten
-from agentsite.agent.providers.http import Upstream, events_by_read, post_json, stream_sse_batches
+from agentsite.agent.providers.http import Upstream, events_by_read, get_json, model_ids, post_json, stream_sse_batches
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -90,7 +90,13 @@ class AnthropicProvider(Provider):
         headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
+        headers.update(self._headers)
         return Upstream(self.name, f"{root}/v1/messages", headers, self._api_key, self.timeout)
+
+    async def list_models(self) -> list[str]:
+        upstream = self._upstream()
+        upstream.url = upstream.url.removesuffix("/messages") + "/models"
+        return model_ids(upstream, await get_json(upstream))
 
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         system, messages = wire_messages(request.messages)

@@ -15,19 +15,26 @@ class Provider(ABC):
 
     `stream()` yields TextDelta and ToolCallEvent (each call complete, its arguments assembled) in the
     order the model produced them, then at most one Usage, then exactly one Finish. `complete()` answers
-    the same request without streaming. Both raise `AppError("upstream_error", status=502)` for every
-    upstream failure (connection refused, timeout, an HTTP error status, a malformed reply); its message
-    is the provider's and never contains the API key. Cancelling the task that iterates `stream()` closes
-    the upstream request at once.
+    the same request without streaming. Both raise `UpstreamError` (an `AppError("upstream_error",
+    status=502)`) for every upstream failure (connection refused, timeout, an HTTP error status, a malformed
+    reply); its message is the provider's and never contains the API key. Its `upstream_status` is the
+    upstream's HTTP status (None when none came: refused, timeout, malformed) and `retryable` says whether
+    another upstream may be tried instead: True for no status, a 5xx or a 429, False for any other 4xx (the
+    request or the key is wrong, and would be wrong elsewhere too). The router (agentsite.agent.routing)
+    relies on these two. Cancelling the task that iterates `stream()` closes the upstream request at once.
+
+    `headers` are extra HTTP headers sent with every request (a connection's own: an API gateway's key).
     """
 
     name: ClassVar[str]
     default_model: ClassVar[str]
     default_base_url: ClassVar[str] = ""
 
-    def __init__(self, *, base_url: str = "", api_key: str = "", model: str = "", timeout: float = 120.0):
+    def __init__(self, *, base_url: str = "", api_key: str = "", model: str = "", timeout: float = 120.0,
+                 headers: dict[str, str] | None = None):
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._api_key = api_key
+        self._headers = dict(headers or {})
         self.model = model or self.default_model
         self.timeout = timeout
 
@@ -47,6 +54,10 @@ class Provider(ABC):
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await collect(self.stream(request))
+
+    async def list_models(self) -> list[str]:
+        """The model names the upstream offers (discovery); raises UpstreamError like stream()."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"

@@ -1,7 +1,8 @@
 """HTTP plumbing the network providers share: one pooled client per event loop, SSE parsing, error mapping.
 
-Every failure leaves here as one `AppError("upstream_error", status=502)` whose message names the provider
-and carries the upstream's own words, with the API key scrubbed out.
+Every failure leaves here as one `UpstreamError` (an `AppError("upstream_error", status=502)`) whose message
+names the provider and carries the upstream's own words, with the API key scrubbed out, and which says whether
+another upstream may be tried (`retryable`; the Provider base class states the rule).
 """
 
 from __future__ import annotations
@@ -72,6 +73,20 @@ def _closed_with_the_loop(registry: dict, close: Callable[[], Awaitable[Any]]) -
     return generator
 
 
+class UpstreamError(AppError):
+    """An upstream failure: `upstream_status` is the HTTP status the upstream answered (None: it never did, or
+    its reply was malformed); `retryable` is True unless it was a 4xx other than 429."""
+
+    def __init__(self, message: str, *, upstream_status: int | None = None, details: dict[str, Any] | None = None):
+        super().__init__("upstream_error", message, status=502, details=details)
+        self.upstream_status = upstream_status
+
+    @property
+    def retryable(self) -> bool:
+        status = self.upstream_status
+        return status is None or status == 429 or status >= 500
+
+
 @dataclass
 class Upstream:
     """One provider's endpoint: who it is (for messages), where, with which headers, and the key to scrub."""
@@ -82,7 +97,7 @@ class Upstream:
     api_key: str = field(default="", repr=False)
     timeout: float = 120.0
 
-    def error(self, message: str, *, status: int | None = None) -> AppError:
+    def error(self, message: str, *, status: int | None = None) -> UpstreamError:
         text = scrub(message, self.api_key)[:MAX_MESSAGE_CHARS]
         where = f"The LLM provider ({self.provider})"
         sentence = f"{where} answered {status}: {text}" if status else f"{where} failed: {text}"
@@ -90,7 +105,7 @@ class Upstream:
         if status:
             details["status"] = status
         logger.warning("%s", sentence)
-        return AppError("upstream_error", sentence, status=502, details=details)
+        return UpstreamError(sentence, upstream_status=status, details=details)
 
     def httpx_timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.timeout, connect=min(self.timeout, CONNECT_TIMEOUT))
@@ -205,6 +220,34 @@ async def post_json(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise upstream.error("the reply was not a JSON object.")
     return data
+
+
+async def get_json(upstream: Upstream) -> Any:
+    """GET upstream.url and return its JSON reply (discovery); raises the upstream AppError."""
+    timeout = aiohttp.ClientTimeout(total=upstream.timeout, sock_connect=min(upstream.timeout, CONNECT_TIMEOUT))
+    headers = {name: value for name, value in upstream.headers.items() if name.lower() != "content-type"}
+    try:
+        async with upstream_session().get(upstream.url, headers=headers, timeout=timeout,
+                                          proxy=_proxy_for(upstream.url)) as response:
+            if response.status >= 400:
+                raise upstream.error(error_text(await _read_capped(response)), status=response.status)
+            content = await response.content.read(4 * 1024 * 1024)
+    except UPSTREAM_ERRORS as exc:
+        raise transport_error(upstream, exc) from None
+    try:
+        return json.loads(content)
+    except ValueError:
+        raise upstream.error(f"the reply was not JSON: {content[:200].decode('utf-8', 'replace')!r}") from None
+
+
+def model_ids(upstream: Upstream, data: Any) -> list[str]:
+    """The ids of a model list in OpenAI's (`{"data": [{"id"}]}`) or Anthropic's shape (the same, plus paging
+    fields), or Ollama's older `{"models": [{"name"}]}`; raises the upstream AppError for anything else."""
+    items = data.get("data", data.get("models")) if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise upstream.error("the model list did not have the expected shape ({\"data\": [{\"id\": ...}]}).")
+    names = [str(item.get("id") or item.get("name") or "") for item in items if isinstance(item, dict)]
+    return sorted({name for name in names if name})
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,9 @@ class OfflineProvider(Provider):
     name = "offline"
     default_model = "offline"
 
+    async def list_models(self) -> list[str]:
+        return [self.default_model]
+
     async def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         answer = _answer(request)
         pieces = _WORDS.findall(answer.text)

@@ -13,7 +13,15 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.multimodal import openai_content, openai_image
 from agentsite.agent.providers.base import Provider, flatten
-from agentsite.agent.providers.http import SseEvent, Upstream, events_by_read, post_json, stream_sse_batches
+from agentsite.agent.providers.http import (
+    SseEvent,
+    Upstream,
+    events_by_read,
+    get_json,
+    model_ids,
+    post_json,
+    stream_sse_batches,
+)
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -101,7 +109,13 @@ class OpenAIProvider(Provider):
         headers = {"Content-Type": "application/json"}
         if self._api_key:  # local servers (Ollama, llama.cpp) need none
             headers["Authorization"] = f"Bearer {self._api_key}"
+        headers.update(self._headers)
         return Upstream(self.name, f"{self.base_url}/chat/completions", headers, self._api_key, self.timeout)
+
+    async def list_models(self) -> list[str]:
+        upstream = self._upstream()
+        upstream.url = f"{self.base_url}/models"
+        return model_ids(upstream, await get_json(upstream))
 
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_for(request), "messages": wire_messages(request.messages),

@@ -21,6 +21,7 @@ const PAGES = [
   ["workflows", "Workflows"],
   ["mcp", "MCP"],
   ["keys", "Keys"],
+  ["usage", "Usage"],
   ["settings", "Settings"],
 ];
 const DEFAULT_PAGE = "chat";

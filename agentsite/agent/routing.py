@@ -1,0 +1,464 @@
+"""The model catalogue and the router: which upstream answers a model name, and what happens when it fails.
+
+**Catalogue** (`Catalogue`): the connections (an upstream each: provider, base URL, key, headers, timeout, its
+models) and the aliases (a named, ordered list of targets with a strategy). Every model of every *enabled*
+connection is the catalogue entry `<connection>/<model>`; an alias is addressed by its bare name; a bare name
+that is neither an alias nor an entry (`gpt-4o`, how configs named models before connections existed) resolves
+against the default connection. A facet supplies the catalogue with the settings: `AgentSettings.catalogue`
+(accounts builds it from its Connection and ModelAlias rows in the cached settings, so resolving costs no query;
+a change of a row drops the cache through agentsite.core.invalidation like any config change). Settings without
+one (runtime tests, benches) get a catalogue of one connection, `default`, made of their provider/base_url/
+api_key/model.
+
+The contract other code uses (stable):
+
+- `resolve(name, settings=None) -> Route`: the targets `name` stands for, in the strategy's order. Raises
+  `AppError("model_not_found", 404)` whose message names the model when nothing of that name is in the
+  catalogue (or an alias has no enabled target). Sync and I/O-free when the settings are given or cached; from
+  async code pass `await aget_settings()`.
+- `catalogue_entries(settings=None) -> list[CatalogueEntry]`: aliases first, then entries, each with its
+  connection, provider and state (`ok`, `cooling` while the router skips it, `discovery_failed`).
+- `model_names(settings=None) -> list[str]`: the names of those entries (what a model picker offers).
+- `default_model_name(settings=None) -> str`: the name the agent uses when nothing else is chosen.
+- `routed_provider(settings, model=None) -> Provider`: a provider that answers through the router (fallback,
+  balance, cool-down) for `model` (default: the settings' `model`). The agent loop and /v1 use it.
+
+**Router** (`Router`): sends one request along a route. Fallback is exact: the next target is tried only when
+the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
+malformed first event: `UpstreamError.retryable`); once a batch of events has been yielded nothing is retried,
+and the failure reaches the caller as it happened. Any other error (a 4xx: bad request, bad key) is raised at
+once, untried elsewhere. A target that failed is skipped for `AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by
+later requests unless every target of the route is cooling down. Each request's attempts go into an `Attempts`
+record (also logged), whose `answered` names the entry that answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from agentsite.agent.providers import PROVIDERS, Provider, default_model
+from agentsite.agent.providers.base import flatten
+from agentsite.agent.types import ChatRequest, Completion, StreamEvent
+from agentsite.core.env import env_float
+from agentsite.core.errors import AppError
+
+if TYPE_CHECKING:
+    from agentsite.agent.config import AgentSettings
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("fallback", "balance", "least_in_flight")
+DEFAULT_CONNECTION = "default"
+DEFAULT_COOLDOWN_S = 30.0
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One upstream. `models` are the names it serves (`discover`: the last discovery's list, which may be
+    empty); a connection with `discover` accepts any model name asked of it (the list may be stale)."""
+
+    name: str
+    provider: str  # openai | anthropic | offline
+    base_url: str = ""
+    api_key: str = field(default="", repr=False)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    timeout_s: float = 120.0
+    enabled: bool = True
+    models: tuple[str, ...] = ()
+    discover: bool = False
+    error: str = ""  # the last discovery's failure, in the upstream's words
+
+    def serves(self, model: str) -> bool:
+        return bool(model) and (self.discover or model in self.models)
+
+
+@dataclass(frozen=True)
+class AliasTarget:
+    model: str  # a catalogue entry, `<connection>/<model>`
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Alias:
+    name: str
+    strategy: str  # fallback | balance (weighted round-robin) | least_in_flight (weighted)
+    targets: tuple[AliasTarget, ...]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One upstream model a route may send to: the entry's name, its connection and the model's name there."""
+
+    entry: str
+    connection: Connection
+    model: str
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Route:
+    """What a name stands for: its targets in configured order and how to pick among them. `alias` is True when
+    the name was an alias (the answering entry is then reported as the completion's model)."""
+
+    name: str
+    strategy: str
+    targets: tuple[Target, ...]
+    alias: bool = False
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    name: str
+    kind: str  # alias | model
+    connection: str = ""  # empty for an alias
+    provider: str = ""
+    model: str = ""
+    strategy: str = ""  # an alias's
+    targets: tuple[str, ...] = ()  # an alias's
+    state: str = "ok"  # ok | cooling | discovery_failed | no_target
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "kind": self.kind, "state": self.state}
+        if self.kind == "alias":
+            data.update(strategy=self.strategy, targets=list(self.targets))
+        else:
+            data.update(connection=self.connection, provider=self.provider, model=self.model)
+        return data
+
+
+class Catalogue:
+    """Connections and aliases, immutable once built (a change builds a new one)."""
+
+    def __init__(self, connections: Iterable[Connection], aliases: Iterable[Alias] = (), *,
+                 default_connection: str = "", default_model: str = ""):
+        self.connections = {connection.name: connection for connection in connections}
+        self.aliases = {alias.name: alias for alias in aliases}
+        self.default_connection = default_connection
+        self.default_model = default_model
+
+    @classmethod
+    def of_settings(cls, settings: AgentSettings) -> Catalogue:
+        """The one-connection catalogue settings without a catalogue stand for."""
+        known = settings.provider in PROVIDERS
+        # An unknown provider keeps a model, so that using it fails as 503 `unavailable` naming the provider.
+        model = settings.model or (default_model(settings.provider) if known else "default")
+        connection = Connection(DEFAULT_CONNECTION, settings.provider, settings.base_url, settings.api_key,
+                                timeout_s=settings.request_timeout, models=(model,) if model else ())
+        return cls([connection], default_connection=DEFAULT_CONNECTION, default_model=settings.model)
+
+    def enabled(self) -> list[Connection]:
+        return [connection for connection in self.connections.values() if connection.enabled]
+
+    def entries(self, router: Router | None = None) -> list[CatalogueEntry]:
+        router = router or ROUTER
+        out: list[CatalogueEntry] = []
+        for alias in self.aliases.values():
+            live = [target for target in alias.targets if self._target(target.model) is not None]
+            out.append(CatalogueEntry(alias.name, "alias", strategy=alias.strategy,
+                                      targets=tuple(target.model for target in alias.targets),
+                                      state="ok" if live else "no_target"))
+        for connection in self.enabled():
+            if connection.discover and connection.error and not connection.models:
+                out.append(CatalogueEntry(f"{connection.name}/", "model", connection.name, connection.provider,
+                                          "", state="discovery_failed"))
+            for model in connection.models:
+                name = f"{connection.name}/{model}"
+                out.append(CatalogueEntry(name, "model", connection.name, connection.provider, model,
+                                          state="cooling" if router.cooling(name) else "ok"))
+        return out
+
+    def names(self) -> list[str]:
+        return [entry.name for entry in self.entries() if entry.state != "discovery_failed"]
+
+    def _target(self, name: str, weight: float = 1.0) -> Target | None:
+        connection_name, slash, model = name.partition("/")
+        connection = self.connections.get(connection_name) if slash else None
+        if connection is None or not connection.enabled or not connection.serves(model):
+            return None
+        return Target(name, connection, model, weight)
+
+    def resolve(self, name: str) -> Route:
+        """The route for `name` (see the module docstring); raises AppError 404 `model_not_found`."""
+        name = name or self.default_model_name()
+        alias = self.aliases.get(name)
+        if alias is not None:
+            targets = [self._target(target.model, target.weight) for target in alias.targets]
+            live = tuple(target for target in targets if target is not None)
+            if not live:
+                raise AppError("model_not_found", f"The alias {name!r} has no enabled target (its targets: "
+                               f"{', '.join(t.model for t in alias.targets) or 'none'}).", 404)
+            return Route(name, alias.strategy, live, alias=True)
+        target = self._target(name)
+        if target is None and "/" not in name or target is None and name.split("/", 1)[0] not in self.connections:
+            default = self.connections.get(self.default_connection)
+            if default is not None and default.enabled and default.serves(name):
+                target = Target(f"{default.name}/{name}", default, name)
+        if target is None:
+            raise AppError("model_not_found", f"The model {name!r} does not exist; GET /v1/models lists the "
+                           "models.", 404)
+        return Route(name, "fallback", (target,))
+
+    def default_model_name(self) -> str:
+        """The agent's model: the configured one, else the default connection's first model (or its provider's
+        default model)."""
+        if self.default_model:
+            return self.default_model
+        connection = self.connections.get(self.default_connection)
+        if connection is None or not connection.enabled:
+            connection = next(iter(self.enabled()), None)
+        if connection is None:
+            return ""
+        model = connection.models[0] if connection.models else (
+            default_model(connection.provider) if connection.provider in PROVIDERS else "")
+        return f"{connection.name}/{model}" if model else ""
+
+
+# --- the module-level contract --------------------------------------------------------------------------------
+
+def catalogue_of(settings: AgentSettings | None = None) -> Catalogue:
+    from agentsite.agent.config import get_settings
+
+    settings = settings or get_settings()
+    catalogue = settings.catalogue
+    return catalogue if isinstance(catalogue, Catalogue) else Catalogue.of_settings(settings)
+
+
+def resolve(name: str, settings: AgentSettings | None = None) -> Route:
+    """The route for a model name; raises AppError 404 `model_not_found` naming it."""
+    return catalogue_of(settings).resolve(name)
+
+
+def catalogue_entries(settings: AgentSettings | None = None) -> list[CatalogueEntry]:
+    return catalogue_of(settings).entries()
+
+
+def model_names(settings: AgentSettings | None = None) -> list[str]:
+    return catalogue_of(settings).names()
+
+
+def default_model_name(settings: AgentSettings | None = None) -> str:
+    return catalogue_of(settings).default_model_name()
+
+
+# --- the router ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Attempt:
+    entry: str
+    outcome: str  # answered | failed
+    error: str = ""
+    status: int | None = None
+
+
+@dataclass
+class Attempts:
+    """One request's tries, in order; `answered` is the entry that answered (None while none has)."""
+
+    tries: list[Attempt] = field(default_factory=list)
+    answered: str | None = None
+
+    def summary(self) -> str:
+        """For a response header: `hosted/gpt-4o=failed(500); local/llama3=answered`."""
+        return "; ".join(f"{a.entry}={a.outcome}" + (f"({a.status or 'error'})" if a.outcome == "failed" else "")
+                         for a in self.tries)
+
+
+def cooldown_from_env() -> float:
+    """AGENTSITE_UPSTREAM_COOLDOWN_S (the settings check it at start-up, so a malformed value stops the server)."""
+    return env_float("AGENTSITE_UPSTREAM_COOLDOWN_S", DEFAULT_COOLDOWN_S, minimum=0.0)
+
+
+class Router:
+    """Picks targets and sends a request along them (see the module docstring for the exact fallback rules).
+
+    State is per process: the cool-down deadlines, the in-flight counts and the round-robin positions. Safe on
+    one event loop; the counters are under a lock so that several loops (q2 workers) may share it."""
+
+    def __init__(self, cooldown_s: float | None = None, clock: Any = time.monotonic):
+        self.cooldown_s = cooldown_from_env() if cooldown_s is None else cooldown_s
+        self.clock = clock
+        self._cool_until: dict[str, float] = {}
+        self._in_flight: dict[str, int] = {}
+        self._current: dict[tuple[str, str], float] = {}  # smooth weighted round-robin, per (route, entry)
+        self._providers: dict[tuple[Connection, str], Provider] = {}
+        self._lock = threading.Lock()
+
+    def cooling(self, entry: str) -> bool:
+        until = self._cool_until.get(entry)
+        return until is not None and self.clock() < until
+
+    def in_flight(self, entry: str) -> int:
+        return self._in_flight.get(entry, 0)
+
+    def order(self, route: Route) -> list[Target]:
+        """The targets to try, in order: cooling ones left out unless all are cooling; `balance` and
+        `least_in_flight` put their pick first, the others follow in configured order."""
+        targets = list(route.targets)
+        if len(targets) > 1:
+            warm = [target for target in targets if not self.cooling(target.entry)]
+            targets = warm or targets
+        if len(targets) < 2 or route.strategy == "fallback":
+            return targets
+        pick = self._least_in_flight(targets) if route.strategy == "least_in_flight" else None
+        pick = pick or self._round_robin(route.name, targets)
+        return [pick] + [target for target in targets if target is not pick]
+
+    def _round_robin(self, name: str, targets: list[Target]) -> Target:
+        # Smooth weighted round-robin (nginx): every target gains its weight, the richest is picked and pays the
+        # total. Over any run of sum(weights) picks each target is picked exactly its weight's share.
+        with self._lock:
+            total = sum(max(target.weight, 0.0) for target in targets) or float(len(targets))
+            best, best_score = targets[0], float("-inf")
+            for target in targets:
+                key = (name, target.entry)
+                score = self._current.get(key, 0.0) + (max(target.weight, 0.0) or (0.0 if total else 1.0))
+                self._current[key] = score
+                if score > best_score:
+                    best, best_score = target, score
+            self._current[(name, best.entry)] = best_score - total
+            return best
+
+    def _least_in_flight(self, targets: list[Target]) -> Target | None:
+        loads = [(self.in_flight(target.entry) / max(target.weight, 1e-9), index) for index, target in
+                 enumerate(targets)]
+        lowest = min(load for load, _ in loads)
+        tied = [targets[index] for load, index in loads if load == lowest]
+        return tied[0] if len(tied) == 1 else None  # a tie: round-robin among all spreads evenly
+
+    def provider(self, target: Target) -> Provider:
+        key = (target.connection, target.model)
+        provider = self._providers.get(key)
+        if provider is None:
+            connection = target.connection
+            cls = PROVIDERS.get(connection.provider)
+            if cls is None:
+                raise AppError("unavailable", f"The connection {connection.name!r} names the LLM provider "
+                               f"{connection.provider!r}, which is not one of {', '.join(sorted(PROVIDERS))}.", 503)
+            provider = cls(base_url=connection.base_url, api_key=connection.api_key, model=target.model,
+                           timeout=connection.timeout_s, headers=dict(connection.headers))
+            if len(self._providers) > 512:
+                self._providers.clear()
+            self._providers[key] = provider
+        return provider
+
+    def _count(self, entry: str, delta: int) -> None:
+        with self._lock:
+            self._in_flight[entry] = self._in_flight.get(entry, 0) + delta
+
+    def _failed(self, attempts: Attempts, target: Target, exc: AppError) -> None:
+        status = getattr(exc, "upstream_status", None)
+        attempts.tries.append(Attempt(target.entry, "failed", exc.message, status))
+        if getattr(exc, "retryable", False) and self.cooldown_s > 0:
+            self._cool_until[target.entry] = self.clock() + self.cooldown_s
+
+    def _answered(self, attempts: Attempts, target: Target) -> None:
+        attempts.tries.append(Attempt(target.entry, "answered"))
+        attempts.answered = target.entry
+        self._cool_until.pop(target.entry, None)
+        if len(attempts.tries) > 1:
+            logger.info("Model %s answered by %s after %s", target.entry, attempts.answered, attempts.summary())
+
+    @staticmethod
+    def _request_for(target: Target, request: ChatRequest) -> ChatRequest:
+        return replace(request, settings=replace(request.settings, model=target.model))
+
+    async def stream_batches(self, route: Route, request: ChatRequest,
+                             attempts: Attempts | None = None) -> AsyncGenerator[list[StreamEvent], None]:
+        """The first target that gets its first batch out answers; see the class docstring."""
+        attempts = attempts if attempts is not None else Attempts()
+        targets = self.order(route)
+        for index, target in enumerate(targets):
+            last = index == len(targets) - 1
+            self._count(target.entry, 1)
+            try:
+                batches = self.provider(target).stream_batches(self._request_for(target, request))
+                async with aclosing(batches):
+                    try:
+                        first = await anext(batches)
+                    except StopAsyncIteration:
+                        first = []
+                    except AppError as exc:
+                        self._failed(attempts, target, exc)
+                        if last or not getattr(exc, "retryable", False):
+                            logger.warning("Model %s failed: %s", route.name, attempts.summary())
+                            raise
+                        continue
+                    self._answered(attempts, target)
+                    if first:
+                        yield first
+                    async for batch in batches:  # from here on, a failure is the caller's: never retried
+                        yield batch
+                    return
+            finally:
+                self._count(target.entry, -1)
+
+    async def complete(self, route: Route, request: ChatRequest, attempts: Attempts | None = None) -> Completion:
+        """A whole reply (the providers' non-streaming call) with the same fallback rules."""
+        attempts = attempts if attempts is not None else Attempts()
+        targets = self.order(route)
+        for index, target in enumerate(targets):
+            self._count(target.entry, 1)
+            try:
+                reply = await self.provider(target).complete(self._request_for(target, request))
+            except AppError as exc:
+                self._failed(attempts, target, exc)
+                if index == len(targets) - 1 or not getattr(exc, "retryable", False):
+                    logger.warning("Model %s failed: %s", route.name, attempts.summary())
+                    raise
+                continue
+            finally:
+                self._count(target.entry, -1)
+            self._answered(attempts, target)
+            return reply
+        raise AppError("model_not_found", f"The model {route.name!r} has no target.", 404)  # a route is never empty
+
+
+ROUTER = Router()
+
+
+def reset_router(cooldown_s: float | None = None) -> Router:
+    """A fresh process-wide router (tests; the environment's cool-down is read again)."""
+    global ROUTER
+    ROUTER = Router(cooldown_s)
+    return ROUTER
+
+
+class RoutedProvider(Provider):
+    """A Provider that answers through the router: what the agent loop and /v1 hold. `attempts` is the last
+    call's record (one RoutedProvider per request)."""
+
+    name = "routed"
+    default_model = ""
+
+    def __init__(self, route: Route, router: Router | None = None):
+        super().__init__()
+        self.route = route
+        self.router = router
+        self.attempts = Attempts()
+
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        return flatten(self.stream_batches(request))
+
+    def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
+        self.attempts = Attempts()
+        return (self.router or ROUTER).stream_batches(self.route, request, self.attempts)
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.attempts = Attempts()
+        return await (self.router or ROUTER).complete(self.route, request, self.attempts)
+
+
+def routed_provider(settings: AgentSettings, model: str | None = None) -> RoutedProvider:
+    """A provider for `model` (default: the settings' model) through the process's router. Raises 404."""
+    return RoutedProvider(resolve(model if model is not None else settings.model, settings))
+
+
+__all__ = ["STRATEGIES", "Alias", "AliasTarget", "Attempt", "Attempts", "Catalogue", "CatalogueEntry",
+           "Connection", "Route", "RoutedProvider", "Router", "Target", "catalogue_entries",
+           "catalogue_of", "default_model_name", "model_names", "reset_router", "resolve", "routed_provider"]

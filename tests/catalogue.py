@@ -31,3 +31,13 @@ def use_catalogue(catalogue: Catalogue, model: str = "") -> Iterator[AgentSettin
     finally:
         set_settings_loader(loader, peek)
         reset_router()
+
+
+def closed_url() -> str:
+    """An OpenAI-style base URL on loopback where nothing listens (a stopped upstream: connection refused)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"

@@ -1,31 +1,23 @@
 from django import forms
 from django.contrib import admin
 
-from accounts.models import AgentConfig
+from accounts.models import AgentConfig, Connection, ModelAlias
 
 
 class AgentConfigForm(forms.ModelForm):
-    # The key is write-only here too: the field starts empty, and leaving it empty keeps the stored key.
-    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
-                              help_text="Leave empty to keep the stored key.")
-
     class Meta:
         model = AgentConfig
         fields = [
-            "provider", "base_url", "api_key", "model", "system_prompt", "temperature", "max_tokens", "tools",
+            "connection", "model", "system_prompt", "temperature", "max_tokens", "tools",
             "kb_enabled", "kb_top_k", "kb_max_chars", "stt_provider", "tts_provider", "tts_voice",
             "allow_registration", "compat_auth",
         ]
-
-    def clean_api_key(self) -> str:
-        value = self.cleaned_data.get("api_key") or ""
-        return value or (self.instance.api_key if self.instance and self.instance.pk else "")
 
 
 @admin.register(AgentConfig)
 class AgentConfigAdmin(admin.ModelAdmin):
     form = AgentConfigForm
-    list_display = ["__str__", "provider", "model", "updated_at"]
+    list_display = ["__str__", "connection", "model", "updated_at"]
 
     def has_add_permission(self, request) -> bool:
         return not AgentConfig.objects.exists()
@@ -33,3 +25,49 @@ class AgentConfigAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
+
+class ConnectionForm(forms.ModelForm):
+    # The key and the header values are write-only here too: the fields start empty, and leaving them empty keeps
+    # what is stored.
+    api_key = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
+                              help_text="Leave empty to keep the stored key.")
+    headers = forms.JSONField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+                              help_text='Extra HTTP headers, {"Name": "value"}. Leave empty to keep the stored ones '
+                                        '(their names are listed below).')
+
+    class Meta:
+        model = Connection
+        fields = ["name", "provider", "base_url", "api_key", "models", "headers", "timeout_s", "enabled"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial["headers"] = None
+
+    def clean_api_key(self) -> str:
+        value = self.cleaned_data.get("api_key") or ""
+        return value or (self.instance.api_key if self.instance and self.instance.pk else "")
+
+    def clean_headers(self) -> dict:
+        value = self.cleaned_data.get("headers")
+        if not value:
+            return dict(self.instance.headers or {}) if self.instance and self.instance.pk else {}
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise forms.ValidationError('Give an object of header names to string values: {"X-Key": "..."}.')
+        return value
+
+
+@admin.register(Connection)
+class ConnectionAdmin(admin.ModelAdmin):
+    form = ConnectionForm
+    list_display = ["name", "provider", "base_url", "enabled", "discovery_error"]
+    readonly_fields = ["header_names", "discovered", "discovery_error", "discovered_at"]
+
+    @admin.display(description="Header names")
+    def header_names(self, obj: Connection) -> str:
+        return ", ".join(sorted(obj.headers or {})) or "-"
+
+
+@admin.register(ModelAlias)
+class ModelAliasAdmin(admin.ModelAdmin):
+    list_display = ["name", "strategy"]
+    fields = ["name", "strategy", "targets"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -12,9 +14,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import services
-from accounts.models import AgentConfig
+from accounts.models import PROVIDERS as PROVIDER_CHOICES
+from accounts.models import AgentConfig, Connection, ModelAlias
 from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
-from accounts.selectors import config_get
+from accounts.selectors import alias_get, alias_list, config_get, connection_get, connection_list
 from accounts.tokens import token_pair_for
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
@@ -73,20 +76,36 @@ def _auth_result(user) -> dict:
 
 
 class ConfigOutputSerializer(serializers.ModelSerializer):
+    # provider, base_url and api_key_set are the config's connection's (its `default` one after an upgrade).
+    provider = serializers.SerializerMethodField()
+    base_url = serializers.SerializerMethodField()
     api_key_set = serializers.SerializerMethodField()
+    connection = serializers.SerializerMethodField(help_text="The id of the connection a bare model name resolves "
+                                                             "against (null: none).")
 
     class Meta:
         model = AgentConfig
-        exclude = ["id", "api_key"]
+        exclude = ["id"]
+
+    def get_provider(self, config: AgentConfig) -> str:
+        return config.connection.provider if config.connection else "offline"
+
+    def get_base_url(self, config: AgentConfig) -> str:
+        return config.connection.base_url if config.connection else ""
 
     def get_api_key_set(self, config: AgentConfig) -> bool:
-        return bool(config.api_key)
+        return bool(config.connection and config.connection.api_key)
+
+    def get_connection(self, config: AgentConfig) -> int | None:
+        return config.connection_id
 
 
 class ConfigInputSerializer(serializers.ModelSerializer):
+    provider = serializers.ChoiceField(choices=PROVIDER_CHOICES, required=False)
     api_key = serializers.CharField(max_length=500, allow_blank=True, required=False, write_only=True,
                                     trim_whitespace=True)
     base_url = serializers.URLField(max_length=500, allow_blank=True, required=False)
+    model = serializers.CharField(max_length=300, allow_blank=True, required=False)
     temperature = serializers.FloatField(min_value=0.0, max_value=2.0, required=False)
     max_tokens = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
     kb_top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
@@ -214,3 +233,210 @@ class ConfigView(APIView):
         config = services.config_update(changes=dict(changes))
         return Response(ConfigOutputSerializer(config).data)
 
+
+
+# --- connections, aliases, the model list -----------------------------------------------------------------
+
+class ConnectionOutputSerializer(serializers.ModelSerializer):
+    api_key_set = serializers.SerializerMethodField()
+    header_names = serializers.SerializerMethodField(help_text="The extra headers' names (values are write-only).")
+    models = serializers.SerializerMethodField(help_text='The model names, or "discover".')
+    is_default = serializers.SerializerMethodField(help_text="Bare model names resolve against this connection.")
+
+    class Meta:
+        model = Connection
+        fields = ["id", "name", "provider", "base_url", "api_key_set", "models", "discovered", "discovery_error",
+                  "discovered_at", "header_names", "timeout_s", "enabled", "is_default", "created_at", "updated_at"]
+
+    def get_api_key_set(self, connection: Connection) -> bool:
+        return bool(connection.api_key)
+
+    def get_header_names(self, connection: Connection) -> list[str]:
+        return sorted(connection.headers or {})
+
+    def get_models(self, connection: Connection) -> list[str] | str:
+        return connection.models if connection.discovers else list(connection.models or [])
+
+    def get_is_default(self, connection: Connection) -> bool:
+        return config_get().connection_id == connection.pk
+
+
+def _model_names(value):
+    if value == Connection.DISCOVER:
+        return value
+    if not isinstance(value, list) or not all(isinstance(name, str) and name.strip() for name in value):
+        raise serializers.ValidationError('Give a list of model names, or "discover".')
+    if len(value) > 1000 or any(len(name) > 200 for name in value):
+        raise serializers.ValidationError("At most 1000 names of at most 200 characters.")
+    return list(dict.fromkeys(name.strip() for name in value))
+
+
+def _header_values(value):
+    if not isinstance(value, dict) or len(value) > 50:
+        raise serializers.ValidationError('Give an object of at most 50 headers: {"X-Name": "value"}.')
+    for name, item in value.items():
+        if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}", name):
+            raise serializers.ValidationError(f"{name!r} is not a header name.")
+        if item is not None and (not isinstance(item, str) or len(item) > 4000 or "\n" in item or "\r" in item):
+            raise serializers.ValidationError(f"The value of {name} must be a one-line string (or null to remove it).")
+    return value
+
+
+class ConnectionInputSerializer(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-z0-9_-]+$", max_length=64,
+                                  error_messages={"invalid": "Use lowercase letters, digits, _ and - only."})
+    provider = serializers.ChoiceField(choices=PROVIDER_CHOICES)
+    base_url = serializers.URLField(max_length=500, allow_blank=True, required=False)
+    api_key = serializers.CharField(max_length=500, allow_blank=True, required=False, write_only=True)
+    models = serializers.JSONField(required=False, help_text='A list of model names, or "discover".')
+    headers = serializers.JSONField(required=False,
+                                    help_text="Extra headers to send; write-only values (null removes one).")
+    timeout_s = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
+    enabled = serializers.BooleanField(required=False)
+
+    def validate_models(self, value):
+        return _model_names(value)
+
+    def validate_headers(self, value):
+        return _header_values(value)
+
+
+def _connection_data(data: dict) -> dict:
+    out = dict(data)
+    if isinstance(out.get("headers"), dict):
+        out["headers"] = dict(out["headers"])
+    return out
+
+
+class ConnectionListView(APIView):
+    permission_classes = [IsAuthenticated, IsAdmin]
+
+    @extend_schema(responses={200: ConnectionOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(ConnectionOutputSerializer(connection_list(), many=True).data)
+
+    @extend_schema(request=ConnectionInputSerializer, responses={201: ConnectionOutputSerializer})
+    def post(self, request: Request) -> Response:
+        data = _connection_data(validated(ConnectionInputSerializer, request.data))
+        if isinstance(data.get("headers"), dict):
+            data["headers"] = {name: value for name, value in data["headers"].items() if value is not None}
+        connection = services.connection_create(data=data)
+        return Response(ConnectionOutputSerializer(connection).data, status=status.HTTP_201_CREATED)
+
+
+class ConnectionDetailView(APIView):
+    permission_classes = [IsAuthenticated, IsAdmin]
+
+    @extend_schema(responses={200: ConnectionOutputSerializer})
+    def get(self, request: Request, connection_id: int) -> Response:
+        return Response(ConnectionOutputSerializer(connection_get(connection_id=connection_id)).data)
+
+    @extend_schema(request=ConnectionInputSerializer, responses={200: ConnectionOutputSerializer})
+    def patch(self, request: Request, connection_id: int) -> Response:
+        connection = connection_get(connection_id=connection_id)
+        changes = _connection_data(validated(ConnectionInputSerializer, request.data, partial=True))
+        connection = services.connection_update(connection=connection, changes=changes)
+        return Response(ConnectionOutputSerializer(connection).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, connection_id: int) -> Response:
+        services.connection_delete(connection=connection_get(connection_id=connection_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConnectionDiscoverView(APIView):
+    permission_classes = [IsAuthenticated, IsAdmin]
+
+    @extend_schema(request=None, responses={200: ConnectionOutputSerializer})
+    def post(self, request: Request, connection_id: int) -> Response:
+        connection = services.connection_discover(connection=connection_get(connection_id=connection_id))
+        return Response(ConnectionOutputSerializer(connection).data)
+
+
+class AliasTargetSerializer(serializers.Serializer):
+    model = serializers.CharField(max_length=300)
+    weight = serializers.FloatField(min_value=0, max_value=1_000_000, required=False, default=1.0)
+
+
+class AliasInputSerializer(serializers.Serializer):
+    name = serializers.RegexField(r"^[a-z0-9][a-z0-9_.:-]*$", max_length=100,
+                                  error_messages={"invalid": "Use lowercase letters, digits, _ . : and - (no /)."})
+    strategy = serializers.ChoiceField(choices=[name for name, _ in ModelAlias.STRATEGIES], required=False)
+    targets = AliasTargetSerializer(many=True, allow_empty=False, max_length=50)
+
+
+class AliasOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ModelAlias
+        fields = ["id", "name", "strategy", "targets", "created_at", "updated_at"]
+
+
+def _targets(data: dict) -> dict:
+    if "targets" in data:
+        data["targets"] = [{"model": target["model"], "weight": target.get("weight", 1.0)}
+                           for target in data["targets"]]
+    return data
+
+
+class AliasListView(APIView):
+    def get_permissions(self):
+        return [IsAuthenticated(), IsAdmin()]
+
+    @extend_schema(responses={200: AliasOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(AliasOutputSerializer(alias_list(), many=True).data)
+
+    @extend_schema(request=AliasInputSerializer, responses={201: AliasOutputSerializer})
+    def post(self, request: Request) -> Response:
+        data = _targets(dict(validated(AliasInputSerializer, request.data)))
+        alias = services.alias_create(data=data)
+        return Response(AliasOutputSerializer(alias).data, status=status.HTTP_201_CREATED)
+
+
+class AliasDetailView(APIView):
+    permission_classes = [IsAuthenticated, IsAdmin]
+
+    @extend_schema(responses={200: AliasOutputSerializer})
+    def get(self, request: Request, alias_id: int) -> Response:
+        return Response(AliasOutputSerializer(alias_get(alias_id=alias_id)).data)
+
+    @extend_schema(request=AliasInputSerializer, responses={200: AliasOutputSerializer})
+    def patch(self, request: Request, alias_id: int) -> Response:
+        alias = alias_get(alias_id=alias_id)
+        changes = _targets(dict(validated(AliasInputSerializer, request.data, partial=True)))
+        return Response(AliasOutputSerializer(services.alias_update(alias=alias, changes=changes)).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, alias_id: int) -> Response:
+        services.alias_delete(alias=alias_get(alias_id=alias_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CatalogueEntrySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["alias", "model"])
+    state = serializers.CharField(help_text="ok | cooling | discovery_failed | no_target")
+    connection = serializers.CharField(required=False)
+    provider = serializers.CharField(required=False)
+    model = serializers.CharField(required=False)
+    strategy = serializers.CharField(required=False)
+    targets = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class CatalogueSerializer(serializers.Serializer):
+    default = serializers.CharField(help_text="The agent's default model (config `model`, or the default "
+                                              "connection's first model).")
+    models = CatalogueEntrySerializer(many=True)
+
+
+class ModelsView(APIView):
+    """The model catalogue for pickers: aliases and `<connection>/<model>` entries with their state (any user)."""
+
+    @extend_schema(responses={200: CatalogueSerializer})
+    def get(self, request: Request) -> Response:
+        from accounts.selectors import settings_get
+        from agentsite.agent import routing
+
+        settings = settings_get()
+        entries = [entry.as_dict() for entry in routing.catalogue_entries(settings)]
+        return Response({"default": routing.default_model_name(settings), "models": entries})

@@ -12,7 +12,7 @@ class AccountsConfig(AppConfig):
 
         from accounts import selectors
         from accounts.authentication import users
-        from accounts.models import AgentConfig
+        from accounts.models import AgentConfig, Connection, ModelAlias
         from agentsite.agent.config import set_settings_loader
         from agentsite.core import invalidation
 
@@ -23,6 +23,9 @@ class AccountsConfig(AppConfig):
         for name, signal in (("save", post_save), ("delete", post_delete)):
             signal.connect(_user_changed, sender=user_model, dispatch_uid=f"accounts-user-{name}")
             signal.connect(_config_changed, sender=AgentConfig, dispatch_uid=f"accounts-config-{name}")
+            # Connections and aliases are read with the config (the model catalogue): the same cache and topic.
+            signal.connect(_config_changed, sender=Connection, dispatch_uid=f"accounts-connection-{name}")
+            signal.connect(_config_changed, sender=ModelAlias, dispatch_uid=f"accounts-alias-{name}")
 
 
 def _user_changed(sender, instance, **kwargs) -> None:

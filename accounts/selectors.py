@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from accounts.models import AgentConfig
+from accounts.models import AgentConfig, Connection, ModelAlias
 
 # The config is read on every chat turn and every /v1 request; a per-process copy avoids a query and a
 # database thread each time. A save anywhere drops it at once in this process and, through Redis
@@ -57,27 +57,77 @@ def _cached() -> tuple[object, object]:
     invalidation.listen()
     with _lock:
         generation = _generation
-    config = AgentConfig.objects.filter(pk=1).first()
+    config = AgentConfig.objects.select_related("connection").filter(pk=1).first()
     if config is None:
         from accounts.services import config_create_default
 
         config = config_create_default()
-    settings = _settings_of(config)
+    # The catalogue rides with the settings: resolving a model costs no query (agentsite.agent.routing).
+    settings = _settings_of(config, list(Connection.objects.all()), list(ModelAlias.objects.all()))
     with _lock:
         if generation == _generation:
             _entry = (config, settings, time.monotonic())
     return config, settings
 
 
-def _settings_of(config: AgentConfig):
+def _settings_of(config: AgentConfig, connections: list[Connection], aliases: list[ModelAlias]):
     from agentsite.agent.config import AgentSettings
 
+    default = config.connection
     return AgentSettings(
-        provider=config.provider, base_url=config.base_url, api_key=config.api_key, model=config.model,
+        provider=default.provider if default else "offline", base_url=default.base_url if default else "",
+        api_key=default.api_key if default else "", model=config.model,
         system_prompt=config.system_prompt, temperature=config.temperature, max_tokens=config.max_tokens,
         tools=tuple(config.tools or ()), kb_enabled=config.kb_enabled, kb_top_k=config.kb_top_k,
-        kb_max_chars=config.kb_max_chars,
+        kb_max_chars=config.kb_max_chars, catalogue=catalogue_of_rows(config, connections, aliases),
     )
+
+
+def catalogue_of_rows(config: AgentConfig, connections: list[Connection], aliases: list[ModelAlias]):
+    """The runtime's Catalogue (agentsite.agent.routing) made of the rows."""
+    from agentsite.agent import routing
+
+    runtime_connections = [
+        routing.Connection(
+            name=row.name, provider=row.provider, base_url=row.base_url, api_key=row.api_key,
+            headers=tuple(sorted((str(k), str(v)) for k, v in (row.headers or {}).items())),
+            timeout_s=row.timeout_s, enabled=row.enabled, models=tuple(row.model_names()), discover=row.discovers,
+            error=row.discovery_error)
+        for row in connections]
+    runtime_aliases = [
+        routing.Alias(row.name, row.strategy, tuple(routing.AliasTarget(str(t.get("model", "")),
+                                                                        float(t.get("weight", 1) or 0))
+                                                    for t in row.targets or [] if isinstance(t, dict)))
+        for row in aliases]
+    default = next((row.name for row in connections if row.pk == config.connection_id), "")
+    return routing.Catalogue(runtime_connections, runtime_aliases, default_connection=default,
+                             default_model=config.model)
+
+
+def connection_list() -> list[Connection]:
+    return list(Connection.objects.all())
+
+
+def connection_get(*, connection_id: int) -> Connection:
+    from agentsite.core.errors import AppError
+
+    connection = Connection.objects.filter(pk=connection_id).first()
+    if connection is None:
+        raise AppError("not_found", "No connection with that id.", 404)
+    return connection
+
+
+def alias_list() -> list[ModelAlias]:
+    return list(ModelAlias.objects.all())
+
+
+def alias_get(*, alias_id: int) -> ModelAlias:
+    from agentsite.core.errors import AppError
+
+    alias = ModelAlias.objects.filter(pk=alias_id).first()
+    if alias is None:
+        raise AppError("not_found", "No alias with that id.", 404)
+    return alias
 
 
 def config_cache_clear(key: str | None = None) -> None:

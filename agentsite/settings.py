@@ -201,7 +201,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"WorkflowNodeTypeEnum": "workflows.models.WorkflowNode.TYPES",
                             "FunctionTypeEnum": [("function", "function")],
                             # `provider` is the LLM's in the config, a speech provider in /api/voice/*.
-                            "ProviderEnum": "accounts.models.AgentConfig.PROVIDERS",
+                            "ProviderEnum": "accounts.models.PROVIDERS",
                             "SttProviderEnum": "accounts.models.AgentConfig.STT_PROVIDERS",
                             "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
                             "BrowserProviderEnum": [("browser", "browser")]},

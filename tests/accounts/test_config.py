@@ -1,13 +1,14 @@
 import pytest
 
 from accounts.models import AgentConfig
+from accounts.services import config_update
 from agentsite.agent.config import get_settings
 
 pytestmark = pytest.mark.django_db
 
 
 def test_config_is_readable_by_any_user_and_hides_the_api_key(owner_client):
-    AgentConfig.objects.update_or_create(pk=1, defaults={"api_key": "sk-secret-value"})
+    config_update(changes={"api_key": "sk-secret-value"})  # the config's connection's key
     response = owner_client.get("/api/config")
     assert response.status_code == 200
     body = response.json()
@@ -28,7 +29,7 @@ def test_admin_can_patch_and_put_config_fields(admin_client):
     assert response.json()["provider"] == "anthropic"
     assert response.json()["api_key_set"] is True
     assert response.json()["tools"] == ["web_fetch"]
-    assert AgentConfig.objects.get(pk=1).api_key == "sk-ant"
+    assert AgentConfig.objects.get(pk=1).connection.api_key == "sk-ant"  # the config's connection holds it
 
 
 def test_a_config_change_reaches_the_agent_runtime(admin_client):
@@ -79,4 +80,5 @@ def test_first_run_config_takes_the_provider_key_from_the_environment(monkeypatc
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     config = config_create_default()
-    assert (config.provider, config.api_key) == ("openai", "sk-from-env")
+    assert (config.connection.name, config.connection.provider, config.connection.api_key) == (
+        "default", "openai", "sk-from-env")

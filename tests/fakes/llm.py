@@ -1,5 +1,7 @@
 """Fake upstream LLM servers speaking the OpenAI `/chat/completions` and Anthropic `/v1/messages` wire formats.
 
+`GET /v1/models` lists `fake.models` (or answers `fake.models_error`), for discovery.
+
 Script replies per test with `fake.script(...)`; each request takes the next one (a reply, or a function of
 the request returning one); with none left, `default_reply` answers (by default a 500 saying so). The same
 reply answers a streaming and a non-streaming request, in the wire format's own shape for each. Like the
@@ -54,6 +56,9 @@ class FakeLLMServer(FakeServer):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, default_reply: Reply | None = None):
         super().__init__(host, port)
         self.default_reply = default_reply
+        # GET /v1/models (OpenAI's and Anthropic's model list): these names, or `models_error` when set.
+        self.models: list[str] = ["fake-model"]
+        self.models_error: Error | None = None
         self._replies: deque[ReplyOrFunction] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -71,6 +76,7 @@ class FakeLLMServer(FakeServer):
         super().reset()
         with self._lock:
             self._replies.clear()
+        self.models, self.models_error = ["fake-model"], None
 
     def bodies(self) -> list[Any]:
         """The JSON bodies received at the completion endpoint, in order."""
@@ -82,6 +88,12 @@ class FakeLLMServer(FakeServer):
     def handle(self, request: RecordedRequest) -> FakeResponse:
         if request.path.startswith("/_fake/"):
             return self._control(request)
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.models_error is not None:
+                return self.render(self.models_error, request, {})
+            return FakeResponse.json({"object": "list", "data": [{"id": name, "object": "model", "type": "model",
+                                                                  "owned_by": "fake"} for name in self.models],
+                                      "has_more": False})
         if request.method != "POST" or not request.path.endswith(self.path):
             return FakeResponse.json({"error": {"message": f"no route {request.method} {request.path}"}}, 404)
         try:

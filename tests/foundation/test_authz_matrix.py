@@ -58,7 +58,8 @@ OBJECT_ROUTES = {
 }
 # Routes naming an object that is not a user's but the admins' (an MCP server): admin-only, so another user
 # gets the 403 the admin matrix checks, and there is no owner to hide it from.
-ADMIN_OBJECT_ROUTES = {"/api/mcp/servers/{name}"}
+ADMIN_OBJECT_ROUTES = {"/api/mcp/servers/{name}", "/api/connections/{connection_id}",
+                       "/api/connections/{connection_id}/discover", "/api/aliases/{alias_id}"}
 # A valid body where a route checks its body before its object: the answer to another user must still be 404.
 VALID_BODIES = {
     ("post", "/api/sessions/{pk}/chat"): {"message": "hello"},
@@ -127,7 +128,8 @@ def is_admin_operation(method: str, callback) -> bool:
 
 
 def _fill(template: str) -> str:
-    return template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
+    return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
+            .replace("{connection_id}", "1").replace("{alias_id}", "1"))
 
 
 def _call(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):

@@ -7,7 +7,14 @@ from tests.conftest import client_for
 ERROR_STATUSES = {"400", "401", "403", "404", "409", "413", "415", "429", "502", "503"}
 ADMIN_OPERATIONS = {("put", "/api/config"), ("patch", "/api/config"), ("post", "/api/mcp/connect"),
                     ("post", "/api/mcp/disconnect"), ("patch", "/api/mcp/servers/{name}"), ("get", "/api/plugins"),
-                    ("post", "/api/plugins/reload")}
+                    ("post", "/api/plugins/reload"),
+                    # the model catalogue's connections and aliases (issue 26): the agent's config
+                    ("get", "/api/connections"), ("post", "/api/connections"),
+                    ("get", "/api/connections/{connection_id}"),
+                    ("patch", "/api/connections/{connection_id}"), ("delete", "/api/connections/{connection_id}"),
+                    ("post", "/api/connections/{connection_id}/discover"), ("get", "/api/aliases"),
+                    ("post", "/api/aliases"), ("get", "/api/aliases/{alias_id}"), ("patch", "/api/aliases/{alias_id}"),
+                    ("delete", "/api/aliases/{alias_id}")}
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/auth/options"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),

@@ -8,6 +8,7 @@ its own AGENTSITE_DATA_DIR; this tree then runs `manage.py migrate` and `showmig
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -74,3 +75,28 @@ def test_a_data_directory_of_the_previous_release_upgrades_with_migrate(previous
                    f"print(list(ServiceProcess.objects.filter(id={ROW!r}).values_list('id', flat=True)))").stdout
     assert kept.strip().splitlines()[-1:] == [repr([ROW])], \
         f"the previous release's row is not read by this tree's models: {kept!r}"
+
+
+def test_a_configured_previous_release_upgrades_into_the_connection_default(previous_release: Path, tmp_path: Path):
+    """Issue 26: the config's provider, base URL, key and model become the connection `default`; nothing the
+    operator set is lost, and the agent's settings still name the same upstream and model."""
+    data_dir = tmp_path / "data"
+    _manage(previous_release, data_dir, "migrate", "--no-input")
+    _manage(previous_release, data_dir, "shell", "-c",
+            "from accounts.models import AgentConfig; AgentConfig.objects.update_or_create(pk=1, defaults=dict("
+            "provider='anthropic', base_url='http://127.0.0.1:8080', api_key='sk-upgrade-secret', "
+            "model='claude-upgrade', temperature=0.3, system_prompt='Be brief.'))")
+
+    _manage(ROOT, data_dir, "migrate", "--no-input")
+    shown = _manage(ROOT, data_dir, "shell", "-c",
+                    "import json; from accounts.models import AgentConfig, Connection; "
+                    "from agentsite.agent.config import get_settings; from agentsite.agent.routing import resolve; "
+                    "c = AgentConfig.objects.get(pk=1); n = c.connection; s = get_settings(); "
+                    "t = resolve('').targets[0]; print(json.dumps([Connection.objects.count(), n.name, n.provider, "
+                    "n.base_url, n.api_key, n.models, c.model, c.temperature, c.system_prompt, s.provider, "
+                    "s.api_key, t.entry, t.connection.base_url]))"
+                    ).stdout
+    assert json.loads(shown.strip().splitlines()[-1]) == [
+        1, "default", "anthropic", "http://127.0.0.1:8080", "sk-upgrade-secret", ["claude-upgrade"],
+        "claude-upgrade", 0.3, "Be brief.", "anthropic", "sk-upgrade-secret", "default/claude-upgrade",
+        "http://127.0.0.1:8080"]

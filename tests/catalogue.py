@@ -33,11 +33,9 @@ def use_catalogue(catalogue: Catalogue, model: str = "") -> Iterator[AgentSettin
         reset_router()
 
 
-def closed_url() -> str:
-    """An OpenAI-style base URL on loopback where nothing listens (a stopped upstream: connection refused)."""
-    import socket
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+def closed_url() -> str:
+    """An OpenAI-style base URL on loopback where connections are refused (a stopped upstream)."""
+    from tests.server import refusing_port
+
+    return f"http://127.0.0.1:{refusing_port()}/v1"

@@ -5,6 +5,8 @@ request, its memory, and its throughput.
     python bench/compat.py --target URL --upstream URL [--server-pid PID]   # any gateway (LiteLLM, ...)
     python bench/compat.py --serve-upstream     # only the fake upstream, in the foreground (prints its URL)
     python bench/compat.py --upstream URL       # agentsite, started here, against that upstream
+    python bench/compat.py --model smart        # also: the alias `smart` (made here, one target: the direct
+                                                # entry default/fake-model) against that entry, interleaved
 
 --target is the OpenAI-compatible base URL to measure (ending in /v1); --upstream is the base URL of the
 upstream that gateway forwards to (measured directly as the floor). Both must answer --model. Without
@@ -156,17 +158,51 @@ async def latency(args: argparse.Namespace, stream: bool) -> dict:
     """Direct and through-target requests alternating, with the server's CPU per target request."""
     async with _client(args.api_key, 4) as client:
         for _ in range(5):  # warm-up: connections, caches, lazy imports
-            await one_request(client, args.upstream, args.model, stream)
+            await one_request(client, args.upstream, args.upstream_model, stream)
             await one_request(client, args.target, args.model, stream)
         direct, via = [], []
         cpu_before = cpu_seconds(args.server_pid)
         for index in range(args.requests):
-            order = ((args.upstream, direct), (args.target, via))
-            for base, samples in order if index % 2 else reversed(order):
-                samples.append(await one_request(client, base, args.model, stream))
+            order = ((args.upstream, direct, args.upstream_model), (args.target, via, args.model))
+            for base, samples, model in order if index % 2 else reversed(order):
+                samples.append(await one_request(client, base, model, stream))
         cpu = cpu_seconds(args.server_pid) - cpu_before
     return {"direct": _figures(direct), "target": _figures(via),
             "server_cpu_ms": cpu * 1000 / args.requests if args.server_pid else None}
+
+
+async def alias_vs_entry(args: argparse.Namespace, stream: bool) -> dict:
+    """Through the target both ways, alternating: the alias (--model) and the catalogue entry it routes to
+    (--entry). The difference of the p50s is what routing through an alias adds."""
+    async with _client(args.api_key, 4) as client:
+        for _ in range(10):
+            await one_request(client, args.target, args.model, stream)
+            await one_request(client, args.target, args.entry, stream)
+        alias, entry = [], []
+        for index in range(args.requests):
+            order = ((args.model, alias), (args.entry, entry))
+            for model, samples in order if index % 2 else reversed(order):
+                samples.append(await one_request(client, args.target, model, stream))
+    return {"alias": _figures(alias), "entry": _figures(entry)}
+
+
+def resolve_cost_us(rounds: int = 20000) -> dict[str, float]:
+    """In-process: resolving and ordering an alias and an entry (what the router adds per request), µs each."""
+    from agentsite.agent.routing import Alias, AliasTarget, Catalogue, Connection, Router
+
+    catalogue = Catalogue([Connection("default", "openai", "http://127.0.0.1:9/v1", models=("fake-model",))],
+                          [Alias("smart", "fallback", (AliasTarget("default/fake-model"),))],
+                          default_connection="default")
+    router = Router(cooldown_s=30)
+    figures = {}
+    for name in ("smart", "default/fake-model"):
+        samples = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            router.order(catalogue.resolve(name))
+            samples.append((time.perf_counter() - started) * 1e6)
+        figures[name] = percentile(samples, 50)
+    return figures
 
 
 async def throughput(args: argparse.Namespace, concurrency: int, stream: bool) -> tuple[float, float | None]:
@@ -221,8 +257,9 @@ def start_upstream(tokens: int, pace_ms: float = 0.0) -> tuple[subprocess.Popen,
     return proc, base_url
 
 
-def start_agentsite(upstream: str):
-    """An agentsite server (daphne only, SQLite) pointed at the upstream; (server, dashboard token)."""
+def start_agentsite(upstream: str, alias: str | None = None):
+    """An agentsite server (daphne only, SQLite) pointed at the upstream, with `alias` made for its one model
+    (the catalogue entry default/fake-model); (server, dashboard token)."""
     import requests
 
     from tests.server import LiveServer
@@ -234,6 +271,10 @@ def start_agentsite(upstream: str):
     requests.patch(f"{server.base_url}/api/config", headers={"Authorization": f"Bearer {token}"}, timeout=10, json={
         "provider": "openai", "base_url": upstream, "api_key": "sk-bench", "model": "fake-model",
     }).raise_for_status()
+    if alias:
+        requests.post(f"{server.base_url}/api/aliases", headers={"Authorization": f"Bearer {token}"}, timeout=10,
+                      json={"name": alias, "strategy": "fallback", "targets": [{"model": "default/fake-model"}]},
+                      ).raise_for_status()
     return server, token
 
 
@@ -256,6 +297,25 @@ def print_latency(title: str, figures: dict) -> None:
 
 async def run(args: argparse.Namespace) -> dict:
     results: dict = {"tokens": args.tokens, "requests": args.requests, "pace_ms": args.pace_ms}
+    if args.entry:
+        results["alias_vs_entry"] = {}
+        for stream in (False, True):
+            kind = "streaming" if stream else "non-streaming"
+            figures = await alias_vs_entry(args, stream)
+            results["alias_vs_entry"][kind] = figures
+            alias, entry = figures["alias"], figures["entry"]
+            print(f"\nalias {args.model!r} vs entry {args.entry!r}, {kind}, {args.requests} each, interleaved (ms)")
+            print(f"{'':<10}{'TTFT p50':>10}{'total p50':>11}{'total p99':>11}")
+            for name, row in (("alias", alias), ("entry", entry)):
+                print(f"{name:<10}{row['ttft_p50']:>10.3f}{row['total_p50']:>11.3f}{row['total_p99']:>11.3f}")
+            print(f"{'added':<10}{alias['ttft_p50'] - entry['ttft_p50']:>10.3f}"
+                  f"{alias['total_p50'] - entry['total_p50']:>11.3f}")
+        costs = resolve_cost_us()
+        results["resolve_us"] = costs
+        print("in-process resolve + order, p50: "
+              + ", ".join(f"{name} {value:.2f} µs" for name, value in costs.items()))
+        if args.alias_only:
+            return results
     for stream in (False, True):
         kind = "streaming" if stream else "non-streaming"
         figures = await latency(args, stream)
@@ -296,7 +356,12 @@ def main() -> None:
     parser.add_argument("--server-pid", type=int, help="with --target: the gateway's process id, for CPU and RSS")
     parser.add_argument("--api-key", help="the API key sent to both (default: a dashboard token of the local "
                         "server's admin; with --target, 'bench')")
-    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--model", default="fake-model", help="the model asked of the target (an alias of that "
+                        "name is made on a server started here when it is not fake-model)")
+    parser.add_argument("--upstream-model", default="fake-model", help="the model asked of the upstream directly")
+    parser.add_argument("--entry", help="compare --model with this catalogue entry through the target (default "
+                        "with a local server and an alias: default/fake-model)")
+    parser.add_argument("--alias-only", action="store_true", help="only the alias-vs-entry figures")
     parser.add_argument("--tokens", type=int, default=100, help="tokens the local fake upstream streams")
     parser.add_argument("--pace-ms", type=float, default=0.0,
                         help="the local fake upstream waits this long before each streamed token (0: it sends them "
@@ -317,7 +382,10 @@ def main() -> None:
             os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
             if not args.upstream:
                 upstream, args.upstream = start_upstream(args.tokens, args.pace_ms)
-            server, token = start_agentsite(args.upstream)
+            alias = args.model if args.model not in ("fake-model", "default/fake-model") else None
+            if alias and not args.entry:
+                args.entry = "default/fake-model"
+            server, token = start_agentsite(args.upstream, alias)
             args.api_key = args.api_key or token
             args.target, args.server_pid = f"{server.base_url}/v1", server.proc.pid
             print(f"upstream at {args.upstream}{f' (own process, pid {upstream.pid})' if upstream else ''}; "

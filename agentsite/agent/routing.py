@@ -35,7 +35,6 @@ record (also logged), whose `answered` names the entry that answered.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterable
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from agentsite.agent.providers import PROVIDERS, Provider, default_model
 from agentsite.agent.providers.base import flatten
 from agentsite.agent.types import ChatRequest, Completion, StreamEvent
+from agentsite.core.env import env_float
 from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
@@ -270,14 +270,8 @@ class Attempts:
 
 
 def cooldown_from_env() -> float:
-    raw = os.environ.get("AGENTSITE_UPSTREAM_COOLDOWN_S", "").strip()
-    if not raw:
-        return DEFAULT_COOLDOWN_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"AGENTSITE_UPSTREAM_COOLDOWN_S must be a number of seconds, not {raw!r}") from None
-    return max(0.0, value)
+    """AGENTSITE_UPSTREAM_COOLDOWN_S (the settings check it at start-up, so a malformed value stops the server)."""
+    return env_float("AGENTSITE_UPSTREAM_COOLDOWN_S", DEFAULT_COOLDOWN_S, minimum=0.0)
 
 
 class Router:

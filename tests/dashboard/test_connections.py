@@ -175,3 +175,44 @@ def test_an_admin_manages_connections_and_aliases_and_a_chat_picks_the_alias(
     assert_fits(page, f"#/chat with the model picker at {width} px")
     shot(page, f"chat-model-picker-{width}")
     assert page.problems == []
+
+
+def test_the_scheduler_form_and_the_llm_node_form_offer_the_catalogues_models(logged_in_page, api, upstreams):
+    page = logged_in_page
+    local, _hosted = upstreams
+    for connection in api("GET", "/api/connections").json():
+        if connection["name"] == "picks":
+            api("DELETE", f"/api/connections/{connection['id']}")
+    for alias in api("GET", "/api/aliases").json():
+        if alias["name"] == "picked":
+            api("DELETE", f"/api/aliases/{alias['id']}")
+    api("POST", "/api/connections", json={"name": "picks", "provider": "openai", "base_url": local.base_url,
+                                          "models": ["m1"]}).raise_for_status()
+    api("POST", "/api/aliases", json={"name": "picked", "targets": [{"model": "picks/m1"}]}).raise_for_status()
+
+    page.goto("/#/scheduler")
+    form = page.get_by_role("form", name="New task")
+    expect(form.get_by_label("Model").locator("option", has_text="picked")).to_have_count(1)
+    form.get_by_label("Name", exact=True).fill("model-task")
+    form.get_by_label("Prompt").fill("Which model?")
+    form.get_by_label("Cron").fill("0 9 * * 1")
+    form.get_by_label("Model").select_option("picked")
+    form.get_by_role("button", name="Create task").click()
+    expect(page.get_by_role("listitem", name="Task model-task")).to_contain_text("picked")
+    [task] = [item for item in api("GET", "/api/scheduler/tasks").json()["results"] if item["name"] == "model-task"]
+    assert task["model"] == "picked"
+    api("DELETE", f"/api/scheduler/tasks/{task['id']}")
+
+    nodes = [{"id": "in", "type": "input", "name": "in"},
+             {"id": "ask", "type": "llm", "name": "ask", "config": {"prompt": "${in}", "model": "picked"}}]
+    workflow = api("POST", "/api/workflows", json={"name": "model-pick", "nodes": nodes,
+                                                    "edges": [{"from": "in", "to": "ask"}]})
+    assert workflow.status_code == 201, workflow.text
+    page.goto(f"/#/workflows/{workflow.json()['id']}")
+    page.locator('.wf-node[data-node-name="ask"]').click()
+    model = page.get_by_label("Model", exact=True)
+    expect(model).to_have_value("picked")
+    options = page.locator(f"datalist#{model.get_attribute('list')} option")
+    assert {"picked", "picks/m1"} <= set(options.evaluate_all("(items) => items.map((item) => item.value)"))
+    api("DELETE", f"/api/workflows/{workflow.json()['id']}")
+    assert page.problems == []

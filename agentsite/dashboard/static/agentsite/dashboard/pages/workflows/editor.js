@@ -42,6 +42,7 @@ class WorkflowEditor {
     this.doc = null;
     this.problems = noProblems(); // of the last refused save (saving.js)
     this.tools = [];
+    this.models = []; // the catalogue's names an llm node may name (GET /api/models)
     this.selected = null; // the node selected in the graph
     this.stopped = false;
     this.autosave = new Autosave({
@@ -87,6 +88,7 @@ class WorkflowEditor {
     // On a phone the whole graph is shown at first (zoom in, or scroll, to work on part of it).
     if (this.canvas.clientWidth && this.canvas.clientWidth < 600) this.zoom("fit");
     this.loadTools();
+    this.loadModels();
     this.runs.loadRuns();
   }
 
@@ -322,6 +324,17 @@ class WorkflowEditor {
       this.ctx.navigate("#/workflows");
     } catch (error) {
       this.ctx.toast(`Could not delete: ${errorText(error)}`, "error");
+    }
+  }
+
+  // The models an llm node may name (aliases, then catalogue entries), for its form's suggestions.
+  async loadModels() {
+    try {
+      const catalogue = await this.ctx.api("/api/models");
+      this.models = catalogue.models.filter((entry) => entry.state !== "discovery_failed")
+        .map((entry) => ({ name: entry.name, description: entry.kind === "alias" ? `alias: ${entry.strategy}` : entry.state }));
+    } catch {
+      this.models = [];
     }
   }
 

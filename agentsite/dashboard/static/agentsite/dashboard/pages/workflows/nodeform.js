@@ -57,13 +57,16 @@ function nodeOptions(doc, except, empty) {
 
 // The fields of a type's config, filled from `config`.
 function configFields(type, config, ctx) {
-  const { doc, node, tools } = ctx;
+  const { doc, node, tools, models = [] } = ctx;
   switch (type) {
-  case "llm":
+  case "llm": {
+    const list = h("datalist", { id: `wf-models-${node.id}` }, ...models.map((model) => h("option", { value: model.name }, model.description || "")));
     return [
       field("Prompt", area("prompt", config.prompt, { rows: "5" }), hint(`\${name} is that node's output; \${input} the run's input.`)),
-      field("Model", text("model", config.model, { placeholder: "the agent's model" })),
+      field("Model", text("model", config.model, { placeholder: "the agent's model", list: list.id }),
+        hint("An alias or <connection>/<model> (Settings lists them); empty: the agent's model.")), list,
     ];
+  }
   case "tool": {
     const list = h("datalist", { id: `wf-tools-${node.id}` }, ...tools.map((tool) => h("option", { value: tool.name }, tool.description || "")));
     return [

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def upstream(fake_openai) -> dict:
     return {"provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-x", "model": "m",
-            "request_timeout": 5.0, "kb_enabled": False, "catalogue": None}
+            "request_timeout": 5.0, "kb_enabled": False}
 
 
 async def stored(session) -> list[tuple[str, str, str]]:

@@ -42,7 +42,9 @@ class WorkflowEditor {
     this.doc = null;
     this.problems = noProblems(); // of the last refused save (saving.js)
     this.tools = [];
-    this.models = []; // the catalogue's names an llm node may name (GET /api/models)
+    // The catalogue's names an llm node may name (GET /api/models): one datalist, filled when they arrive, so a
+    // form opened before that still offers them.
+    this.modelList = h("datalist", { id: "wf-model-choices" });
     this.selected = null; // the node selected in the graph
     this.stopped = false;
     this.autosave = new Autosave({
@@ -125,6 +127,7 @@ class WorkflowEditor {
         h("button", { type: "button", "aria-label": "Zoom in", onclick: () => this.zoom(1.25) }, "+"),
         h("button", { type: "button", onclick: () => this.zoom("fit") }, "Fit"),
         h("button", { type: "button", onclick: () => this.zoom(null) }, "Actual size")),
+      this.modelList,
       h("p", { class: "wf-hint muted" }, "Drag a node to move it; drag from its right-hand dot to another node to connect them. "
         + "With the keyboard: Tab to a node, arrow keys move it (Shift: further), Enter opens its form; Delete removes a focused edge."),
       this.canvas);
@@ -331,10 +334,10 @@ class WorkflowEditor {
   async loadModels() {
     try {
       const catalogue = await this.ctx.api("/api/models");
-      this.models = catalogue.models.filter((entry) => entry.state !== "discovery_failed")
-        .map((entry) => ({ name: entry.name, description: entry.kind === "alias" ? `alias: ${entry.strategy}` : entry.state }));
+      put(this.modelList, catalogue.models.filter((entry) => entry.state !== "discovery_failed").map((entry) =>
+        h("option", { value: entry.name }, entry.kind === "alias" ? `alias: ${entry.strategy}` : entry.state)));
     } catch {
-      this.models = [];
+      put(this.modelList);
     }
   }
 

@@ -51,7 +51,7 @@ export class NodePanel {
       return;
     }
     const common = {
-      doc: editor.doc, tools: editor.tools, models: editor.models,
+      doc: editor.doc, tools: editor.tools,
       onClose: () => this.close(),
       onConnect: (from, to) => editor.connect(from, to),
       onDisconnect: (from, to) => editor.disconnect(from, to),

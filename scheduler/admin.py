@@ -18,7 +18,7 @@ class RunInline(admin.TabularInline):
 
 @admin.register(ScheduledTask)
 class ScheduledTaskAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "cron", "timezone", "enabled", "next_run_at", "last_run_at"]
+    list_display = ["name", "owner", "cron", "timezone", "model", "enabled", "next_run_at", "last_run_at"]
     list_filter = ["enabled", "missed"]
     search_fields = ["name", "prompt", "owner__username"]
     readonly_fields = ["next_run_at", "last_run_at", "created_at", "updated_at"]

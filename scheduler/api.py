@@ -29,6 +29,8 @@ class TaskSerializer(serializers.Serializer):
     session_id = serializers.UUIDField(allow_null=True)
     workflow_id = serializers.UUIDField(allow_null=True)
     missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED])
+    model = serializers.CharField(allow_blank=True, help_text="The model the prompt goes to; empty: the session's, "
+                                  "else the agent's default.")
     next_run_at = serializers.DateTimeField(allow_null=True)
     last_run_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
@@ -44,6 +46,8 @@ class TaskInputSerializer(serializers.Serializer):
     workflow_id = serializers.UUIDField(required=False, allow_null=True, default=None)
     missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED], required=False,
                                      default=ScheduledTask.RUN_ONCE)
+    model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="",
+                                  help_text="A catalogue entry or alias (GET /api/models); empty: the default.")
 
 
 class TaskRunSerializer(serializers.Serializer):

@@ -33,6 +33,9 @@ class ScheduledTask(models.Model):
     workflow = models.ForeignKey("workflows.Workflow", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="scheduled_tasks")
     missed = models.CharField(max_length=10, choices=MISSED, default=RUN_ONCE)
+    # The model the prompt goes to (a catalogue entry or alias, agentsite.agent.routing); empty: the session's,
+    # else the agent's default. Not for a workflow task: its llm nodes name their own.
+    model = models.CharField(max_length=300, blank=True, default="")
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -25,8 +25,9 @@ def runner() -> Any:
 
 
 async def agent_runner(*, task: Any, scheduled_for: datetime) -> str:
-    """The prompt to the agent as the task's owner (their config, tools and knowledge base); with a workflow,
-    that workflow with the prompt as its input; with a session, the prompt and reply appended to it as a turn."""
+    """The prompt to the agent as the task's owner (their config, tools and knowledge base) and to the task's
+    `model` (else the session's, else the agent's default); with a workflow, that workflow with the prompt as
+    its input; with a session, the prompt and reply appended to it as a turn."""
     from agentsite.agent.usage import Caller, calling
 
     with calling(Caller(task.owner_id, facet="scheduler")):  # the run's every model call counts to the owner
@@ -41,7 +42,12 @@ async def _agent(task: Any) -> str:
     from agentsite.agent.loop import run_agent
     from agentsite.agent.types import Message
 
-    async for event in run_agent(messages=[Message("user", task.prompt)], user_id=task.owner_id):
+    settings = None
+    if task.model:
+        from agentsite.agent.config import aget_settings
+
+        settings = (await aget_settings()).with_overrides(model=task.model)
+    async for event in run_agent(messages=[Message("user", task.prompt)], user_id=task.owner_id, settings=settings):
         if event.type == "error":
             raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
         if event.type == "done":
@@ -52,7 +58,7 @@ async def _agent(task: Any) -> str:
 async def _session_turn(task: Any) -> str:
     from sessions_app.turns import turn_start
 
-    turn = await turn_start(owner=task.owner, session_id=task.session_id, message=task.prompt)
+    turn = await turn_start(owner=task.owner, session_id=task.session_id, message=task.prompt, model=task.model or None)
     async for event in turn.events():
         if event.type == "error":
             raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)

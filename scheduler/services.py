@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from agentsite.agent.modelchoice import model_checked
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
 from agentsite.core.taskqueue import enqueue_with_commit
@@ -79,6 +80,12 @@ def _check_schedule(cron: str, timezone_name: str) -> tuple[str, Any]:
     return expression, tz
 
 
+def _check_model(model: str, workflow_id: uuid.UUID | None) -> str:
+    if model and workflow_id is not None:
+        raise _invalid("model", "A workflow task's llm nodes name their own models; leave model empty.")
+    return model_checked(model)
+
+
 def _check_targets(*, owner: AbstractBaseUser, session_id: uuid.UUID | None, workflow_id: uuid.UUID | None) -> None:
     from sessions_app.models import ChatSession
     from workflows.models import Workflow
@@ -93,18 +100,19 @@ def _schedule_next(task: ScheduledTask, *, now: datetime) -> None:
     task.next_run_at = next_after(task.cron, zone(task.timezone), now) if task.enabled else None
 
 
-TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "missed")
+TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "missed", "model")
 
 
 def task_create(*, owner: AbstractBaseUser, name: str, cron: str, prompt: str, timezone_name: str = "UTC",
                 enabled: bool = True, session_id: uuid.UUID | None = None, workflow_id: uuid.UUID | None = None,
-                missed: str = ScheduledTask.RUN_ONCE) -> ScheduledTask:
-    """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id` or
-    `workflow_id` (another user's session or workflow included)."""
+                missed: str = ScheduledTask.RUN_ONCE, model: str = "") -> ScheduledTask:
+    """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id`,
+    `workflow_id` (another user's session or workflow included) or `model` (not in the model catalogue, or
+    given with a workflow)."""
     task = ScheduledTask(owner=owner)
     return task_update(task=task, changes={"name": name, "cron": cron, "timezone": timezone_name, "prompt": prompt,
                                            "enabled": enabled, "session_id": session_id, "workflow_id": workflow_id,
-                                           "missed": missed})
+                                           "missed": missed, "model": model})
 
 
 def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTask:
@@ -116,6 +124,9 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
     expression, _tz = _check_schedule(cron, timezone_name)
     _check_targets(owner=task.owner, session_id=changes.get("session_id", task.session_id),
                    workflow_id=changes.get("workflow_id", task.workflow_id))
+    if "model" in changes or "workflow_id" in changes:
+        changes = {**changes, "model": _check_model(changes.get("model", task.model),
+                                                    changes.get("workflow_id", task.workflow_id))}
     rescheduled = task._state.adding or any(
         key in changes and changes[key] != getattr(task, key) for key in ("cron", "timezone", "enabled"))
     for key, value in changes.items():

@@ -13,7 +13,7 @@ class ChatMessageInline(admin.TabularInline):
 
 @admin.register(ChatSession)
 class ChatSessionAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "created_at", "updated_at"]
+    list_display = ["name", "owner", "model", "created_at", "updated_at"]
     list_filter = ["owner"]
     search_fields = ["name", "owner__username"]
     inlines = [ChatMessageInline]

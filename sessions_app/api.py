@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 class SessionSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
+    model = serializers.CharField(allow_blank=True, help_text="The model its turns use (a catalogue entry or alias, "
+                                  "GET /api/models); empty: the agent's default.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     message_count = serializers.IntegerField(default=0)
@@ -39,6 +41,12 @@ class SessionSerializer(serializers.Serializer):
 
 class SessionCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    model = serializers.CharField(max_length=300, required=False, allow_blank=True)
+
+
+class SessionUpdateSerializer(serializers.Serializer):
+    name = serializers.CharField(min_length=1, max_length=200, required=False)
+    model = serializers.CharField(max_length=300, required=False, allow_blank=True)
 
 
 class SessionRenameSerializer(serializers.Serializer):
@@ -72,7 +80,7 @@ class SessionListView(ListAPIView):
     @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
     def post(self, request: Request) -> Response:
         data = validated(SessionCreateSerializer, request.data)
-        session = services.session_create(owner=request.user, name=data.get("name"))
+        session = services.session_create(owner=request.user, name=data.get("name"), model=data.get("model", ""))
         session.message_count = 0
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
@@ -80,6 +88,12 @@ class SessionListView(ListAPIView):
 class SessionDetailView(APIView):
     @extend_schema(responses={200: SessionSerializer})
     def get(self, request: Request, pk) -> Response:
+        return Response(SessionSerializer(selectors.session_get_for(owner=request.user, session_id=pk)).data)
+
+    @extend_schema(request=SessionUpdateSerializer, responses={200: SessionSerializer})
+    def patch(self, request: Request, pk) -> Response:
+        session = selectors.session_get_for(owner=request.user, session_id=pk)
+        services.session_update(session=session, changes=dict(validated(SessionUpdateSerializer, request.data)))
         return Response(SessionSerializer(selectors.session_get_for(owner=request.user, session_id=pk)).data)
 
     @extend_schema(responses={204: None})
@@ -120,7 +134,7 @@ async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     caller = Caller.with_key(user.pk, getattr(request, "api_key", None), "chat")
     await usage_check(caller)  # a spent budget: 429 before anything is stored
     turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
-                            overrides={"model": data["model"]} if data.get("model") else None)
+                            model=data.get("model") or None)
     turn.caller = caller
     # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
     return sse_response(revocable(chat_stream(turn.events()), request.headers.get("Authorization")))

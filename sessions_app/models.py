@@ -12,6 +12,8 @@ class ChatSession(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
     name = models.CharField(max_length=200, default="New chat")
+    # The model its turns use (a catalogue entry or alias, agentsite.agent.routing); empty: the agent's default.
+    model = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

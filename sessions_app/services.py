@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from agentsite.agent.modelchoice import model_checked
 from agentsite.core.processes import current_process_id, owned_by
 from sessions_app.models import ChatMessage, ChatSession
 
@@ -16,8 +17,23 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 
-def session_create(*, owner: AbstractBaseUser, name: str | None = None) -> ChatSession:
-    return ChatSession.objects.create(owner=owner, name=(name or "New chat").strip() or "New chat")
+def session_create(*, owner: AbstractBaseUser, name: str | None = None, model: str = "") -> ChatSession:
+    """Raises AppError 400 `invalid` naming `model` when it is not in the model catalogue."""
+    return ChatSession.objects.create(owner=owner, name=(name or "New chat").strip() or "New chat",
+                                      model=model_checked(model))
+
+
+def session_update(*, session: ChatSession, changes: dict[str, Any]) -> ChatSession:
+    """Apply `name` and/or `model` ("" = the agent's default). Raises AppError 400 `invalid` naming `model`."""
+    fields = ["updated_at"]
+    if "model" in changes:
+        session.model = model_checked(changes["model"])
+        fields.append("model")
+    if "name" in changes:
+        session.name = changes["name"]
+        fields.append("name")
+    session.save(update_fields=fields)
+    return session
 
 
 def session_rename(*, session: ChatSession, name: str) -> ChatSession:

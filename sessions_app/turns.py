@@ -32,6 +32,8 @@ from asgiref.sync import sync_to_async
 
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.loop import AgentEvent, Transcript, run_agent
+from agentsite.agent.modelchoice import model_checked
+from agentsite.agent.routing import resolve
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
 from agentsite.agent.usage import Caller, caller_for
 from agentsite.core.dbcall import db
@@ -175,21 +177,39 @@ def _log_failure(write: asyncio.Future) -> None:
 
 
 async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
-                     attachments: list[str] | None = None, overrides: dict[str, Any] | None = None) -> ChatTurn:
+                     attachments: list[str] | None = None, model: str | None = None,
+                     overrides: dict[str, Any] | None = None) -> ChatTurn:
     """Check the turn, store the user message, and return the turn ready to run.
 
+    The turn's model is `model` when given (this turn only: a chat request's or a scheduled task's), else the
+    session's `model`, else the agent's default; it answers through the router (fallback, balance).
+    `overrides` replace settings for this turn (tests point it at an upstream this way).
+
     Raises AppError 404 `not_found` (another user's or a missing session; an attachment that is not one of
-    owner's uploads), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly full); in each
-    case nothing is stored.
+    owner's uploads), 400 `invalid` (`model` is not in the catalogue), 404 `model_not_found` (the session's
+    stored model no longer is), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly
+    full); in each case nothing is stored.
     """
     return await sync_to_async(_turn_prepare)(owner=owner, session_id=session_id, message=message,
                                               upload_ids=[str(upload) for upload in attachments or []],
-                                              overrides=overrides or {})
+                                              model=model, overrides=overrides or {})
+
+
+def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings) -> AgentSettings:
+    """The settings with the turn's model, checked against the catalogue before anything is stored."""
+    if model:
+        return settings.with_overrides(model=model_checked(model, settings=settings))
+    if session.model:
+        resolve(session.model, settings)  # 404 model_not_found naming it: its connection was removed since
+        return settings.with_overrides(model=session.model)
+    return settings
 
 
 def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
-                  overrides: dict[str, Any]) -> ChatTurn:
+                  model: str | None, overrides: dict[str, Any]) -> ChatTurn:
     session = selectors.session_get_for(owner=owner, session_id=session_id)
+    settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
+    settings = _turn_model(session, model, settings)
     if len(message) > MAX_MESSAGE_CHARS:
         raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
                        {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
@@ -202,7 +222,6 @@ def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: st
                                    missing_ok=True), **parts}
     user_message = services.message_append(session=session, role="user", content=message, attachments=upload_ids)
     reply = services.message_start_reply(session=session, message_id=uuid.uuid4())
-    settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
                     settings=settings, user_message_id=user_message.pk, reply_id=reply.pk,
                     owner_is_admin=bool(owner.is_active and owner.is_staff))

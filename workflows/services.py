@@ -1,6 +1,7 @@
 """Writes of workflows: create, update, add a node, import, delete; and the run records.
 
-Every save validates the whole graph (`workflows.graph.validate`) and stores nodes and edges together in
+Every save validates the whole graph (`workflows.graph.validate`, and `model_problems`: an `llm` node's
+`model` must be in the model catalogue) and stores nodes and edges together in
 one transaction, so a stored workflow is always valid. A failure is one AppError 400 `invalid` whose
 details name the node (`node:<id>`), the edge (`edge:<from>-><to>`) or the `workflow`.
 """
@@ -14,6 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentsite.agent.config import get_settings
+from agentsite.agent.modelchoice import model_problem
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
 from workflows.graph import (
@@ -52,13 +55,33 @@ def _raise_problems(problems: Problems) -> None:
         raise AppError("invalid", problems.first(), 400, problems.found)
 
 
+def model_problems(graph: Graph, problems: Problems | None = None) -> Problems:
+    """Every `llm` node whose `model` is not in the model catalogue (agentsite.agent.routing), named. Checked on
+    save, here rather than in workflows.graph, which touches nothing outside the graph."""
+    problems = problems or Problems()
+    settings = None
+    for node in graph.nodes:
+        model = node.config.get("model") if node.type == "llm" else None
+        if isinstance(model, str) and model:
+            settings = settings or get_settings()
+            problem = model_problem(model, settings)
+            if problem:
+                problems.node(node, f"config.model: {problem}")
+    return problems
+
+
+def _checked(graph: Graph) -> Graph:
+    problems = validate(graph, compile_check=compile_check)
+    _raise_problems(problems or model_problems(graph, problems))
+    return graph
+
+
 def graph_from_wire(nodes: Any, edges: Any) -> Graph:
     """A validated graph from request data. Raises AppError 400 naming the node or edge."""
     problems = Problems()
     graph = Graph(tuple(nodes_from_wire(nodes, problems)), tuple(edges_from_wire(edges, problems)))
     _raise_problems(problems)
-    _raise_problems(validate(graph, compile_check=compile_check))
-    return graph
+    return _checked(graph)
 
 
 def _check_name(name: Any) -> str:
@@ -130,8 +153,7 @@ def workflow_node_add(*, workflow: Workflow, node: dict[str, Any]) -> Node:
     _raise_problems(problems)
     assert added is not None
     current = workflow_graph(workflow)
-    graph = Graph((*current.nodes, added), current.edges)
-    _raise_problems(validate(graph, compile_check=compile_check))
+    graph = _checked(Graph((*current.nodes, added), current.edges))
     with transaction.atomic():
         _store_graph(workflow, graph)
         Workflow.objects.filter(pk=workflow.pk).update(updated_at=timezone.now())

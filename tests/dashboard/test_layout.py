@@ -108,7 +108,14 @@ def long_data(dashboard_server, admin_headers, tmp_path_factory) -> dict:
         assert answer.status_code < 300, f"{method} {path}: {answer.status_code} {answer.text}"
         return answer.json() if answer.content else {}
 
-    session = call("POST", "/api/sessions", json={"name": f"Chat about {LONG_WORD}"[:200]})
+    # A connection and an alias with long names: Settings lists them, the chat's model picker offers them.
+    connection = "a-connection-with-a-long-name-" * 2
+    call("POST", "/api/connections", json={"name": connection[:64], "provider": "openai", "models": [LONG_WORD[:150]],
+                                           "base_url": f"https://example.com/{'deeply/nested/' * 12}v1"})
+    call("POST", "/api/aliases", json={"name": LONG_WORD[:100].replace("_", "-"),
+                                       "targets": [{"model": f"{connection[:64]}/{LONG_WORD[:150]}"}]})
+    session = call("POST", "/api/sessions", json={"name": f"Chat about {LONG_WORD}"[:200],
+                                                  "model": LONG_WORD[:100].replace("_", "-")})
     call("POST", "/api/kb/documents", json={"filename": f"{LONG_WORD}.txt"[:255], "content": LONG_TEXT * 3})
     call("POST", "/api/scheduler/tasks", json={"name": f"Task {LONG_WORD}"[:200], "cron": "0 9 * * 1",
                                                "prompt": LONG_TEXT})

@@ -274,7 +274,7 @@ def test_compiling_on_save_never_runs_the_code(owner_client):
 
 EVERY_TYPE = graph(
     {"id": "in", "name": "in", "type": "input", "position": {"x": 1, "y": 2}},
-    node("ask", "llm", prompt="About ${in}", model="m", retry={"max": 2, "backoffMs": 10}),
+    node("ask", "llm", prompt="About ${in}", model="smart", retry={"max": 2, "backoffMs": 10}),
     node("look", "tool", toolName="web_search", toolArgs={"query": "${ask}"}, onError="continue"),
     {"id": "gate", "name": "gate", "type": "condition", "config": {"condition": "!!input", "trueBranch": "calc",
                                                                     "falseBranch": "pause"}},
@@ -285,11 +285,14 @@ EVERY_TYPE = graph(
 
 
 def test_export_and_import_round_trip_every_node_type(owner_client):
-    workflow = create(owner_client, name="all", data=EVERY_TYPE).json()
-    exported = owner_client.get(f"/api/workflows/{workflow['id']}/export").json()
+    from tests.catalogue import closed_url, two_upstreams, use_catalogue
+
+    with use_catalogue(two_upstreams(closed_url(), closed_url())):  # the llm node's model is an alias of it
+        workflow = create(owner_client, name="all", data=EVERY_TYPE).json()
+        exported = owner_client.get(f"/api/workflows/{workflow['id']}/export").json()
+        copy = owner_client.post("/api/workflows/import", {**exported, "name": "all-copy"}, format="json").json()
     assert {item["type"] for item in exported["nodes"]} == {"input", "llm", "tool", "condition", "code", "delay",
                                                             "output"}
-    copy = owner_client.post("/api/workflows/import", {**exported, "name": "all-copy"}, format="json").json()
     again = owner_client.get(f"/api/workflows/{copy['id']}/export").json()
     assert {**again, "name": "all"} == exported
     assert exported["nodes"][0]["position"] == {"x": 1.0, "y": 2.0}

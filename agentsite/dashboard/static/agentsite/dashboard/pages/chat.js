@@ -2,14 +2,17 @@
 // replies stream in from POST /api/sessions/:id/chat (SSE). Everything a model or a user wrote is shown
 // through renderMarkdown (sanitised). "Stop" hangs up the stream: the server keeps the partial reply as
 // `interrupted`. Attachments are uploaded first (/api/upload) and sent as upload ids with the message.
+// The header's model picker sets the chat's model (the session's `model`, from GET /api/models).
 //
 // This module lays out the page and runs the conversation (loading it, sending, streaming the reply); its
 // parts are in pages/chat/: sessions.js (the chat list), composer.js (the message box, attachments,
-// dictation), message.js (one message in the log, and the uploads it shows), voice.js (speech in and out).
+// dictation), message.js (one message in the log, and the uploads it shows), voice.js (speech in and out),
+// modelpicker.js (the model picker).
 import { listAll } from "../api.js";
 import { errorBox, h, loading } from "../ui.js";
 import { Composer } from "./chat/composer.js";
 import { MessageView, Uploads } from "./chat/message.js";
+import { ModelPicker } from "./chat/modelpicker.js";
 import { SessionList } from "./chat/sessions.js";
 import { Reader } from "./chat/voice.js";
 
@@ -36,7 +39,11 @@ class ChatPage {
     // What every MessageView may call back.
     this.messageHooks = { uploads: this.uploads, readAloud: (view, button) => this.readAloud(view, button),
       scrollDown: () => this.scrollDown() };
-    this.sessions = new SessionList({ ctx, current: () => this.sessionId, onCurrent: (session) => this.setTitle(session.name) });
+    this.models = new ModelPicker({ ctx, sessionId: () => this.sessionId });
+    this.sessions = new SessionList({ ctx, current: () => this.sessionId, onCurrent: (session) => {
+      this.setTitle(session.name);
+      this.models.show(session.model);
+    } });
     this.composer = new Composer({ ctx, voiceConfig: () => this.voiceConfig(), onSend: () => this.send(),
       onStop: () => this.streaming?.abort() });
   }
@@ -53,7 +60,7 @@ class ChatPage {
   async start() {
     this.render();
     this.voiceConfig();
-    await Promise.all([this.sessions.load(), this.loadConversation()]);
+    await Promise.all([this.sessions.load(), this.loadConversation(), this.models.load()]);
   }
 
   voiceConfig() {
@@ -74,7 +81,7 @@ class ChatPage {
     }, { passive: true });
     this.root.replaceChildren(h("div", { class: "chat" }, this.sessions.element,
       h("section", { class: "chat-main", "aria-labelledby": "chat-title" },
-        h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title),
+        h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title, this.models.element),
         this.log, this.composer.element)));
   }
 
@@ -182,7 +189,8 @@ class ChatPage {
 
   async createSessionFor(text) {
     const name = text.trim().replace(/\s+/g, " ").slice(0, NAME_FROM_MESSAGE);
-    const session = await this.ctx.api("/api/sessions", { method: "POST", body: { name } });
+    const model = this.models.pending();
+    const session = await this.ctx.api("/api/sessions", { method: "POST", body: model ? { name, model } : { name } });
     this.sessionId = session.id;
     this.setTitle(session.name);
     // replaceState: the address shows the new chat without a hashchange, which would remount the page

@@ -61,9 +61,10 @@ class SchedulerPage {
 
   // The workflows a task may run and the chat sessions it may write to (the user's own).
   async loadChoices() {
-    const [workflows, sessions] = await Promise.all([
+    const [workflows, sessions, models] = await Promise.all([
       this.ctx.api("/api/workflows?limit=200").then((data) => data.results, () => []),
       this.ctx.api("/api/sessions?limit=200").then((data) => data.results, () => []),
+      this.ctx.api("/api/models").then((data) => data.models.filter((entry) => entry.state !== "discovery_failed"), () => []),
     ]);
     this.workflows = workflows;
     this.sessions = sessions;
@@ -74,6 +75,17 @@ class SchedulerPage {
     };
     fill(this.form.elements.workflow_id, "None: send the prompt to the agent", workflows, (item) => `Workflow ${item.name}`);
     fill(this.form.elements.session_id, "None", sessions, (item) => item.name);
+    const model = this.form.elements.model;
+    const chosen = model.value;
+    fill(model, "Default (the chat's, else the agent's)", models.map((entry) => ({ id: entry.name, ...entry })), (item) => item.name);
+    this.modelChoice(chosen);
+  }
+
+  // Select a task's model, keeping one the catalogue no longer lists as a choice.
+  modelChoice(name) {
+    const model = this.form.elements.model;
+    if (name && ![...model.options].some((option) => option.value === name)) model.append(h("option", { value: name }, `${name} (not available)`));
+    model.value = name || "";
   }
 
   async loadTasks() {
@@ -115,6 +127,8 @@ class SchedulerPage {
     field("Runs", h("select", { name: "workflow_id" }, h("option", { value: "" }, "None: send the prompt to the agent"))),
     field("Chat session", h("select", { name: "session_id" }, h("option", { value: "" }, "None")),
       hint("The prompt and the reply are also added to this chat.")),
+    field("Model", h("select", { name: "model" }, h("option", { value: "" }, "Default (the chat's, else the agent's)")),
+      hint("The model the prompt goes to. A workflow's LLM nodes name their own.")),
     checkbox("Enabled", h("input", { type: "checkbox", name: "enabled", checked: true })),
     this.formError,
     h("div", { class: "actions" }, this.submitButton, this.cancelEdit));
@@ -162,7 +176,7 @@ class SchedulerPage {
   }
 
   setInvalid(names) {
-    for (const name of ["cron", "timezone", "name", "prompt", "missed", "workflow_id", "session_id"]) {
+    for (const name of ["cron", "timezone", "name", "prompt", "missed", "workflow_id", "session_id", "model"]) {
       const input = this.form.elements[name];
       if (names.includes(name)) input.setAttribute("aria-invalid", "true");
       else input.removeAttribute("aria-invalid");
@@ -175,7 +189,7 @@ class SchedulerPage {
       name: elements.name.value.trim(), prompt: elements.prompt.value, cron: elements.cron.value.trim(),
       timezone: elements.timezone.value.trim() || "UTC", missed: elements.missed.value,
       workflow_id: elements.workflow_id.value || null, session_id: elements.session_id.value || null,
-      enabled: elements.enabled.checked,
+      model: elements.workflow_id.value ? "" : elements.model.value, enabled: elements.enabled.checked,
     };
   }
 
@@ -224,6 +238,7 @@ class SchedulerPage {
     elements.missed.value = task.missed;
     elements.workflow_id.value = task.workflow_id || "";
     elements.session_id.value = task.session_id || "";
+    this.modelChoice(task.model);
     elements.enabled.checked = task.enabled;
     this.formTitle.textContent = `Edit task ${task.name}`;
     this.submitButton.textContent = "Save task";
@@ -262,6 +277,7 @@ class SchedulerPage {
         ? h("time", { datetime: task.last_run_at }, formatTime(task.last_run_at, task.timezone)) : "Never"),
       h("dt", {}, "Runs"), h("dd", {}, workflow ? `Workflow ${workflow.name}` : task.workflow_id ? "A workflow" : "The agent"),
       task.session_id ? [h("dt", {}, "Chat"), h("dd", {}, session ? session.name : "A chat session")] : null,
+      task.model ? [h("dt", {}, "Model"), h("dd", {}, task.model)] : null,
       h("dt", {}, "If missed"), h("dd", {}, task.missed === "skip" ? "Skip" : "Run once")),
     h("details", { class: "sched-prompt" }, h("summary", {}, "Prompt"), h("pre", {}, task.prompt)),
     h("div", { class: "actions" },

@@ -1,10 +1,13 @@
 // Settings: your account (name, role, since when; change your password), and the agent's configuration
 // (GET /api/config for everyone; only admins may change it, so others see it read-only). Saving sends the
-// fields that changed (PATCH), so a save never rewrites what someone else changed meanwhile.
+// fields that changed (PATCH), so a save never rewrites what someone else changed meanwhile. Admins also
+// manage the connections (pages/settings/connections.js) and the model aliases (pages/settings/aliases.js).
 import { setTokens } from "../api.js";
 import {
   checkbox, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, put,
 } from "../ui.js";
+import { AliasesSection } from "./settings/aliases.js";
+import { ConnectionsSection } from "./settings/connections.js";
 
 // The config API's whitelist (docs/api.md), in the order the form shows it, with how each is edited.
 const CONFIG_FIELDS = [
@@ -44,10 +47,21 @@ class SettingsPage {
 
   async start() {
     this.configBox = h("section", { class: "card settings-config", "aria-labelledby": "settings-config-title" });
-    put(this.root, 
+    const models = this.admin ? this.modelSections() : null;
+    put(this.root,
       pageHeader("Settings", null),
-      h("div", { class: "settings-layout" }, this.accountSection(), this.configBox));
-    await this.loadConfig();
+      h("div", { class: "settings-layout" }, this.accountSection(), this.configBox),
+      models ? h("div", { class: "settings-models" }, models.map((section) => section.element)) : null);
+    await Promise.all([this.loadConfig(), ...(models || []).map((section) => section.load())]);
+  }
+
+  // Connections and aliases (admins only): a change of a connection refreshes the aliases' choices.
+  modelSections() {
+    this.aliases = new AliasesSection({ ctx: this.ctx });
+    this.connections = new ConnectionsSection({ ctx: this.ctx, onChange: () => {
+      if (!this.stopped) this.aliases.load();
+    } });
+    return [this.connections, this.aliases];
   }
 
   // --- account ---------------------------------------------------------------------------------------

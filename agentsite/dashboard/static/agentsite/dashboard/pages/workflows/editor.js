@@ -42,6 +42,9 @@ class WorkflowEditor {
     this.doc = null;
     this.problems = noProblems(); // of the last refused save (saving.js)
     this.tools = [];
+    // The catalogue's names an llm node may name (GET /api/models): one datalist, filled when they arrive, so a
+    // form opened before that still offers them.
+    this.modelList = h("datalist", { id: "wf-model-choices" });
     this.selected = null; // the node selected in the graph
     this.stopped = false;
     this.autosave = new Autosave({
@@ -87,6 +90,7 @@ class WorkflowEditor {
     // On a phone the whole graph is shown at first (zoom in, or scroll, to work on part of it).
     if (this.canvas.clientWidth && this.canvas.clientWidth < 600) this.zoom("fit");
     this.loadTools();
+    this.loadModels();
     this.runs.loadRuns();
   }
 
@@ -123,6 +127,7 @@ class WorkflowEditor {
         h("button", { type: "button", "aria-label": "Zoom in", onclick: () => this.zoom(1.25) }, "+"),
         h("button", { type: "button", onclick: () => this.zoom("fit") }, "Fit"),
         h("button", { type: "button", onclick: () => this.zoom(null) }, "Actual size")),
+      this.modelList,
       h("p", { class: "wf-hint muted" }, "Drag a node to move it; drag from its right-hand dot to another node to connect them. "
         + "With the keyboard: Tab to a node, arrow keys move it (Shift: further), Enter opens its form; Delete removes a focused edge."),
       this.canvas);
@@ -322,6 +327,17 @@ class WorkflowEditor {
       this.ctx.navigate("#/workflows");
     } catch (error) {
       this.ctx.toast(`Could not delete: ${errorText(error)}`, "error");
+    }
+  }
+
+  // The models an llm node may name (aliases, then catalogue entries), for its form's suggestions.
+  async loadModels() {
+    try {
+      const catalogue = await this.ctx.api("/api/models");
+      put(this.modelList, catalogue.models.filter((entry) => entry.state !== "discovery_failed").map((entry) =>
+        h("option", { value: entry.name }, entry.kind === "alias" ? `alias: ${entry.strategy}` : entry.state)));
+    } catch {
+      put(this.modelList);
     }
   }
 

@@ -62,7 +62,9 @@ function configFields(type, config, ctx) {
   case "llm":
     return [
       field("Prompt", area("prompt", config.prompt, { rows: "5" }), hint(`\${name} is that node's output; \${input} the run's input.`)),
-      field("Model", text("model", config.model, { placeholder: "the agent's model" })),
+      // The choices are the editor's datalist (editor.js), filled from GET /api/models.
+      field("Model", text("model", config.model, { placeholder: "the agent's model", list: "wf-model-choices" }),
+        hint("An alias or <connection>/<model> (Settings lists them); empty: the agent's model.")),
     ];
   case "tool": {
     const list = h("datalist", { id: `wf-tools-${node.id}` }, ...tools.map((tool) => h("option", { value: tool.name }, tool.description || "")));

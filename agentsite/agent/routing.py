@@ -296,6 +296,16 @@ class Router:
     def in_flight(self, entry: str) -> int:
         return self._in_flight.get(entry, 0)
 
+    def forget(self, connection: str) -> None:
+        """Clear the cool-downs of a connection's entries: it was changed, deleted or made anew (an operator
+        who fixes an upstream's URL or key, or deletes and re-adds it under the same name, gets it tried at
+        once, not after what is left of the old one's cool-down). Called in every process through the
+        invalidation channel (accounts: the `connection` topic)."""
+        prefix = f"{connection}/"
+        with self._lock:
+            for entry in [entry for entry in self._cool_until if entry.startswith(prefix)]:
+                del self._cool_until[entry]
+
     def order(self, route: Route) -> list[Target]:
         """The targets to try, in order: cooling ones left out unless all are cooling; `balance` and
         `least_in_flight` put their pick first, the others follow in configured order."""
@@ -420,6 +430,12 @@ class Router:
 
 
 ROUTER = Router()
+
+
+def forget_connection(connection: object) -> None:
+    """The `connection` topic's subscriber: `connection` is the changed connection's name."""
+    if isinstance(connection, str) and connection:
+        ROUTER.forget(connection)
 
 
 def reset_router(cooldown_s: float | None = None) -> Router:

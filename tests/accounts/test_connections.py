@@ -152,3 +152,25 @@ def test_the_catalogue_is_cached_and_a_change_drops_it(admin_client, django_asse
             resolve("local/llama3", get_settings())
     create(admin_client, name="second", models=["m"])  # committed: the cache is dropped, the new one resolves
     assert resolve("second/m").targets[0].connection.name == "second"
+
+
+def test_a_changed_or_recreated_connection_starts_without_the_old_cool_down(admin_client):
+    """The router's cool-downs are keyed by entry name: a connection fixed, or deleted and made anew under the
+    same name, is tried at once instead of after what is left of the old one's cool-down."""
+    from agentsite.agent import routing
+
+    router = routing.reset_router(cooldown_s=300)
+    try:
+        connection = create(admin_client).json()
+        router._cool_until["local/llama3"] = router.clock() + 300  # as _failed() leaves it
+        router._cool_until["other/llama3"] = router.clock() + 300
+        assert router.cooling("local/llama3")
+        response = admin_client.patch(f"/api/connections/{connection['id']}", {"base_url": "http://127.0.0.1:9/v1"},
+                                      format="json")
+        assert response.status_code == 200
+        assert not router.cooling("local/llama3") and router.cooling("other/llama3")
+        router._cool_until["local/llama3"] = router.clock() + 300
+        assert admin_client.delete(f"/api/connections/{connection['id']}").status_code == 204
+        assert not router.cooling("local/llama3")
+    finally:
+        routing.reset_router()

@@ -146,6 +146,11 @@ def test_an_admin_manages_connections_and_aliases_and_a_chat_picks_the_alias(
     assert_fits(page, f"#/settings with connections at {width} px")
     shot(page, f"connections-{width}")
 
+    # The config's Model field offers the catalogue's names (the alias among them) once the page loads again.
+    page.reload()
+    expect(page.locator("#settings-model-choices option[value='smart']")).to_have_count(1)
+    expect(page.locator(f"#settings-model-choices option[value='{lo}/llama3.2']")).to_have_count(1)
+
     # A new chat picks smart in its header; the hosted upstream answers the first message.
     hosted.script(Text("Answer from the hosted model."))
     page.goto("/#/chat")

@@ -14,7 +14,7 @@ const CONFIG_FIELDS = [
   { name: "provider", label: "Provider", kind: "select", options: [["offline", "Offline (no LLM)"], ["openai", "OpenAI-compatible"], ["anthropic", "Anthropic"]] },
   { name: "base_url", label: "Base URL", kind: "url", help: "For an OpenAI-compatible server (Ollama, vLLM…); empty: the provider's default." },
   { name: "api_key", label: "API key", kind: "secret" },
-  { name: "model", label: "Model", kind: "text" },
+  { name: "model", label: "Model", kind: "model", help: "The agent's default: an alias or <connection>/<model> (the list offers the catalogue's names)." },
   { name: "system_prompt", label: "System prompt", kind: "textarea" },
   { name: "temperature", label: "Temperature", kind: "number", min: 0, max: 2, step: 0.1 },
   { name: "max_tokens", label: "Max tokens", kind: "integer", min: 1, max: 1000000 },
@@ -126,10 +126,12 @@ class SettingsPage {
     put(this.configBox, title, loading("Loading the configuration…"));
     let voices = [];
     try {
-      const [config, voiceList] = await Promise.all([this.ctx.api("/api/config"),
-        this.ctx.api("/api/voices").catch(() => ({ voices: [] }))]);
+      const [config, voiceList, catalogue] = await Promise.all([this.ctx.api("/api/config"),
+        this.ctx.api("/api/voices").catch(() => ({ voices: [] })),
+        this.ctx.api("/api/models").catch(() => ({ models: [] }))]);
       this.config = config;
       voices = voiceList.voices || [];
+      this.modelNames = (catalogue.models || []).map((entry) => entry.name);
     } catch (error) {
       if (!this.stopped) put(this.configBox, title, errorBox(`The configuration could not be loaded: ${errorText(error)}`, () => this.loadConfig()));
       return;
@@ -198,6 +200,15 @@ class SettingsPage {
         step: spec.kind === "integer" ? "1" : String(spec.step), inputmode: spec.kind === "integer" ? "numeric" : "decimal" });
       input.value = value ?? "";
       break;
+    case "model": {
+      // Free text (a bare name of the default connection still works) with the catalogue's names offered.
+      const list = h("datalist", { id: "settings-model-choices" }, ...(this.modelNames || []).map((name) => h("option", { value: name })));
+      input = h("input", { type: "text", name: spec.name, list: "settings-model-choices", autocomplete: "off", spellcheck: "false" });
+      input.value = value ?? "";
+      const wrapper = field(spec.label, input, help);
+      wrapper.append(list);
+      return wrapper;
+    }
     default:
       input = h("input", { type: spec.kind === "url" ? "url" : "text", name: spec.name, autocomplete: "off", spellcheck: "false" });
       input.value = value ?? "";

@@ -112,7 +112,11 @@ if REDIS_URL:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
                                   "CONFIG": {"hosts": [REDIS_URL]}}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "agentsite"}}
+    # Files under the data directory: every process of this host (serve's workers) sees the same counts, so
+    # the login rate limit holds across them (agentsite/core/filecache.py).
+    CACHES = {"default": {"BACKEND": "agentsite.core.filecache.SharedFileCache", "LOCATION": str(DATA_DIR / "cache"),
+                          "KEY_PREFIX": env_str("AGENTSITE_CACHE_PREFIX", "agentsite"),
+                          "OPTIONS": {"MAX_ENTRIES": 10_000}}}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 Q_CLUSTER = {
@@ -240,6 +244,8 @@ AGENTSITE_PROCESS_STALE_S = env_float("AGENTSITE_PROCESS_STALE_S", 45.0, minimum
 AGENTSITE_PROCESS_SWEEP_S = env_float("AGENTSITE_PROCESS_SWEEP_S", 60.0, minimum=0.05)
 # A child of serve kills its process group this long after serve is gone (agentsite/server/orphan.py).
 AGENTSITE_ORPHAN_GRACE_S = env_float("AGENTSITE_ORPHAN_GRACE_S", 15.0, minimum=0.0)
+# A debug aid: every answer names the server process that made it (X-Agentsite-Worker: its pid).
+AGENTSITE_WORKER_HEADER = env_bool("AGENTSITE_WORKER_HEADER", False)
 # Plugins (plugins/): the watched directory of tool modules, whether it is watched (off: reload through
 # POST /api/plugins/reload), and a plugin tool's time limit.
 AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()

@@ -1,6 +1,7 @@
 """Writes of the scheduler: tasks (validated on every save), the tick, manual runs, and run records.
 
-The tick (`tick()`, called by a django-q2 schedule every AGENTSITE_SCHEDULER_TICK_S seconds):
+The tick (`tick()`, called by the timer at each task's instant (scheduler/timer.py), and by a django-q2
+schedule every AGENTSITE_SCHEDULER_TICK_S seconds as a fallback):
 1. selects enabled tasks whose `next_run_at` has passed, by the indexed column (no cron is evaluated for
    a task that is not due);
 2. locks them (`skip_locked`: rows another tick holds are left to it), walks each task's occurrences from
@@ -55,8 +56,8 @@ def run_concurrency() -> int:
 
 
 def grace() -> timedelta:
-    """How late an occurrence may be found and still count as on time: two tick periods (a tick itself may
-    come up to 30 s late: django-q2 looks at its schedules every 30 s)."""
+    """How late an occurrence may be found and still count as on time: two fallback tick periods (when the
+    timer is not running, a tick comes up to 30 s late: django-q2 looks at its schedules every 30 s)."""
     return timedelta(seconds=2 * tick_interval_s())
 
 
@@ -124,6 +125,15 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
         _schedule_next(task, now=timezone.now())
     task.save()
     return task
+
+
+def task_saved(sender: type, instance: ScheduledTask, **kwargs: Any) -> None:
+    """post_save of a task: once committed, wake the scheduler's timers (this process's, and with Redis
+    every process's) so that they read its next instant."""
+    from agentsite.core.invalidation import announce
+    from scheduler.timer import TOPIC
+
+    transaction.on_commit(lambda: announce(TOPIC, instance.pk), robust=True)
 
 
 def task_delete(*, task: ScheduledTask) -> None:
@@ -304,9 +314,14 @@ def _trim_histories(task_ids: set[Any]) -> None:
 
 def _enqueue(runs: list[TaskRun]) -> None:
     """Hand queued runs to the task cluster with the transaction that recorded them (agentsite.core.taskqueue), in
-    chunks that one worker runs side by side (scheduler.tasks.task_runs_execute)."""
-    size = run_concurrency()
+    chunks that one worker runs side by side (scheduler.tasks.task_runs_execute).
+
+    Runs due together start together: they are spread evenly over the cluster's workers, in chunks of at
+    least AGENTSITE_SCHEDULER_RUN_CONCURRENCY (a chunk queued behind another would wait for that one's runs,
+    which are LLM calls of seconds, and start late)."""
     ids = [str(run.pk) for run in runs]
+    workers = max(1, int(settings.Q_CLUSTER.get("workers", 1)))
+    size = max(run_concurrency(), -(-len(ids) // workers))
     enqueue_with_commit("scheduler.tasks.task_runs_execute", [ids[at:at + size] for at in range(0, len(ids), size)])
 
 
@@ -321,11 +336,17 @@ def task_run_now(*, task: ScheduledTask) -> TaskRun:
     return run
 
 
-def run_claim(*, run_id: str) -> TaskRun | None:
-    """Move a queued run to running; None when another worker claimed it or it is gone."""
-    claimed = TaskRun.objects.filter(pk=run_id, status=TaskRun.QUEUED).update(
-        status=TaskRun.RUNNING, started_at=timezone.now(), process=current_process_id())
-    return TaskRun.objects.select_related("task", "task__owner").filter(pk=run_id).first() if claimed else None
+def runs_claim(*, run_ids: list[str]) -> list[TaskRun]:
+    """Move these queued runs to running with one statement (a chunk's runs start together); returns the runs
+    this call claimed: not those another worker claimed first, nor those that are gone. The claim is told
+    apart by its process and its exact `started_at`."""
+    started, process = timezone.now(), current_process_id()
+    claimed = TaskRun.objects.filter(pk__in=run_ids, status=TaskRun.QUEUED).update(
+        status=TaskRun.RUNNING, started_at=started, process=process)
+    if not claimed:
+        return []
+    return list(TaskRun.objects.select_related("task", "task__owner").filter(
+        pk__in=run_ids, status=TaskRun.RUNNING, process=process, started_at=started))
 
 
 SWEPT_ERROR = "The process running this run stopped (a crash or a kill) before it finished."

@@ -21,9 +21,10 @@ def tick() -> int:
 def task_runs_execute(*run_ids: str) -> str:
     """Run queued runs concurrently, each with the injected runner within the run time limit.
 
-    A tick queues its runs in chunks of AGENTSITE_SCHEDULER_RUN_CONCURRENCY: runs are mostly waits on an
-    LLM, so one worker runs a chunk side by side instead of a cluster of a few workers running them one
-    after another (100 runs due at 09:00 would otherwise drain one by one). An error ends its run only.
+    A tick spreads its runs over the workers in chunks (of at least AGENTSITE_SCHEDULER_RUN_CONCURRENCY):
+    runs are mostly waits on an LLM, so one worker runs a chunk side by side instead of a cluster of a few
+    workers running them one after another (100 runs due at 09:00 would otherwise drain one by one). The
+    chunk's runs are claimed with one statement, so they start together. An error ends its run only.
     """
     results = async_to_sync(_execute_all)(run_ids)
     return ", ".join(results)
@@ -35,7 +36,12 @@ def task_run_execute(run_id: str) -> str:
 
 
 async def _execute_all(run_ids: tuple[str, ...]) -> list[str]:
-    outcomes = await asyncio.gather(*(_execute_one(run_id) for run_id in run_ids), return_exceptions=True)
+    from scheduler import services
+
+    # One statement claims the chunk: its runs start together, not one claim after another.
+    claimed = {str(run.pk): run for run in await sync_to_async(services.runs_claim)(run_ids=list(run_ids))}
+    outcomes = await asyncio.gather(*(_execute_one(run_id, claimed.get(run_id)) for run_id in run_ids),
+                                    return_exceptions=True)
     results = []
     for run_id, outcome in zip(run_ids, outcomes, strict=True):
         if isinstance(outcome, BaseException):
@@ -47,11 +53,10 @@ async def _execute_all(run_ids: tuple[str, ...]) -> list[str]:
     return results
 
 
-async def _execute_one(run_id: str) -> str:
+async def _execute_one(run_id: str, run) -> str:
     from scheduler import services
     from scheduler.models import TaskRun
 
-    run = await sync_to_async(services.run_claim)(run_id=run_id)
     if run is None:
         return "skipped"  # claimed by another worker, or deleted
     status, output, error = await _execute(run)

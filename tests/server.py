@@ -179,11 +179,16 @@ class LiveServer:
     migrated: whether the server's database starts as a copy of one migrated earlier in this test run
     (templates above). By default it does unless the caller passes its own data_dir: a test that brings
     its own directory is the first start of an install, on an empty database.
+
+    workers: serve's `--workers` (1 by default: each extra worker is one more Django start, ~3 s of CPU, and
+    most tests are about one process; tests/foundation/test_workers.py runs several).
     """
 
     def __init__(self, *, env: dict[str, str] | None = None, data_dir: str | None = None, command: str = "serve",
-                 port: int | None = None, database_url: str | None = None, migrated: bool | None = None):
+                 port: int | None = None, database_url: str | None = None, migrated: bool | None = None,
+                 workers: int = 1):
         self.extra_env = env or {}
+        self.workers = workers
         self.migrated = data_dir is None if migrated is None else migrated
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="agentsite-e2e-"))
         self.command = command
@@ -272,7 +277,7 @@ class LiveServer:
         """
         fd = self.listener.fileno()
         if self.command == "serve":
-            args = [sys.executable, "manage.py", "serve", "--fd", str(fd)]
+            args = [sys.executable, "manage.py", "serve", "--fd", str(fd), "--workers", str(self.workers)]
         else:
             # One process for both steps: each Django start costs ~3 s of imports on these machines.
             subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=self.env(), check=True,

@@ -1,15 +1,24 @@
 """Work a facet does once when the service starts, before it serves: e.g. marking runs that a crashed process
 left `running` as `error`. `manage.py serve` runs these after migrating; a deployment that starts the
-pieces itself runs `manage.py recover` once per start (see the README)."""
+pieces itself runs `manage.py recover` once per start (see the README).
+
+And loops a facet runs while the service runs, one per host (the scheduler's timer): `manage.py serve` runs
+each on a thread of its own beside its task cluster; a deployment that starts the pieces itself runs
+`manage.py clock` (docs/deploying.md). A loop is `loop(stop)`: it runs until the `threading.Event` stop is
+set, returns soon after, and handles its own errors (one that escapes is logged, and the loop is started
+again a second later)."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
 _hooks: dict[str, Callable[[], object]] = {}
+_loops: dict[str, Callable[[threading.Event], object]] = {}
+LOOP_RESTART_S = 1.0
 
 
 def on_service_start(name: str, hook: Callable[[], object]) -> None:
@@ -30,3 +39,37 @@ def run_start_hooks() -> dict[str, object]:
             logger.exception("The start-up hook %r failed", name)
             results[name] = None
     return results
+
+
+def on_service_loop(name: str, loop: Callable[[threading.Event], object]) -> None:
+    """Register `loop(stop)` (see the module docstring) under a name, replacing an earlier one of that name."""
+    _loops[name] = loop
+
+
+class ServiceLoops:
+    """The registered loops, each on a daemon thread; stop() sets their stop event and waits a little."""
+
+    def __init__(self) -> None:
+        self.stop_event = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(name, loop), name=f"agentsite-loop-{name}",
+                                         daemon=True) for name, loop in list(_loops.items())]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, name: str, loop: Callable[[threading.Event], object]) -> None:
+        while not self.stop_event.is_set():
+            try:
+                loop(self.stop_event)
+            except Exception:  # a boundary: a loop's bug must not stop the service; it starts again
+                logger.exception("The service loop %r failed; starting it again", name)
+            self.stop_event.wait(LOOP_RESTART_S)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout)
+
+
+def service_loops_start() -> ServiceLoops:
+    """Start every registered loop on a thread of its own."""
+    return ServiceLoops()

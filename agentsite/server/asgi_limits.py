@@ -9,6 +9,7 @@ otherwise store all of it before the app sees any.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
@@ -33,6 +34,11 @@ SECURITY_HEADERS = {
 }
 
 _HEADER_PAIRS = [(name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
+# AGENTSITE_WORKER_HEADER (a debug aid, off by default): every answer names the process that served it, so that
+# one can see how `serve --workers N` spreads requests (docs/deploying.md).
+WORKER_HEADER = "X-Agentsite-Worker"
+if getattr(settings, "AGENTSITE_WORKER_HEADER", False):
+    _HEADER_PAIRS.append((WORKER_HEADER.lower().encode(), str(os.getpid()).encode()))
 
 
 def _with_security_headers(headers: list) -> list:

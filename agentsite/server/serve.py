@@ -23,6 +23,22 @@ STOP_GRACE_S = 15
 RESTART_FIRST_S = 1.0
 RESTART_MAX_S = 30.0
 RESTART_STABLE_S = 60.0
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_workers() -> int:
+    """The number of daphne processes `serve` runs when not told: one a CPU, at most MAX_DEFAULT_WORKERS."""
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
+
+
+def _workers(value: str) -> int:
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise CommandError(f"--workers must be a whole number of at least 1, not {value!r}.")
+    return count
 
 
 class Command(BaseCommand):
@@ -35,8 +51,12 @@ class Command(BaseCommand):
             "Serve on this inherited listening TCP socket (its file descriptor) instead of binding --host and "
             "--port (socket activation; tests that hold their server's port)."))
         parser.add_argument("--no-cluster", action="store_true", help="Do not start the django-q2 cluster.")
+        parser.add_argument("--workers", type=_workers, default=None, help=(
+            f"daphne processes serving the one listening socket (default: one a CPU, at most "
+            f"{MAX_DEFAULT_WORKERS}; 1: a single process). The task cluster stays one per host."))
 
-    def handle(self, *args, host: str, port: int, fd: int | None, no_cluster: bool, **options) -> None:
+    def handle(self, *args, host: str, port: int, fd: int | None, no_cluster: bool, workers: int | None = None,
+               **options) -> None:
         # serve holds the listening socket and daphne adopts it: a port that is taken stops serve here, and no
         # other process can take the port while daphne restarts. daphne adopts IPv4 sockets only (its fd
         # endpoint takes no address family): on an IPv6 host daphne binds the port itself, as it always did.
@@ -46,6 +66,11 @@ class Command(BaseCommand):
             host, port = _listening_address(self.fd)
         elif port == 0:
             raise CommandError("--port 0 (a free port) needs an IPv4 --host.")
+        self.workers = default_workers() if workers is None else workers
+        if self.fd is None and self.workers > 1:
+            # Workers share one listening socket that serve holds; on IPv6 daphne binds the port itself.
+            self.stderr.write("agentsite: several workers need an IPv4 --host; serving with one.")
+            self.workers = 1
         # The first start creates the data directory and its secrets here, before the children start: the
         # settings import wrote nothing, and a problem with either stops serve instead of a first request.
         secrets_ensure(data_dir_ensure(settings.DATA_DIR))
@@ -62,8 +87,16 @@ class Command(BaseCommand):
         self.env.setdefault("OPENBLAS_NUM_THREADS", "1")
         self.env[SERVE_PID_ENV] = str(os.getpid())  # each child's guard: gone soon after serve (orphan.py)
         children = {name: self._spawn(name, command) for name, command in commands.items()}
-        self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/ (Ctrl-C stops)"))
-        self._supervise(commands, children)
+        workers = f" with {self.workers} workers" if self.workers > 1 else ""
+        self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/{workers} (Ctrl-C stops)"))
+        from agentsite.core.startup import service_loops_start
+
+        loops = service_loops_start() if not no_cluster else None  # the scheduler's timer (one per host)
+        try:
+            self._supervise(commands, children)
+        finally:
+            if loops is not None:
+                loops.stop()
 
     def _commands(self, host: str, port: int, no_cluster: bool) -> dict[str, list[str]]:
         manage = [sys.executable, os.path.abspath(sys.argv[0])] if sys.argv[0].endswith("manage.py") else \
@@ -71,15 +104,21 @@ class Command(BaseCommand):
         commands = {} if no_cluster else {"qcluster": [*manage, "qcluster"]}
         # No --proxy-headers: daphne would take REMOTE_ADDR from the client's own X-Forwarded-For.
         # accounts.ratelimit.client_ip reads that header, and only behind AGENTSITE_TRUSTED_PROXIES.
-        # daphne adopts serve's socket (its --fd); each restart of it gets the same one.
+        # daphne adopts serve's socket (its --fd); each restart of it gets the same one. With several workers,
+        # each daphne accepts on that one socket: whichever is free takes the next connection, and
+        # connections wait in the socket's backlog while a worker restarts.
         bind = ["-b", host, "-p", str(port)] if self.fd is None else ["--fd", str(self.fd)]
-        commands["daphne"] = [sys.executable, "-m", "daphne", *bind, "agentsite.asgi:application"]
+        daphne = [sys.executable, "-m", "daphne", *bind, "agentsite.asgi:application"]
+        if self.workers == 1:
+            commands["daphne"] = daphne
+        else:
+            commands.update({f"daphne-{index}": daphne for index in range(1, self.workers + 1)})
         return commands
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
         self.stdout.write(f"agentsite: starting {name} ...")
         # The listening socket goes to daphne only; every other descriptor of serve is closed in the child.
-        passed = (self.fd,) if name == "daphne" and self.fd is not None else ()
+        passed = (self.fd,) if name.startswith("daphne") and self.fd is not None else ()
         return subprocess.Popen(command, env=self.env, start_new_session=True, preexec_fn=_stop_with_parent,
                                 pass_fds=passed)
 

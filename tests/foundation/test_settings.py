@@ -33,12 +33,13 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_defaults_are_sqlite_locmem_orm_broker_and_debug_off(tmp_path):
+def test_defaults_are_sqlite_a_shared_file_cache_orm_broker_and_debug_off(tmp_path):
     values = _settings_in_subprocess(tmp_path)
     assert values["debug"] is False
     assert values["db"] == "agentsite.core.db.sqlite3"  # Django's, creating the data directory on first connect
     assert values["db_name"] == str(tmp_path / "db.sqlite3")
-    assert values["cache"].endswith("LocMemCache")
+    # Files every process of the host sees (serve's workers share the login rate limit), not one process's memory.
+    assert values["cache"] == "agentsite.core.filecache.SharedFileCache"
     assert values["layer"].endswith("InMemoryChannelLayer")
     assert values["q"]["orm"] == "default" and "redis" not in values["q"]
 

@@ -176,8 +176,23 @@ def test_a_ticks_runs_are_queued_in_chunks_whose_runs_run_side_by_side(owner, se
     IN_FLIGHT.update(now=0, most=0)
     tasks = [make(owner, name=f"t{index}") for index in range(7)]
     assert len(services.tick(now=T0)) == 7
-    assert IN_FLIGHT["most"] == 3  # chunks of 3, 3 and 1, each run side by side (the cluster is synchronous here)
+    # Spread over the cluster's 2 workers: chunks of 4 and 3 (more than the 3 a chunk at least), each run side
+    # by side (the cluster is synchronous here, so the chunks run one after the other).
+    assert IN_FLIGHT["most"] == 4
     assert [run.status for task in tasks for run in runs(task)] == ["success"] * 7
+
+
+def test_a_chunk_of_one_is_at_least_the_concurrency_and_its_runs_start_together(owner, settings):
+    from tests.scheduler.runners import IN_FLIGHT
+
+    settings.AGENTSITE_SCHEDULER_RUNNER = "tests.scheduler.runners.overlapping_runner"
+    settings.AGENTSITE_SCHEDULER_RUN_CONCURRENCY = 8
+    IN_FLIGHT.update(now=0, most=0)
+    tasks = [make(owner, name=f"t{index}") for index in range(5)]
+    assert len(services.tick(now=T0)) == 5
+    assert IN_FLIGHT["most"] == 5  # fewer runs than the concurrency: one chunk, not 3 and 2
+    started = {run.started_at for task in tasks for run in runs(task)}
+    assert len(started) == 1  # claimed by one statement
 
 
 def test_a_run_past_its_time_limit_ends_as_error(owner, settings):

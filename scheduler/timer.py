@@ -1,0 +1,83 @@
+"""The scheduler's timer: runs the tick at each task's instant, not on a fixed beat.
+
+One loop a host (`manage.py serve` runs it on a thread beside its task cluster; a deployment that starts the
+pieces itself runs `manage.py clock`: agentsite.core.startup.on_service_loop). It
+
+1. reads the earliest `next_run_at` of the enabled tasks (one indexed MIN query);
+2. when that instant has come, runs the tick (scheduler.services.tick) at once, and again while due tasks
+   remain (a tick takes at most 1,000);
+3. otherwise sleeps until that instant, or until it is woken: a task saved in this process, or, through
+   the invalidation channel (agentsite/core/invalidation.py, with `REDIS_URL`), in any process, wakes it
+   (topic TOPIC); a deployment without Redis has no channel, so the timer reads the database again every
+   POLL_S (1 s) instead: a task made in another process, due within the second, is still found on time.
+
+Exactly once per occurrence stays the tick's guarantee, not the timer's: several timers (several hosts, a
+`clock` and a `serve`) and django-q2's fallback schedule (TICK_SCHEDULE_NAME, every
+AGENTSITE_SCHEDULER_TICK_S) may tick at the same instant, and the `(task, scheduled_for)` unique constraint
+lets one of them record the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from django.db import close_old_connections
+from django.db.models import Min
+from django.utils import timezone
+
+from agentsite.core import invalidation
+
+logger = logging.getLogger(__name__)
+
+TOPIC = "scheduler.tasks"
+POLL_S = 1.0  # without the invalidation channel: how often another process's change is looked for
+CONNECTED_IDLE_S = 30.0  # with it: a change wakes the timer; this bounds what a lost announcement costs
+BUSY_RETRY_S = 0.05  # due tasks another tick holds (skip_locked): look again this soon
+
+_wake = threading.Event()
+
+
+def wake(_key: object = None) -> None:
+    """Wake this process's timer (a task changed): it reads the earliest instant again."""
+    _wake.set()
+
+
+def earliest_next_run() -> datetime | None:
+    from scheduler.models import ScheduledTask
+
+    return ScheduledTask.objects.filter(enabled=True).aggregate(earliest=Min("next_run_at"))["earliest"]
+
+
+def run(stop: threading.Event, *, now: Callable[[], datetime] = timezone.now) -> None:
+    """The timer's loop (a service loop: until stop is set)."""
+    from scheduler.services import tick
+
+    invalidation.subscribe(TOPIC, wake)
+    invalidation.listen()
+    logger.info("Scheduler timer started")
+    while not stop.is_set():
+        _wake.clear()
+        close_old_connections()  # a connection that failed is replaced (the loop lives as long as the service)
+        instant = now()
+        earliest = earliest_next_run()
+        if earliest is not None and earliest <= instant:
+            if not tick(now=instant):  # another tick holds them, or recorded them first
+                _sleep(stop, BUSY_RETRY_S)
+            continue
+        idle = CONNECTED_IDLE_S if invalidation.connected() else POLL_S
+        wait = idle if earliest is None else min(idle, (earliest - instant).total_seconds())
+        _sleep(stop, wait)
+    logger.info("Scheduler timer stopped")
+
+
+def _sleep(stop: threading.Event, seconds: float) -> None:
+    """Until `seconds` have passed, a wake, or stop (looked at every half second)."""
+    deadline = time.monotonic() + max(0.0, seconds)
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0 or _wake.wait(min(left, 0.5)):
+            return

@@ -6,8 +6,10 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
+        from agentsite.core import metrics, taskqueue
         from agentsite.server.orphan import guard_if_child_of_serve
 
+        metrics.on_scrape("task queue", taskqueue.queue_depth)
         _request_signals_at_the_end_only()
         guard_if_child_of_serve()
 

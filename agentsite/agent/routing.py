@@ -34,6 +34,7 @@ record (also logged), whose `answered` names the entry that answered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -44,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.providers import PROVIDERS, Provider, default_model
 from agentsite.agent.providers.base import flatten
-from agentsite.agent.types import ChatRequest, Completion, StreamEvent
+from agentsite.agent.types import ChatRequest, Completion, StreamEvent, Usage
+from agentsite.core import metrics
 from agentsite.core.env import env_float
 from agentsite.core.errors import AppError
 
@@ -376,6 +378,8 @@ class Router:
         for index, target in enumerate(targets):
             last = index == len(targets) - 1
             self._count(target.entry, 1)
+            label, status = metric_model(target), "error"
+            started = time.perf_counter()
             try:
                 batches = self.provider(target).stream_batches(self._request_for(target, request))
                 async with aclosing(batches):
@@ -385,18 +389,31 @@ class Router:
                         first = []
                     except AppError as exc:
                         self._failed(attempts, target, exc)
+                        status = metric_status(exc)
                         if last or not getattr(exc, "retryable", False):
                             logger.warning("Model %s failed: %s", route.name, attempts.summary())
                             raise
+                        metrics.upstream_fallback()
                         continue
+                    metrics.llm_first_token(label, time.perf_counter() - started)
                     self._answered(attempts, target)
                     if first:
+                        _count_tokens(label, first)
                         yield first
                     async for batch in batches:  # from here on, a failure is the caller's: never retried
+                        _count_tokens(label, batch)
                         yield batch
+                    status = "ok"
                     return
+            except AppError as exc:
+                status = metric_status(exc)
+                raise
+            except (GeneratorExit, asyncio.CancelledError):
+                status = "cancelled"  # the caller stopped reading (a client hung up): not the upstream's failure
+                raise
             finally:
                 self._count(target.entry, -1)
+                metrics.llm_request(label, target.connection.name, status)
 
     async def complete(self, route: Route, request: ChatRequest, attempts: Attempts | None = None) -> Completion:
         """A whole reply (the providers' non-streaming call) with the same fallback rules."""
@@ -404,22 +421,49 @@ class Router:
         targets = self.order(route)
         for index, target in enumerate(targets):
             self._count(target.entry, 1)
+            label = metric_model(target)
             try:
                 reply = await self.provider(target).complete(self._request_for(target, request))
             except AppError as exc:
                 self._failed(attempts, target, exc)
+                metrics.llm_request(label, target.connection.name, metric_status(exc))
                 if index == len(targets) - 1 or not getattr(exc, "retryable", False):
                     logger.warning("Model %s failed: %s", route.name, attempts.summary())
                     raise
+                metrics.upstream_fallback()
                 continue
+            except BaseException:
+                metrics.llm_request(label, target.connection.name, "error")
+                raise
             finally:
                 self._count(target.entry, -1)
+            metrics.llm_request(label, target.connection.name, "ok")
+            metrics.llm_tokens(label, reply.usage.prompt_tokens, reply.usage.completion_tokens)
             self._answered(attempts, target)
             return reply
         raise AppError("model_not_found", f"The model {route.name!r} has no target.", 404)  # a route is never empty
 
 
 ROUTER = Router()
+
+
+def metric_model(target: Target) -> str:
+    """A bounded `model` label: the catalogue entry when its connection lists the model (the operator's list
+    or the last discovery's), else `other` (a discovering connection accepts any name a caller sends)."""
+    return target.entry if target.model in target.connection.models else "other"
+
+
+def metric_status(exc: BaseException) -> str:
+    """A bounded `status` label: the upstream's HTTP status, else `error`."""
+    status = getattr(exc, "upstream_status", None)
+    return str(status) if isinstance(status, int) and 100 <= status <= 599 else "error"
+
+
+def _count_tokens(label: str, batch: list[StreamEvent]) -> None:
+    if metrics.ENABLED:
+        for event in batch:
+            if isinstance(event, Usage):
+                metrics.llm_tokens(label, event.prompt_tokens, event.completion_tokens)
 
 
 def reset_router(cooldown_s: float | None = None) -> Router:

@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from accounts.models import AgentConfig, Connection, ModelAlias
+from accounts.models import AgentConfig, AuditEvent, Connection, ModelAlias
 
 
 class AgentConfigForm(forms.ModelForm):
@@ -71,3 +71,21 @@ class ConnectionAdmin(admin.ModelAdmin):
 class ModelAliasAdmin(admin.ModelAdmin):
     list_display = ["name", "strategy"]
     fields = ["name", "strategy", "targets"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is append-only (accounts.models.AuditEvent)."""
+
+    list_display = ["time", "action", "outcome", "actor_name", "ip", "door", "target"]
+    list_filter = ["action", "outcome", "door"]
+    search_fields = ["actor_name", "target", "ip"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

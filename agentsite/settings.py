@@ -234,6 +234,8 @@ LOGIN_RATE_WINDOW_S = 60
 # Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
 REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
+# Days the audit log keeps an event (accounts.models.AuditEvent); older ones are deleted daily by the task queue.
+AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 365, minimum=1)
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 # Tools only admins see and call (any source's, by the name the model sees); empty opens them to every user.

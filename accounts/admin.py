@@ -67,10 +67,32 @@ class ConnectionAdmin(admin.ModelAdmin):
         return ", ".join(sorted(obj.headers or {})) or "-"
 
 
+class ModelAliasForm(forms.ModelForm):
+    class Meta:
+        model = ModelAlias
+        fields = ["name", "strategy", "targets"]
+        help_texts = {"targets": '[{"model": "<connection>/<model>", "weight": 1}, ...] in the order to try them.'}
+
+    def clean(self) -> dict:
+        from accounts.services import alias_check
+        from agentsite.core.errors import AppError
+
+        data = super().clean()
+        targets = data.get("targets")
+        if not isinstance(targets, list) or not targets or not all(
+                isinstance(target, dict) and isinstance(target.get("model"), str) for target in targets):
+            raise forms.ValidationError({"targets": 'Give a list of {"model": "<connection>/<model>", "weight": 1}.'})
+        try:
+            alias_check(name=data.get("name") or "", strategy=data.get("strategy") or "fallback", targets=targets)
+        except AppError as exc:
+            raise forms.ValidationError(exc.message) from None
+        return data
+
+
 @admin.register(ModelAlias)
 class ModelAliasAdmin(admin.ModelAdmin):
+    form = ModelAliasForm
     list_display = ["name", "strategy"]
-    fields = ["name", "strategy", "targets"]
 
 
 @admin.register(AuditEvent)

@@ -358,11 +358,11 @@ class ConnectionDetailView(APIView):
     permission_classes = [IsAuthenticated, IsAdmin]
 
     @extend_schema(responses={200: ConnectionOutputSerializer})
-    def get(self, request: Request, connection_id: int) -> Response:
+    def get(self, request: Request, connection_id: str) -> Response:
         return Response(ConnectionOutputSerializer(connection_get(connection_id=connection_id)).data)
 
     @extend_schema(request=ConnectionInputSerializer, responses={200: ConnectionOutputSerializer})
-    def patch(self, request: Request, connection_id: int) -> Response:
+    def patch(self, request: Request, connection_id: str) -> Response:
         connection = connection_get(connection_id=connection_id)
         changes = _connection_data(validated(ConnectionInputSerializer, request.data, partial=True))
         connection = services.connection_update(connection=connection, changes=changes)
@@ -371,7 +371,7 @@ class ConnectionDetailView(APIView):
         return Response(ConnectionOutputSerializer(connection).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request: Request, connection_id: int) -> Response:
+    def delete(self, request: Request, connection_id: str) -> Response:
         connection = connection_get(connection_id=connection_id)
         services.connection_delete(connection=connection)
         audit("connection.delete", request=request, target=f"connection:{connection.name}")
@@ -382,7 +382,7 @@ class ConnectionDiscoverView(APIView):
     permission_classes = [IsAuthenticated, IsAdmin]
 
     @extend_schema(request=None, responses={200: ConnectionOutputSerializer})
-    def post(self, request: Request, connection_id: int) -> Response:
+    def post(self, request: Request, connection_id: str) -> Response:
         connection = services.connection_discover(connection=connection_get(connection_id=connection_id))
         return Response(ConnectionOutputSerializer(connection).data)
 
@@ -432,17 +432,17 @@ class AliasDetailView(APIView):
     permission_classes = [IsAuthenticated, IsAdmin]
 
     @extend_schema(responses={200: AliasOutputSerializer})
-    def get(self, request: Request, alias_id: int) -> Response:
+    def get(self, request: Request, alias_id: str) -> Response:
         return Response(AliasOutputSerializer(alias_get(alias_id=alias_id)).data)
 
     @extend_schema(request=AliasInputSerializer, responses={200: AliasOutputSerializer})
-    def patch(self, request: Request, alias_id: int) -> Response:
+    def patch(self, request: Request, alias_id: str) -> Response:
         alias = alias_get(alias_id=alias_id)
         changes = _targets(dict(validated(AliasInputSerializer, request.data, partial=True)))
         return Response(AliasOutputSerializer(services.alias_update(alias=alias, changes=changes)).data)
 
     @extend_schema(responses={204: None})
-    def delete(self, request: Request, alias_id: int) -> Response:
+    def delete(self, request: Request, alias_id: str) -> Response:
         services.alias_delete(alias=alias_get(alias_id=alias_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 

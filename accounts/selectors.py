@@ -108,10 +108,16 @@ def connection_list() -> list[Connection]:
     return list(Connection.objects.all())
 
 
-def connection_get(*, connection_id: int) -> Connection:
+def _pk(value: int | str) -> int | None:
+    """A path's id as a primary key (None when it is not one: the object is then not found, after auth)."""
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 19 else None
+
+
+def connection_get(*, connection_id: int | str) -> Connection:
     from agentsite.core.errors import AppError
 
-    connection = Connection.objects.filter(pk=connection_id).first()
+    connection = Connection.objects.filter(pk=_pk(connection_id)).first() if _pk(connection_id) else None
     if connection is None:
         raise AppError("not_found", "No connection with that id.", 404)
     return connection
@@ -121,10 +127,10 @@ def alias_list() -> list[ModelAlias]:
     return list(ModelAlias.objects.all())
 
 
-def alias_get(*, alias_id: int) -> ModelAlias:
+def alias_get(*, alias_id: int | str) -> ModelAlias:
     from agentsite.core.errors import AppError
 
-    alias = ModelAlias.objects.filter(pk=alias_id).first()
+    alias = ModelAlias.objects.filter(pk=_pk(alias_id)).first() if _pk(alias_id) else None
     if alias is None:
         raise AppError("not_found", "No alias with that id.", 404)
     return alias

@@ -214,7 +214,7 @@ def config_update(*, changes: dict[str, Any]) -> AgentConfig:
     model), so `PATCH /api/config {"model": ...}` keeps working as it did before connections. A model that
     names no alias or catalogue entry is refused (400 `invalid`)."""
     config_create_default()
-    config = AgentConfig.objects.select_for_update().select_related("connection").get(pk=1)
+    config = AgentConfig.objects.select_for_update().get(pk=1)  # no join: PostgreSQL locks no outer join
     connection_changes = {name: changes.pop(name) for name in CONNECTION_CONFIG_FIELDS if name in changes}
     connection = config.connection
     if connection_changes or ("model" in changes and connection is None):

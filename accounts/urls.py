@@ -14,9 +14,9 @@ urlpatterns = [
     path("auth/me", api.MeView.as_view(), name="auth-me"),
     path("config", api.ConfigView.as_view(), name="config"),
     path("connections", api.ConnectionListView.as_view(), name="connections"),
-    path("connections/<int:connection_id>", api.ConnectionDetailView.as_view(), name="connection"),
-    path("connections/<int:connection_id>/discover", api.ConnectionDiscoverView.as_view(), name="connection-discover"),
+    path("connections/<str:connection_id>", api.ConnectionDetailView.as_view(), name="connection"),
+    path("connections/<str:connection_id>/discover", api.ConnectionDiscoverView.as_view(), name="connection-discover"),
     path("aliases", api.AliasListView.as_view(), name="aliases"),
-    path("aliases/<int:alias_id>", api.AliasDetailView.as_view(), name="alias"),
+    path("aliases/<str:alias_id>", api.AliasDetailView.as_view(), name="alias"),
     path("models", api.ModelsView.as_view(), name="models"),
 ]

@@ -32,6 +32,11 @@ class AgentSettings:
     catalogue: Any = field(default=None, repr=False, compare=False)
 
     def with_overrides(self, **changes: Any) -> AgentSettings:
+        """A copy with `changes`. Overriding the upstream itself (provider, base_url or api_key) leaves the
+        catalogue behind: the copy answers from that one upstream (the connection `default`, as settings
+        without a catalogue do); any other change (`model` included) keeps it."""
+        if self.catalogue is not None and {"provider", "base_url", "api_key"} & set(changes):
+            changes = {**changes, "catalogue": None}
         return replace(self, **changes)
 
     def tool_enabled(self, name: str) -> bool:

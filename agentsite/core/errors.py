@@ -44,7 +44,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "forbidden": ErrorCode((403,), "The caller may not do this (an admin operation, or an Origin not allowed)."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
-    "model_not_found": ErrorCode((404,), "/v1: no model of that name for this caller."),
+    "model_not_found": ErrorCode((404,), "No model of that name for this caller: not in /v1/models (an alias, a "
+                                             "`<connection>/<model>`, agent, workflow:*, hash-256)."),
     "method_not_allowed": ErrorCode((405,), "The path does not take this HTTP method."),
     "not_acceptable": ErrorCode((406,), "The Accept header asks for a format the endpoint does not produce."),
     "conflict": ErrorCode((409,), "The name is taken, or the object's state does not allow this now."),

@@ -43,7 +43,7 @@ def scenario(fake_openai_server):
 
 
 def test_an_alias_answers_from_the_hosted_model_then_falls_back_when_it_stops(scenario):
-    server, _headers, client, hosted, local = scenario
+    server, headers, client, hosted, local = scenario
     ids = [model.id for model in client.models.list()]
     assert ids[:1] == ["smart"] and {"hosted/gpt-big", "local/llama3", "default/fake-model"} <= set(ids)
 
@@ -69,6 +69,18 @@ def test_an_alias_answers_from_the_hosted_model_then_falls_back_when_it_stops(sc
     # The agent (config model `smart`) goes through the same router.
     agent = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "as the agent"}])
     assert agent.choices[0].message.content == "local: as the agent"
+
+    # A workflow's llm node naming the alias goes through the same router.
+    workflow = requests.post(f"{server.base_url}/api/workflows", headers=headers, timeout=10, json={
+        "name": "routed", "nodes": [{"id": "in", "name": "in", "type": "input", "config": {}},
+                                    {"id": "ask", "name": "ask", "type": "llm",
+                                     "config": {"prompt": "wf ${in}", "model": "smart"}},
+                                    {"id": "out", "name": "out", "type": "output", "config": {}}],
+        "edges": [{"from": "in", "to": "ask"}, {"from": "ask", "to": "out"}]})
+    assert workflow.status_code == 201, workflow.text
+    run = requests.post(f"{server.base_url}/api/workflows/{workflow.json()['id']}/run", headers=headers, timeout=30,
+                        json={"input": "go"}).json()
+    assert (run["status"], run["output"]) == ("success", "local: wf go"), run
 
     # A direct entry answers as itself, and its model keeps the name asked for.
     direct = client.chat.completions.create(model="local/llama3", messages=[{"role": "user", "content": "x"}])

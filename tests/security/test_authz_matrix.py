@@ -87,8 +87,12 @@ OBJECT_PARAMETERS = {
     # Not a user's object: an MCP server is the admins' (its route is admin-only, a 403 to everyone else, which
     # the 403 matrix checks), so the ownership matrix below leaves it out.
     ("/api/mcp/servers/{name}", "name"): "mcp_server",
+    # The model catalogue's connections and aliases are the agent's config: admin-only, like an MCP server.
+    ("/api/connections/{connection_id}", "connection_id"): "connection",
+    ("/api/connections/{connection_id}/discover", "connection_id"): "connection",
+    ("/api/aliases/{alias_id}", "alias_id"): "alias",
 }
-ADMIN_OBJECTS = {"mcp_server"}
+ADMIN_OBJECTS = {"mcp_server", "connection", "alias"}
 # What a query parameter the schema documents as a uuid names.
 OBJECT_QUERY_PARAMETERS = {("/api/scheduler/history", "task"): "task"}
 # A valid body where a view reads its body before its object: the owner's same request must succeed, so a

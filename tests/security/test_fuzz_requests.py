@@ -188,6 +188,14 @@ def context(server: LiveServer) -> Context:
     models = requests.get(server.base_url + "/v1/models", timeout=10).json()["data"]
     context.voice = requests.get(server.base_url + "/api/voices", timeout=10).json()["voices"][0]["id"]
     context.model = next(model["id"] for model in models if model["id"] not in ("agent", "hash-256"))
+    # A connection and an alias for their own routes (made after the model is picked: their upstream is down).
+    connection = context.post("/api/connections", {"name": "fuzz-upstream", "provider": "openai",
+                                                   "base_url": "http://127.0.0.1:9/v1", "models": ["m"]}, role="admin")
+    assert connection.status_code == 201, connection.text
+    alias = context.post("/api/aliases", {"name": "fuzz-alias", "targets": [{"model": "fuzz-upstream/m"}]},
+                         role="admin")
+    assert alias.status_code == 201, alias.text
+    context.objects["connection"], context.objects["alias"] = str(connection.json()["id"]), str(alias.json()["id"])
     return context
 
 
@@ -215,6 +223,15 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/mcp/disconnect"): lambda c: {"name": c.connected_mcp_server()},
     ("patch", "/api/mcp/servers/{name}"): lambda c: {"visibility": "users", "users": ["fuzzed"]},
     ("post", "/api/plugins/reload"): lambda c: {},
+    ("post", "/api/connections"): lambda c: {"name": c.unique("conn").lower().replace(".", "-")[:60],
+                                             "provider": "openai", "base_url": "http://127.0.0.1:9/v1",
+                                             "api_key": "sk-fuzz", "models": ["m1", "m2"], "headers": {"X-A": "1"},
+                                             "timeout_s": 5.0, "enabled": True},
+    ("patch", "/api/connections/{connection_id}"): lambda c: {"timeout_s": 7.5, "models": ["m"]},
+    ("post", "/api/aliases"): lambda c: {"name": c.unique("alias").lower().replace(".", "-")[:60],
+                                         "strategy": "balance",
+                                         "targets": [{"model": "fuzz-upstream/m", "weight": 2.0}]},
+    ("patch", "/api/aliases/{alias_id}"): lambda c: {"strategy": "fallback"},
     ("post", "/api/scheduler/tasks"): lambda c: {
         "name": c.unique("task"), "cron": "*/5 9-17 * * 1-5", "prompt": "status?", "enabled": True,
         "timezone": "Europe/Paris", "session_id": c.objects["session"], "workflow_id": c.objects["workflow"],
@@ -511,6 +528,10 @@ def concrete_path(path: str, context: Context) -> str:
         return path.replace("{name}", context.objects["mcp_server"])
     if "{run_id}" in path:
         return path.replace("{run_id}", context.objects["workflow_run"])
+    if "{connection_id}" in path:
+        return path.replace("{connection_id}", context.objects["connection"])
+    if "{alias_id}" in path:
+        return path.replace("{alias_id}", context.objects["alias"])
     kind = next((kind for prefix, kind in OBJECT_OF_PATH.items() if path.startswith(prefix)), None)
     return path.replace("{id}", context.objects[kind]) if kind else path
 

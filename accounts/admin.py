@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from accounts.models import AgentConfig, AuditEvent, Connection, ModelAlias
+from accounts.models import AgentConfig, ApiKey, AuditEvent, Connection, ModelAlias
 
 
 class AgentConfigForm(forms.ModelForm):
@@ -111,3 +111,24 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Operators see and revoke keys here too (the secret is never stored; `hash` is its SHA-256). A save or a
+    deletion stops the key at once in every process, as DELETE /api/keys/:id does."""
+
+    list_display = ["name", "user", "prefix", "scopes", "created_at", "expires_at", "last_used_at", "revoked"]
+    list_filter = ["revoked"]
+    search_fields = ["name", "prefix", "user__username"]
+    fields = ["user", "name", "prefix", "scopes", "created_at", "expires_at", "last_used_at", "revoked",
+              "revoked_at", "budget"]
+    readonly_fields = ["user", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # a key is made through the API, which shows its secret once
+
+    def save_model(self, request, obj, form, change) -> None:
+        from django.utils import timezone
+
+        if obj.revoked and obj.revoked_at is None:
+            obj.revoked_at = timezone.now()
+        super().save_model(request, obj, form, change)

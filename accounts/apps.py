@@ -13,8 +13,8 @@ class AccountsConfig(AppConfig):
 
         from accounts import selectors
         from accounts.audit import audit_store, audit_trim_schedule_ensure
-        from accounts.authentication import users
-        from accounts.models import AgentConfig, Connection, ModelAlias
+        from accounts.authentication import keys, users
+        from accounts.models import AgentConfig, ApiKey, Connection, ModelAlias
         from accounts.ratelimit import client_ip
         from agentsite.agent.config import set_settings_loader
         from agentsite.core import audit, invalidation
@@ -27,11 +27,13 @@ class AccountsConfig(AppConfig):
         pre_save.connect(_activation_seen, sender=get_user_model(), dispatch_uid="accounts-audit-activation")
         set_settings_loader(selectors.settings_get, peek=selectors.settings_peek)
         invalidation.subscribe(users.TOPIC, users.drop)
+        invalidation.subscribe(keys.TOPIC, keys.drop)
         invalidation.subscribe(selectors.TOPIC, selectors.config_cache_clear)
         user_model = get_user_model()
         for name, signal in (("save", post_save), ("delete", post_delete)):
             signal.connect(_user_changed, sender=user_model, dispatch_uid=f"accounts-user-{name}")
             signal.connect(_config_changed, sender=AgentConfig, dispatch_uid=f"accounts-config-{name}")
+            signal.connect(_key_changed, sender=ApiKey, dispatch_uid=f"accounts-apikey-{name}")
             # Connections and aliases are read with the config (the model catalogue): the same cache and topic.
             signal.connect(_config_changed, sender=Connection, dispatch_uid=f"accounts-connection-{name}")
             signal.connect(_config_changed, sender=ModelAlias, dispatch_uid=f"accounts-alias-{name}")
@@ -71,6 +73,10 @@ def _activation_seen(sender, instance, update_fields=None, **kwargs) -> None:
 
 def _user_changed(sender, instance, **kwargs) -> None:
     _changed("user", instance.pk)
+
+
+def _key_changed(sender, instance, **kwargs) -> None:
+    _changed("apikey", instance.hash)
 
 
 def _config_changed(sender, instance, **kwargs) -> None:

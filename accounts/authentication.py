@@ -21,11 +21,32 @@ checks their credential again before each event they send (`credential_problem`)
 that a logout or a password change revoked, or of a user deactivated or deleted, ends at its next event with
 an error event in its own format (agentsite.core.sse). A token that merely expires mid-stream is not cut: it was
 valid when the stream opened, and an MCP client cannot change the header of a stream it holds.
+
+API keys (accounts.models.ApiKey, issue 27) are the other credential: `ask-<random>`, sent as
+`Authorization: Bearer <key>` on every door and as `x-api-key` on /v1, and checked by one function
+(`key_problem`) whatever header carried them. `KeyCache` keeps each key's row per process with the same
+invariants as `UserCache` (dropped in every process when the key is saved or deleted, topic `apikey`; a 2 s time
+to live; a load that raced a drop not stored), and a key stands only while its user's entry (from `users`)
+does: the user exists and is active and the password is the one the key was made under. A key is found by the
+SHA-256 of the secret and that digest is compared with `hmac.compare_digest`. Unlike a dashboard token, a key's
+expiry also ends a stream open with it (its owner chose the date, and nothing refreshes a key). A key without
+the `admin` scope acts as its user stripped of admin rights (`is_staff`, `is_superuser` false on the copy that
+requests see), so no admin check anywhere passes with it. `last_used_at` is written at most once a minute per
+key per process, by a thread off the request path (`LastUsed`); a process killed loses at most that minute.
+
+Every door exposes the key a request was authenticated with as `request.api_key` (a copy of the ApiKey row;
+None for a dashboard token or no credential): DRF views under /api (set by `JWTAuthentication.authenticate`),
+the async /api streams (`async_post_view`), /v1 (compat.api) and /mcp (`scope["api_key"]`, which the MCP SDK's
+request object carries as `request.scope["api_key"]`).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import hmac
+import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +65,8 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
     from agentsite.core.errors import AppError
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -111,6 +134,225 @@ class UserCache:
 users = UserCache()
 
 
+# --- API keys ---------------------------------------------------------------------------------------
+
+KEY_PREFIX = "ask-"
+
+
+def is_api_key(raw: str | bytes | None) -> bool:
+    """Whether a credential is shaped as an API key (`ask-...`): then it is checked as one, never as anything
+    else (a dead key is refused, not taken for an anonymous placeholder)."""
+    if isinstance(raw, bytes):
+        return raw.startswith(KEY_PREFIX.encode())
+    return bool(raw) and raw.startswith(KEY_PREFIX)  # type: ignore[union-attr]
+
+
+def key_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _KeyEntry:
+    key: Any  # the ApiKey row as read; handed out only as copies
+    not_after: float | None  # the key's expires_at as a Unix time
+    expires: float  # this entry's time to live (monotonic)
+
+
+class KeyCache:
+    """The API keys requests name, per process, by the SHA-256 of their secret (see the module docstring)."""
+
+    TOPIC = "apikey"
+    MAX = 10_000  # entries (unknown digests included, so random keys cannot grow it without bound)
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _KeyEntry | None] = {}
+        self._expiry: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    def fresh(self, digest: str) -> tuple[bool, _KeyEntry | None]:
+        with self._lock:
+            if digest not in self._entries:
+                return False, None
+            entry, expires = self._entries[digest], self._expiry[digest]
+        if expires < time.monotonic():
+            return False, None
+        return True, entry
+
+    def load(self, digest: str) -> _KeyEntry | None:
+        """Read the key's row (sync: the database) and cache it, unless a drop came in meanwhile."""
+        from accounts.models import ApiKey
+        from agentsite.core import invalidation
+
+        invalidation.listen()
+        with self._lock:
+            generation = self._generation
+        key = ApiKey.objects.filter(hash=digest).first()
+        expires = time.monotonic() + UserCache.ttl()
+        entry = None if key is None else _KeyEntry(
+            key, key.expires_at.timestamp() if key.expires_at else None, expires)
+        with self._lock:
+            if generation == self._generation:
+                if digest not in self._entries and len(self._entries) >= self.MAX:
+                    oldest = next(iter(self._entries))
+                    del self._entries[oldest], self._expiry[oldest]
+                self._entries[digest], self._expiry[digest] = entry, expires
+        return entry
+
+    def get(self, digest: str) -> _KeyEntry | None:
+        hit, entry = self.fresh(digest)
+        return entry if hit else self.load(digest)
+
+    def drop(self, digest: str | None) -> None:
+        with self._lock:
+            self._generation += 1
+            if digest is None:
+                self._entries.clear()
+                self._expiry.clear()
+            else:
+                self._entries.pop(digest, None)
+                self._expiry.pop(digest, None)
+
+
+keys = KeyCache()
+
+
+@dataclass(frozen=True)
+class KeyCredential:
+    """An API key as a request presented it: only its digest is kept."""
+
+    digest: str
+
+
+def _key_stands(digest: str, entry: _KeyEntry | None, user_entry: _Entry | None) -> None:
+    """Raises AuthenticationFailed saying why the key does not stand (see the module docstring)."""
+    if entry is None or not hmac.compare_digest(entry.key.hash, digest):
+        raise AuthenticationFailed("The API key is not known.", code="token_not_valid")
+    if entry.key.revoked:
+        raise AuthenticationFailed("The API key was revoked.", code="token_not_valid")
+    if entry.not_after is not None and entry.not_after <= time.time():
+        raise AuthenticationFailed("The API key expired.", code="token_not_valid")
+    if user_entry is None:
+        raise AuthenticationFailed("The API key's user no longer exists.", code="user_not_found")
+    if not user_entry.user.is_active:
+        raise AuthenticationFailed("The API key's user was deactivated.", code="user_inactive")
+    if not hmac.compare_digest(entry.key.password_version, user_entry.password_version):
+        raise AuthenticationFailed("The API key was made before its user's password changed; make a new one.",
+                                   code="token_not_valid")
+
+
+def _key_user(entry: _KeyEntry, user_entry: _Entry) -> tuple[Any, Any]:
+    """(user, key) copies for a request: without the `admin` scope, the user is stripped of admin rights."""
+    user = copy.copy(user_entry.user)
+    if "admin" not in entry.key.scopes:
+        user.is_staff = user.is_superuser = False
+    last_used.touch(entry.key.pk)
+    return user, copy.copy(entry.key)
+
+
+def authenticate_key(secret: str) -> tuple[Any, Any]:
+    """(user, key) of a live API key, whatever its scopes (sync: a miss reads the database); raises
+    AuthenticationFailed."""
+    digest = key_digest(secret)
+    entry = keys.get(digest)
+    user_entry = users.get(entry.key.user_id) if entry is not None else None
+    _key_stands(digest, entry, user_entry)
+    assert entry is not None and user_entry is not None
+    return _key_user(entry, user_entry)
+
+
+async def aauthenticate_key(secret: str) -> tuple[Any, Any]:
+    """`authenticate_key` from async code: a cached key and user cost no database thread."""
+    digest = key_digest(secret)
+    entry, user_entry = await _akey_entries(digest)
+    _key_stands(digest, entry, user_entry)
+    assert entry is not None and user_entry is not None
+    return _key_user(entry, user_entry)
+
+
+async def _akey_entries(digest: str) -> tuple[_KeyEntry | None, _Entry | None]:
+    hit, entry = keys.fresh(digest)
+    if not hit:
+        from agentsite.core.dbcall import db
+
+        entry = await db(keys.load, digest)
+    if entry is None:
+        return None, None
+    hit, user_entry = users.fresh(entry.key.user_id)
+    if not hit:
+        from agentsite.core.dbcall import db
+
+        user_entry = await db(users.load, entry.key.user_id)
+    return entry, user_entry
+
+
+def scope_problem(key: Any, scope: str, where: str) -> AppError | None:
+    """The 403 `key_scope` for a key used outside its scopes (None for no key, or one in scope)."""
+    from agentsite.core.errors import AppError
+
+    if key is None or scope in key.scopes:
+        return None
+    return AppError("key_scope", f"This API key may not be used on {where}: its scopes are "
+                    f"{', '.join(key.scopes) or 'none'}; it needs '{scope}'.", 403)
+
+
+class LastUsed:
+    """`last_used_at` of the keys in use, written off the request path: `touch` costs a dict lookup, and at most
+    once a minute per key (per process) hands the time to a thread that writes it (a queryset update: no
+    signal, so no cache is dropped)."""
+
+    INTERVAL_S = 60.0
+
+    def __init__(self) -> None:
+        self._touched: dict[int, float] = {}  # key id -> monotonic time last handed to the writer
+        self._pending: dict[int, float] = {}  # key id -> Unix time to write
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: tuple[int, threading.Thread] | None = None
+
+    def touch(self, key_id: int) -> None:
+        now = time.monotonic()
+        last = self._touched.get(key_id)
+        if last is not None and now - last < self.INTERVAL_S:
+            return
+        with self._lock:
+            self._touched[key_id] = now
+            self._pending[key_id] = time.time()
+            if self._thread is None or self._thread[0] != os.getpid() or not self._thread[1].is_alive():
+                thread = threading.Thread(target=self._run, name="agentsite-key-last-used", daemon=True)
+                self._thread = (os.getpid(), thread)
+                thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is pending (sync: the database)."""
+        from datetime import UTC, datetime
+
+        from django.db import close_old_connections, connection
+
+        from accounts.models import ApiKey
+
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        try:
+            close_old_connections()
+            for key_id, at in pending.items():
+                ApiKey.objects.filter(pk=key_id).update(last_used_at=datetime.fromtimestamp(at, UTC))
+        except Exception:  # noqa: BLE001 - a missed last_used_at must never fail anything
+            logger.warning("Could not record when API keys were last used", exc_info=True)
+        finally:
+            connection.close()
+
+
+last_used = LastUsed()
+
+
 def _revoked_jtis(user: AbstractBaseUser) -> frozenset[str]:
     from django.utils import timezone
 
@@ -149,6 +391,23 @@ def _user_id(validated_token: Any) -> Any:
 class JWTAuthentication(_SimpleJWTAuthentication):
     """simplejwt's bearer auth, plus: the token must have been issued for the current password; the user comes
     from the per-process cache."""
+
+    def authenticate(self, request):
+        # request.api_key: the key this request came with, or None (a token, or no credential).
+        request._request.api_key = None
+        header = self.get_header(request)
+        raw = self.get_raw_token(header) if header is not None else None
+        if raw is None or not is_api_key(raw):
+            return super().authenticate(request)
+        try:
+            user, key = authenticate_key(raw.decode("latin-1"))
+        except AuthenticationFailed as exc:
+            raise _key_refused(exc) from exc
+        problem = scope_problem(key, "api", "/api")
+        if problem is not None:
+            raise problem  # 403 in the envelope (agentsite.core.errors.drf_exception_handler)
+        request._request.api_key = key
+        return user, key
 
     def get_user(self, validated_token):
         return _checked(validated_token, users.get(_user_id(validated_token)))
@@ -248,19 +507,27 @@ async def _astands(validated_token: Any) -> _Entry:
 
 
 def credential_of(header: str | None) -> Any | None:
-    """The validated access token of an `Authorization: Bearer` header (CPU only), or None."""
+    """The credential of an `Authorization: Bearer` header: an API key's `KeyCredential`, or the validated
+    access token (CPU only), or None."""
     raw = bearer_token(header)
+    if raw and is_api_key(raw):
+        return KeyCredential(key_digest(raw))
     return _validated(raw) if raw else None
 
 
-async def credential_problem(validated_token: Any) -> AppError | None:
-    """None while a validated access token still stands: its user exists and is active, and neither a password
-    change nor a logout revoked it. Otherwise the AppError 401 `token_invalid` that says which. Expiry is not
-    checked (see the module docstring). A cached user costs no database thread."""
+async def credential_problem(credential: Any) -> AppError | None:
+    """None while a credential (from `credential_of`) still stands: for a token, its user exists and is
+    active, and neither a password change nor a logout revoked it; for an API key, `key_problem`'s checks
+    (expiry included). Otherwise the AppError 401 `token_invalid` that says which. A token's expiry is not
+    checked (see the module docstring). Cached entries cost no database thread."""
     from agentsite.core.errors import AppError
 
     try:
-        await _astands(validated_token)  # no copy of the user: this runs before every event of a stream
+        if isinstance(credential, KeyCredential):
+            entry, user_entry = await _akey_entries(credential.digest)
+            _key_stands(credential.digest, entry, user_entry)
+        else:
+            await _astands(credential)  # no copy of the user: this runs before every event of a stream
     except (AuthenticationFailed, InvalidToken) as exc:
         detail = exc.detail.get("detail") if isinstance(exc.detail, dict) else exc.detail  # simplejwt's are dicts
         return AppError("token_invalid", str(detail or "The token is invalid; log in again."), 401)
@@ -268,13 +535,15 @@ async def credential_problem(validated_token: Any) -> AppError | None:
 
 
 def revocable(stream: AsyncIterator[bytes], header: str | None,
-              error_event: Callable[[AppError], bytes] | None = None) -> AsyncIterator[bytes]:
+              error_event: Callable[[AppError], bytes] | None = None, *,
+              credential: Any | None = None) -> AsyncIterator[bytes]:
     """`stream` (a response's SSE events), ended at its next event with `error_event` (default: the API's
-    `error {code, message}` event) once the bearer credential of `header` no longer stands. Call it with the
-    header the stream was authenticated with; without a valid token (a public /v1 call), `stream` as is."""
+    `error {code, message}` event) once the bearer credential of `header` (or `credential`, from
+    `credential_of` or a `KeyCredential`: an x-api-key) no longer stands. Call it with the header the stream
+    was authenticated with; without a credential (an anonymous /v1 call), `stream` as is."""
     from agentsite.core import sse
 
-    token = credential_of(header)
+    token = credential if credential is not None else credential_of(header)
     if token is None:
         return stream
     return sse.ended_when(stream, lambda: credential_problem(token), error_event or sse.error_event)
@@ -296,6 +565,35 @@ async def auser_from_bearer_header(header: str | None):
     """`user_from_bearer_header` from async code: a cached user costs no database thread."""
     _require_header(header)
     return _require_user(await auser_for_bearer(header))
+
+
+async def acaller_from_bearer_header(header: str | None, scope: str, where: str) -> tuple[Any, Any]:
+    """(user, key or None) of an `Authorization: Bearer` header carrying a dashboard token or an API key
+    whose scopes include `scope`; raises AppError 401 (no credential, a dead one) or 403 `key_scope`."""
+
+    _require_header(header)
+    raw = bearer_token(header)
+    if raw is None or not is_api_key(raw):
+        return _require_user(await auser_for_bearer(header)), None
+    try:
+        user, key = await aauthenticate_key(raw)
+    except AuthenticationFailed as exc:
+        raise _key_refused(exc) from exc
+    problem = scope_problem(key, scope, where)
+    if problem is not None:
+        raise problem
+    return user, key
+
+
+def _key_refused(exc: AuthenticationFailed) -> AppError:
+    from agentsite.core.errors import AppError
+
+    return AppError("token_invalid", failure_detail(exc), 401, headers={"WWW-Authenticate": 'Bearer realm="api"'})
+
+
+def failure_detail(exc: AuthenticationFailed | InvalidToken) -> str:
+    detail = exc.detail.get("detail") if isinstance(exc.detail, dict) else exc.detail  # simplejwt's are dicts
+    return str(detail or "The credential is invalid.")
 
 
 def _require_header(header: str | None) -> None:
@@ -333,8 +631,10 @@ def async_post_view(handler, *, schema_view=None):
     @functools.wraps(handler)
     async def view(request, *args, **kwargs):
         # As DRF's views do: the caller first (401 before 405), then the method; OPTIONS says what is allowed.
+        request.api_key = None
         try:
-            user = await auser_from_bearer_header(request.headers.get("Authorization"))
+            user, request.api_key = await acaller_from_bearer_header(request.headers.get("Authorization"), "api",
+                                                                    "/api")
             if request.method == "POST":
                 return await handler(request, user, *args, **kwargs)
         except AppError as exc:

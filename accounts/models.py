@@ -17,7 +17,10 @@ class AgentConfig(models.Model):
 
     STT_PROVIDERS = [("hosted", "Hosted"), ("local", "Local"), ("browser", "Browser")]
     TTS_PROVIDERS = [("hosted", "Hosted"), ("edge", "Edge"), ("local", "Local"), ("browser", "Browser")]
-    COMPAT_AUTH = [("public", "Public"), ("token", "Token")]
+    # /v1's anonymous callers (issue 27): `local` serves them from loopback only, `key` serves none (an API key
+    # or a dashboard token), `public` serves anyone; `token` is the former name of `key`, kept for configs
+    # that name it (same behaviour).
+    COMPAT_AUTH = [("local", "Local"), ("key", "Key"), ("public", "Public"), ("token", "Token (same as key)")]
 
     # The connection a bare model name resolves against, and that /api/config's provider, base_url and api_key
     # edit (they were this row's own fields before connections existed).
@@ -36,7 +39,7 @@ class AgentConfig(models.Model):
     tts_provider = models.CharField(max_length=20, choices=TTS_PROVIDERS, default="local")
     tts_voice = models.CharField(max_length=100, blank=True, default="en-us-female")
     allow_registration = models.BooleanField(default=True)
-    compat_auth = models.CharField(max_length=10, choices=COMPAT_AUTH, default="public")
+    compat_auth = models.CharField(max_length=10, choices=COMPAT_AUTH, default="local")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -162,3 +165,66 @@ class AuditEvent(models.Model):
         if self.pk is not None:
             raise ValueError("Audit events are append-only.")
         super().save(*args, **kwargs)
+# The limits a budget may set (issue 27): absent or null means no limit. `validate_budget` is the one check, for
+# a key's budget and a user's alike.
+BUDGET_FIELDS = ("tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month", "requests_per_minute",
+                 "tokens_per_minute")
+
+
+def validate_budget(value: object) -> None:
+    """A budget is null or an object whose keys are among BUDGET_FIELDS, each a non-negative number or null.
+    Raises django's ValidationError naming the offending key."""
+    from django.core.exceptions import ValidationError
+
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise ValidationError("A budget is an object (or null).")
+    unknown = sorted(set(value) - set(BUDGET_FIELDS))
+    if unknown:
+        raise ValidationError(f"Unknown budget field(s): {', '.join(map(str, unknown))}; known: "
+                              f"{', '.join(BUDGET_FIELDS)}.")
+    for name, limit in value.items():
+        if limit is None:
+            continue
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or limit != limit or limit < 0 \
+                or limit == float("inf"):
+            raise ValidationError(f"Budget field {name} must be a non-negative number or null.")
+
+
+class ApiKey(models.Model):
+    """A user's API key (issue 27): the secret `ask-<random>` is shown once, when created; only its SHA-256
+    (`hash`) is kept, and `prefix` (its first characters) to tell keys apart in a list.
+
+    A key acts as its user, within its `scopes` (SCOPES): `v1` the OpenAI-compatible API, `mcp` the MCP server,
+    `api` the /api endpoints (never admin operations), `admin` (given only by an admin to their own key) the
+    admin operations too. It stops at `expires_at`, when revoked (`revoked`, kept for the list and the usage
+    records), and with its user's deactivation, deletion or password change (`password_version`, checked in
+    accounts.authentication).
+    `budget` (null: none) caps what the key spends, within its user's budget (shape: BUDGET_FIELDS).
+    """
+
+    SCOPES = ("v1", "mcp", "api", "admin")
+    SECRET_PREFIX = "ask-"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    hash = models.CharField(max_length=64, unique=True)
+    # accounts.tokens.password_version of the user when the key was made: a password change (by any means:
+    # the API, Django admin, manage.py changepassword) stops the key, as it stops the user's tokens.
+    password_version = models.CharField(max_length=64, default="")
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    budget = models.JSONField(null=True, blank=True, default=None, validators=[validate_budget])
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "created_at"])]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

@@ -142,3 +142,31 @@ def config_cache_clear(key: str | None = None) -> None:
     with _lock:
         _generation += 1
         _entry = None
+
+
+# --- API keys ---------------------------------------------------------------------------------------
+
+def key_list_for(*, user, owner_id=None, everyone: bool = False):
+    """The caller's keys, newest first; an admin's `owner_id` names another user's, `everyone` all keys."""
+    from accounts.models import ApiKey
+
+    keys = ApiKey.objects.select_related("user").order_by("-created_at", "-pk")
+    if everyone:
+        return keys
+    return keys.filter(user_id=owner_id if owner_id is not None else user.pk)
+
+
+def key_get_for(*, user, key_id):
+    """The caller's key (an admin's: anyone's); another user's is a 404, as a missing one."""
+    from accounts.models import ApiKey
+    from agentsite.core.errors import AppError
+
+    if not str(key_id).isdigit() or len(str(key_id)) > 18:  # the path takes any text: ids are integers
+        raise AppError("not_found", "No API key with that id.", 404)
+    keys = ApiKey.objects.select_related("user")
+    if not (user.is_active and user.is_staff):
+        keys = keys.filter(user_id=user.pk)
+    key = keys.filter(pk=key_id).first()
+    if key is None:
+        raise AppError("not_found", "No API key with that id.", 404)
+    return key

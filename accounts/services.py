@@ -244,6 +244,56 @@ def config_update(*, changes: dict[str, Any]) -> AgentConfig:
     return config
 
 
+# --- API keys (issue 27) ----------------------------------------------------------------------------
+
+DEFAULT_KEY_SCOPES = ("v1",)
+MAX_LIVE_KEYS = 100  # per user: keys neither revoked nor expired
+
+
+def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = None,
+               expires_at: datetime | None = None, budget: dict | None = None) -> tuple[Any, str]:
+    """Make an API key for `user` (the caller: a key is made for oneself); returns (key, secret). The secret,
+    `ask-` + 43 URL-safe characters (256 random bits), exists only in this return value: the row keeps its
+    SHA-256. `admin` is a scope only an admin gives, to their own key. Raises AppError 400 / 403 / 409."""
+    from accounts.authentication import KEY_PREFIX, key_digest
+    from accounts.models import ApiKey
+
+    scopes = sorted(set(scopes if scopes is not None else DEFAULT_KEY_SCOPES), key=ApiKey.SCOPES.index)
+    if not scopes:
+        raise AppError("invalid", "scopes: give at least one scope.", 400, {"scopes": ["Give at least one scope."]})
+    if "admin" in scopes and not user.is_staff:
+        raise AppError("forbidden", "Only an administrator may give a key the admin scope (and only with a dashboard "
+                       "token or a key that has it).", 403)
+    if expires_at is not None and expires_at <= timezone.now():
+        raise AppError("invalid", "expires_at: the date is in the past.", 400,
+                       {"expires_at": ["The date is in the past."]})
+    live = ApiKey.objects.filter(user=user, revoked=False).exclude(expires_at__lte=timezone.now()).count()
+    if live >= MAX_LIVE_KEYS:
+        raise AppError("conflict", f"You have {live} live API keys, the most allowed; revoke one first.", 409)
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    key = ApiKey.objects.create(user=user, name=name, prefix=secret[:12], hash=key_digest(secret), scopes=scopes,
+                                expires_at=expires_at, budget=budget, password_version=password_version(user))
+    logger.info("API key %s (%s) made for user %s with scopes %s", key.pk, key.prefix, user.pk, ",".join(scopes))
+    return key, secret
+
+
+def key_update(*, key: Any, changes: dict[str, Any]) -> Any:
+    """Rename a key or set its budget (the fields of `changes`: name, budget)."""
+    for field in ("name", "budget"):
+        if field in changes:
+            setattr(key, field, changes[field])
+    key.save(update_fields=[field for field in ("name", "budget") if field in changes] or None)
+    return key
+
+
+def key_revoke(*, key: Any) -> Any:
+    """Revoke a key: it stops at once in every process (the save is announced: accounts.authentication).
+    Revoking a revoked key changes nothing."""
+    if not key.revoked:
+        key.revoked, key.revoked_at = True, timezone.now()
+        key.save(update_fields=["revoked", "revoked_at"])
+        logger.info("API key %s (%s) of user %s revoked", key.pk, key.prefix, key.user_id)
+    return key
 def _free_connection_name(name: str) -> str:
     candidate, number = name, 1
     while Connection.objects.filter(name=candidate).exists():

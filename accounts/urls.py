@@ -1,6 +1,6 @@
 from django.urls import path
 
-from accounts import api
+from accounts import api, keys_api
 from accounts.audit import AuditListView
 
 urlpatterns = [
@@ -13,6 +13,8 @@ urlpatterns = [
     path("auth/change-password", api.PasswordChangeView.as_view(), name="auth-change-password"),
     path("auth/me", api.MeView.as_view(), name="auth-me"),
     path("config", api.ConfigView.as_view(), name="config"),
+    path("keys", keys_api.KeyListView.as_view(), name="keys"),
+    path("keys/<str:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
     path("connections", api.ConnectionListView.as_view(), name="connections"),
     path("connections/<str:connection_id>", api.ConnectionDetailView.as_view(), name="connection"),
     path("connections/<str:connection_id>/discover", api.ConnectionDiscoverView.as_view(), name="connection-discover"),

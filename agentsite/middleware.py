@@ -103,6 +103,12 @@ class RequestObservedMiddleware:
 
 
 class SecurityHeadersMiddleware(_DualMiddleware):
+    def __call__(self, request: HttpRequest):
+        # The default of request.api_key (the API key a request was authenticated with: accounts.authentication),
+        # for the paths no authentication runs on; the doors that authenticate set it.
+        request.api_key = None  # type: ignore[attr-defined]
+        return super().__call__(request)
+
     def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         for name, value in SECURITY_HEADERS.items():
             response[name] = value

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "scheduler",
     "workflows",
     "voice",
+    "usage",
 ]
 
 MIDDLEWARE = [
@@ -105,6 +106,8 @@ AGENTSITE_DB_THREADS = env_int("AGENTSITE_DB_THREADS", 4, minimum=1)
 # Seconds a process keeps a token's user without reading it again; saves and deletions drop it at once
 # (accounts.authentication; agentsite.core.invalidation carries that to the other processes through Redis).
 AGENTSITE_AUTH_CACHE_S = env_float("AGENTSITE_AUTH_CACHE_S", 2.0, minimum=0.0)
+# Seconds between two writes of the buffered usage counters (usage.buffer); a SIGKILL loses at most this much.
+AGENTSITE_USAGE_FLUSH_S = env_float("AGENTSITE_USAGE_FLUSH_S", 1.0, minimum=0.0)
 # Read by agentsite.agent.routing's router; checked here so that a malformed value stops start-up.
 AGENTSITE_UPSTREAM_COOLDOWN_S = env_float("AGENTSITE_UPSTREAM_COOLDOWN_S", 30.0, minimum=0.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

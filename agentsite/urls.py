@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/", include("workflows.urls")),
     path("api/", include("voice.urls")),
     path("api/", include("plugins.urls")),
+    path("api/", include("usage.urls")),
     path("v1/", include("compat.urls")),
     path("metrics", metrics_view, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),

@@ -14,7 +14,15 @@ them, a fake OpenAI upstream streaming --tokens tokens starts in a process of it
 GIL with this client or the server; --upstream alone names one already running, so that several gateways
 are measured against the same one), and an agentsite server (daphne, SQLite) is started pointing at it;
 the API key is then a dashboard token of the server's admin (the authenticated path) unless --api-key
-gives another (any other string is an anonymous caller when compat_auth is public, the default).
+gives another (any string not a token or an `ask-` key is an anonymous caller, served from loopback under
+compat_auth local, the default).
+
+    python bench/compat.py --api-key            # the local server's admin makes an API key (ask-...) first
+
+--api-key without a value makes an API key (issue 27) on the local server, measures what key authentication
+adds over the dashboard token (requests with the token and with the key alternating one by one through the
+same server, non-streaming and streaming; the server's CPU per request over alternating blocks of each),
+then runs everything below with the key.
 
 Direct and through-target requests alternate one by one (in alternating order), so both see the same
 machine state. Prints time to first token and total time (p50/p99) for streaming and non-streaming, the
@@ -43,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+NEW_KEY = "<new>"  # --api-key without a value
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -142,7 +151,7 @@ async def one_request(client: aiohttp.ClientSession, base: str, model: str, stre
 def _client(api_key: str, connections: int) -> aiohttp.ClientSession:
     """The load generator's client: aiohttp, whose CPU per request is ~15x lower than httpx's at concurrency 32
     (with httpx this client, not the server, capped the throughput it measured)."""
-    return aiohttp.ClientSession(headers={"Authorization": f"Bearer {api_key}"},
+    return aiohttp.ClientSession(headers={"Authorization": f"Bearer {api_key}"},  # the key the same way as a token
                                  timeout=aiohttp.ClientTimeout(total=60),
                                  connector=aiohttp.TCPConnector(limit=connections))
 
@@ -203,6 +212,54 @@ def resolve_cost_us(rounds: int = 20000) -> dict[str, float]:
             samples.append((time.perf_counter() - started) * 1e6)
         figures[name] = percentile(samples, 50)
     return figures
+
+
+async def auth_overhead(args: argparse.Namespace, token: str, key: str, stream: bool) -> dict:
+    """The same requests through the target with the dashboard token and with the API key, alternating one by one
+    (latency), then in alternating blocks of 20 (the server's CPU per request for each)."""
+    async with _client(token, 4) as with_token, _client(key, 4) as with_key:
+        for _ in range(10):  # warm-up: connections, both caches
+            await one_request(with_token, args.target, args.model, stream)
+            await one_request(with_key, args.target, args.model, stream)
+        samples: dict[str, list] = {"token": [], "key": []}
+        for index in range(args.requests):
+            order = (("token", with_token), ("key", with_key))
+            for name, client in order if index % 2 else reversed(order):
+                samples[name].append(await one_request(client, args.target, args.model, stream))
+        cpu = {"token": 0.0, "key": 0.0}
+        block = 20
+        for index in range(max(1, args.requests // block)):
+            for name, client in (("token", with_token), ("key", with_key)) if index % 2 else (
+                    ("key", with_key), ("token", with_token)):
+                before = cpu_seconds(args.server_pid)
+                for _ in range(block):
+                    await one_request(client, args.target, args.model, stream)
+                cpu[name] += cpu_seconds(args.server_pid) - before
+        done = max(1, args.requests // block) * block
+    return {name: {**_figures(values), "server_cpu_ms": cpu[name] * 1000 / done} for name, values in samples.items()}
+
+
+def print_auth_overhead(title: str, figures: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'credential':<22}{'TTFT p50':>10}{'total p50':>11}{'total p99':>11}{'CPU/req':>9}   (ms)")
+    for name in ("token", "key"):
+        row = figures[name]
+        print(f"{name:<22}{row['ttft_p50']:>10.3f}{row['total_p50']:>11.3f}{row['total_p99']:>11.3f}"
+              f"{row['server_cpu_ms']:>9.3f}")
+    token, key = figures["token"], figures["key"]
+    print(f"{'added by the key':<22}{key['ttft_p50'] - token['ttft_p50']:>10.3f}"
+          f"{key['total_p50'] - token['total_p50']:>11.3f}{key['total_p99'] - token['total_p99']:>11.3f}"
+          f"{key['server_cpu_ms'] - token['server_cpu_ms']:>9.3f}")
+
+
+def make_api_key(server, token: str) -> str:
+    """A new API key (scope v1) of the local server's admin."""
+    import requests
+
+    answer = requests.post(f"{server.base_url}/api/keys", headers={"Authorization": f"Bearer {token}"}, timeout=10,
+                           json={"name": "bench", "scopes": ["v1"]})
+    answer.raise_for_status()
+    return answer.json()["key"]
 
 
 async def throughput(args: argparse.Namespace, concurrency: int, stream: bool) -> tuple[float, float | None]:
@@ -316,6 +373,13 @@ async def run(args: argparse.Namespace) -> dict:
               + ", ".join(f"{name} {value:.2f} µs" for name, value in costs.items()))
         if args.alias_only:
             return results
+    if getattr(args, "compare_token", None):
+        for stream in (False, True):
+            kind = "streaming" if stream else "non-streaming"
+            figures = await auth_overhead(args, args.compare_token, args.api_key, stream)
+            print_auth_overhead(f"API key vs dashboard token, {kind}, {args.requests} requests each, interleaved",
+                                figures)
+            results[f"auth_{kind}"] = figures
     for stream in (False, True):
         kind = "streaming" if stream else "non-streaming"
         figures = await latency(args, stream)
@@ -354,8 +418,9 @@ def main() -> None:
     parser.add_argument("--target", help="OpenAI-compatible base URL to measure (…/v1)")
     parser.add_argument("--upstream", help="the upstream's base URL (…/v1), measured directly")
     parser.add_argument("--server-pid", type=int, help="with --target: the gateway's process id, for CPU and RSS")
-    parser.add_argument("--api-key", help="the API key sent to both (default: a dashboard token of the local "
-                        "server's admin; with --target, 'bench')")
+    parser.add_argument("--api-key", nargs="?", const=NEW_KEY, help="the API key sent to both (default: a dashboard "
+                        "token of the local server's admin; with --target, 'bench'); without a value, an API key "
+                        "made on the local server, compared with the dashboard token first")
     parser.add_argument("--model", default="fake-model", help="the model asked of the target (an alias of that "
                         "name is made on a server started here when it is not fake-model)")
     parser.add_argument("--upstream-model", default="fake-model", help="the model asked of the upstream directly")
@@ -386,10 +451,14 @@ def main() -> None:
             if alias and not args.entry:
                 args.entry = "default/fake-model"
             server, token = start_agentsite(args.upstream, alias)
+            if args.api_key == NEW_KEY:
+                args.api_key, args.compare_token = make_api_key(server, token), token
             args.api_key = args.api_key or token
             args.target, args.server_pid = f"{server.base_url}/v1", server.proc.pid
             print(f"upstream at {args.upstream}{f' (own process, pid {upstream.pid})' if upstream else ''}; "
                   f"agentsite (daphne, SQLite, pid {args.server_pid}) at {server.base_url}")
+        if args.api_key == NEW_KEY:
+            parser.error("--api-key without a value makes a key on the local server: not with --target")
         args.api_key = args.api_key or "bench"
         print(f"machine: {machine()}")
         results = asyncio.run(run(args))

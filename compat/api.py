@@ -6,6 +6,7 @@ and renders its result. Every error leaves as one AppError rendered in OpenAI's 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -14,10 +15,23 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
+from rest_framework_simplejwt.exceptions import AuthenticationFailed
 
-from accounts.authentication import auser_for_bearer, revocable
+from accounts.authentication import (
+    KeyCredential,
+    aauthenticate_key,
+    auser_for_token,
+    bearer_token,
+    credential_of,
+    failure_detail,
+    is_api_key,
+    revocable,
+    scope_problem,
+)
+from accounts.ratelimit import client_ip
 from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
+from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event, sse_response
@@ -45,14 +59,53 @@ def openai_error_event(exc: AppError) -> bytes:
     return sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
 
 
-async def _caller(request: HttpRequest) -> Any:
-    """The dashboard user behind the API key, or None; in `token` mode a valid JWT is required."""
-    user = await auser_for_bearer(request.headers.get("Authorization"))
+async def _caller(request: HttpRequest) -> tuple[Any, Any]:
+    """(user, credential) of the request, both None for an anonymous caller that `compat_auth` lets in; sets
+    `request.api_key`. An API key (`ask-...`) is taken from `Authorization: Bearer` or `x-api-key`, with the same
+    checks either way; a dashboard token from `Authorization: Bearer`. A key or a token identifies the caller in
+    every mode; a dead key is refused (401), never taken for an anonymous placeholder; a key without the `v1`
+    scope is refused (403). Anything else in the headers is a placeholder: an anonymous caller."""
+    request.api_key = None  # type: ignore[attr-defined]
+    bearer = bearer_token(request.headers.get("Authorization"))
+    secret = bearer if is_api_key(bearer) else None
+    if secret is None:
+        credential = credential_of(request.headers.get("Authorization")) if bearer else None
+        user = await auser_for_token(bearer) if credential is not None else None
+        if user is not None:
+            return user, credential
+        extra = (request.headers.get("x-api-key") or "").strip()
+        secret = extra if is_api_key(extra) else None
+    if secret is not None:
+        try:
+            user, key = await aauthenticate_key(secret)
+        except AuthenticationFailed as exc:
+            raise AppError("invalid_api_key", failure_detail(exc), 401) from exc
+        problem = scope_problem(key, "v1", "/v1")
+        if problem is not None:
+            raise problem
+        request.api_key = key  # type: ignore[attr-defined]
+        return user, KeyCredential(key.hash)
     config = config_peek() or await db(config_get)
-    if config.compat_auth == "token" and user is None:
-        raise AppError("invalid_api_key", "This server requires a dashboard token as the API key (compat_auth is "
-                       "'token').", 401)
-    return user
+    if config.compat_auth == "public":
+        return None, None
+    if config.compat_auth == "local":
+        if is_loopback(client_ip(request)):
+            return None, None
+        raise AppError("invalid_api_key", "This server answers anonymous /v1 requests from its own host only "
+                       "(compat_auth is 'local'): send an API key (Authorization: Bearer ask-... or x-api-key) "
+                       "or a dashboard token.", 401)
+    raise AppError("invalid_api_key", f"This server requires an API key or a dashboard token (compat_auth is "
+                   f"'{config.compat_auth}'): send Authorization: Bearer ask-... or x-api-key.", 401)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a client address (as accounts.ratelimit.client_ip gives it) is this host's loopback."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool((mapped or ip).is_loopback)
 
 
 def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
@@ -109,19 +162,21 @@ def _openai_view(handler: Handler, methods: tuple[str, ...] = ("POST",)) -> Hand
 
 
 async def _models(request: HttpRequest) -> HttpResponse:
-    # Public whatever compat_auth says (docs/api.md); a valid token adds the caller's own models (their workflows).
-    user = await auser_for_bearer(request.headers.get("Authorization"))
+    # What the caller may use: refused as the other /v1 paths refuse (compat_auth, a dead key, a key without
+    # the v1 scope); a known caller also sees their own models (their workflows).
+    user, _ = await _caller(request)
     return JsonResponse(await engine.model_list(await aget_settings(), user))
 
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
-    user = await _caller(request)
+    user, credential = await _caller(request)
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
-    completion = engine.Completion(body, settings=await aget_settings(), user=user)
+    caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
+    completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller)
     if body.stream:
         stream = await completion.chunks()
-        if user is not None:  # a caller's token: the stream ends at its next event once the token is revoked
-            stream = revocable(stream, request.headers.get("Authorization"), openai_error_event)
+        if credential is not None:  # the stream ends at its next event once the token or key is revoked
+            stream = revocable(stream, None, openai_error_event, credential=credential)
         response: HttpResponse = sse_response(stream)
     else:
         response = JsonResponse(await completion.result())

@@ -23,6 +23,7 @@ from agentsite.agent.providers import collect
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.usage import Caller, metered
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event
 from compat import translate
@@ -61,7 +62,8 @@ async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> 
 class Completion:
     """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`."""
 
-    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None):
+    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None,
+                 caller: Caller | None = None):
         self.source = model_source_for(body.model)
         # A catalogue model (an alias, `<connection>/<model>`, or a bare model of the default connection) goes
         # through the router: fallback and balance apply, and `provider.attempts` says who answered.
@@ -71,6 +73,7 @@ class Completion:
         self.body = body
         self.settings = settings
         self.user = user
+        self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.cid = translate.completion_id()
         self.messages = translate.to_messages(body)  # raises AppError 400 before anything is sent upstream
 
@@ -101,14 +104,14 @@ class Completion:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
             return self.source.stream(self.body.model, self.messages, getattr(self.user, "pk", None))
-        return agent_events(self.body, self.messages, user=self.user, settings=self.settings)
+        return agent_events(self.body, self.messages, user=self.user, settings=self.settings, caller=self.caller)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
         if self.provider is None:
             return one_per_list(self._answered_here())
         request = translate.to_chat_request(self.body, self.body.model, self.messages)
-        return self.provider.stream_batches(request)
+        return metered(self.provider, self.caller).stream_batches(request)
 
     async def result(self) -> dict[str, Any]:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
@@ -117,7 +120,7 @@ class Completion:
             reply = await collect(self._answered_here())
         else:
             request = translate.to_chat_request(self.body, self.body.model, self.messages)
-            reply = await self.provider.complete(request)
+            reply = await metered(self.provider, self.caller).complete(request)
         return translate.completion_object(cid=self.cid, model=self.model, text=reply.text,
                                            tool_calls=reply.tool_calls,
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),
@@ -137,7 +140,7 @@ class Completion:
 
 
 async def agent_events(body: ChatCompletionRequest, messages: list, *, user: AbstractBaseUser | None,
-                       settings: AgentSettings) -> AsyncIterator[StreamEvent]:
+                       settings: AgentSettings, caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise)."""
     from agentsite.agent.loop import run_agent
@@ -146,15 +149,23 @@ async def agent_events(body: ChatCompletionRequest, messages: list, *, user: Abs
                  ("max_tokens", body.max_completion_tokens or body.max_tokens)) if value is not None}
     user_id = getattr(user, "pk", None)
     # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
-    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None,
-                                 settings=settings.with_overrides(**overrides) if overrides else settings):
+    # The caller as the request authenticated them: an API key without the admin scope is no admin here.
+    is_admin = None if user is None else bool(user.is_active and getattr(user, "is_staff", False))
+    async for event in run_agent(messages=messages, user_id=user_id, use_tools=user_id is not None, caller=caller,
+                                 settings=settings.with_overrides(**overrides) if overrides else settings,
+                                 is_admin=is_admin):
         if event.type == "delta":
             yield TextDelta(event.data.get("content", ""))
         elif event.type == "done" and event.transcript is not None:
             yield event.transcript.usage
             yield Finish(event.transcript.finish_reason or "stop")
         elif event.type == "error":
-            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+            code = event.data.get("code", "upstream_error")
+            if code in ("budget_exceeded", "rate_limited"):  # refused before the model was asked
+                retry = str(event.data.get("retry_after", 1))
+                raise AppError(code, event.data.get("message", ""), 429, {"retry_after": int(retry)},
+                               headers={"Retry-After": retry})
+            raise AppError(code, event.data.get("message", ""), 502)
 
 
 _SPLIT = "\x00split\x00"

@@ -1,6 +1,7 @@
 """The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse
-(messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token>` and acts as
-that token's user. An event stream it answers ends at its next event once that token dies (a logout, a
+(messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token or API key>` and
+acts as that credential's user (an API key needs the `mcp` scope: 403 otherwise; one without the `admin` scope
+never gets an admin's tools). An event stream it answers ends at its next event once that token dies (a logout, a
 password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.core.sse.SseGuard).
 
 Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
@@ -76,10 +77,16 @@ class McpHttpApp:
             return await _preflight(scope, send, allowed_origin)
         if origin and not allowed_origin and not _origin_is_own_host(origin):
             return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
-        user_id, problem = await _authenticate(scope)
+        user_id, key, problem = await _authenticate(scope)
         if problem is not None:
             return await _error(send, 401, *problem, headers=[(b"www-authenticate", b'Bearer realm="mcp"')])
-        scope = {**scope, "user": _mcp_user(scope, user_id), "auth": AuthCredentials([])}
+        from accounts.authentication import scope_problem
+
+        refused = scope_problem(key, "mcp", "/mcp")
+        if refused is not None:
+            return await _error(send, 403, refused.code, refused.message)
+        # scope["api_key"]: the API key this request came with, or None (accounts.authentication).
+        scope = {**scope, "user": _mcp_user(scope, user_id, key), "auth": AuthCredentials([]), "api_key": key}
         guard = _revocable(scope, send, receive)  # an event stream ends at its next event once the token dies
         await self._route(scope, guard.receive, guard.send)
 
@@ -163,20 +170,31 @@ def _origin_is_own_host(origin: str) -> bool:
     return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
 
 
-async def _authenticate(scope: Scope) -> tuple[Any, tuple[str, str] | None]:
-    """(user id, None), or (None, (code, message)) for the 401."""
-    from accounts.authentication import auser_for_token, bearer_scheme, bearer_token
+async def _authenticate(scope: Scope) -> tuple[Any, Any, tuple[str, str] | None]:
+    """(user id, API key or None, None), or (None, None, (code, message)) for the 401."""
+    from rest_framework_simplejwt.exceptions import AuthenticationFailed
+
+    from accounts.authentication import aauthenticate_key, auser_for_token, bearer_scheme, bearer_token, is_api_key
 
     header = _header(scope, b"authorization")
     if not bearer_scheme(header):  # the same codes as the API's: a Bearer header without a token is token_invalid
-        return None, ("not_authenticated", "Send Authorization: Bearer <access token> (from /api/auth/login).")
-    token, user = bearer_token(header), None
-    if token is not None:
+        return None, None, ("not_authenticated", "Send Authorization: Bearer <access token or API key> (from "
+                            "/api/auth/login or /api/keys).")
+    token, user, key = bearer_token(header), None, None
+    if token is not None and is_api_key(token):
+        try:
+            async with django_db_scope():
+                user, key = await aauthenticate_key(token)
+        except AuthenticationFailed as exc:
+            from accounts.authentication import failure_detail
+
+            return None, None, ("token_invalid", failure_detail(exc))
+    elif token is not None:
         async with django_db_scope():
             user = await auser_for_token(token)
     if user is None:
-        return None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
-    return user.pk, None
+        return None, None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
+    return user.pk, key, None
 
 
 def _revocable(scope: Scope, send: Send, receive: Receive) -> SseGuard:
@@ -205,11 +223,15 @@ def _jsonrpc_of(event: bytes) -> Any:
         return None
 
 
-def _mcp_user(scope: Scope, user_id: int) -> AuthenticatedUser:
+def _mcp_user(scope: Scope, user_id: int, key: Any = None) -> AuthenticatedUser:
     # The SDK binds each session to the principal that opened it (client_id, issuer, subject): naming the
-    # user, not the token, lets a client go on with a session after refreshing its token.
-    return AuthenticatedUser(AccessToken(token="", client_id=f"user:{user_id}", scopes=[], subject=str(user_id),
-                                         claims={"user_id": user_id}))
+    # user, not the token, lets a client go on with a session after refreshing its token. An API key is a
+    # principal of its own (its scopes decide whether it acts as an admin), so a session opened with one
+    # serves that key only. `is_admin` False: the key lacks the admin scope (None: look the user up).
+    is_admin = None if key is None or "admin" in key.scopes else False
+    client_id = f"user:{user_id}" if key is None else f"user:{user_id}:key:{key.pk}"
+    return AuthenticatedUser(AccessToken(token="", client_id=client_id, scopes=[], subject=str(user_id),
+                                         claims={"user_id": user_id, "is_admin": is_admin}))
 
 
 # --- responses --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 import agentsite
 from agentsite.agent.tools import ToolContext, call_tool, resolve_caller
+from agentsite.agent.usage import Caller, calling
 from mcpbridge.content import result_to_mcp, tool_to_mcp
 from mcpbridge.selectors import tools_available
 
@@ -39,22 +40,34 @@ def build_server(*, user_id: int | None = None) -> Server:
     async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         async with django_db_scope():
-            tools = await tools_available(caller=ToolContext(user_id=_caller(ctx, user_id)), own_only=True)
+            tools = await tools_available(caller=_context(ctx, user_id), own_only=True)
         return types.ListToolsResult(tools=[tool_to_mcp(tool) for tool in tools])
 
     async def call(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         async with django_db_scope():
             # Found among the tools listed for this caller only: one they may not use is an unknown tool.
-            caller = await resolve_caller(ToolContext(user_id=_caller(ctx, user_id)))
+            caller = await resolve_caller(_context(ctx, user_id))
             tools = await tools_available(caller=caller, own_only=True)
             tool = next((item for item in tools if item.name == params.name), None)
             if tool is None:
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            result = await call_tool(tool, params.arguments or {}, caller)
+            # A tool that asks the model (a workflow's llm node) is metered for this caller, facet `mcp`.
+            key = ctx.request.scope.get("api_key") if ctx.request is not None else None
+            with calling(Caller.with_key(caller.user_id, key, "mcp")):
+                result = await call_tool(tool, params.arguments or {}, caller)
         return result_to_mcp(result)
 
     return Server(SERVER_NAME, version=agentsite.__version__, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call)
+
+
+def _context(ctx: ServerRequestContext, default: int | None) -> ToolContext:
+    """The caller's ToolContext: an API key without the admin scope is never an admin's (mcpbridge.asgi)."""
+    request = ctx.request
+    user = request.scope.get("user") if request is not None else None
+    claims = user.access_token.claims if isinstance(user, AuthenticatedUser) else None
+    is_admin = claims.get("is_admin") if claims else None
+    return ToolContext(user_id=_caller(ctx, default), is_admin=is_admin)
 
 
 def _caller(ctx: ServerRequestContext, default: int | None) -> int | None:

@@ -27,11 +27,14 @@ def runner() -> Any:
 async def agent_runner(*, task: Any, scheduled_for: datetime) -> str:
     """The prompt to the agent as the task's owner (their config, tools and knowledge base); with a workflow,
     that workflow with the prompt as its input; with a session, the prompt and reply appended to it as a turn."""
-    if task.workflow_id:
-        return await _workflow(task)
-    if task.session_id:
-        return await _session_turn(task)
-    return await _agent(task)
+    from agentsite.agent.usage import Caller, calling
+
+    with calling(Caller(task.owner_id, facet="scheduler")):  # the run's every model call counts to the owner
+        if task.workflow_id:
+            return await _workflow(task)
+        if task.session_id:
+            return await _session_turn(task)
+        return await _agent(task)
 
 
 async def _agent(task: Any) -> str:

@@ -18,6 +18,8 @@ from rest_framework.views import APIView
 
 from accounts.authentication import async_post_view, revocable
 from agentsite.agent.loop import AgentEvent
+from agentsite.agent.usage import Caller
+from agentsite.agent.usage import check as usage_check
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.core.validation import json_object_body, validated
@@ -115,8 +117,11 @@ class ChatSchemaView(APIView):
 async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/sessions/:id/chat: everything that can fail with a status fails before the stream starts."""
     data = validated(ChatInputSerializer, json_object_body(request))
+    caller = Caller.with_key(user.pk, getattr(request, "api_key", None), "chat")
+    await usage_check(caller)  # a spent budget: 429 before anything is stored
     turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
                             overrides={"model": data["model"]} if data.get("model") else None)
+    turn.caller = caller
     # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
     return sse_response(revocable(chat_stream(turn.events()), request.headers.get("Authorization")))
 

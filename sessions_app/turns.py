@@ -33,6 +33,7 @@ from asgiref.sync import sync_to_async
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.agent.loop import AgentEvent, Transcript, run_agent
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
+from agentsite.agent.usage import Caller, caller_for
 from agentsite.core.dbcall import db
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
@@ -54,15 +55,17 @@ class ChatTurn:
     (None until it was) and `transcript` holds what the agent produced."""
 
     def __init__(self, *, session: ChatSession, owner_id: int, messages: list[Message], settings: AgentSettings,
-                 user_message_id: uuid.UUID, reply_id: uuid.UUID):
+                 user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None):
         self.session = session
         self.owner_id = owner_id
+        self.owner_is_admin = owner_is_admin  # as the request authenticated the owner (an API key's scopes)
         self.messages = messages
         self.settings = settings
         self.user_message_id = user_message_id
         self.reply_id = reply_id
         self.transcript = Transcript()
         self.status: str | None = None
+        self.caller: Caller | None = None  # who the model's calls are metered for (default: the owner, `chat`)
         self._checkpointed_at = 0.0
         self._checkpoint: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -77,8 +80,10 @@ class ChatTurn:
         """
         yield self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})
         try:
-            async with aclosing(run_agent(messages=self.messages, user_id=self.owner_id, settings=self.settings,
-                                          transcript=self.transcript)) as run:
+            caller = self.caller or caller_for(self.owner_id, "chat")
+            async with aclosing(run_agent(messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
+                                          settings=self.settings, transcript=self.transcript,
+                                          caller=caller)) as run:
                 async for event in run:
                     if event.type not in ("done", "error"):
                         self._maybe_checkpoint(force=event.type == "tool_result")
@@ -199,4 +204,5 @@ def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: st
     reply = services.message_start_reply(session=session, message_id=uuid.uuid4())
     settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
-                    settings=settings, user_message_id=user_message.pk, reply_id=reply.pk)
+                    settings=settings, user_message_id=user_message.pk, reply_id=reply.pk,
+                    owner_is_admin=bool(owner.is_active and owner.is_staff))

@@ -136,15 +136,17 @@ def _test_database_dropped_at_the_end(django_db_setup, django_db_blocker):
 def _fresh_caches():
     from django.core.cache import cache
 
-    from accounts.authentication import users
+    from accounts.authentication import keys, users
     from accounts.selectors import config_cache_clear
 
     _clear_own_cache(cache)
     config_cache_clear()
     users.drop(None)
+    keys.drop(None)
     yield
     config_cache_clear()
     users.drop(None)
+    keys.drop(None)
 
 
 def _clear_own_cache(cache) -> None:

@@ -41,3 +41,4 @@ AGENTSITE_DB_THREADS = 0
 # No heartbeat thread writing to pytest-django's test database behind a test's back (agentsite/core/processes.py);
 # tests of the heartbeat run it themselves, and live servers run the real settings.
 AGENTSITE_PROCESS_HEARTBEAT_S = 3600.0
+AGENTSITE_USAGE_FLUSH_S = 0.0  # no flusher thread in the test process: tests call usage.buffer.flush()

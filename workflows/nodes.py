@@ -170,12 +170,14 @@ class LlmNode(NodeType):
         from agentsite.agent.config import aget_settings
         from agentsite.agent.loop import run_agent
         from agentsite.agent.types import Message
+        from agentsite.agent.usage import caller_for
 
         settings = await aget_settings()
         if node.config.get("model"):
             settings = settings.with_overrides(model=node.config["model"])
         async for event in run_agent(messages=[Message("user", substitute(node.config["prompt"], ctx))],
-                                     user_id=ctx.owner_id, settings=settings):
+                                     user_id=ctx.owner_id, settings=settings,
+                                     caller=caller_for(ctx.owner_id, "workflow")):
             if event.type == "delta":
                 ctx.emit("delta", {"node": node.name, "content": event.data["content"]})
             elif event.type == "error":

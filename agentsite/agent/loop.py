@@ -30,6 +30,7 @@ from agentsite.agent.types import (
     ToolCallEvent,
     Usage,
 )
+from agentsite.agent.usage import Caller, caller_for, metered
 from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
@@ -98,17 +99,25 @@ def model_settings(settings: AgentSettings) -> ModelSettings:
 
 async def run_agent(*, messages: list[Message], user_id: int | None, settings: AgentSettings | None = None,
                     use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
-                    transcript: Transcript | None = None) -> AsyncGenerator[AgentEvent, None]:
+                    transcript: Transcript | None = None, caller: Caller | None = None,
+                    is_admin: bool | None = None,
+                    ) -> AsyncGenerator[AgentEvent, None]:
     """Run the agent on a conversation (oldest first, the latest user message last) and stream its events.
 
     At most `max_rounds` rounds run tools; then the model is asked once more with tool_choice "none" for
     a final answer. Never raises (but CancelledError): failures end the stream with one `error` event.
     `provider` overrides the one the settings name (by default the settings' `model` is resolved in the model
     catalogue and answered through the router: fallback and balance apply); `transcript` (a new one) is filled
-    as the run goes.
+    as the run goes. `is_admin` False keeps an admin's tools from a caller who is not acting as one (an API key
+    without the admin scope); None looks the user up.
+    Every call to the model is metered for `caller` (default: the task's caller when it is this user, else
+    this user with the facet `agent`): a refused call ends the run with an `error` event (`budget_exceeded`
+    or `rate_limited`).
     """
     settings = settings or await aget_settings()
-    run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript())
+    run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript(),
+                    is_admin)
+    run.caller = caller or caller_for(user_id)
     async with aclosing(run.events()) as events:
         async for event in events:
             yield event
@@ -116,14 +125,15 @@ async def run_agent(*, messages: list[Message], user_id: int | None, settings: A
 
 class _AgentRun:
     def __init__(self, messages: list[Message], user_id: int | None, settings: AgentSettings, use_tools: bool,
-                 max_rounds: int, provider: Provider | None, transcript: Transcript):
+                 max_rounds: int, provider: Provider | None, transcript: Transcript, is_admin: bool | None = None):
         self.messages = messages
-        self.ctx = ToolContext(user_id)
+        self.ctx = ToolContext(user_id, None if is_admin is None or user_id is None else is_admin)
         self.settings = settings
         self.use_tools = use_tools
         self.max_rounds = max(0, max_rounds)
         self.provider = provider
         self.transcript = transcript
+        self.caller: Caller | None = None
 
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
@@ -136,13 +146,16 @@ class _AgentRun:
                 async for event in rounds:
                     yield event
         except AppError as exc:
-            yield self.event("error", {"code": exc.code, "message": exc.message})
+            data: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if "Retry-After" in exc.headers:  # a budget or rate limit refused the call: when to try again
+                data["retry_after"] = int(exc.headers["Retry-After"])
+            yield self.event("error", data)
         except Exception as exc:  # a boundary: the stream must end with an event the client understands
             logger.exception("The agent loop failed")
             yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
 
     async def _rounds(self) -> AsyncGenerator[AgentEvent, None]:
-        provider = self.provider or routed_provider(self.settings)
+        provider = metered(self.provider or routed_provider(self.settings), self.caller)
         conversation = await self._conversation()
         tools = {tool.name: tool for tool in await self._tools()}
         specs = [tool.spec() for tool in tools.values()]

@@ -40,8 +40,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "not_authenticated": ErrorCode((401,), "No credential was sent where one is needed."),
     "token_invalid": ErrorCode((401,), "The credential is malformed, expired, revoked, or its user is inactive."),
     "invalid_credentials": ErrorCode((401,), "Log-in with a wrong username or password."),
-    "invalid_api_key": ErrorCode((401,), "/v1: the API key is not accepted under the server's compat_auth setting."),
+    "invalid_api_key": ErrorCode((401,), "/v1: no credential the server's compat_auth setting accepts, or an API key "
+                                         "that is unknown, revoked, expired, or whose user is inactive or changed "
+                                         "password."),
     "forbidden": ErrorCode((403,), "The caller may not do this (an admin operation, or an Origin not allowed)."),
+    "key_scope": ErrorCode((403,), "The API key's scopes do not include this door (`v1`, `mcp`, `api`)."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
     "model_not_found": ErrorCode((404,), "No model of that name for this caller: not in /v1/models (an alias, a "
@@ -54,7 +57,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "
                                                 "endpoint takes."),
     "unprocessable": ErrorCode((422,), "The request is well-formed but cannot be carried out as it stands."),
-    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration); Retry-After says when to retry."),
+    "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration, a per-minute LLM limit); "
+                                      "Retry-After says when to retry."),
+    "budget_exceeded": ErrorCode((429,), "The caller's (or the key's) token or cost budget for the day or month is "
+                                         "spent; Retry-After says when it renews."),
     "internal_error": ErrorCode((500,), "The server failed; the error was logged. Always a bug."),
     "upstream_error": ErrorCode((502,), "The LLM, an MCP server, a voice provider or a search engine failed; the "
                                         "message carries its words."),

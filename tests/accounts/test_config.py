@@ -16,7 +16,7 @@ def test_config_is_readable_by_any_user_and_hides_the_api_key(owner_client):
     assert "api_key" not in body
     assert "sk-secret-value" not in response.content.decode()
     assert body["provider"] == "offline"
-    assert body["compat_auth"] == "public"
+    assert body["compat_auth"] == "local"
     assert body["allow_registration"] is True
 
 

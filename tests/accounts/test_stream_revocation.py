@@ -381,3 +381,117 @@ def test_a_logout_on_one_process_ends_the_token_and_its_open_stream_on_another(t
     assert name == "error" and data["code"] == "token_invalid", (name, data)
     refused = requests.get(f"{second.base_url}/api/auth/me", headers=user.headers, timeout=10)
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "token_invalid"
+
+
+# --- API keys (issue 27): the same cuts for a stream opened with a key ------------------------------------
+
+def keyed(user: User, scopes: list[str], header: str = "bearer", **fields) -> User:
+    """`user` speaking with a new API key of theirs (its id in `key_id`) instead of their token."""
+    made = user.post("/api/keys", {"name": "stream", "scopes": scopes, **fields})
+    assert made.status_code == 201, made.text
+    other = User.__new__(User)
+    secret = made.json()["key"]
+    other.__dict__.update(user.__dict__, key_id=made.json()["id"], headers=(
+        {"Authorization": f"Bearer {secret}"} if header == "bearer" else {"x-api-key": secret}))
+    return other
+
+
+def revoke_key(live: LiveServer, user: User) -> None:
+    answer = requests.delete(f"{live.base_url}/api/keys/{user.key_id}", timeout=10,
+                             headers={"Authorization": f"Bearer {user.token}"})
+    assert answer.status_code == 204, answer.text
+
+
+def _as_token_holder(change: Callable[[LiveServer, User], None]) -> Callable[[LiveServer, User], None]:
+    def apply(live: LiveServer, user: User) -> None:
+        holder = User.__new__(User)
+        holder.__dict__.update(user.__dict__, headers={"Authorization": f"Bearer {user.token}"})
+        change(live, holder)
+    return apply
+
+
+KEY_CHANGES: dict[str, Callable[[LiveServer, User], None]] = {
+    "revocation": revoke_key, "password change": _as_token_holder(change_password),
+    "deactivation": deactivate_in_admin, "deletion": delete_in_admin}
+
+
+def _v1_stream_cut(live: LiveServer, user: User, change: Callable[[], None]) -> tuple[list, str]:
+    with requests.post(f"{live.base_url}/v1/chat/completions", headers=user.headers, timeout=10, stream=True, json={
+            "model": "fake-model", "stream": True, "messages": [{"role": "user", "content": "count"}]}) as response:
+        assert response.status_code == 200, response.text
+        chunks = _v1_chunks(response)
+        text = ""
+        while "word0" not in text:
+            text += next(chunks)["choices"][0]["delta"].get("content") or ""
+        change()
+        rest = list(chunks)
+    return rest, text + "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in rest[:-1])
+
+
+@pytest.mark.parametrize(("header", "change"), [("bearer", "revocation"), ("x-api-key", "revocation"),
+                                                ("x-api-key", "password change"), ("bearer", "deactivation"),
+                                                ("x-api-key", "deletion")])
+def test_a_streamed_v1_completion_made_with_a_key_ends_at_its_next_chunk_when_the_key_dies(live, fake_openai,
+                                                                                           header, change):
+    user = keyed(User(live), ["v1"], header)
+    fake_openai.script(Text("".join(WORDS), pieces=WORDS, delay=0.05))
+    rest, text = _v1_stream_cut(live, user, lambda: KEY_CHANGES[change](live, user))
+    assert rest and rest[-1]["error"]["code"] == "token_invalid", rest[-3:]
+    assert rest[-1]["error"]["type"] == "authentication_error" and "[DONE]" not in rest
+    assert len(text) < len("".join(WORDS)), "the whole reply was sent after the key died"
+    fake_openai.wait_for_hangups_sync(1, timeout=DEADLINE_S)
+    refused = requests.get(f"{live.base_url}/v1/models", headers=user.headers, timeout=10)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_streamed_v1_completion_ends_when_its_key_expires_mid_stream(live, fake_openai):
+    from datetime import UTC, datetime, timedelta
+
+    expiry = datetime.now(UTC) + timedelta(seconds=2)
+    user = keyed(User(live), ["v1"], "x-api-key", expires_at=expiry.isoformat())
+    fake_openai.script(Text("".join(WORDS), pieces=WORDS, delay=0.05))  # 20 s, if nothing stops it
+    rest, text = _v1_stream_cut(live, user, lambda: None)
+    assert rest[-1]["error"]["code"] == "token_invalid" and "expired" in rest[-1]["error"]["message"]
+    assert datetime.now(UTC) >= expiry and len(text) < len("".join(WORDS))
+
+
+def test_a_chat_stream_made_with_a_key_ends_at_its_next_event_when_the_key_is_revoked(live, fake_openai):
+    user = keyed(User(live), ["api"])
+    session = user.post("/api/sessions", {"name": "with a key"})
+    assert session.status_code == 201, session.text
+    fake_openai.script(Hang(text="Thinking "))
+    with user.post(f"/api/sessions/{session.json()['id']}/chat", {"message": "hello"}, stream=True) as response:
+        assert response.status_code == 200
+        events = sse_events(response)
+        assert next(data for name, data in events if name == "delta")["content"] == "Thinking "
+        revoke_key(live, user)
+        name, data = next_event_after(events)
+    assert name == "error" and data["code"] == "token_invalid", (name, data)
+    fake_openai.wait_for_hangups_sync(1, timeout=DEADLINE_S)
+
+
+@pytest.mark.parametrize(("path", "change"), [("/mcp/sse", "revocation"), ("/mcp", "revocation"),
+                                              ("/mcp", "password change")])
+async def test_an_mcp_stream_made_with_a_key_answers_the_call_in_flight_with_an_error_when_the_key_dies(
+        live, path, change):
+    user = await asyncio.to_thread(lambda: keyed(User(live), ["mcp"]))
+    outcome = await _call_through_the_gate(f"{live.base_url}{path}", user, lambda: KEY_CHANGES[change](live, user))
+    assert isinstance(outcome, MCPError), f"the call went on after the key died: {outcome!r}"
+    assert outcome.error.code == -32000 and outcome.error.data == {"code": "token_invalid"}
+
+
+def test_a_key_revoked_on_one_process_ends_its_open_stream_on_another(two_processes, fake_openai):
+    import redis
+
+    first, second, prefix = two_processes
+    user = keyed(User(first), ["v1"], "x-api-key")
+    channel = f"{prefix}:invalidate"
+    poll(lambda: dict(redis.Redis.from_url(REDIS_URL).pubsub_numsub(channel)).get(channel.encode()) == 2,
+         "both server processes subscribed to the invalidation channel")
+    # The second process reads the key now and keeps it for an hour: only an announcement can change that.
+    assert requests.get(f"{second.base_url}/v1/models", headers=user.headers, timeout=10).status_code == 200
+    fake_openai.script(Text("".join(WORDS), pieces=WORDS, delay=0.05))
+    rest, _text = _v1_stream_cut(second, user, lambda: revoke_key(first, user))  # revoked on the first
+    assert rest[-1]["error"]["code"] == "token_invalid" and "revoked" in rest[-1]["error"]["message"]
+    refused = requests.get(f"{second.base_url}/v1/models", headers=user.headers, timeout=10)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"

@@ -259,7 +259,8 @@ def test_token_mode_requires_a_dashboard_token(compat_server, fake_openai):
                    timeout=10).raise_for_status()
     try:
         anonymous = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="placeholder", max_retries=0)
-        assert [model.id for model in anonymous.models.list()]  # the model list stays public (docs/api.md)
+        with pytest.raises(openai.AuthenticationError):  # the list is what the caller may use: nothing
+            anonymous.models.list()
         with pytest.raises(openai.AuthenticationError):
             anonymous.embeddings.create(model="hash-256", input="x")
         with pytest.raises(openai.AuthenticationError):
@@ -269,8 +270,9 @@ def test_token_mode_requires_a_dashboard_token(compat_server, fake_openai):
         member = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=token, max_retries=0)
         reply = member.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "x"}])
         assert reply.choices[0].message.content == "welcome"
+        assert "fake-model" in [model.id for model in member.models.list()]
     finally:
-        requests.patch(f"{server.base_url}/api/config", json={"compat_auth": "public"}, headers=headers,
+        requests.patch(f"{server.base_url}/api/config", json={"compat_auth": "local"}, headers=headers,
                        timeout=10).raise_for_status()
 
 

@@ -129,6 +129,7 @@ def long_data(dashboard_server, admin_headers, tmp_path_factory) -> dict:
     plugins.mkdir(exist_ok=True)
     (plugins / f"{PLUGIN_MODULE}.py").write_text(PLUGIN)
     call("POST", "/api/plugins/reload", json={})
+    call("POST", "/api/keys", json={"name": LONG_WORD[:100], "scopes": ["v1", "mcp", "api", "admin"]})
     return {"session": session["id"], "workflow": workflow["id"]}
 
 
@@ -139,6 +140,7 @@ PAGES = [  # (route, something the page shows once loaded)
     ("workflows", f"text={LONG_WORD[:30]}"),
     ("workflows/{workflow}", ".wf-canvas"),
     ("mcp", f"[data-plugin=\"{PLUGIN_MODULE}\"]"),
+    ("keys", "[data-key]"),
     ("settings", "role=form[name='Agent configuration']"),
 ]
 

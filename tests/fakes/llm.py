@@ -62,6 +62,8 @@ class FakeLLMServer(FakeServer):
         self._replies: deque[ReplyOrFunction] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
+        # (time, prompt_tokens, completion_tokens) of each reply that reported its usage: what the upstream billed.
+        self.usage_log: list[tuple[float, int, int]] = []
 
     def script(self, *replies: ReplyOrFunction) -> FakeLLMServer:
         with self._lock:
@@ -76,7 +78,17 @@ class FakeLLMServer(FakeServer):
         super().reset()
         with self._lock:
             self._replies.clear()
+            self.usage_log.clear()
         self.models, self.models_error = ["fake-model"], None
+
+    def usage_total(self) -> tuple[int, int]:
+        """(prompt_tokens, completion_tokens) reported in all replies since the last reset."""
+        with self._lock:
+            return sum(p for _, p, _ in self.usage_log), sum(c for _, _, c in self.usage_log)
+
+    def streams_usage(self, body: dict[str, Any]) -> bool:
+        """Whether a streamed reply to this request reports its usage."""
+        return True
 
     def bodies(self) -> list[Any]:
         """The JSON bodies received at the completion endpoint, in order."""
@@ -124,13 +136,19 @@ class FakeLLMServer(FakeServer):
             self.hangups = 0
             with self._lock:
                 self._replies.clear()
+                self.usage_log.clear()
             return FakeResponse.json({"ok": True})
         if request.path == "/_fake/requests":
             return FakeResponse.json([{"method": r.method, "path": r.target, "headers": r.headers,
                                        "body": r.body.decode("utf-8", "replace")} for r in self.requests])
         if request.path == "/_fake/state":
+            prompt, completion = self.usage_total()
             return FakeResponse.json({"requests": len(self.requests), "hangups": self.hangups,
-                                      "pending": self.pending})
+                                      "pending": self.pending, "usage": {"prompt_tokens": prompt,
+                                                                         "completion_tokens": completion}})
+        if request.path == "/_fake/usage":
+            with self._lock:
+                return FakeResponse.json([list(entry) for entry in self.usage_log])
         return FakeResponse.json({"error": "unknown control path"}, 404)
 
     def problem(self, request: RecordedRequest, body: dict[str, Any]) -> str | None:
@@ -145,6 +163,9 @@ class FakeLLMServer(FakeServer):
         if isinstance(reply, Drop):
             return FakeResponse(drop=True)
         stream = bool(body.get("stream"))
+        if isinstance(reply, Text | ToolCalls) and (not stream or self.streams_usage(body)):
+            with self._lock:
+                self.usage_log.append((time.time(), *reply.usage))
         if isinstance(reply, Hang) and not stream:
             return FakeResponse(delay=math.inf)
         if not stream:
@@ -188,6 +209,9 @@ class FakeOpenAI(FakeLLMServer):
     @property
     def root_url(self) -> str:
         return super().base_url
+
+    def streams_usage(self, body: dict[str, Any]) -> bool:
+        return bool((body.get("stream_options") or {}).get("include_usage"))
 
     def problem(self, request: RecordedRequest, body: dict[str, Any]) -> str | None:
         if not body.get("model"):

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice", "plugins")
+APPS = ("accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice", "plugins",
+        "usage")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -43,6 +44,7 @@ APP_EDGES = {
     "workflows": {"accounts"},
     "voice": {"accounts", "knowledge", "sessions_app"},
     "plugins": {"accounts"},
+    "usage": {"accounts"},
 }
 
 

@@ -42,9 +42,9 @@ PUBLIC = {
     ("get", "/api/health"),  # probes
     ("get", "/api/schema"), ("get", "/api/docs"),  # the contract itself
     ("get", "/api/voices"),  # the preset list, static
-    ("get", "/v1/models"),  # whatever compat_auth says (a valid token only adds the caller's workflows)
 }
-V1_PUBLIC_WHILE_COMPAT_PUBLIC = {("post", "/v1/chat/completions"), ("post", "/v1/embeddings")}
+# Served without a credential while compat_auth is "public" (and from loopback while "local", the default).
+V1_PUBLIC_WHILE_COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings")}
 # Which object a path parameter names, by the route's template.
 OBJECT_ROUTES = {
     "/api/sessions/{pk}": "session", "/api/sessions/{pk}/messages": "session",
@@ -55,11 +55,13 @@ OBJECT_ROUTES = {
     "/api/workflows/{pk}": "workflow", "/api/workflows/{pk}/nodes": "workflow", "/api/workflows/{pk}/run": "workflow",
     "/api/workflows/{pk}/runs": "workflow", "/api/workflows/{pk}/export": "workflow",
     "/api/workflows/runs/{run_id}": "workflow_run",
+    "/api/keys/{pk}": "key",
 }
 # Routes naming an object that is not a user's but the admins' (an MCP server): admin-only, so another user
 # gets the 403 the admin matrix checks, and there is no owner to hide it from.
 ADMIN_OBJECT_ROUTES = {"/api/mcp/servers/{name}", "/api/connections/{connection_id}",
-                       "/api/connections/{connection_id}/discover", "/api/aliases/{alias_id}"}
+                       "/api/connections/{connection_id}/discover", "/api/aliases/{alias_id}", "/api/users/{user_id}",
+                       "/api/users/{user_id}/budget"}
 # A valid body where a route checks its body before its object: the answer to another user must still be 404.
 VALID_BODIES = {
     ("post", "/api/sessions/{pk}/chat"): {"message": "hello"},
@@ -129,7 +131,7 @@ def is_admin_operation(method: str, callback) -> bool:
 
 def _fill(template: str) -> str:
     return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
-            .replace("{connection_id}", "1").replace("{alias_id}", "1"))
+            .replace("{connection_id}", "1").replace("{alias_id}", "1").replace("{user_id}", "1"))
 
 
 def _call(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):
@@ -220,6 +222,7 @@ def test_every_non_public_route_refuses_every_bad_token_with_a_401(bad_credentia
 
 
 def test_v1_is_public_only_while_compat_auth_says_so(bad_credentials):
+    config_update(changes={"compat_auth": "public"})
     client = APIClient()
     for method, template in sorted(V1_PUBLIC_WHILE_COMPAT_PUBLIC):
         assert _call(client, method, template).status_code != 401, f"{method} {template} while public"
@@ -256,15 +259,16 @@ def owned(owner_client) -> dict[str, str]:
         {"id": "out", "name": "out", "type": "output", "config": {}}], "edges": [{"from": "in", "to": "out"}]},
         format="json").json()["id"]
     run = owner_client.post(f"/api/workflows/{workflow}/run", {"input": "x"}, format="json").json()["id"]
+    key = str(owner_client.post("/api/keys", {"name": "mine"}, format="json").json()["id"])
     return {"session": session, "document": document, "upload": upload, "task": task, "workflow": workflow,
-            "workflow_run": run}
+            "workflow_run": run, "key": key}
 
 
 def _snapshot(client: APIClient, objects: dict[str, str]) -> dict[str, object]:
     reads = {"session": f"/api/sessions/{objects['session']}", "document": "/api/kb/documents",
              "upload": "/api/uploads", "task": "/api/scheduler/tasks",
              "workflow": f"/api/workflows/{objects['workflow']}/export",
-             "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}"}
+             "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}", "key": "/api/keys"}
     snapshot = {}
     for kind, path in reads.items():
         response = client.get(path)

@@ -104,6 +104,7 @@ def objects(clients) -> dict[str, str]:
         "task": post("/api/scheduler/tasks", {"name": "target", "cron": "0 9 * * *", "prompt": "hi"})["id"],
         "workflow": workflow,
         "workflow_run": post(f"/api/workflows/{workflow}/run", {"input": "x"})["id"],
+        "key": str(post("/api/keys", {"name": "target"})["id"]),
     }
 
 

@@ -20,6 +20,7 @@ CONFIGURATION_SKIPS = {
     "tests/accounts/test_stream_revocation.py": "PostgreSQL + Redis only (two processes share revocations)",
     "tests/knowledge/test_quota.py": "PostgreSQL only (on SQLite adds never overlap)",
     "tests/voice/conftest.py": "no espeak-ng outside CI (runs, and fails, under CI=true)",
+    "tests/usage/test_two_processes.py": "PostgreSQL + Redis only (two processes share budgets through Redis)",
     "tests/needs.py": "the one place that decides",
     "tests/foundation/test_ci_rules.py": "this file",
 }

@@ -120,8 +120,9 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     task = _created(client.post("/api/scheduler/tasks", {"name": label, "cron": "0 9 * * *", "prompt": "hello",
                                                          "session_id": session}, format="json"), "a task")["id"]
     task_run = _created(client.post(f"/api/scheduler/run/{task}"), "a scheduled task's run")["id"]
+    key = str(_created(client.post("/api/keys", {"name": f"{label}'s key"}, format="json"), "an API key")["id"])
     return {"session": session, "document": document, "upload": upload, "workflow": workflow,
-            "workflow_run": workflow_run, "task": task, "task_run": task_run}
+            "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key}
 
 
 @pytest.fixture

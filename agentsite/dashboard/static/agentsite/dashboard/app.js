@@ -20,6 +20,8 @@ const PAGES = [
   ["scheduler", "Scheduler"],
   ["workflows", "Workflows"],
   ["mcp", "MCP"],
+  ["keys", "Keys"],
+  ["usage", "Usage"],
   ["settings", "Settings"],
 ];
 const DEFAULT_PAGE = "chat";

@@ -23,7 +23,8 @@ const CONFIG_FIELDS = [
   { name: "tts_provider", label: "Text to speech", kind: "select", options: [["local", "Local (offline)"], ["hosted", "Hosted"], ["edge", "Edge"], ["browser", "Browser"]] },
   { name: "tts_voice", label: "Voice", kind: "voice" },
   { name: "allow_registration", label: "Allow anyone to register", kind: "bool" },
-  { name: "compat_auth", label: "/v1 API access", kind: "select", options: [["public", "Public (any key)"], ["token", "A dashboard token"]] },
+  { name: "compat_auth", label: "/v1 API access", kind: "select", help: "Who may call the OpenAI-compatible API without an API key.",
+    options: [["local", "Local: anonymous calls from this machine only"], ["key", "Key: an API key or a dashboard token"], ["public", "Public: anyone, with any key"]] },
 ];
 
 export async function mount(root, ctx) {
@@ -136,7 +137,10 @@ class SettingsPage {
     h("fieldset", { disabled: !this.admin }, h("legend", { class: "visually-hidden" }, "Agent configuration"), ...controls),
     this.configError, this.configOk,
     this.admin ? h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Save configuration")) : null);
-    put(this.configBox, title, note, form,
+    // Public /v1 spends the operator's upstream key for anyone who can reach the server: said while it is on.
+    const publicWarning = this.config.compat_auth === "public" ? h("p", { class: "notice warning settings-public-warning", role: "alert" },
+      "The /v1 API is public: anyone who can reach this server can use the model, on your upstream API key. Choose Local or Key unless that is what you want.") : null;
+    put(this.configBox, title, publicWarning, note, form,
       this.config.updated_at ? h("p", { class: "muted" }, "Last changed ", h("time", { datetime: this.config.updated_at }, formatTime(this.config.updated_at))) : null);
   }
 
@@ -145,10 +149,13 @@ class SettingsPage {
     const help = spec.help ? hint(spec.help) : null;
     let input;
     switch (spec.kind) {
-    case "select":
-      input = h("select", { name: spec.name }, ...spec.options.map(([option, label]) => h("option", { value: option }, label)));
+    case "select": {
+      const options = [...spec.options];
+      if (value && !options.some(([option]) => option === value)) options.push([value, value]);  // "token": the old name of "key"
+      input = h("select", { name: spec.name }, ...options.map(([option, label]) => h("option", { value: option }, label)));
       input.value = value;
       break;
+    }
     case "voice": {
       const options = this.voices.map((voice) => [voice.id, `${voice.name} (${voice.language}${voice.gender ? `, ${voice.gender}` : ""})`]);
       if (value && !options.some(([id]) => id === value)) options.unshift([value, value]);

@@ -1,0 +1,260 @@
+"""Metering: who made each LLM call, what it cost in tokens, and whether their budget allows the next one.
+
+The runtime imports no facet app. A door (the chat stream, /v1, a workflow, the scheduler, an MCP tool) says
+who is calling with a `Caller`, either passed to `run_agent(caller=...)` / `metered(provider, caller)` or set
+for the current task with `calling(caller)`. Every provider the runtime calls for that caller is wrapped in a
+`MeteredProvider`, which
+
+- asks the registered `Metering` to `admit` the call BEFORE the upstream is contacted (a budget or rate limit
+  refuses it with AppError 429 `budget_exceeded` | `rate_limited`, carrying Retry-After),
+- watches the stream go by: the upstream's Usage event gives the tokens; without one (an upstream that sends
+  none, a stream cut short, a client that hung up) they are estimated from the text (4 characters a token),
+- and, however the call ended (finished, failed, closed, cancelled), hands one `CallRecord` to
+  `Metering.record`, which must not do I/O on the caller's path (it buffers) and may return an awaitable
+  that settles the call against the budgets.
+
+A facet app (`usage`) registers the one Metering with `set_metering()` in its AppConfig.ready(), like the
+settings loader of `agentsite.agent.config`. Without one (runtime tests) `metered()` returns the provider
+unchanged: metering costs nothing where nothing listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncGenerator, Awaitable, Iterator
+from contextlib import aclosing, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentsite.agent.providers.base import Provider, flatten
+from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelta, ToolCallEvent, Usage
+
+logger = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who an LLM call is made for. `user_id` None: an anonymous caller (a public /v1); `key_id` the API key's id
+    ("" without a key) and `key_budget` that key's own budget (None: none); `facet` the door: chat | v1 |
+    workflow | scheduler | mcp | agent."""
+
+    user_id: int | None
+    key_id: str = ""
+    facet: str = "agent"
+    key_budget: dict[str, Any] | None = field(default=None, compare=False)
+
+    @classmethod
+    def with_key(cls, user_id: int | None, key: Any, facet: str) -> Caller:
+        """The caller of a request authenticated with `key` (an API key record: `pk`, `budget`; None: no key)."""
+        if key is None:
+            return cls(user_id, facet=facet)
+        return cls(user_id, str(key.pk), facet, getattr(key, "budget", None) or None)
+
+
+@dataclass
+class CallRecord:
+    """One LLM call as it ended. `status`: ok | error | interrupted (closed or cancelled before the end);
+    `counted`: the tokens are the upstream's own figures (False: estimated from the text)."""
+
+    caller: Caller
+    model_requested: str
+    model_answered: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    status: str
+    counted: bool
+    error: str = ""
+
+
+class Metering(Protocol):
+    async def check(self, caller: Caller) -> None:
+        """Raise AppError 429 when the caller may not start a call now (reserves nothing)."""
+
+    async def admit(self, caller: Caller, model: str) -> object | None:
+        """Reserve a call for `caller` or raise AppError 429; returns a ticket for `record` (None: no budget)."""
+
+    def record(self, record: CallRecord, ticket: object | None) -> Awaitable[None] | None:
+        """Buffer the call (no I/O); with a ticket, return what settles it against the budgets."""
+
+
+_metering: Metering | None = None
+_caller: ContextVar[Caller | None] = ContextVar("agentsite_caller", default=None)
+
+
+def set_metering(metering: Metering | None) -> None:
+    global _metering
+    _metering = metering
+
+
+def get_metering() -> Metering | None:
+    return _metering
+
+
+def current_caller() -> Caller | None:
+    return _caller.get()
+
+
+@contextmanager
+def calling(caller: Caller) -> Iterator[None]:
+    """Make `caller` the caller of every LLM call in this block (and in tasks it starts)."""
+    token = _caller.set(caller)
+    try:
+        yield
+    finally:
+        _caller.reset(token)
+
+
+def caller_for(user_id: int | None, facet: str = "agent") -> Caller:
+    """The task's caller when it is this user (a key set at the door is kept), else a new one for `facet`."""
+    current = _caller.get()
+    if current is not None and current.user_id == user_id:
+        return current
+    return Caller(user_id, facet=facet)
+
+
+async def check(caller: Caller) -> None:
+    """A door's early check (before a stream starts): raises AppError 429 when the caller's budget is spent."""
+    if _metering is not None:
+        await _metering.check(caller)
+
+
+def metered(provider: Provider, caller: Caller | None = None) -> Provider:
+    """`provider` with every call admitted and recorded for `caller` (default: the task's caller, else anonymous)."""
+    if _metering is None or isinstance(provider, MeteredProvider):
+        return provider
+    return MeteredProvider(provider, caller or _caller.get() or Caller(None))
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def prompt_chars(request: ChatRequest) -> int:
+    chars = 0
+    for message in request.messages:
+        chars += len(message.text) + sum(len(json.dumps(call.arguments)) for call in message.tool_calls)
+    return chars + sum(len(spec.description) + len(json.dumps(spec.input_schema)) for spec in request.tools)
+
+
+class _Watch:
+    """What one call has streamed: the upstream's usage when it sent one, else the characters to estimate from."""
+
+    def __init__(self, provider: MeteredProvider, request: ChatRequest):
+        self.provider = provider
+        self.request = request
+        self.started = time.perf_counter()
+        self.usage: Usage | None = None
+        self.chars = 0
+        self.answered = ""
+
+    def see(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.chars += len(event.text)
+        elif isinstance(event, ToolCallEvent):
+            self.chars += len(event.call.name) + len(json.dumps(event.call.arguments))
+        elif isinstance(event, Usage):
+            self.usage = event
+
+    def record(self, status: str, error: str = "") -> CallRecord:
+        usage = self.usage
+        counted = usage is not None and usage.total_tokens > 0
+        if usage is None or not counted:
+            usage = Usage(math.ceil(prompt_chars(self.request) / CHARS_PER_TOKEN),
+                          math.ceil(self.chars / CHARS_PER_TOKEN))
+        inner = self.provider.inner
+        # Through the router (agentsite.agent.routing): the name the caller asked for, and the catalogue entry
+        # that answered it (after a fallback, another than the first).
+        route = getattr(inner, "route", None)
+        model = self.provider.model_for(self.request) or (route.name if route is not None else "")
+        attempts = getattr(inner, "attempts", None)
+        answered = self.answered or (attempts.answered if attempts is not None else None) or model
+        return CallRecord(self.provider.caller, model, answered, usage.prompt_tokens, usage.completion_tokens,
+                          (time.perf_counter() - self.started) * 1000, status, counted, error)
+
+
+class MeteredProvider(Provider):
+    """A provider whose every call is admitted by the Metering first and recorded however it ends."""
+
+    name = "metered"
+    default_model = ""
+
+    def __init__(self, inner: Provider, caller: Caller):  # noqa: D107 - no super(): every attribute is the inner's
+        self.inner = inner
+        self.caller = caller
+        self.base_url, self.model, self.timeout = inner.base_url, inner.model, inner.timeout
+
+    def model_for(self, request: ChatRequest) -> str:
+        return self.inner.model_for(request)
+
+    def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        return flatten(self.stream_batches(request))
+
+    async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
+        metering = _metering
+        assert metering is not None
+        ticket = await metering.admit(self.caller, self.model_for(request))
+        watch = _Watch(self, request)
+        status, error = "interrupted", ""
+        try:
+            async with aclosing(self.inner.stream_batches(request)) as batches:
+                async for batch in batches:
+                    for event in batch:
+                        watch.see(event)
+                    yield batch
+            status = "ok"
+        except Exception as exc:
+            status, error = "error", str(getattr(exc, "message", "")) or type(exc).__name__
+            raise
+        finally:
+            await _settle(metering.record(watch.record(status, error), ticket), wait=status != "interrupted")
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        metering = _metering
+        assert metering is not None
+        ticket = await metering.admit(self.caller, self.model_for(request))
+        watch = _Watch(self, request)
+        status, error = "interrupted", ""
+        try:
+            completion = await self.inner.complete(request)
+            watch.usage = completion.usage
+            watch.chars = len(completion.text)
+            status = "ok"
+            return completion
+        except Exception as exc:
+            status, error = "error", str(getattr(exc, "message", "")) or type(exc).__name__
+            raise
+        finally:
+            await _settle(metering.record(watch.record(status, error), ticket), wait=status != "interrupted")
+
+    def __repr__(self) -> str:
+        return f"MeteredProvider({self.inner!r}, {self.caller!r})"
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+async def _settle(settling: Awaitable[None] | None, *, wait: bool) -> None:
+    """Await the settlement; a closed or cancelled call (which must not wait) settles in the background."""
+    if settling is None:
+        return
+    if wait:
+        try:
+            await settling
+        except Exception:  # a boundary: a budget store that failed must not fail the answer already given
+            logger.exception("Settling a call against its budgets failed")
+        return
+    task = asyncio.ensure_future(settling)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+__all__ = ["CHARS_PER_TOKEN", "CallRecord", "Caller", "MeteredProvider", "Metering", "caller_for", "calling",
+           "check", "current_caller", "estimate_tokens", "get_metering", "metered", "set_metering"]

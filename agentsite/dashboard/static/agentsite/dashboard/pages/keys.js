@@ -1,0 +1,156 @@
+// Keys: the user's API keys (docs/api.md, API keys). Making one shows its secret once, with a copy button;
+// the list shows each key's prefix, scopes, dates and whether it works; revoking asks first. Admins may also
+// give their own keys the admin scope.
+import {
+  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, put,
+} from "../ui.js";
+
+const SCOPES = [
+  ["v1", "v1: the OpenAI-compatible API (/v1)"],
+  ["mcp", "mcp: the MCP server (/mcp)"],
+  ["api", "api: the dashboard's API (/api), as you"],
+  ["admin", "admin: admin operations too"],
+];
+const STATUS = { active: "Active", revoked: "Revoked", expired: "Expired", password_changed: "Password changed since",
+  user_inactive: "Account inactive" };
+
+export async function mount(root, ctx) {
+  const page = new KeysPage(root, ctx);
+  await page.start();
+  return () => { page.stopped = true; };
+}
+
+class KeysPage {
+  constructor(root, ctx) {
+    this.root = root;
+    this.ctx = ctx;
+    this.admin = Boolean(ctx.user?.is_admin);
+    this.stopped = false;
+  }
+
+  async start() {
+    this.secretBox = h("div", { class: "keys-secret", "aria-live": "polite" });
+    this.listBox = h("section", { class: "card keys-list", "aria-labelledby": "keys-list-title" });
+    put(this.root,
+      pageHeader("API keys", "Keys for the OpenAI-compatible API, the MCP server or the API, for SDKs and scripts: each acts as you, within its scopes."),
+      h("div", { class: "keys-layout" }, h("div", {}, this.createForm(), this.secretBox), this.listBox));
+    await this.load();
+  }
+
+  createForm() {
+    const error = h("div", { class: "form-error", role: "alert", hidden: true });
+    const scopes = h("fieldset", { class: "keys-scopes" }, h("legend", {}, "Scopes"),
+      ...SCOPES.filter(([scope]) => scope !== "admin" || this.admin).map(([scope, label]) => {
+        const input = h("input", { type: "checkbox", name: "scope", value: scope, id: `key-scope-${scope}` });
+        input.defaultChecked = scope === "v1";  // what form.reset() goes back to
+        return h("div", { class: "field check" }, input, h("label", { for: input.id }, label));
+      }));
+    const button = h("button", { type: "submit", class: "primary" }, "Create key");
+    const form = h("form", { class: "card keys-create", "aria-labelledby": "keys-create-title", novalidate: true,
+      onsubmit: async (event) => {
+        event.preventDefault();
+        error.hidden = true;
+        const elements = form.elements;
+        for (const element of elements) element.removeAttribute?.("aria-invalid");
+        const body = { name: elements.name.value.trim(),
+          scopes: [...form.querySelectorAll("input[name=scope]:checked")].map((input) => input.value) };
+        if (elements.expires_at.value) body.expires_at = new Date(elements.expires_at.value).toISOString();
+        button.disabled = true;
+        try {
+          const key = await this.ctx.api("/api/keys", { method: "POST", body });
+          form.reset();
+          this.showSecret(key);
+          await this.load();
+        } catch (problem) {
+          for (const name of Object.keys(fieldErrors(problem))) elements[name]?.setAttribute("aria-invalid", "true");
+          error.textContent = errorText(problem);
+          error.hidden = false;
+        } finally {
+          button.disabled = false;
+        }
+      } },
+    h("h2", { id: "keys-create-title" }, "New key"),
+    field("Name", h("input", { name: "name", autocomplete: "off", maxlength: "100", required: true, placeholder: "laptop" })),
+    scopes,
+    field("Expires", h("input", { name: "expires_at", type: "datetime-local" }), hint("Empty: never.")),
+    error, h("div", { class: "actions" }, button));
+    return form;
+  }
+
+  // The secret, once: it is not stored anywhere the server can show it again.
+  showSecret(key) {
+    const value = h("input", { class: "mono keys-secret-value", readonly: true, value: key.key, "aria-label": `Secret of ${key.name}` });
+    const copied = h("span", { class: "form-ok", role: "status" });
+    const copy = h("button", { type: "button", class: "primary", onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(key.key);
+        copied.textContent = "Copied.";
+      } catch {
+        value.select();
+        copied.textContent = "Select and copy it by hand (the browser refused the clipboard).";
+      }
+    } }, "Copy");
+    put(this.secretBox, h("section", { class: "card keys-new-secret", "aria-labelledby": "keys-secret-title" },
+      h("h2", { id: "keys-secret-title" }, `Key “${key.name}” created`),
+      h("p", { class: "notice", role: "note" }, "Copy the secret now: it is shown this once and cannot be shown again."),
+      h("div", { class: "keys-secret-row" }, value, copy), copied,
+      h("div", { class: "actions" }, h("button", { type: "button", onclick: () => put(this.secretBox) }, "Done"))));
+    value.focus();
+    value.select();
+  }
+
+  async load() {
+    const title = h("h2", { id: "keys-list-title" }, "Your keys");
+    put(this.listBox, title, loading("Loading keys…"));
+    let keys;
+    try {
+      keys = (await this.ctx.api("/api/keys?limit=200")).results;
+    } catch (error) {
+      if (!this.stopped) put(this.listBox, title, errorBox(`The keys could not be loaded: ${errorText(error)}`, () => this.load()));
+      return;
+    }
+    if (this.stopped) return;
+    if (!keys.length) {
+      put(this.listBox, title, h("p", { class: "empty" }, "No key yet."));
+      return;
+    }
+    const table = h("table", { class: "keys-table" },
+      h("thead", {}, h("tr", {}, ...["Name", "Key", "Scopes", "Created", "Expires", "Last used", "Status", ""]
+        .map((label) => h("th", { scope: "col" }, label)))),
+      h("tbody", {}, ...keys.map((key) => h("tr", { "data-key": String(key.id) },
+        h("th", { scope: "row" }, key.name),
+        h("td", {}, h("code", {}, `${key.prefix}…`)),
+        h("td", {}, key.scopes.join(", ")),
+        h("td", {}, when(key.created_at)),
+        h("td", {}, key.expires_at ? when(key.expires_at) : "Never"),
+        h("td", {}, key.last_used_at ? when(key.last_used_at) : "Never"),
+        h("td", {}, h("span", { class: `badge status ${key.status === "active" ? "ok" : "error"}` }, STATUS[key.status] || key.status)),
+        h("td", {}, key.revoked ? null : h("button", { type: "button", class: "danger", "aria-label": `Revoke ${key.name}`,
+          onclick: () => this.revoke(key) }, "Revoke"))))));
+    labelCells(table);
+    put(this.listBox, title, h("div", { class: "table-wrap" }, table));
+  }
+
+  async revoke(key) {
+    if (!await confirmDialog(`Revoke the key “${key.name}” (${key.prefix}…)? Programs using it stop working at once.`, { confirmLabel: "Revoke" })) return;
+    try {
+      await this.ctx.api(`/api/keys/${key.id}`, { method: "DELETE" });
+      this.ctx.toast(`Revoked ${key.name}.`, "success");
+    } catch (error) {
+      this.ctx.toast(`Not revoked: ${errorText(error)}`, "error");
+    }
+    await this.load();
+  }
+}
+
+function when(iso) {
+  return h("time", { datetime: iso }, formatTime(iso));
+}
+
+// Each cell gets its column's name, shown before it where the table becomes a list of cards (a phone).
+function labelCells(table) {
+  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
+  for (const row of table.tBodies[0].rows) {
+    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
+  }
+}

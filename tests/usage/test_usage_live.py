@@ -1,0 +1,147 @@
+"""Usage and budgets on a real server (issue 27, items 3, 4 and 6): the openai SDK with a key meets its budget
+as a RateLimitError at the right request, 50 parallel requests against 10 a minute let 10 through, and a
+server killed with SIGKILL mid-load loses at most one flush interval of what the fake upstream counted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import UTC, datetime
+
+import openai
+import pytest
+import requests
+
+from tests.e2e import in_parallel, poll, server_with_fake_upstream
+from tests.fakes.llm import Text
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "a-long-enough-password-1"
+
+
+@pytest.fixture(scope="module")
+def live(fake_openai_server):
+    server, headers = server_with_fake_upstream(fake_openai_server, AGENTSITE_USAGE_FLUSH_S="0.2")
+    yield server, headers
+    server.stop()
+
+
+def _user_with_key(server, admin_headers, name: str, key_budget: dict | None = None) -> tuple[int, str, dict]:
+    response = requests.post(f"{server.base_url}/api/auth/register", json={"username": name, "password": PASSWORD},
+                             timeout=10)
+    assert response.status_code == 201, response.text
+    user_id = int(response.json()["user"]["id"])
+    token_headers = {"Authorization": f"Bearer {response.json()['token']}"}
+    body = {"name": "sdk", "scopes": ["v1", "api"], **({"budget": key_budget} if key_budget else {})}
+    made = requests.post(f"{server.base_url}/api/keys", json=body, headers=token_headers, timeout=10)
+    assert made.status_code == 201, made.text
+    return user_id, made.json()["key"], token_headers
+
+
+def _usage(server, headers, **query) -> dict:
+    response = requests.get(f"{server.base_url}/api/usage", params=query, headers=headers, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_a_users_daily_budget_ends_in_a_rate_limit_error_at_the_right_request(live, fake_openai):
+    server, admin = live
+    user_id, key, headers = _user_with_key(server, admin, "budgeted")
+    put = requests.put(f"{server.base_url}/api/users/{user_id}/budget", json={"tokens_per_day": 40}, headers=admin,
+                       timeout=10)
+    assert put.status_code == 200 and put.json()["tokens_per_day"] == 40
+    fake_openai.script(*[Text("fine", usage=(12, 7)) for _ in range(5)])
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=key, max_retries=0)
+    for index in range(3):  # 0, 19, 38 tokens used before each: under 40; the third crosses it and finishes
+        stream = index == 1
+        reply = client.chat.completions.create(model="fake-model", stream=stream,
+                                               messages=[{"role": "user", "content": "hi"}])
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in reply if chunk.choices) if stream else (
+            reply.choices[0].message.content)
+        assert text == "fine"
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+    assert refused.value.code == "budget_exceeded" and refused.value.type == "rate_limit_error"
+    assert 0 < int(refused.value.response.headers["Retry-After"]) <= 86400
+    assert len(fake_openai.bodies()) == 3  # refused before the upstream was asked
+    key_headers = {"Authorization": f"Bearer {key}"}
+    left = requests.get(f"{server.base_url}/api/budget", headers=key_headers, timeout=10).json()
+    assert left["user"]["tokens_per_day"]["used"] == 57 and left["user"]["tokens_per_day"]["remaining"] == 0
+    report = poll(lambda: (found := _usage(server, headers, group_by="day,model"))["totals"]["requests"] == 3
+                  and found, "the three calls flushed")
+    assert report["totals"]["total_tokens"] == 57 and report["totals"]["prompt_tokens"] == 36
+    [row] = report["results"]
+    assert row["model"] == "default/fake-model" and row["day"] == datetime.now(UTC).date().isoformat()
+    by_key = _usage(server, headers, group_by="key")["results"]
+    assert [(row["key_name"], row["requests"]) for row in by_key] == [("sdk", 3)]
+    # The user's own usage only; the admin sees theirs with ?user=
+    assert _usage(server, admin, user=user_id)["totals"]["total_tokens"] == 57
+
+
+def test_fifty_parallel_requests_against_ten_a_minute_let_ten_through(live, fake_openai):
+    server, admin = live
+    _, key, _ = _user_with_key(server, admin, "burst", key_budget={"requests_per_minute": 10})
+    fake_openai.script(*[Text("ok", usage=(1, 1)) for _ in range(50)])
+    # All fifty inside one UTC minute: start in the first 40 seconds of one.
+    poll(lambda: time.time() % 60 < 40, "the start of a minute", timeout=61, every=0.2)
+
+    def one(_: int) -> int:
+        response = requests.post(f"{server.base_url}/v1/chat/completions", timeout=30, headers={
+            "Authorization": f"Bearer {key}"}, json={"model": "fake-model", "messages": [{"role": "user",
+                                                                                         "content": "x"}]})
+        if response.status_code == 429:
+            body = response.json()["error"]
+            assert (body["type"], body["code"]) == ("rate_limit_error", "rate_limited")
+            assert 0 < int(response.headers["Retry-After"]) <= 60
+        return response.status_code
+
+    statuses = in_parallel(50, one)
+    assert statuses.count(200) == 10 and statuses.count(429) == 40
+    assert len(fake_openai.bodies()) == 10
+
+
+def test_a_sigkill_mid_load_loses_at_most_one_flush_interval(fake_openai):
+    from tests.server import LiveServer
+
+    interval = 0.5
+    server, admin = server_with_fake_upstream(fake_openai, AGENTSITE_USAGE_FLUSH_S=str(interval))
+    try:
+        fake_openai.default_reply = Text("loaded", usage=(11, 5))
+        stop = threading.Event()
+
+        def load() -> None:
+            while not stop.is_set():
+                try:
+                    requests.post(f"{server.base_url}/v1/chat/completions", headers=admin, timeout=10, json={
+                        "model": "fake-model", "messages": [{"role": "user", "content": "go"}]})
+                except requests.RequestException:
+                    return  # the server is gone
+        workers = [threading.Thread(target=load) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        poll(lambda: len(fake_openai.usage_log) >= 60, "60 calls answered", timeout=60)
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        killed_at = time.time()
+        server.proc.wait()
+        stop.set()
+        for worker in workers:
+            worker.join()
+        served = list(fake_openai.usage_log)
+        fake_openai.default_reply = None
+        server.launch()
+        server.wait_healthy()
+        admin = {"Authorization": f"Bearer {server.login()['token']}"}
+        recorded = _usage(server, admin)["totals"]
+        served_tokens = sum(p + c for _, p, c in served)
+        # What the killed process had not flushed: at most the calls of its last interval (plus the time the
+        # kill took to land and a reply in flight to be recorded).
+        last_interval = sum(p + c for at, p, c in served if at > killed_at - interval - 0.3)
+        assert recorded["total_tokens"] <= served_tokens
+        assert served_tokens - recorded["total_tokens"] <= last_interval, (served_tokens, recorded, last_interval)
+        assert recorded["requests"] >= len(served) - sum(1 for at, _, _ in served if at > killed_at - interval - 0.3)
+    finally:
+        fake_openai.default_reply = None
+        LiveServer.stop(server)

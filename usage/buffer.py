@@ -1,0 +1,159 @@
+"""The usage buffer: calls are added up in this process's memory and flushed into UsageDaily rows.
+
+`add()` is what a request pays: a dict update under a lock, no I/O. A daemon thread (one per process, started
+by the first `add`) writes what accumulated every AGENTSITE_USAGE_FLUSH_S seconds (default 1.0) with one upsert
+per aggregate row (`INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n`, which SQLite and PostgreSQL both
+speak, so processes flushing the same row at once add up and never overwrite); `atexit` flushes the rest when
+the process stops. A process killed with SIGKILL loses what it had not flushed: at most one interval of calls.
+A flush that fails (the database unreachable) puts its rows back and is retried at the next interval.
+
+Each flush also adds the same calls to the per-(day, user) rollup (UsageUserDaily), in the same transaction.
+
+Invariant: every call added is written exactly once, by the process that added it (tests/usage/test_buffer.py).
+With the interval 0 (the test settings) no thread starts: the tests flush with `flush()`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from agentsite.agent.usage import CallRecord
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, int, str, str, str, str]  # day, user_id, key_id, facet, model_requested, model_answered
+# requests, errors, interrupted, estimated, prompt_tokens, completion_tokens, cost, latency_ms
+COUNTERS = ("requests", "errors", "interrupted", "estimated", "prompt_tokens", "completion_tokens", "cost",
+            "latency_ms")
+
+_lock = threading.Lock()
+_pending: dict[Key, list[float]] = {}
+_flusher: tuple[int, threading.Thread] | None = None
+_wake = threading.Event()
+
+
+def interval() -> float:
+    return float(getattr(settings, "AGENTSITE_USAGE_FLUSH_S", 1.0))
+
+
+def add(record: CallRecord, cost: float, *, day: str | None = None) -> None:
+    """Count one call (no I/O)."""
+    caller = record.caller
+    key = (day or datetime.now(UTC).strftime("%Y-%m-%d"), caller.user_id or 0, caller.key_id, caller.facet,
+           record.model_requested[:200], record.model_answered[:200])
+    with _lock:
+        row = _pending.get(key)
+        if row is None:
+            row = _pending[key] = [0, 0, 0, 0, 0, 0, 0.0, 0]
+        row[0] += 1
+        row[1] += record.status == "error"
+        row[2] += record.status == "interrupted"
+        row[3] += not record.counted
+        row[4] += record.prompt_tokens
+        row[5] += record.completion_tokens
+        row[6] += cost
+        row[7] += round(record.latency_ms)
+    if _flusher is None or _flusher[0] != os.getpid():
+        _start()
+
+
+def add_many(rows: dict[Key, list[float]]) -> None:
+    """Add pre-summed rows (the benchmark's bulk load, and a failed flush putting its rows back)."""
+    with _lock:
+        for key, values in rows.items():
+            row = _pending.get(key)
+            if row is None:
+                _pending[key] = list(values)
+            else:
+                for index, value in enumerate(values):
+                    row[index] += value
+
+
+def pending() -> int:
+    """Calls counted and not yet flushed."""
+    with _lock:
+        return int(sum(row[0] for row in _pending.values()))
+
+
+def flush() -> int:
+    """Write what accumulated; returns the rows written. Thread-safe; never raises (failed rows are kept)."""
+    with _lock:
+        rows = dict(_pending)
+        _pending.clear()
+    if not rows:
+        return 0
+    try:
+        _write(rows)
+    except Exception:  # a boundary: the database may be away for a moment; nothing counted is dropped
+        logger.exception("Flushing %d usage rows failed; they are retried at the next flush", len(rows))
+        add_many(rows)
+        return 0
+    return len(rows)
+
+
+_SQL = None
+
+
+def _sql() -> str:
+    table = "usage_usagedaily"
+    columns = ("day", "user_id", "key_id", "facet", "model_requested", "model_answered", *COUNTERS)
+    updates = ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in COUNTERS)
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+            f"ON CONFLICT (day, user_id, key_id, facet, model_requested, model_answered) DO UPDATE SET {updates}")
+
+
+_ROLLUP_SQL = ("INSERT INTO usage_usageuserdaily (day, user_id, requests, prompt_tokens, completion_tokens, cost) "
+               "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (day, user_id) DO UPDATE SET "
+               + ", ".join(f"{name} = usage_usageuserdaily.{name} + excluded.{name}"
+                           for name in ("requests", "prompt_tokens", "completion_tokens", "cost")))
+
+
+def _write(rows: dict[Key, list[float]]) -> None:
+    params = [(*key, *(int(v) if index != 6 else float(v) for index, v in enumerate(values)))
+              for key, values in sorted(rows.items())]  # sorted: two processes lock rows in the same order
+    rollup: dict[tuple[str, int], list[float]] = {}
+    for key, values in rows.items():
+        sums = rollup.setdefault((key[0], key[1]), [0, 0, 0, 0.0])
+        sums[0] += values[0]
+        sums[1] += values[4]
+        sums[2] += values[5]
+        sums[3] += values[6]
+    rollup_params = [(day, user, int(n), int(p), int(c), float(cost))
+                     for (day, user), (n, p, c, cost) in sorted(rollup.items())]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(_sql(), params)
+        cursor.executemany(_ROLLUP_SQL, rollup_params)
+
+
+def _loop() -> None:
+    while True:
+        _wake.wait(interval())
+        _wake.clear()
+        flush()
+        connection.close_if_unusable_or_obsolete()
+
+
+def _start() -> None:
+    global _flusher
+    with _lock:
+        if _flusher is not None and _flusher[0] == os.getpid():
+            return
+        if interval() <= 0:
+            _flusher = (os.getpid(), threading.current_thread())  # no thread: flushed by hand (tests)
+            return
+        thread = threading.Thread(target=_loop, name="usage-flusher", daemon=True)
+        _flusher = (os.getpid(), thread)
+    thread.start()
+    atexit.register(_at_exit)
+
+
+def _at_exit() -> None:
+    if _flusher is not None and _flusher[0] == os.getpid():
+        flush()

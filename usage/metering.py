@@ -1,0 +1,108 @@
+"""The Metering the runtime calls (agentsite.agent.usage): budgets before a call, the buffer and the budgets after.
+
+Registered in UsageConfig.ready(). What a call without a budget costs on the request's path: a cached budget
+lookup, a dict update under a lock (usage.buffer.add), a price lookup in a cached table. Nothing else.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from agentsite.agent.usage import Caller, CallRecord
+from agentsite.core import invalidation
+from agentsite.core.dbcall import db
+from usage import budgets, buffer
+
+PRICE_TOPIC = "usage-prices"
+PRICE_CACHE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Ticket:
+    scopes: list[budgets.Scope]
+
+
+class Prices:
+    """The price table, cached per process (reloaded every PRICE_CACHE_S seconds, or at once when changed)."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, tuple[float, float]] = {}
+        self._loaded_at = -1e9
+        self._lock = threading.Lock()
+
+    def drop(self, key: str | None = None) -> None:
+        self._loaded_at = -1e9
+
+    @property
+    def fresh(self) -> bool:
+        invalidation.listen()
+        return time.monotonic() - self._loaded_at < PRICE_CACHE_S
+
+    def load(self) -> None:
+        from usage.models import ModelPrice
+
+        table = {model: (inp, out) for model, inp, out in
+                 ModelPrice.objects.values_list("model", "input_per_million", "output_per_million")}
+        with self._lock:
+            self._table, self._loaded_at = table, time.monotonic()
+
+    def cost(self, record: CallRecord) -> float:
+        price = self._table.get(record.model_answered) or self._table.get(record.model_requested)
+        if price is None:
+            return 0.0
+        return (record.prompt_tokens * price[0] + record.completion_tokens * price[1]) / 1_000_000
+
+
+prices = Prices()
+
+
+def changed_prices() -> None:
+    invalidation.announce(PRICE_TOPIC, None)
+
+
+async def scopes_for(caller: Caller) -> list[budgets.Scope]:
+    """The budgets that bind this caller: their user's (cached), their key's (carried by the caller)."""
+    scopes = []
+    if caller.user_id is not None:
+        limits = budgets.user_budget_peek(caller.user_id)
+        if limits is None:
+            limits = await db(budgets.user_budget_load, caller.user_id)
+        if limits:
+            scopes.append(budgets.Scope(f"u:{caller.user_id}", limits))
+    key_limits = budgets.clean_budget(caller.key_budget) if caller.key_id else {}
+    if key_limits:
+        scopes.append(budgets.Scope(f"k:{caller.key_id}", key_limits))
+    return scopes
+
+
+async def _run(function, *args) -> None:  # type: ignore[no-untyped-def]
+    # Redis: one round trip on loopback, cheaper than a thread crossing; the database: from a thread.
+    if budgets.uses_redis():
+        function(*args)
+    else:
+        await db(function, *args)
+
+
+class UsageMetering:
+    async def check(self, caller: Caller) -> None:
+        scopes = await scopes_for(caller)
+        if scopes:
+            await _run(budgets.check, scopes)
+
+    async def admit(self, caller: Caller, model: str) -> object | None:
+        if not prices.fresh:
+            await db(prices.load)
+        scopes = await scopes_for(caller)
+        if not scopes:
+            return None
+        await _run(budgets.reserve, scopes)
+        return Ticket(scopes)
+
+    def record(self, record: CallRecord, ticket: object | None):  # type: ignore[no-untyped-def]
+        cost = prices.cost(record)
+        buffer.add(record, cost)
+        if isinstance(ticket, Ticket):
+            return _run(budgets.settle, ticket.scopes, record.prompt_tokens + record.completion_tokens, cost)
+        return None

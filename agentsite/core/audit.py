@@ -13,6 +13,7 @@ Recording never raises into the action it records: a failing store is logged, th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -89,8 +90,27 @@ def audit(action: str, *, outcome: str = "success", request: Any = None, actor: 
     # One JSON line per event in any log format (AGENTSITE_LOG_FORMAT=json adds it as the field `audit` too).
     logger.info("%s", json.dumps(event, default=str, sort_keys=True), extra={"audit": event})
     store = _store[0]
-    if store is not None:
-        try:
-            store(event)
-        except Exception:  # a boundary: the audit row's failure must not undo the action
-            _problems.exception("The audit event %s could not be stored", action)
+    if store is None:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:  # on an event loop (an async door): the row is written on a thread, off the loop
+        loop.run_in_executor(None, _stored_off_loop, store, event)
+        return
+    try:
+        store(event)
+    except Exception:  # a boundary: the audit row's failure must not undo the action
+        _problems.exception("The audit event %s could not be stored", action)
+
+
+def _stored_off_loop(store: Callable[[dict[str, Any]], None], event: dict[str, Any]) -> None:
+    from django.db import connection
+
+    try:
+        store(event)
+    except Exception:  # a boundary: as above
+        _problems.exception("The audit event %s could not be stored", event["action"])
+    finally:
+        connection.close()

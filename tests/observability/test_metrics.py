@@ -230,3 +230,60 @@ def test_no_label_grows_with_user_input(metrics_on, owner_client, fake_openai, s
     assert not grown, f"labels grew with user input: {grown}"
     assert "other" in second[("agentsite_llm_requests_total", "model")]
     assert "other" in second[("agentsite_http_requests_total", "method")]
+
+
+# --- workflow runs, scheduler lag, open streams -----------------------------------------------------------------
+
+@pytest.mark.django_db
+def test_workflow_runs_scheduler_lag_and_open_streams_reach_the_scrape(anon_client, owner, metrics_on):
+    import asyncio
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agentsite.core.processes import current_process_id
+    from agentsite.core.sse import sse_response
+    from scheduler import services as scheduler_services
+    from scheduler.models import TaskRun
+    from workflows import services as workflow_services
+    from workflows.models import WorkflowRun
+
+    before = scrape(anon_client)
+    workflow = workflow_services.workflow_create(owner=owner, name="metrics-flow")
+    for status in (WorkflowRun.SUCCESS, WorkflowRun.SUCCESS, WorkflowRun.ERROR):
+        run = WorkflowRun.objects.create(workflow_id=workflow.id, owner_id=owner.pk, input="x", graph={},
+                                         status=WorkflowRun.RUNNING, started_at=timezone.now(),
+                                         process=current_process_id())
+        workflow_services.run_finish(run=run, status=status, outputs={}, output=None, error=None, trace=[])
+        # A second store of the same run changes nothing, and counts nothing.
+        workflow_services.run_finish(run=run, status=status, outputs={}, output=None, error=None, trace=[])
+
+    task = scheduler_services.task_create(owner=owner, name="lagging", cron="* * * * *", prompt="hi")
+    late = TaskRun.objects.create(task=task, trigger=TaskRun.SCHEDULE, scheduled_for=timezone.now() - timedelta(
+        seconds=7), status=TaskRun.QUEUED)
+    manual = TaskRun.objects.create(task=task, trigger=TaskRun.MANUAL, scheduled_for=timezone.now() - timedelta(
+        seconds=100), status=TaskRun.QUEUED)
+    assert len(scheduler_services.runs_claim(run_ids=[late.pk, manual.pk])) == 2
+
+    async def events():
+        yield b"data: 1\n\n"
+        yield b"data: 2\n\n"
+
+    async def first_event_then_scrape():
+        stream = sse_response(events()).streaming_content
+        await anext(stream)
+        from asgiref.sync import sync_to_async
+
+        during = await sync_to_async(scrape)(anon_client)
+        async for _ in stream:
+            pass
+        return during
+
+    during = asyncio.run(first_event_then_scrape())
+    after = scrape(anon_client)
+    assert delta(before, after, "agentsite_workflow_runs_total", status="success") == 2
+    assert delta(before, after, "agentsite_workflow_runs_total", status="error") == 1
+    assert delta(before, after, "agentsite_scheduler_lag_seconds_count") == 1  # the manual run is left out
+    assert 7 <= delta(before, after, "agentsite_scheduler_lag_seconds_sum") < 60
+    assert value(during, "agentsite_sse_streams_open") - value(before, "agentsite_sse_streams_open") == 1
+    assert value(after, "agentsite_sse_streams_open") == value(before, "agentsite_sse_streams_open")

@@ -10,7 +10,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 
-from agentsite.core import logs, metrics
+from agentsite.core import logs, metrics, tracing
 from agentsite.core.errors import AppError, app_error_response, code_for_status, error_response
 from agentsite.server.asgi_limits import SECURITY_HEADERS
 
@@ -73,7 +73,11 @@ class RequestObservedMiddleware:
             return self._acall(request)
         started, token = self._start(request)
         try:
-            response = self.get_response(request)
+            if tracing.ENABLED:
+                with tracing.span(request.method or "HTTP", kind="server") as span:
+                    response = self._traced(span, request, self.get_response(request))
+            else:
+                response = self.get_response(request)
         finally:
             logs.REQUEST_ID.reset(token)
         return self._finish(request, response, started)
@@ -81,10 +85,28 @@ class RequestObservedMiddleware:
     async def _acall(self, request: HttpRequest):
         started, token = self._start(request)
         try:
-            response = await self.get_response(request)
+            if tracing.ENABLED:
+                with tracing.span(request.method or "HTTP", kind="server") as span:
+                    response = self._traced(span, request, await self.get_response(request))
+            else:
+                response = await self.get_response(request)
         finally:
             logs.REQUEST_ID.reset(token)
         return self._finish(request, response, started)
+
+    @staticmethod
+    def _traced(span, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        """The HTTP span's attributes (semantic conventions), named by the route template once it is known."""
+        match = getattr(request, "resolver_match", None)
+        route = "/" + match.route if match is not None and match.route else None
+        if route:
+            span.update_name(f"{request.method} {route}")
+            span.set_attribute("http.route", route)
+        span.set_attribute("http.request.method", request.method or "")
+        span.set_attribute("url.path", request.path)
+        span.set_attribute("http.response.status_code", response.status_code)
+        span.set_attribute("agentsite.request_id", request.request_id)  # type: ignore[attr-defined]
+        return response
 
     @staticmethod
     def _start(request: HttpRequest):

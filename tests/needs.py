@@ -30,3 +30,13 @@ def program(name: str, install: str) -> str:
     if path is None:
         unavailable(f"{name} is not installed ({install}; .ci/run installs it)")
     return path
+
+
+def module(name: str, install: str) -> None:
+    """An importable Python module, or unavailable() saying which extra installs it (call inside a test/fixture)."""
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        unavailable(f"the Python module {name} is not installed ({install})")

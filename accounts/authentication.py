@@ -398,7 +398,8 @@ class JWTAuthentication(_SimpleJWTAuthentication):
 
     def authenticate(self, request):
         # request.api_key: the key this request came with, or None (a token, or no credential).
-        request._request.api_key = None
+        django_request = getattr(request, "_request", request)  # DRF's Request wraps Django's
+        django_request.api_key = None
         header = self.get_header(request)
         raw = self.get_raw_token(header) if header is not None else None
         if raw is None or not is_api_key(raw):
@@ -410,7 +411,7 @@ class JWTAuthentication(_SimpleJWTAuthentication):
         problem = scope_problem(key, "api", "/api")
         if problem is not None:
             raise problem  # 403 in the envelope (agentsite.core.errors.drf_exception_handler)
-        request._request.api_key = key
+        django_request.api_key = key
         return user, key
 
     def get_user(self, validated_token):

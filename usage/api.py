@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from drf_spectacular.types import OpenApiTypes
@@ -19,6 +19,9 @@ from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from usage import budgets, selectors, services
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 MAX_RANGE_DAYS = 3660
 
@@ -38,7 +41,7 @@ class LeftSerializer(serializers.Serializer):
     limit = serializers.FloatField(allow_null=True)
     used = serializers.FloatField()
     remaining = serializers.FloatField(allow_null=True)
-    resets_in = serializers.IntegerField()
+    resets_at = serializers.DateTimeField()
 
 
 class UserRowSerializer(serializers.Serializer):
@@ -156,8 +159,9 @@ def _user_rows(users: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _user(pk: int) -> Any:
-    user = get_user_model().objects.filter(pk=pk).first()
+def _user(user_id: str) -> AbstractBaseUser:
+    """The user of a path's id (any segment: 404, after authentication, for one that names nobody)."""
+    user = get_user_model().objects.filter(pk=int(user_id)).first() if user_id.isdigit() else None
     if user is None:
         raise AppError("not_found", "No user has this id.", 404)
     return user
@@ -178,7 +182,7 @@ class UserDetailView(APIView):
     permission_classes = [IsAdmin]
 
     @extend_schema(request=UserPatchSerializer, responses={200: UserRowSerializer})
-    def patch(self, request: Request, user_id: int) -> Response:
+    def patch(self, request: Request, user_id: str) -> Response:
         changes = validated(UserPatchSerializer, request.data)
         user = services.user_update(actor=request.user, user=_user(user_id), changes=dict(changes))
         return Response(_user_rows([user])[0])
@@ -188,11 +192,11 @@ class UserBudgetView(APIView):
     permission_classes = [IsAdmin]
 
     @extend_schema(responses={200: BudgetSerializer})
-    def get(self, request: Request, user_id: int) -> Response:
+    def get(self, request: Request, user_id: str) -> Response:
         return Response(selectors.budget_of(_user(user_id).pk))
 
     @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer})
-    def put(self, request: Request, user_id: int) -> Response:
+    def put(self, request: Request, user_id: str) -> Response:
         budget = validated(BudgetSerializer, request.data)
         target = _user(user_id)
         stored = services.budget_set(user_id=target.pk, budget=dict(budget))

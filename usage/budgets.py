@@ -77,6 +77,17 @@ class Windows:
             end = (first + timedelta(days=32)).replace(day=1).timestamp()
         return max(1, math.ceil(end - self.now))
 
+    def ends_at(self, window: str) -> str:
+        """When the window ends (the next starts), as an ISO 8601 UTC time."""
+        end = datetime.fromtimestamp(math.ceil(self.now) + self.retry_after(window), UTC)
+        if window == "m":
+            end = end.replace(second=0)
+        elif window == "d":
+            end = end.replace(hour=0, minute=0, second=0)
+        else:
+            end = end.replace(day=1, hour=0, minute=0, second=0)
+        return end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
     def expiry(self, window: str) -> int:
         return {"m": 120, "d": 2 * 86400, "M": 32 * 86400}[window]
 
@@ -319,7 +330,7 @@ def check(scopes: list[Scope], windows: Windows | None = None) -> None:
 
 
 def remaining(scope: Scope, windows: Windows | None = None) -> dict[str, dict[str, Any]]:
-    """Each limit of the scope: {limit, used, remaining, resets_in}."""
+    """Each limit of the scope: {limit, used, remaining, resets_at}."""
     windows = windows or Windows.at()
     spent = used(scope, windows)
     out = {}
@@ -330,5 +341,5 @@ def remaining(scope: Scope, windows: Windows | None = None) -> dict[str, dict[st
         amount = round(amount, 6) if counter == "c" else int(amount)
         out[limit] = {"limit": value, "used": amount,
                       "remaining": None if value is None else max(0, round(value - amount, 6)),
-                      "resets_in": windows.retry_after(window)}
+                      "resets_at": windows.ends_at(window)}
     return out

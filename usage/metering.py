@@ -6,6 +6,7 @@ lookup, a dict update under a lock (usage.buffer.add), a price lookup in a cache
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from agentsite.agent.usage import Caller, CallRecord
 from agentsite.core import invalidation
 from agentsite.core.dbcall import db
 from usage import budgets, buffer
+
+logger = logging.getLogger(__name__)
 
 PRICE_TOPIC = "usage-prices"
 PRICE_CACHE_S = 10.0
@@ -41,10 +44,16 @@ class Prices:
         return time.monotonic() - self._loaded_at < PRICE_CACHE_S
 
     def load(self) -> None:
+        """Read the table; when the database cannot answer, keep the last one (a call is never failed for its
+        price) and try again after PRICE_CACHE_S."""
         from usage.models import ModelPrice
 
-        table = {model: (inp, out) for model, inp, out in
-                 ModelPrice.objects.values_list("model", "input_per_million", "output_per_million")}
+        try:
+            table = {model: (inp, out) for model, inp, out in
+                     ModelPrice.objects.values_list("model", "input_per_million", "output_per_million")}
+        except Exception as exc:  # a boundary: the price is an annotation of the call, not a condition of it
+            logger.warning("The price table could not be read (%s); costs use the last one read", exc)
+            table = self._table
         with self._lock:
             self._table, self._loaded_at = table, time.monotonic()
 
@@ -68,7 +77,14 @@ async def scopes_for(caller: Caller) -> list[budgets.Scope]:
     if caller.user_id is not None:
         limits = budgets.user_budget_peek(caller.user_id)
         if limits is None:
-            limits = await db(budgets.user_budget_load, caller.user_id)
+            try:
+                limits = await db(budgets.user_budget_load, caller.user_id)
+            except Exception as exc:  # a boundary: the database away (or a caller with no database at all)
+                # The call goes on unbudgeted rather than failing: whatever else it needs of the database
+                # (its session, its key) fails it on its own when the database is really gone.
+                logger.warning("The budget of user %s could not be read (%s); this call is not held to it",
+                               caller.user_id, exc)
+                limits = {}
         if limits:
             scopes.append(budgets.Scope(f"u:{caller.user_id}", limits))
     key_limits = budgets.clean_budget(caller.key_budget) if caller.key_id else {}

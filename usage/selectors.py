@@ -97,7 +97,7 @@ def budget_of(user_id: int) -> dict[str, Any]:
 
 def budget_left(*, user_id: int, key_id: str = "", key_budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """The caller's own limits and what is left of each: `{user: {<limit>: {limit, used, remaining,
-    resets_in}}, key: {...} | null}` (a key's part only when the request was made with a key)."""
+    resets_at}}, key: {...} | null}` (a key's part only when the request was made with a key)."""
     windows = budgets.Windows.at()
     user_scope = budgets.Scope(f"u:{user_id}", budgets.clean_budget(budget_of(user_id)))
     out: dict[str, Any] = {"user": budgets.remaining(user_scope, windows), "key": None}

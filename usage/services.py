@@ -24,7 +24,7 @@ def budget_set(*, user_id: int, budget: dict[str, Any]) -> dict[str, Any]:
     return {limit: stored.get(limit) for limit in budgets.LIMITS}
 
 
-def user_update(*, actor: AbstractBaseUser, user: Any, changes: dict[str, bool]) -> Any:
+def user_update(*, actor: AbstractBaseUser, user: AbstractBaseUser, changes: dict[str, bool]) -> AbstractBaseUser:
     """Set `is_active` and `is_admin` (is_staff). An admin cannot lock themselves out (409 `conflict`)."""
     if user.pk == actor.pk and (changes.get("is_active") is False or changes.get("is_admin") is False):
         raise AppError("conflict", "You cannot deactivate yourself or take away your own admin rights; ask "
@@ -32,7 +32,7 @@ def user_update(*, actor: AbstractBaseUser, user: Any, changes: dict[str, bool])
     if "is_active" in changes:
         user.is_active = changes["is_active"]
     if "is_admin" in changes:
-        user.is_staff = changes["is_admin"]
+        user.is_staff = changes["is_admin"]  # type: ignore[attr-defined]
     user.save(update_fields=["is_active", "is_staff"])  # accounts announces the change: tokens stop at once
     return user
 

@@ -7,6 +7,6 @@ urlpatterns = [
     path("usage/prices", api.PriceView.as_view(), name="usage-prices"),
     path("budget", api.BudgetView.as_view(), name="budget"),
     path("users", api.UserListView.as_view(), name="users"),
-    path("users/<int:user_id>", api.UserDetailView.as_view(), name="user-detail"),
-    path("users/<int:user_id>/budget", api.UserBudgetView.as_view(), name="user-budget"),
+    path("users/<str:user_id>", api.UserDetailView.as_view(), name="user-detail"),
+    path("users/<str:user_id>/budget", api.UserBudgetView.as_view(), name="user-budget"),
 ]

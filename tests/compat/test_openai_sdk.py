@@ -270,7 +270,7 @@ def test_token_mode_requires_a_dashboard_token(compat_server, fake_openai):
         member = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=token, max_retries=0)
         reply = member.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "x"}])
         assert reply.choices[0].message.content == "welcome"
-        assert "fake-model" in [model.id for model in member.models.list()]
+        assert "default/fake-model" in [model.id for model in member.models.list()]
     finally:
         requests.patch(f"{server.base_url}/api/config", json={"compat_auth": "local"}, headers=headers,
                        timeout=10).raise_for_status()

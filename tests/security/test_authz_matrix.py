@@ -92,8 +92,11 @@ OBJECT_PARAMETERS = {
     ("/api/connections/{connection_id}", "connection_id"): "connection",
     ("/api/connections/{connection_id}/discover", "connection_id"): "connection",
     ("/api/aliases/{alias_id}", "alias_id"): "alias",
+    # A user and their budget (issue 27): admin-only, the admins' to manage.
+    ("/api/users/{user_id}", "user_id"): "user",
+    ("/api/users/{user_id}/budget", "user_id"): "user",
 }
-ADMIN_OBJECTS = {"mcp_server", "connection", "alias"}
+ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user"}
 # A user's objects that admins manage too, by design (issue 27: admins list and revoke anyone's API keys;
 # tests/accounts/test_api_keys.py): the 404 matrix holds them to it for other users only.
 ADMIN_MANAGED = {"key"}

@@ -180,6 +180,20 @@ def test_what_is_left_of_a_budget(owner):
     budgets.settle([scope], 30, 0.0)
     left = budgets.remaining(scope)
     assert left["tokens_per_day"] == {"limit": 100, "used": 30, "remaining": 70,
-                                      "resets_in": left["tokens_per_day"]["resets_in"]}
+                                      "resets_at": left["tokens_per_day"]["resets_at"]}
     assert left["requests_per_minute"]["used"] == 1 and left["requests_per_minute"]["remaining"] == 4
     assert left["cost_per_month"]["limit"] is None and left["cost_per_month"]["remaining"] is None
+
+
+async def test_a_scheduled_prompt_refused_by_its_owners_budget_fails_with_the_reason(owner):
+    """The scheduler's runner raises the refusal, which the run records as its error (scheduler.services)."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from scheduler.runner import agent_runner
+
+    await sync_to_async(UserBudget.objects.create)(user=owner, budget={"requests_per_minute": 0})
+    task = SimpleNamespace(owner_id=owner.pk, prompt="hi", workflow_id=None, session_id=None)
+    with pytest.raises(AppError) as failed:
+        await agent_runner(task=task, scheduled_for=datetime.now(UTC))
+    assert failed.value.code == "rate_limited" and "requests_per_minute" in failed.value.message

@@ -173,6 +173,15 @@ export function checkbox(label, input) {
   return h("div", { class: "field check" }, input, h("label", { for: input.id }, label));
 }
 
+// Each body cell of a table gets its column's name (data-label), which a page's CSS shows before the cell
+// where the table becomes a list of cards (a phone).
+export function labelCells(table) {
+  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
+  for (const row of table.tBodies[0].rows) {
+    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
+  }
+}
+
 export function pageHeader(title, summary) {
   return h("header", { class: "page-header" }, h("h1", {}, title), summary ? h("p", { class: "summary" }, summary) : null);
 }

@@ -2,7 +2,7 @@
 // the list shows each key's prefix, scopes, dates and whether it works; revoking asks first. Admins may also
 // give their own keys the admin scope.
 import {
-  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, put,
+  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
 } from "../ui.js";
 
 const SCOPES = [
@@ -145,12 +145,4 @@ class KeysPage {
 
 function when(iso) {
   return h("time", { datetime: iso }, formatTime(iso));
-}
-
-// Each cell gets its column's name, shown before it where the table becomes a list of cards (a phone).
-function labelCells(table) {
-  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
-  for (const row of table.tBodies[0].rows) {
-    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
-  }
 }

@@ -2,7 +2,7 @@
 // Admins connect and disconnect servers and reload plugins; a user sees the servers and tools read-only
 // (the plugin list is an admin endpoint, so it is not asked for).
 import {
-  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, pageHeader, put,
+  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
 } from "../ui.js";
 
 export async function mount(root, ctx) {
@@ -251,14 +251,5 @@ class McpPage {
       button.disabled = false;
       this.ctx.toast(`Reload failed: ${errorText(error)}`, "error");
     }
-  }
-}
-
-// Each body cell gets its column's header text as data-label, which the phone layout (mcp.css) shows
-// before the value once the header row is out of sight.
-function labelCells(table) {
-  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
-  for (const row of table.tBodies[0].rows) {
-    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
   }
 }

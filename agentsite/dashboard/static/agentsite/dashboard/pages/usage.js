@@ -1,7 +1,7 @@
 // Usage: the caller's tokens (or cost) per day stacked by model for a chosen range (a hand-drawn SVG chart),
 // tables by key and by facet, what is left of their budgets; for admins, every user with their budget editable
 // (docs/api.md, Usage and budgets). The colours are usage.css's `.c0`…`.c7` (no inline style: the CSP forbids it).
-import { errorBox, errorText, field, h, loading, pageHeader, put } from "../ui.js";
+import { errorBox, errorText, field, h, labelCells, loading, pageHeader, put } from "../ui.js";
 
 const LIMITS = [
   ["tokens_per_day", "Tokens/day"], ["tokens_per_month", "Tokens/month"], ["cost_per_day", "Cost/day"],
@@ -142,7 +142,7 @@ class UsagePage {
     for (const [scope, name] of [["user", "Your budget"], ["key", "This key's budget"]]) {
       for (const [limit, text] of LIMITS) {
         const entry = left[scope]?.[limit];
-        if (entry && entry.limit !== null) rows.push(h("li", {}, `${name}: ${text} ${entry.used} used of ${entry.limit}, ${entry.remaining} left (renews in ${Math.ceil(entry.resets_in / 60)} min)`));
+        if (entry && entry.limit !== null) rows.push(h("li", {}, `${name}: ${text} ${entry.used} used of ${entry.limit}, ${entry.remaining} left (renews ${new Date(entry.resets_at).toLocaleString()})`));
       }
     }
     return h("section", { class: "card", "aria-labelledby": "usage-budget-title" }, h("h2", { id: "usage-budget-title" }, "Budget"),
@@ -188,13 +188,5 @@ class UsagePage {
       h("th", { scope: "row" }, user.username, user.is_active ? null : h("span", { class: "badge status error" }, "inactive")),
       h("td", {}, `${user.month_tokens.toLocaleString("en")} tokens, ${user.month_cost.toFixed(4)}`),
       ...inputs.map((input) => h("td", {}, input)), h("td", {}, save, status));
-  }
-}
-
-// Each cell gets its column's name, shown before it where the table becomes a list of cards (a phone).
-function labelCells(table) {
-  const labels = [...table.tHead.rows[0].cells].map((cell) => cell.textContent.trim());
-  for (const row of table.tBodies[0].rows) {
-    [...row.cells].forEach((cell, index) => { if (cell.tagName === "TD") cell.dataset.label = labels[index] ?? ""; });
   }
 }

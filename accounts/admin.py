@@ -1,7 +1,7 @@
 from django import forms
 from django.contrib import admin
 
-from accounts.models import AgentConfig, ApiKey, Connection, ModelAlias
+from accounts.models import AgentConfig, ApiKey, AuditEvent, Connection, ModelAlias
 
 
 class AgentConfigForm(forms.ModelForm):
@@ -94,6 +94,23 @@ class ModelAliasAdmin(admin.ModelAdmin):
     form = ModelAliasForm
     list_display = ["name", "strategy"]
 
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the audit log is append-only (accounts.models.AuditEvent)."""
+
+    list_display = ["time", "action", "outcome", "actor_name", "ip", "door", "target"]
+    list_filter = ["action", "outcome", "door"]
+    search_fields = ["actor_name", "target", "ip"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     """Operators see and revoke keys here too (the secret is never stored; `hash` is its SHA-256). A save or a

@@ -19,6 +19,7 @@ from accounts.models import AgentConfig, Connection, ModelAlias
 from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
 from accounts.selectors import alias_get, alias_list, config_get, connection_get, connection_list
 from accounts.tokens import token_pair_for
+from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 
@@ -128,11 +129,19 @@ class LoginView(APIView):
     @extend_schema(request=LoginSerializer, responses={
         200: AuthResultSerializer, 401: OpenApiResponse(description="`invalid_credentials`")})
     def post(self, request: Request) -> Response:
-        login_attempt_check(ip=client_ip(request))
+        tried = str(request.data.get("username", ""))[:150] if isinstance(request.data, dict) else ""
+        try:
+            login_attempt_check(ip=client_ip(request))
+        except AppError:
+            audit("auth.login", outcome="refused", request=request, actor_name=tried,
+                  details={"reason": "rate_limited"})
+            raise
         data = validated(LoginSerializer, request.data)
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
+            audit("auth.login", outcome="failure", request=request, actor_name=tried)
             raise AppError("invalid_credentials", "The username or password is wrong.", 401)
+        audit("auth.login", request=request, actor=user, door="jwt")
         return Response(_auth_result(user))
 
 
@@ -148,8 +157,14 @@ class RegisterView(APIView):
         if not config_get().allow_registration:
             raise AppError("registration_closed", "Registration is closed on this server; ask an admin.", 403)
         data = validated(CredentialsSerializer, request.data)
-        with registration_slot(ip=client_ip(request)):
-            user = services.user_register(username=data["username"], password=data["password"])
+        try:
+            with registration_slot(ip=client_ip(request)):
+                user = services.user_register(username=data["username"], password=data["password"])
+        except AppError as exc:
+            audit("auth.register", outcome="refused" if exc.status == 429 else "failure", request=request,
+                  actor_name=data["username"], details={"code": exc.code})
+            raise
+        audit("auth.register", request=request, actor=user, door="jwt", target=f"user:{user.pk}")
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
 
 
@@ -177,7 +192,13 @@ class RefreshView(APIView):
         200: TokenPairSerializer, 401: OpenApiResponse(description="`token_invalid`: expired, revoked or used")})
     def post(self, request: Request) -> Response:
         data = validated(RefreshSerializer, request.data)
-        return Response(services.tokens_refresh(refresh=data["refresh"]))
+        try:
+            return Response(services.tokens_refresh(refresh=data["refresh"]))
+        except AppError:
+            reused_by = services.refresh_reused(data["refresh"])
+            if reused_by is not None:
+                audit("auth.refresh_reuse", outcome="refused", request=request, actor=reused_by, door="jwt")
+            raise
 
 
 class LogoutView(APIView):
@@ -185,6 +206,7 @@ class LogoutView(APIView):
     def post(self, request: Request) -> Response:
         data = validated(RefreshSerializer, request.data)
         services.tokens_logout(user=request.user, refresh=data["refresh"], access=request.auth)
+        audit("auth.logout", request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -192,8 +214,13 @@ class PasswordChangeView(APIView):
     @extend_schema(request=PasswordChangeSerializer, responses={200: TokenPairSerializer})
     def post(self, request: Request) -> Response:
         data = validated(PasswordChangeSerializer, request.data)
-        pair = services.user_password_change(user=request.user, old_password=data["old_password"],
-                                             new_password=data["new_password"])
+        try:
+            pair = services.user_password_change(user=request.user, old_password=data["old_password"],
+                                                 new_password=data["new_password"])
+        except AppError as exc:
+            audit("auth.password_change", outcome="failure", request=request, details={"code": exc.code})
+            raise
+        audit("auth.password_change", request=request, target=f"user:{request.user.pk}")
         return Response(pair)
 
 
@@ -231,6 +258,7 @@ class ConfigView(APIView):
         # Every listed field is optional: PUT and PATCH both take any subset (docs/api.md).
         changes = validated(ConfigInputSerializer, request.data, partial=True)
         config = services.config_update(changes=dict(changes))
+        audit("config.change", request=request, target="config", details={"fields": sorted(changes)})
         return Response(ConfigOutputSerializer(config).data)
 
 
@@ -321,6 +349,8 @@ class ConnectionListView(APIView):
         if isinstance(data.get("headers"), dict):
             data["headers"] = {name: value for name, value in data["headers"].items() if value is not None}
         connection = services.connection_create(data=data)
+        audit("connection.create", request=request, target=f"connection:{connection.name}",
+              details={"fields": sorted(data)})
         return Response(ConnectionOutputSerializer(connection).data, status=status.HTTP_201_CREATED)
 
 
@@ -336,11 +366,15 @@ class ConnectionDetailView(APIView):
         connection = connection_get(connection_id=connection_id)
         changes = _connection_data(validated(ConnectionInputSerializer, request.data, partial=True))
         connection = services.connection_update(connection=connection, changes=changes)
+        audit("connection.update", request=request, target=f"connection:{connection.name}",
+              details={"fields": sorted(changes)})
         return Response(ConnectionOutputSerializer(connection).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, connection_id: str) -> Response:
-        services.connection_delete(connection=connection_get(connection_id=connection_id))
+        connection = connection_get(connection_id=connection_id)
+        services.connection_delete(connection=connection)
+        audit("connection.delete", request=request, target=f"connection:{connection.name}")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -390,6 +424,7 @@ class AliasListView(APIView):
     def post(self, request: Request) -> Response:
         data = _targets(dict(validated(AliasInputSerializer, request.data)))
         alias = services.alias_create(data=data)
+        audit("alias.create", request=request, target=f"alias:{alias.name}", details={"fields": sorted(data)})
         return Response(AliasOutputSerializer(alias).data, status=status.HTTP_201_CREATED)
 
 

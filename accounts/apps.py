@@ -8,15 +8,24 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
-        from django.db.models.signals import post_delete, post_save
+        from django.contrib.auth.signals import user_logged_in, user_login_failed
+        from django.db.models.signals import post_delete, post_save, pre_save
 
         from accounts import selectors
+        from accounts.audit import audit_store, audit_trim_schedule_ensure
         from accounts.authentication import keys, users
         from accounts.models import AgentConfig, ApiKey, Connection, ModelAlias
+        from accounts.ratelimit import client_ip
         from agentsite.agent.config import set_settings_loader
         from agentsite.agent.routing import forget_connection
-        from agentsite.core import invalidation
+        from agentsite.core import audit, invalidation
+        from agentsite.core.startup import on_service_start
 
+        audit.set_store(audit_store, client_ip)
+        on_service_start("audit retention schedule", audit_trim_schedule_ensure)
+        user_logged_in.connect(_admin_logged_in, dispatch_uid="accounts-audit-admin-login")
+        user_login_failed.connect(_admin_login_failed, dispatch_uid="accounts-audit-admin-login-failed")
+        pre_save.connect(_activation_seen, sender=get_user_model(), dispatch_uid="accounts-audit-activation")
         set_settings_loader(selectors.settings_get, peek=selectors.settings_peek)
         invalidation.subscribe(users.TOPIC, users.drop)
         invalidation.subscribe(keys.TOPIC, keys.drop)
@@ -31,6 +40,38 @@ class AccountsConfig(AppConfig):
             signal.connect(_config_changed, sender=Connection, dispatch_uid=f"accounts-connection-{name}")
             signal.connect(_connection_changed, sender=Connection, dispatch_uid=f"accounts-connection-cool-{name}")
             signal.connect(_config_changed, sender=ModelAlias, dispatch_uid=f"accounts-alias-{name}")
+
+
+def _is_admin_site(request) -> bool:
+    return request is not None and getattr(request, "path", "").startswith("/admin/")
+
+
+def _admin_logged_in(sender, request, user, **kwargs) -> None:
+    if _is_admin_site(request):
+        from agentsite.core.audit import audit
+
+        audit("admin.login", request=request, actor=user, door="session")
+
+
+def _admin_login_failed(sender, credentials, request=None, **kwargs) -> None:
+    if _is_admin_site(request):  # the API's own login records its failures itself
+        from agentsite.core.audit import audit
+
+        audit("admin.login", outcome="failure", request=request, actor_name=str(credentials.get("username", "")),
+              door="session")
+
+
+def _activation_seen(sender, instance, update_fields=None, **kwargs) -> None:
+    """A user's is_active changing (Django admin, a shell, any door) is audited, with whoever did it unknown
+    here: the request's actor is read from the request id's log lines; the row names the target."""
+    if instance.pk is None or (update_fields is not None and "is_active" not in update_fields):
+        return
+    before = sender.objects.filter(pk=instance.pk).values_list("is_active", flat=True).first()
+    if before is not None and before != instance.is_active:
+        from agentsite.core.audit import audit
+
+        audit("user.activation", door="system", target=f"user:{instance.pk}",
+              details={"is_active": instance.is_active, "username": instance.username})
 
 
 def _user_changed(sender, instance, **kwargs) -> None:

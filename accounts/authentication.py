@@ -292,6 +292,10 @@ def scope_problem(key: Any, scope: str, where: str) -> AppError | None:
 
     if key is None or scope in key.scopes:
         return None
+    from agentsite.core.audit import audit
+
+    audit("key.scope_refused", outcome="refused", door="key", target=f"key:{key.pk}",
+          details={"scope": scope, "where": where, "owner_id": key.user_id})
     return AppError("key_scope", f"This API key may not be used on {where}: its scopes are "
                     f"{', '.join(key.scopes) or 'none'}; it needs '{scope}'.", 403)
 

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from accounts import selectors, services
 from accounts.models import ApiKey, validate_budget
 from accounts.tokens import password_version
+from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 
@@ -115,6 +116,8 @@ class KeyListView(GenericAPIView):
     def post(self, request: Request) -> Response:
         data = validated(KeyInputSerializer, request.data)
         key, secret = services.key_create(user=request.user, **data)
+        audit("key.create", request=request, target=f"key:{key.pk}",
+              details={"scopes": list(key.scopes), "fields": sorted(data)})
         key.key = secret
         return Response(KeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
 
@@ -128,9 +131,15 @@ class KeyDetailView(APIView):
     def patch(self, request: Request, pk: str) -> Response:
         key = selectors.key_get_for(user=request.user, key_id=pk)
         changes = validated(KeyUpdateSerializer, request.data, partial=True)
-        return Response(KeySerializer(services.key_update(key=key, changes=dict(changes))).data)
+        updated = services.key_update(key=key, changes=dict(changes))
+        if "budget" in changes:
+            audit("budget.change", request=request, target=f"key:{key.pk}",
+                  details={"fields": sorted(changes.get("budget") or {})})
+        return Response(KeySerializer(updated).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: str) -> Response:
-        services.key_revoke(key=selectors.key_get_for(user=request.user, key_id=pk))
+        key = selectors.key_get_for(user=request.user, key_id=pk)
+        services.key_revoke(key=key)
+        audit("key.revoke", request=request, target=f"key:{key.pk}", details={"owner_id": key.user_id})
         return Response(status=status.HTTP_204_NO_CONTENT)

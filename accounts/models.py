@@ -137,6 +137,34 @@ class RevokedAccessToken(models.Model):
         return f"revoked access token {self.jti}"
 
 
+class AuditEvent(models.Model):
+    """One audited event (agentsite/core/audit.py). Append-only: a saved row is never changed (save refuses),
+    and rows leave only through the retention trim (accounts.audit.audit_trim, on the task queue)."""
+
+    OUTCOMES = [("success", "success"), ("failure", "failure"), ("refused", "refused")]
+
+    time = models.DateTimeField(auto_now_add=True, db_index=True)
+    action = models.CharField(max_length=40, db_index=True)
+    outcome = models.CharField(max_length=10, choices=OUTCOMES)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    actor_name = models.CharField(max_length=150, blank=True)
+    ip = models.CharField(max_length=64, blank=True)
+    user_agent = models.CharField(max_length=256, blank=True)
+    door = models.CharField(max_length=10)
+    target = models.CharField(max_length=200, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-time", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M:%S} {self.action} {self.outcome} {self.actor_name}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ValueError("Audit events are append-only.")
+        super().save(*args, **kwargs)
 # The limits a budget may set (issue 27): absent or null means no limit. `validate_budget` is the one check, for
 # a key's budget and a user's alike.
 BUDGET_FIELDS = ("tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month", "requests_per_minute",

@@ -100,10 +100,28 @@ def _blacklist_once(token: RefreshToken) -> None:
                 token.outstand()  # issued before the blacklist app knew it
                 outstanding = OutstandingToken.objects.select_for_update().get(jti=jti)
             if BlacklistedToken.objects.filter(token=outstanding).exists():
-                raise AppError("token_invalid", "The refresh token was already used.", 401)
+                raise AppError("token_invalid", REFRESH_REUSED, 401)
             BlacklistedToken.objects.create(token=outstanding)
     except IntegrityError as exc:
-        raise AppError("token_invalid", "The refresh token was already used.", 401) from exc
+        raise AppError("token_invalid", REFRESH_REUSED, 401) from exc
+
+
+REFRESH_REUSED = "The refresh token was already used."
+
+
+def refresh_reused(refresh: str) -> Any:
+    """The user of a refresh token that was already rotated or revoked (its signature holds and its jti is
+    blacklisted): a replay, for the audit log. None for any other token."""
+    from rest_framework_simplejwt.backends import TokenBackend
+
+    try:
+        payload = TokenBackend(settings.SIMPLE_JWT["ALGORITHM"], settings.SIMPLE_JWT["SIGNING_KEY"]).decode(
+            refresh, verify=True)
+    except Exception:  # a boundary: an unreadable token names nobody
+        return None
+    if not BlacklistedToken.objects.filter(token__jti=payload.get("jti")).exists():
+        return None
+    return User.objects.filter(pk=payload.get(settings.SIMPLE_JWT["USER_ID_CLAIM"])).first()
 
 
 @transaction.atomic

@@ -1,9 +1,11 @@
 from django.urls import path
 
 from accounts import api, keys_api
+from accounts.audit import AuditListView
 
 urlpatterns = [
     path("auth/login", api.LoginView.as_view(), name="auth-login"),
+    path("audit", AuditListView.as_view(), name="audit"),
     path("auth/register", api.RegisterView.as_view(), name="auth-register"),
     path("auth/options", api.AuthOptionsView.as_view(), name="auth-options"),
     path("auth/refresh", api.RefreshView.as_view(), name="auth-refresh"),

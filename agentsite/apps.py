@@ -6,8 +6,13 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
+        from agentsite.core import metrics, taskqueue
         from agentsite.server.orphan import guard_if_child_of_serve
 
+        metrics.on_scrape("task queue", taskqueue.queue_depth)
+        from agentsite.core import tracing
+
+        tracing.configure()  # on only with OTEL_EXPORTER_OTLP_ENDPOINT and the [otel] extra
         _request_signals_at_the_end_only()
         guard_if_child_of_serve()
 

@@ -26,3 +26,10 @@ from agentsite.server.asgi_limits import LimitsMiddleware, install_daphne_body_l
 
 application = LimitsMiddleware(build_application(django_app))
 install_daphne_body_limit()  # under daphne: refuse an over-size body while it arrives, not after
+
+from django.conf import settings  # noqa: E402
+
+if settings.AGENTSITE_LOG_FORMAT == "json":
+    from agentsite.server.accesslog import install_json_access_log
+
+    install_json_access_log()  # daphne's access log as JSON lines with the request id

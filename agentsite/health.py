@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import time
 
 from django.db import DatabaseError, connection
+from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -13,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import agentsite
+from agentsite.core.errors import error_response
 
 STARTED_AT = time.monotonic()
 
@@ -49,3 +53,35 @@ class HealthView(APIView):
             "uptime_s": round(time.monotonic() - STARTED_AT, 3),
         }
         return Response(body, status=200 if db_ok else 503)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """GET /metrics: the Prometheus text of every process of the host (agentsite/core/metrics.py). 404 while
+    AGENTSITE_METRICS is off; with AGENTSITE_METRICS_TOKEN a scrape sends it as a bearer token (401 otherwise),
+    without one only loopback clients are answered (403)."""
+    from django.conf import settings
+
+    from agentsite.core import metrics
+
+    if not metrics.ENABLED:
+        return error_response("not_found", "Metrics are off (AGENTSITE_METRICS).", 404)
+    if request.method not in ("GET", "HEAD"):
+        return error_response("method_not_allowed", "This method is not allowed here.", 405, headers={"Allow": "GET"})
+    token = settings.AGENTSITE_METRICS_TOKEN
+    if token:
+        offered = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(offered.encode(), f"Bearer {token}".encode()):
+            return error_response("not_authenticated", "A scrape needs the metrics bearer token.", 401,
+                                  headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
+    elif not _loopback(request.META.get("REMOTE_ADDR", "")):
+        return error_response("forbidden", "Without AGENTSITE_METRICS_TOKEN metrics are answered on loopback only.",
+                              403)
+    body, content_type = metrics.render()
+    return HttpResponse(body, content_type=content_type)
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

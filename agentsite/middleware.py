@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
 
+from agentsite.core import logs, metrics, tracing
 from agentsite.core.errors import AppError, app_error_response, code_for_status, error_response
 from agentsite.server.asgi_limits import SECURITY_HEADERS
 
@@ -48,6 +50,78 @@ class _DualMiddleware:
 
     def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         raise NotImplementedError
+
+
+class RequestObservedMiddleware:
+    """The outermost middleware: the request id (agentsite.core.logs) and the HTTP metrics.
+
+    Cheap by design: a header read, a context variable, and while metrics are on two label lookups. The route
+    label is the URL pattern Django matched (`/api/sessions/<uuid:session_id>`), never the path; a path
+    nothing matched is `<unmatched>`. The duration is to the response object (a stream's headers)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable):
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        if self.is_async:
+            return self._acall(request)
+        started, token = self._start(request)
+        try:
+            if tracing.ENABLED:
+                with tracing.span(request.method or "HTTP", kind="server") as span:
+                    response = self._traced(span, request, self.get_response(request))
+            else:
+                response = self.get_response(request)
+        finally:
+            logs.REQUEST_ID.reset(token)
+        return self._finish(request, response, started)
+
+    async def _acall(self, request: HttpRequest):
+        started, token = self._start(request)
+        try:
+            if tracing.ENABLED:
+                with tracing.span(request.method or "HTTP", kind="server") as span:
+                    response = self._traced(span, request, await self.get_response(request))
+            else:
+                response = await self.get_response(request)
+        finally:
+            logs.REQUEST_ID.reset(token)
+        return self._finish(request, response, started)
+
+    @staticmethod
+    def _traced(span, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        """The HTTP span's attributes (semantic conventions), named by the route template once it is known."""
+        match = getattr(request, "resolver_match", None)
+        route = "/" + match.route if match is not None and match.route else None
+        if route:
+            span.update_name(f"{request.method} {route}")
+            span.set_attribute("http.route", route)
+        span.set_attribute("http.request.method", request.method or "")
+        span.set_attribute("url.path", request.path)
+        span.set_attribute("http.response.status_code", response.status_code)
+        span.set_attribute("agentsite.request_id", request.request_id)  # type: ignore[attr-defined]
+        return response
+
+    @staticmethod
+    def _start(request: HttpRequest):
+        request_id = logs.request_id_for(request.headers.get(logs.HEADER))
+        request.request_id = request_id  # type: ignore[attr-defined]
+        return time.perf_counter(), logs.REQUEST_ID.set(request_id)
+
+    @staticmethod
+    def _finish(request: HttpRequest, response: HttpResponse, started: float) -> HttpResponse:
+        response[logs.HEADER] = request.request_id  # type: ignore[attr-defined]
+        if metrics.ENABLED:
+            match = getattr(request, "resolver_match", None)
+            route = "/" + match.route if match is not None and match.route else "<unmatched>"
+            metrics.http_request(route, request.method or "", response.status_code, time.perf_counter() - started)
+        return response
 
 
 class SecurityHeadersMiddleware(_DualMiddleware):

@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+from agentsite.core import logs
 from agentsite.core.mounts import MOUNTS
+
+
+async def _with_request_id(app, scope, receive, send):
+    """A mounted app (/mcp) outside Django's middleware: the request id as RequestObservedMiddleware sets it
+    (the context variable while it runs, X-Request-Id on its response)."""
+    offered = next((value.decode("latin-1") for name, value in scope.get("headers", ())
+                    if name == b"x-request-id"), None)
+    request_id = logs.request_id_for(offered)
+    header = (b"x-request-id", request_id.encode())
+
+    async def send_with_id(message):
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), header]}
+        await send(message)
+
+    token = logs.REQUEST_ID.set(request_id)
+    try:
+        return await app(scope, receive, send_with_id)
+    finally:
+        logs.REQUEST_ID.reset(token)
 
 
 def build_application(django_app):
@@ -20,7 +41,7 @@ def build_application(django_app):
                 if path == prefix or path.startswith(prefix + "/"):
                     if mount[2] is None:
                         mount[2] = mount[1]()
-                    return await mount[2](scope, receive, send)
+                    return await _with_request_id(mount[2], scope, receive, send)
             return await django_app(scope, receive, send)
 
         return route

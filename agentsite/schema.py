@@ -40,6 +40,7 @@ class ApiErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField(help_text="snake_case, stable: what a client branches on")
     message = serializers.CharField(help_text="a sentence a person can act on")
     details = serializers.DictField(help_text="for `invalid`: field -> list of messages")
+    request_id = serializers.CharField(required=False, help_text="the request's id, as in its X-Request-Id header")
 
 
 class ApiErrorSerializer(serializers.Serializer):

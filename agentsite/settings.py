@@ -17,6 +17,8 @@ from agentsite.core.env import (
     env_whole_minutes_s,
     sqlite_database,
 )
+from agentsite.core.logs import logging_config
+from agentsite.core.metrics import configure as metrics_configure
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Importing the settings writes nothing: the data directory is created by what first writes into it, and
@@ -62,6 +64,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # The request id and the HTTP metrics (agentsite/core/logs.py, agentsite/core/metrics.py): outermost.
+    "agentsite.middleware.RequestObservedMiddleware",
     "agentsite.middleware.SecurityHeadersMiddleware",
     "agentsite.middleware.ApiErrorEnvelopeMiddleware",
     "corsheaders.middleware.CorsMiddleware",
@@ -233,6 +237,8 @@ LOGIN_RATE_WINDOW_S = 60
 # Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
 REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
+# Days the audit log keeps an event (accounts.models.AuditEvent); older ones are deleted daily by the task queue.
+AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 365, minimum=1)
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 # Tools only admins see and call (any source's, by the name the model sees); empty opens them to every user.
@@ -320,11 +326,17 @@ AGENTSITE_SPEECH_TIMEOUT_S = env_float("AGENTSITE_SPEECH_TIMEOUT_S", 60.0, minim
 AGENTSITE_STT_HOSTED_MODEL = env_str("AGENTSITE_STT_HOSTED_MODEL", "whisper-1")
 AGENTSITE_TTS_HOSTED_MODEL = env_str("AGENTSITE_TTS_HOSTED_MODEL", "tts-1")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "plain", "stream": "ext://sys.stderr"}},
-    "root": {"handlers": ["stderr"], "level": env_str("AGENTSITE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"level": "ERROR"}, "httpx": {"level": "WARNING"}},
-}
+# AGENTSITE_LOG_FORMAT: `text` (the default) or `json` (one JSON object per line with the request id, daphne's
+# access log included: agentsite/core/logs.py, agentsite/server/accesslog.py).
+AGENTSITE_LOG_FORMAT = env_str("AGENTSITE_LOG_FORMAT", "text")
+if AGENTSITE_LOG_FORMAT not in ("text", "json"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"AGENTSITE_LOG_FORMAT must be text or json, not {AGENTSITE_LOG_FORMAT!r}.")
+LOGGING = logging_config(AGENTSITE_LOG_FORMAT, env_str("AGENTSITE_LOG_LEVEL", "INFO"))
+
+# Prometheus metrics at GET /metrics (agentsite/core/metrics.py): off unless AGENTSITE_METRICS=1; a scrape needs
+# `Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`, or comes from loopback when no token is set.
+AGENTSITE_METRICS = env_bool("AGENTSITE_METRICS", False)
+AGENTSITE_METRICS_TOKEN = env_str("AGENTSITE_METRICS_TOKEN")
+metrics_configure(AGENTSITE_METRICS, DATA_DIR)

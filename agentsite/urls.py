@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView
 from agentsite.apidocs import ApiDocsView
 from agentsite.core.errors import error_response
 from agentsite.dashboard.views import dashboard, favicon
-from agentsite.health import HealthView
+from agentsite.health import HealthView, metrics_view
 from agentsite.middleware import is_api_path
 
 urlpatterns = [
@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/", include("plugins.urls")),
     path("api/", include("usage.urls")),
     path("v1/", include("compat.urls")),
+    path("metrics", metrics_view, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("", dashboard, name="dashboard"),
 ]

@@ -41,6 +41,7 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -314,15 +315,15 @@ def start_upstream(tokens: int, pace_ms: float = 0.0) -> tuple[subprocess.Popen,
     return proc, base_url
 
 
-def start_agentsite(upstream: str, alias: str | None = None):
+def start_agentsite(upstream: str, alias: str | None = None, env: dict[str, str] | None = None):
     """An agentsite server (daphne only, SQLite) pointed at the upstream, with `alias` made for its one model
-    (the catalogue entry default/fake-model); (server, dashboard token)."""
+    (the catalogue entry default/fake-model); (server, dashboard token). `env`: more of its environment."""
     import requests
 
     from tests.server import LiveServer
 
     server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000",
-                                               "AGENTSITE_LOG_LEVEL": "WARNING"})
+                                               "AGENTSITE_LOG_LEVEL": "WARNING", **(env or {})})
     server.start()
     token = server.login()["token"]
     requests.patch(f"{server.base_url}/api/config", headers={"Authorization": f"Bearer {token}"}, timeout=10, json={
@@ -352,8 +353,53 @@ def print_latency(title: str, figures: dict) -> None:
         print(f"server CPU per request: {figures['server_cpu_ms']:.2f} ms")
 
 
+async def metrics_on_off(args: argparse.Namespace, on: dict, off: dict, stream: bool) -> dict:
+    """Two servers against one upstream, metrics on and off (issue 28, item 7): requests to the upstream, the
+    metrics-on server and the metrics-off server in rotating order, one by one; each server's CPU per request."""
+    async with _client(on["key"], 4) as client_on, _client(off["key"], 4) as client_off, \
+            _client(args.api_key, 4) as client_direct:
+        ways = {"direct": (client_direct, args.upstream, args.upstream_model),
+                "metrics on": (client_on, on["target"], args.model),
+                "metrics off": (client_off, off["target"], args.model)}
+        for _ in range(5):
+            for client, base, model in ways.values():
+                await one_request(client, base, model, stream)
+        samples: dict[str, list] = {name: [] for name in ways}
+        cpu_on, cpu_off = cpu_seconds(on["pid"]), cpu_seconds(off["pid"])
+        names = list(ways)
+        for index in range(args.requests):
+            for name in names[index % 3:] + names[:index % 3]:
+                client, base, model = ways[name]
+                samples[name].append(await one_request(client, base, model, stream))
+        cpu_on, cpu_off = cpu_seconds(on["pid"]) - cpu_on, cpu_seconds(off["pid"]) - cpu_off
+    figures = {name: _figures(rows) for name, rows in samples.items()}
+    figures["cpu_ms"] = {"metrics on": cpu_on * 1000 / args.requests, "metrics off": cpu_off * 1000 / args.requests}
+    return figures
+
+
+def print_metrics_on_off(title: str, figures: dict) -> None:
+    direct = figures["direct"]
+    print(f"\n{title}")
+    print(f"{'path':<14}{'TTFT p50':>10}{'total p50':>11}{'total p99':>11}{'added p50':>11}{'CPU/req':>9}   (ms)")
+    for name in ("direct", "metrics off", "metrics on"):
+        row = figures[name]
+        added = row["total_p50"] - direct["total_p50"] if name != "direct" else 0.0
+        cpu = figures["cpu_ms"].get(name)
+        print(f"{name:<14}{row['ttft_p50']:>10.2f}{row['total_p50']:>11.2f}{row['total_p99']:>11.2f}{added:>11.2f}"
+              f"{_ms(cpu):>9}")
+
+
 async def run(args: argparse.Namespace) -> dict:
     results: dict = {"tokens": args.tokens, "requests": args.requests, "pace_ms": args.pace_ms}
+    if getattr(args, "metrics_servers", None):
+        on, off = args.metrics_servers
+        results["metrics"] = {}
+        for stream in (False, True):
+            kind = "streaming" if stream else "non-streaming"
+            figures = await metrics_on_off(args, on, off, stream)
+            print_metrics_on_off(f"metrics on vs off, {kind}, {args.requests} requests each, rotating order", figures)
+            results["metrics"][kind] = figures
+        return results
     if args.entry:
         results["alias_vs_entry"] = {}
         for stream in (False, True):
@@ -435,6 +481,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput level")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--serve-upstream", action="store_true", help="only run the fake upstream (--tokens)")
+    parser.add_argument("--metrics", action="store_true", help="two local servers, AGENTSITE_METRICS=1 and off, "
+                        "measured side by side (added latency and CPU per request of each); only those figures")
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.tokens, args.pace_ms)
@@ -442,6 +490,7 @@ def main() -> None:
     if args.target and not args.upstream:
         parser.error("--target needs --upstream")
     upstream = server = None
+    extra_servers: list = []
     try:
         if not args.target:
             os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
@@ -451,6 +500,13 @@ def main() -> None:
             if alias and not args.entry:
                 args.entry = "default/fake-model"
             server, token = start_agentsite(args.upstream, alias)
+            if args.metrics:
+                metrics_dir = tempfile.mkdtemp(prefix="agentsite-bench-metrics-")
+                other, other_token = start_agentsite(args.upstream, alias, env={
+                    "AGENTSITE_METRICS": "1", "PROMETHEUS_MULTIPROC_DIR": metrics_dir})
+                extra_servers.append(other)
+                args.metrics_servers = ({"target": f"{other.base_url}/v1", "key": other_token, "pid": other.proc.pid},
+                                        {"target": f"{server.base_url}/v1", "key": token, "pid": server.proc.pid})
             if args.api_key == NEW_KEY:
                 args.api_key, args.compare_token = make_api_key(server, token), token
             args.api_key = args.api_key or token
@@ -465,6 +521,8 @@ def main() -> None:
     finally:
         if server:
             server.stop()
+        for other in extra_servers:
+            other.stop()
         if upstream:
             upstream.terminate()
             upstream.wait(10)

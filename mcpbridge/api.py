@@ -13,6 +13,8 @@ from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
 from agentsite.agent.tools import ToolContext
+from agentsite.core.audit import audit
+from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from mcpbridge import selectors, services
 from mcpbridge.models import SERVER_NAME_PATTERN, McpServer, masked_url
@@ -209,7 +211,14 @@ class ConnectView(APIView):
                    summary="Connect an MCP server (stdio command or URL) and store it")
     def post(self, request: Request) -> Response:
         data = validated(ConnectInputSerializer, request.data)
-        server = services.mcp_server_connect(**data)
+        target = f"mcp:{data.get('name', '')}"
+        try:
+            server = services.mcp_server_connect(**data)
+        except AppError as exc:
+            audit("mcp.connect", outcome="failure", request=request, target=target, details={"code": exc.code})
+            raise
+        # The transport only: the command's arguments, environment, URL query and headers may hold secrets.
+        audit("mcp.connect", request=request, target=target, details={"transport": server.transport})
         return Response(ServerSerializer(_server_data(_stored_overview(server), admin=True)).data,
                         status=status.HTTP_201_CREATED)
 
@@ -224,6 +233,7 @@ class DisconnectView(APIView):
         data = validated(NameSerializer, request.data)
         name = data["name"]
         services.mcp_server_disconnect(name=name)
+        audit("mcp.disconnect", request=request, target=f"mcp:{name}")
         return Response(DisconnectedSerializer({"name": name, "status": "disconnected"}).data)
 
 

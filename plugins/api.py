@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
+from agentsite.core.audit import audit
 from agentsite.core.validation import validated
 from plugins import selectors, services
 from plugins.loader import PluginState
@@ -56,4 +57,6 @@ class PluginReloadView(APIView):
                    summary="Reload one plugin (or all) now, in the process that serves this request")
     def post(self, request: Request) -> Response:
         data = validated(ReloadInputSerializer, request.data)
-        return Response(_listing(services.plugins_reload(name=data.get("name"))))
+        listing = _listing(services.plugins_reload(name=data.get("name")))
+        audit("plugin.reload", request=request, target=f"plugin:{data.get('name') or '*'}")
+        return Response(listing)

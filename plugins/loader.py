@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentsite.agent.tools import StaticToolSource, Tool, ToolContext, ToolSource, registry
+from agentsite.core.audit import audit
 from plugins.sdk import PluginError, ToolDefinition, collecting
 from plugins.signals import PluginEvent, plugin_reloaded
 
@@ -128,8 +129,10 @@ class PluginLoader:
             self._set(name, state)
             if state.status == "error":
                 logger.warning("Plugin %r failed to load: %s", name, state.error)
+                audit("plugin.error", outcome="failure", target=f"plugin:{name}", details={"error": state.error[:500]})
             else:
                 logger.info("Plugin %r loaded with tools %s", name, ", ".join(state.tool_names) or "(none)")
+                audit("plugin.load", target=f"plugin:{name}", details={"tools": list(state.tool_names)[:50]})
             event = self._emit("changed" if before is not None else "added", state)
             self._retry_blocked_by(name)
             return event

@@ -30,6 +30,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agentsite.agent.modelchoice import model_checked
+from agentsite.core import metrics
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
 from agentsite.core.taskqueue import enqueue_with_commit
@@ -356,8 +357,12 @@ def runs_claim(*, run_ids: list[str]) -> list[TaskRun]:
         status=TaskRun.RUNNING, started_at=started, process=process)
     if not claimed:
         return []
-    return list(TaskRun.objects.select_related("task", "task__owner").filter(
+    runs = list(TaskRun.objects.select_related("task", "task__owner").filter(
         pk__in=run_ids, status=TaskRun.RUNNING, process=process, started_at=started))
+    for run in runs:
+        if run.trigger != TaskRun.MANUAL:  # a manual run's scheduled_for is when it was asked for
+            metrics.scheduler_lag((started - run.scheduled_for).total_seconds())
+    return runs
 
 
 SWEPT_ERROR = "The process running this run stopped (a crash or a kill) before it finished."

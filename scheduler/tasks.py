@@ -59,7 +59,11 @@ async def _execute_one(run_id: str, run) -> str:
 
     if run is None:
         return "skipped"  # claimed by another worker, or deleted
-    status, output, error = await _execute(run)
+    from agentsite.core import tracing
+
+    with tracing.span("scheduled run", **{"agentsite.task.id": str(run.task_id), "agentsite.task.trigger": run.trigger,
+                                          "agentsite.task.scheduled_for": run.scheduled_for.isoformat()}):
+        status, output, error = await _execute(run)
     await sync_to_async(services.run_finish)(run=run, status=status, output=output, error=error)
     return status if status != TaskRun.ERROR else f"error: {error[:200]}"
 

@@ -38,3 +38,13 @@ def dense_model() -> None:
 
     if dense.model_files() is None:
         unavailable(f"The dense embedding model is not installed ({dense.INSTALL_HINT})")
+
+
+def module(name: str, install: str) -> None:
+    """An importable Python module, or unavailable() saying which extra installs it (call inside a test/fixture)."""
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        unavailable(f"the Python module {name} is not installed ({install})")

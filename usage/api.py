@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
+from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from usage import budgets, selectors, services
@@ -197,7 +198,10 @@ class UserBudgetView(APIView):
     @extend_schema(request=BudgetSerializer, responses={200: BudgetSerializer})
     def put(self, request: Request, user_id: str) -> Response:
         budget = validated(BudgetSerializer, request.data)
-        return Response(services.budget_set(user_id=_user(user_id).pk, budget=dict(budget)))
+        target = _user(user_id)
+        stored = services.budget_set(user_id=target.pk, budget=dict(budget))
+        audit("budget.change", request=request, target=f"user:{target.pk}", details={"fields": sorted(budget)})
+        return Response(stored)
 
 
 class PriceView(APIView):

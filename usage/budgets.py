@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import F
 
-from agentsite.core import invalidation
+from agentsite.core import invalidation, metrics
 from agentsite.core.errors import AppError
 
 LIMITS = ("requests_per_minute", "tokens_per_minute", "tokens_per_day", "cost_per_day", "tokens_per_month",
@@ -107,6 +107,7 @@ def refusal(limit: str, windows: Windows, scope: str) -> AppError:
         message = f"{whose} limit {limit} is reached for {what}; try again in {retry} seconds."
     else:
         message = f"{whose} budget {limit} is spent for {what}; it renews in {retry} seconds."
+    metrics.budget_refused()
     return AppError(code, message, 429, {"limit": limit, "retry_after": retry}, headers={"Retry-After": str(retry)})
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agentsite.core import tracing
 from agentsite.core.errors import AppError
 from workflows.graph import Graph, Node, successors
 from workflows.nodes import NodeFailure, Routed, RunContext, node_type
@@ -169,6 +170,11 @@ class Execution:
         self._launch(target, next(iter(inputs.values())) if len(inputs) == 1 else dict(inputs))
 
     async def _execute(self, node: Node, value: Any) -> Any:
+        with tracing.span(f"workflow node {node.type}", **{"agentsite.workflow.node": node.name,
+                                                          "agentsite.workflow.node_type": node.type}):
+            return await self._execute_node(node, value)
+
+    async def _execute_node(self, node: Node, value: Any) -> Any:
         async with self._slots:
             entry = TraceEntry(node.name, node.type, started_at=_now_iso(), _started=time.perf_counter())
             self.trace.append(entry)

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from agentsite.agent.config import get_settings
 from agentsite.agent.modelchoice import model_problem
+from agentsite.core import metrics
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
 from workflows.graph import (
@@ -216,8 +217,10 @@ def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output
     run.status, run.outputs, run.output, run.error, run.trace = status, outputs, output, error, trace
     run.finished_at = timezone.now()
     swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
-    WorkflowRun.objects.filter(Q(status=WorkflowRun.RUNNING) | swept_but_mine, pk=run.pk).update(
+    stored = WorkflowRun.objects.filter(Q(status=WorkflowRun.RUNNING) | swept_but_mine, pk=run.pk).update(
         status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at)
+    if stored:
+        metrics.workflow_run_finished(status)  # a run's statuses are the model's choices: a bounded label
     return run
 
 

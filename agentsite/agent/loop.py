@@ -31,6 +31,7 @@ from agentsite.agent.types import (
     Usage,
 )
 from agentsite.agent.usage import Caller, caller_for, metered
+from agentsite.core import tracing
 from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
@@ -236,7 +237,10 @@ class _AgentRun:
         if tool is None:
             offered = ", ".join(tools) or "none"
             return call, ToolResult.error(f"There is no tool named {call.name!r} here (tools: {offered}).")
-        return call, await call_tool(tool, call.arguments, self.ctx)
+        with tracing.span(f"execute_tool {call.name}", **{"gen_ai.operation.name": "execute_tool",
+                                                          "gen_ai.tool.name": call.name,
+                                                          "gen_ai.tool.call.id": call.id}):
+            return call, await call_tool(tool, call.arguments, self.ctx)
 
     async def _tools(self) -> list[Tool]:
         if not self.use_tools:

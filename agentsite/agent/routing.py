@@ -34,6 +34,8 @@ record (also logged), whose `answered` names the entry that answered.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import threading
 import time
@@ -44,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.providers import PROVIDERS, Provider, default_model
 from agentsite.agent.providers.base import flatten
-from agentsite.agent.types import ChatRequest, Completion, StreamEvent
+from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelta, Usage
+from agentsite.core import metrics, tracing
 from agentsite.core.env import env_float
 from agentsite.core.errors import AppError
 
@@ -386,27 +389,49 @@ class Router:
         for index, target in enumerate(targets):
             last = index == len(targets) - 1
             self._count(target.entry, 1)
+            label, status = metric_model(target), "error"
+            started = time.perf_counter()
+            span, usage = _llm_span(target, request), [0, 0]
+            texts: list[str] = []
+            failure: BaseException | None = None
             try:
                 batches = self.provider(target).stream_batches(self._request_for(target, request))
                 async with aclosing(batches):
                     try:
-                        first = await anext(batches)
+                        with tracing.current(span):  # the request goes out here: traceparent names the span
+                            first = await anext(batches)
                     except StopAsyncIteration:
                         first = []
                     except AppError as exc:
                         self._failed(attempts, target, exc)
+                        status = metric_status(exc)
                         if last or not getattr(exc, "retryable", False):
                             logger.warning("Model %s failed: %s", route.name, attempts.summary())
                             raise
+                        metrics.upstream_fallback()
                         continue
+                    metrics.llm_first_token(label, time.perf_counter() - started)
                     self._answered(attempts, target)
                     if first:
+                        _count_tokens(label, first)
+                        _span_saw(span, first, usage, texts)
                         yield first
                     async for batch in batches:  # from here on, a failure is the caller's: never retried
+                        _count_tokens(label, batch)
+                        _span_saw(span, batch, usage, texts)
                         yield batch
+                    status = "ok"
                     return
+            except AppError as exc:
+                status, failure = metric_status(exc), exc
+                raise
+            except (GeneratorExit, asyncio.CancelledError) as exc:
+                status, failure = "cancelled", exc  # the caller stopped reading: not the upstream's failure
+                raise
             finally:
                 self._count(target.entry, -1)
+                metrics.llm_request(label, target.connection.name, status)
+                _llm_span_end(span, target, failure if status != "ok" else None, usage, texts)
 
     async def complete(self, route: Route, request: ChatRequest, attempts: Attempts | None = None) -> Completion:
         """A whole reply (the providers' non-streaming call) with the same fallback rules."""
@@ -414,16 +439,30 @@ class Router:
         targets = self.order(route)
         for index, target in enumerate(targets):
             self._count(target.entry, 1)
+            label = metric_model(target)
+            span = _llm_span(target, request)
             try:
-                reply = await self.provider(target).complete(self._request_for(target, request))
+                with tracing.current(span):
+                    reply = await self.provider(target).complete(self._request_for(target, request))
             except AppError as exc:
+                _llm_span_end(span, target, exc, [0, 0], [])
                 self._failed(attempts, target, exc)
+                metrics.llm_request(label, target.connection.name, metric_status(exc))
                 if index == len(targets) - 1 or not getattr(exc, "retryable", False):
                     logger.warning("Model %s failed: %s", route.name, attempts.summary())
                     raise
+                metrics.upstream_fallback()
                 continue
+            except BaseException as exc:
+                _llm_span_end(span, target, exc, [0, 0], [])
+                metrics.llm_request(label, target.connection.name, "error")
+                raise
             finally:
                 self._count(target.entry, -1)
+            metrics.llm_request(label, target.connection.name, "ok")
+            metrics.llm_tokens(label, reply.usage.prompt_tokens, reply.usage.completion_tokens)
+            _llm_span_end(span, target, None, [reply.usage.prompt_tokens, reply.usage.completion_tokens],
+                          [reply.text])
             self._answered(attempts, target)
             return reply
         raise AppError("model_not_found", f"The model {route.name!r} has no target.", 404)  # a route is never empty
@@ -436,6 +475,61 @@ def forget_connection(connection: object) -> None:
     """The `connection` topic's subscriber: `connection` is the changed connection's name."""
     if isinstance(connection, str) and connection:
         ROUTER.forget(connection)
+
+
+def metric_model(target: Target) -> str:
+    """A bounded `model` label: the catalogue entry when its connection lists the model (the operator's list
+    or the last discovery's), else `other` (a discovering connection accepts any name a caller sends)."""
+    return target.entry if target.model in target.connection.models else "other"
+
+
+def metric_status(exc: BaseException) -> str:
+    """A bounded `status` label: the upstream's HTTP status, else `error`."""
+    status = getattr(exc, "upstream_status", None)
+    return str(status) if isinstance(status, int) and 100 <= status <= 599 else "error"
+
+
+def _llm_span(target: Target, request: ChatRequest) -> Any:
+    """A span per upstream call (GenAI semantic conventions); prompts only with AGENTSITE_OTEL_CAPTURE_CONTENT=1."""
+    if not tracing.ENABLED:
+        return None
+    content = None
+    if tracing.CAPTURE_CONTENT:
+        content = json.dumps([{"role": message.role, "content": message.text} for message in request.messages],
+                             ensure_ascii=False, default=str)
+    return tracing.start(f"chat {target.model}", "client", **{
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": target.model,
+        "gen_ai.provider.name": target.connection.provider, "agentsite.upstream": target.connection.name,
+        "gen_ai.input.messages": content})
+
+
+def _span_saw(span: Any, batch: list[StreamEvent], usage: list[int], texts: list[str]) -> None:
+    if span is None:
+        return
+    for event in batch:
+        if isinstance(event, Usage):
+            usage[0] += event.prompt_tokens
+            usage[1] += event.completion_tokens
+        elif isinstance(event, TextDelta) and tracing.CAPTURE_CONTENT:
+            texts.append(event.text)
+
+
+def _llm_span_end(span: Any, target: Target, error: BaseException | None, usage: list[int], texts: list[str]) -> None:
+    if span is None:
+        return
+    tracing.end(span, error, **{
+        "gen_ai.response.model": target.model if error is None else None,
+        "gen_ai.usage.input_tokens": usage[0] if error is None else None,
+        "gen_ai.usage.output_tokens": usage[1] if error is None else None,
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": "".join(texts)}], ensure_ascii=False)
+        if tracing.CAPTURE_CONTENT and error is None else None})
+
+
+def _count_tokens(label: str, batch: list[StreamEvent]) -> None:
+    if metrics.ENABLED:
+        for event in batch:
+            if isinstance(event, Usage):
+                metrics.llm_tokens(label, event.prompt_tokens, event.completion_tokens)
 
 
 def reset_router(cooldown_s: float | None = None) -> Router:

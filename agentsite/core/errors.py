@@ -11,6 +11,8 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
+from agentsite.core.logs import REQUEST_ID
+
 logger = logging.getLogger(__name__)
 
 
@@ -87,7 +89,12 @@ class AppError(Exception):
 
 
 def envelope(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details or {}}}
+    """The /api error body; `request_id` is the request's (agentsite.core.logs) when there is one."""
+    error = {"code": code, "message": message, "details": details or {}}
+    request_id = REQUEST_ID.get()
+    if request_id is not None:
+        error["request_id"] = request_id
+    return {"error": error}
 
 
 # /v1 speaks OpenAI's error shape (docs/api.md), so that SDKs raise the matching exception class.

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.http import StreamingHttpResponse
 
+from agentsite.core import metrics
+
 if TYPE_CHECKING:
     from agentsite.core.errors import AppError
 
@@ -69,7 +71,8 @@ async def ended_when(stream: AsyncGenerator[bytes, None], problem: Problem,
 def sse_response(stream: AsyncGenerator[bytes, None]) -> StreamingHttpResponse:
     """A streaming response that proxies (X-Accel-Buffering) and caches leave alone. Each event reaches the
     socket as it is sent (under daphne, agentsite.server.asgi_limits flushes every streamed chunk)."""
-    response = StreamingHttpResponse(stream, content_type="text/event-stream")
+    response = StreamingHttpResponse(_counted(stream) if metrics.ENABLED else stream,
+                                     content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
@@ -134,6 +137,17 @@ async def _pump(events: AsyncGenerator[T, None], queue: asyncio.Queue[Any]) -> N
 # --- the same rule for an ASGI app's event streams (/mcp) ------------------------------------------
 
 AsgiMessage = dict[str, Any]
+
+
+async def _counted(stream: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    """The stream, counted in agentsite_sse_streams_open from its first event to its end (however it ends)."""
+    metrics.sse_stream_opened(1)
+    try:
+        async with aclosing(stream):
+            async for chunk in stream:
+                yield chunk
+    finally:
+        metrics.sse_stream_opened(-1)
 
 
 class SseGuard:

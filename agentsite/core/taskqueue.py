@@ -89,3 +89,10 @@ def _push(broker: Any, packs: list[str], conf: Any) -> None:
     else:
         for pack in packs:
             broker.enqueue(pack)
+
+
+def queue_depth() -> list[tuple[str, str, float]]:
+    """agentsite_task_queue_depth: tasks waiting in the broker (one queue per deployment), read at scrape time."""
+    from django_q.brokers import get_broker
+
+    return [("agentsite_task_queue_depth", "Tasks waiting in the task queue.", float(get_broker().queue_size()))]

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from agentsite.core import metrics
 from agentsite.core.datadir import data_dir_ensure, secrets_ensure
 from agentsite.server.orphan import SERVE_PID_ENV
 
@@ -80,6 +81,8 @@ class Command(BaseCommand):
         call_command("initadmin")
         call_command("recover")  # before the children start: nothing of theirs can be running yet
         commands = self._commands(host, port, no_cluster)
+        # The metrics files of a previous run's processes would be summed into this run's (agentsite/core/metrics.py).
+        metrics.clean_multiproc_dir()
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
                                                                            "agentsite.settings")}
         # One BLAS thread: knowledge-base search is a matrix-vector product that a second thread slows
@@ -148,6 +151,7 @@ class Command(BaseCommand):
                 self.stderr.write(f"agentsite: {name} exited unexpectedly (status {proc.returncode}); starting it "
                                   f"again in {backoff[name]:g} s.")
                 _signal_group(proc, signal.SIGKILL)  # what is left of its group (q2 workers) goes with it
+                metrics.process_exited(proc.pid)  # its open streams and sandbox workers stop counting
                 self._sweep()  # its runs and streaming replies are marked now, not at the next start
                 restart_at[name] = now + backoff[name]
                 backoff[name] = min(RESTART_MAX_S, backoff[name] * 2)

@@ -168,7 +168,7 @@ def test_a_dead_key_is_refused_on_every_door_and_header_in_its_envelope(live, fa
         if door.startswith("/v1"):
             assert error["type"] == "authentication_error" and error["code"] == "invalid_api_key", door
         else:
-            assert error["code"] == "token_invalid" and set(error) == {"code", "message", "details"}, door
+            assert error["code"] == "token_invalid" and set(error) == {"code", "message", "details", "request_id"}, door
         assert answer.headers["WWW-Authenticate"].startswith("Bearer"), door
 
 

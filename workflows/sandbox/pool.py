@@ -39,6 +39,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from agentsite.core import metrics
+
 from .errors import SandboxError, budget_spent, error_from_answer
 from .process import SandboxWorker, WorkerLost
 from .scheduling import FairQueue, RunBudget
@@ -240,7 +242,9 @@ class SandboxPool:
             while not self._idle and len(self._workers) + self._starting >= self.size:
                 self._condition.wait()  # only a worker closed by close() and not yet reaped
             if self._idle:
-                return self._idle.pop()
+                worker = self._idle.pop()
+                self._publish()
+                return worker
             self._starting += 1
         worker = None
         try:
@@ -253,6 +257,7 @@ class SandboxPool:
                 self._starting -= 1
                 if worker is not None:
                     self._workers.add(worker)
+                    self._publish()
                 self._condition.notify()
         return worker
 
@@ -264,9 +269,15 @@ class SandboxPool:
                 self._idle.append(worker)
             else:
                 self._workers.discard(worker)
+            self._publish()
             self._condition.notify()
         if not keep:
             worker.kill()
+
+    def _publish(self) -> None:
+        """agentsite_sandbox_workers{state}: this process's workers, idle and busy (under the condition)."""
+        if metrics.ENABLED:
+            metrics.sandbox_workers(idle=len(self._idle), busy=len(self._workers) - len(self._idle))
 
     def _worker_config(self) -> dict[str, Any]:
         return {"memory_mb": self.memory_mb, "time_limit_s": self.time_limit_s,

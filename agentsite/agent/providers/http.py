@@ -25,6 +25,7 @@ import aiohttp
 import certifi
 import httpx
 
+from agentsite.core import tracing
 from agentsite.core.errors import AppError
 
 logger = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ def _request(upstream: Upstream, body: dict[str, Any]) -> aiohttp.client._Reques
         raise upstream.error(f"the request could not be encoded as JSON ({exc}).") from None
     timeout = aiohttp.ClientTimeout(total=None, connect=upstream.timeout, sock_read=upstream.timeout,
                                     sock_connect=min(upstream.timeout, CONNECT_TIMEOUT))
-    headers = {"Content-Type": "application/json", **upstream.headers}
+    headers = tracing.inject({"Content-Type": "application/json", **upstream.headers})  # traceparent, if tracing
     return upstream_session().post(upstream.url, data=data, headers=headers, timeout=timeout,
                                    proxy=_proxy_for(upstream.url))
 

@@ -1,0 +1,100 @@
+"""The audit log's store, selector, retention and API (issue 28, item 3); the front door is agentsite/core/audit.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from accounts.models import AuditEvent
+from agentsite.core.errors import AppError
+from agentsite.core.pagination import LimitOffsetPagination
+
+TRIM_SCHEDULE_NAME = "agentsite audit retention"
+
+
+def audit_store(event: dict[str, Any]) -> None:
+    AuditEvent.objects.create(action=event["action"], outcome=event["outcome"], actor_id=event["actor_id"],
+                              actor_name=event["actor"], ip=event["ip"], user_agent=event["user_agent"],
+                              door=event["door"], target=event["target"], details=event["details"])
+
+
+def audit_trim() -> int:
+    """Delete events older than AGENTSITE_AUDIT_RETENTION_DAYS (a task, daily)."""
+    cutoff = timezone.now() - timedelta(days=settings.AGENTSITE_AUDIT_RETENTION_DAYS)
+    deleted, _ = AuditEvent.objects.filter(time__lt=cutoff).delete()
+    return deleted
+
+
+def audit_trim_schedule_ensure() -> str:
+    from django_q.models import Schedule
+
+    Schedule.objects.update_or_create(name=TRIM_SCHEDULE_NAME, defaults={
+        "func": "accounts.audit.audit_trim", "repeats": -1, "schedule_type": Schedule.DAILY, "cron": None})
+    return "daily"
+
+
+def audit_events(*, actor: str = "", action: str = "", outcome: str = "", since: Any = None, until: Any = None):
+    rows = AuditEvent.objects.all()
+    if actor:
+        rows = rows.filter(actor_id=int(actor)) if actor.isdigit() else rows.filter(actor_name=actor)
+    if action:
+        rows = rows.filter(action__startswith=action) if action.endswith(".") else rows.filter(action=action)
+    if outcome:
+        rows = rows.filter(outcome=outcome)
+    if since is not None:
+        rows = rows.filter(time__gte=since)
+    if until is not None:
+        rows = rows.filter(time__lt=until)
+    return rows
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "time", "action", "outcome", "actor", "actor_id", "ip", "user_agent", "door", "target",
+                  "details"]
+
+
+def _when(request: Request, name: str):
+    raw = request.query_params.get(name, "")
+    if not raw:
+        return None
+    value = parse_datetime(raw)
+    if value is None:
+        raise AppError("invalid", f"{name}: an ISO 8601 time, e.g. 2026-11-25T10:00:00Z.", 400,
+                       {name: ["Not an ISO 8601 time."]})
+    return value if value.tzinfo else timezone.make_aware(value, timezone.utc)
+
+
+class AuditListView(APIView):
+    """GET /api/audit: admins only; newest first; filters actor (username or id), action (exact, or a prefix
+    ending in a dot: `auth.`), outcome, from, to (ISO 8601); paginated like every list."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(parameters=[OpenApiParameter(name, str, required=False) for name in
+                               ("actor", "action", "outcome", "from", "to")],
+                   responses={200: AuditEventSerializer(many=True)})
+    def get(self, request: Request):
+        if not request.user.is_staff:
+            raise AppError("forbidden", "Only an administrator may read the audit log.", 403)
+        outcome = request.query_params.get("outcome", "")
+        if outcome and outcome not in ("success", "failure", "refused"):
+            raise AppError("invalid", "outcome: one of success, failure, refused.", 400, {"outcome": ["Unknown."]})
+        rows = audit_events(actor=request.query_params.get("actor", ""),
+                            action=request.query_params.get("action", ""), outcome=outcome,
+                            since=_when(request, "from"), until=_when(request, "to"))
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(AuditEventSerializer(page, many=True).data)

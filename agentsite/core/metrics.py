@@ -1,0 +1,216 @@
+"""Prometheus metrics (issue 28): what the server counts, and the text a scrape of `GET /metrics` reads.
+
+Off unless AGENTSITE_METRICS=1: then every recording function below returns at its first line (one global
+read), and prometheus_client is never imported. On, each process records into prometheus_client's
+multiprocess files under PROMETHEUS_MULTIPROC_DIR (set by the settings to `<data>/metrics` unless the operator
+set it; `serve` empties it before it starts its children, and marks a child's files dead when it exits), so one
+scrape of any process sees the sum of every process of the host (`serve --workers N`, the task cluster).
+Without that directory (a test process) the metrics live in this process's registry.
+
+Labels are bounded: no label takes a value from user input. Routes are URL templates (`/api/sessions/<uuid:pk>`),
+never paths; methods outside the HTTP set are `other`; a model is a catalogue entry the operator configured or
+`other`; upstream statuses are HTTP codes or `ok`/`error` (tests/core/test_metrics.py drives distinct inputs and
+fails when a label's value set grows with them).
+
+Scrape-time values (the task queue's depth) come from collectors that apps register with `on_scrape`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+ENABLED = False
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Request durations are mostly a few ms (bench/RESULTS.md); upstream calls seconds to minutes.
+HTTP_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LLM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+_metrics: dict[str, Any] = {}
+_scrape_hooks: dict[str, Callable[[], list[tuple[str, str, float]]]] = {}
+
+
+def configure(enabled: bool, data_dir: Path | None = None) -> None:
+    """Called by the settings: turns recording on and, with a data directory, points multiprocess mode at
+    `<data>/metrics` (unless PROMETHEUS_MULTIPROC_DIR is set already). Writes nothing."""
+    global ENABLED
+    ENABLED = enabled
+    if enabled and data_dir is not None and not os.environ.get(MULTIPROC_ENV):
+        os.environ[MULTIPROC_ENV] = str(Path(data_dir) / "metrics")
+
+
+def multiproc_dir() -> Path | None:
+    value = os.environ.get(MULTIPROC_ENV)
+    return Path(value) if value else None
+
+
+def clean_multiproc_dir() -> None:
+    """Empty the multiprocess directory (serve, before its children start: the files of a previous run's
+    processes would be summed into this one's)."""
+    directory = multiproc_dir()
+    if not ENABLED or directory is None:
+        return
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+def process_exited(pid: int) -> None:
+    """A child process of serve is gone: its live gauges (open streams, sandbox workers) stop counting."""
+    if not ENABLED or multiproc_dir() is None:
+        return
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid)
+
+
+def _m() -> dict[str, Any]:
+    if _metrics:
+        return _metrics
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    directory = multiproc_dir()
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    # In multiprocess mode the values live in files and a scrape reads them all; the objects need no registry.
+    registry = CollectorRegistry(auto_describe=True)
+    kw: dict[str, Any] = {"registry": registry}
+    built = {
+        "registry": registry,
+        "http_requests": Counter("agentsite_http_requests_total", "HTTP requests answered, by route template.",
+                                 ["route", "method", "status"], **kw),
+        "http_duration": Histogram("agentsite_http_request_duration_seconds",
+                                   "Time to the response's headers, by route template.", ["route", "method"],
+                                   buckets=HTTP_BUCKETS, **kw),
+        "llm_requests": Counter("agentsite_llm_requests_total", "Requests to upstream LLMs, by outcome.",
+                                ["model", "upstream", "status"], **kw),
+        "llm_tokens": Counter("agentsite_llm_tokens_total", "Tokens the upstream counted, by kind (input/output).",
+                              ["model", "kind"], **kw),
+        "llm_ttft": Histogram("agentsite_llm_time_to_first_token_seconds",
+                              "From sending a request upstream to its first event.", ["model"],
+                              buckets=LLM_BUCKETS, **kw),
+        "fallbacks": Counter("agentsite_upstream_fallbacks_total",
+                             "Requests passed to an alias's next target after one failed.", **kw),
+        "sse_open": Gauge("agentsite_sse_streams_open", "Server-sent event streams open now.",
+                          multiprocess_mode="livesum", **kw),
+        "workflow_runs": Counter("agentsite_workflow_runs_total", "Workflow runs finished, by status.",
+                                 ["status"], **kw),
+        "scheduler_lag": Histogram("agentsite_scheduler_lag_seconds",
+                                   "A scheduled run's start minus its scheduled time.", buckets=LAG_BUCKETS, **kw),
+        "sandbox_workers": Gauge("agentsite_sandbox_workers", "JavaScript sandbox worker processes, by state.",
+                                 ["state"], multiprocess_mode="livesum", **kw),
+        "budget_refusals": Counter("agentsite_budget_refusals_total", "Requests refused by a usage budget.", **kw),
+    }
+    _metrics.update(built)
+    return _metrics
+
+
+# --- recording (each a no-op while metrics are off) --------------------------------------------------------
+
+def http_request(route: str, method: str, status: int, duration_s: float) -> None:
+    if not ENABLED:
+        return
+    m = _m()
+    method = method if method in HTTP_METHODS else "other"
+    m["http_requests"].labels(route, method, str(status)).inc()
+    m["http_duration"].labels(route, method).observe(duration_s)
+
+
+def llm_request(model: str, upstream: str, status: str) -> None:
+    if ENABLED:
+        _m()["llm_requests"].labels(model, upstream, status).inc()
+
+
+def llm_tokens(model: str, input_tokens: int, output_tokens: int) -> None:
+    if not ENABLED:
+        return
+    m = _m()
+    if input_tokens > 0:
+        m["llm_tokens"].labels(model, "input").inc(input_tokens)
+    if output_tokens > 0:
+        m["llm_tokens"].labels(model, "output").inc(output_tokens)
+
+
+def llm_first_token(model: str, seconds: float) -> None:
+    if ENABLED:
+        _m()["llm_ttft"].labels(model).observe(seconds)
+
+
+def upstream_fallback() -> None:
+    if ENABLED:
+        _m()["fallbacks"].inc()
+
+
+def sse_stream_opened(delta: int) -> None:
+    if ENABLED:
+        _m()["sse_open"].inc(delta)
+
+
+def workflow_run_finished(status: str) -> None:
+    if ENABLED:
+        _m()["workflow_runs"].labels(status).inc()
+
+
+def scheduler_lag(seconds: float) -> None:
+    if ENABLED:
+        _m()["scheduler_lag"].observe(max(seconds, 0.0))
+
+
+def sandbox_workers(idle: int, busy: int) -> None:
+    if not ENABLED:
+        return
+    gauge = _m()["sandbox_workers"]
+    gauge.labels("idle").set(idle)
+    gauge.labels("busy").set(busy)
+
+
+def budget_refused() -> None:
+    if ENABLED:
+        _m()["budget_refusals"].inc()
+
+
+# --- scrape ----------------------------------------------------------------------------------------------
+
+def on_scrape(name: str, collect: Callable[[], list[tuple[str, str, float]]]) -> None:
+    """Register `collect() -> [(metric name, help, value)]`, gauges read when /metrics is scraped (the task
+    queue's depth: one number for the host, whichever process is scraped)."""
+    _scrape_hooks[name] = collect
+
+
+class _ScrapeCollector:
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        for name, collect in list(_scrape_hooks.items()):
+            try:
+                values = collect()
+            except Exception:  # a boundary: a broken collector must not break the scrape
+                logger.exception("The metrics collector %r failed", name)
+                continue
+            for metric, help_text, value in values:
+                yield GaugeMetricFamily(metric, help_text, value=value)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text of every process of the host (multiprocess) or of this process, and its type."""
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+    metrics = _m()
+    if multiproc_dir() is not None:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = metrics["registry"]
+    scrape = CollectorRegistry()
+    scrape.register(_ScrapeCollector())
+    return generate_latest(registry) + generate_latest(scrape), CONTENT_TYPE_LATEST

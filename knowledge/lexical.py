@@ -85,16 +85,25 @@ def terms(text: str, tokens: Sequence[str] | None = None, *, camel: bool = True)
     return words
 
 
-def stored_bytes(words: Sequence[str]) -> int:
-    """What a chunk's lexical entry holds, as the quota counts it: its terms twice (a copy and the postings)."""
-    return 2 * len(" ".join(words).encode("utf-8"))
+def stored_bytes(words: Sequence[str] | str) -> int:
+    """What a chunk's lexical entry holds, as the quota counts it: its terms twice (a copy and the postings).
+
+    words: the terms, or already joined by single spaces (`joined`).
+    """
+    return 2 * len((words if isinstance(words, str) else " ".join(words)).encode("utf-8"))
 
 
-def _owner_terms(owner_id: int, words: Sequence[str]) -> str:
-    if not words:
+def joined(words: Sequence[str]) -> str:
+    """A chunk's terms as the index stores them: joined by single spaces (a term never holds a space)."""
+    return " ".join(words)
+
+
+def _owner_terms(owner_id: int, text: str) -> str:
+    """Each term of a joined text prefixed with the owner's id: one C-level replace, not a join per term."""
+    if not text:
         return ""
     prefix = f"{owner_id}x"
-    return prefix + f" {prefix}".join(words)
+    return prefix + text.replace(" ", f" {prefix}")
 
 
 # --- the schema (migration 0003) --------------------------------------------------------------------
@@ -155,24 +164,28 @@ def supported(connection: BaseDatabaseWrapper) -> bool:
 
 # --- writes -----------------------------------------------------------------------------------------
 
-def index_add(*, owner_id: int, chunk_ids: Sequence[int], words: Sequence[Sequence[str]],
-              connection: BaseDatabaseWrapper | None = None) -> None:
-    """Index chunks of owner (chunk_ids[i] has the terms words[i], see `terms`), in the caller's transaction."""
+def index_add(*, owner_id: int, chunk_ids: Sequence[int], words: Sequence[Sequence[str]] | None = None,
+              texts: Sequence[str] | None = None, connection: BaseDatabaseWrapper | None = None) -> None:
+    """Index chunks of owner (chunk_ids[i] has the terms words[i], see `terms`), in the caller's transaction.
+
+    texts: the terms already joined (`joined(words[i])`), given instead of words when the caller has them.
+    """
     db = connection or connections[DEFAULT_DB_ALIAS]
     if not chunk_ids or not supported(db):
         return
+    if texts is None:
+        texts = [joined(chunk_words) for chunk_words in (words or [])]
     with db.cursor() as cursor:
         if db.vendor == "sqlite":
             cursor.executemany(f"INSERT INTO {FTS_TABLE} (rowid, terms) VALUES (%s, %s)",
-                               [(chunk_id, _owner_terms(owner_id, chunk_words))
-                                for chunk_id, chunk_words in zip(chunk_ids, words, strict=True)])
+                               [(chunk_id, _owner_terms(owner_id, text))
+                                for chunk_id, text in zip(chunk_ids, texts, strict=True)])
         else:
             cursor.execute(
                 f"INSERT INTO {PG_TABLE} (chunk_id, owner_id, length, terms) "
                 "SELECT c, %s, n, to_tsvector('english', t) FROM unnest(%s::bigint[], %s::integer[], %s::text[]) "
                 "AS rows(c, n, t)",
-                [owner_id, list(chunk_ids), [len(chunk_words) for chunk_words in words],
-                 [" ".join(chunk_words) for chunk_words in words]])
+                [owner_id, list(chunk_ids), [text.count(" ") + 1 if text else 0 for text in texts], list(texts)])
 
 
 # --- reads ------------------------------------------------------------------------------------------
@@ -205,7 +218,7 @@ def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
     chunks that hold all of them are ranked if they are at most COMMON_CHUNKS; otherwise the lexical ranking
     has nothing to say ([]). Whether a term is common costs one probe: is there a match past COMMON_CHUNKS?
     """
-    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, words).split(" ")]
+    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, joined(words)).split(" ")]
     rare = [term for term in terms_of_owner if not _more_than(cursor, term, COMMON_CHUNKS)]
     if rare:
         match = " OR ".join(rare)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
+from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
@@ -74,8 +75,9 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     tokens = [tokenize(chunk) for chunk in texts]  # once, for both the vectors and the lexical index
     camel = lexical.has_camel_case(text)  # once per document: most prose has no identifier to split
     words = [lexical.terms(chunk, chunk_tokens, camel=camel) for chunk, chunk_tokens in zip(texts, tokens, strict=True)]
+    terms_texts = list(map(lexical.joined, words))  # once, for the quota and the index
     with_dense = dense.available()
-    stored = stored_size(text=text, chunks=texts, words=words, dense_vectors=with_dense)
+    stored = stored_size(text=text, chunks=texts, words=terms_texts, dense_vectors=with_dense)
     _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
     vectors = embed_many(texts, tokens)
     # The dense model takes most of an ingest's time when installed (bench/RESULTS.md): before the stamp's lock.
@@ -86,7 +88,7 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     document = Document.objects.create(owner_id=owner_id, filename=filename, content_type=content_type,
                                        content=text, size=size, stored_bytes=stored)
     chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors, dense_vectors=dense_vectors)
-    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, words=words)  # in this transaction: all or nothing
+    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, texts=terms_texts)  # in this transaction: all or nothing
     document.chunk_count = len(chunk_ids)
     transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
                                   document_id=document.pk, chunk_ids=chunk_ids, vectors=vectors))
@@ -98,18 +100,21 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     return document
 
 
-def stored_size(*, text: str, chunks: list[str], words: list[list[str]] | None = None,
+def stored_size(*, text: str, chunks: list[str], words: Sequence[Sequence[str] | str] | None = None,
                 dense_vectors: bool = False) -> int:
     """What a document holds in the database, as the quota counts it: text, chunk texts, vectors, lexical entries.
 
-    words: each chunk's lexical terms (knowledge.lexical.terms), when the caller has them already.
+    words: each chunk's lexical terms (knowledge.lexical.terms, or lexical.joined of them), when the caller has
+    them already.
     dense_vectors: whether each chunk also stores the dense model's vector (dense.VECTOR_BYTES more).
     """
     if words is None:
         words = [lexical.terms(chunk) for chunk in chunks]
     per_chunk = VECTOR_BYTES + (dense.VECTOR_BYTES if dense_vectors else 0)
-    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + per_chunk + lexical.stored_bytes(entry)
-                                           for chunk, entry in zip(chunks, words, strict=True))
+    # Summed over the document at once: the lengths are additive (UTF-8 bytes of the texts, of the terms).
+    chunk_bytes = len("".join(chunks).encode("utf-8"))
+    lexical_bytes = sum(map(lexical.stored_bytes, words))
+    return len(text.encode("utf-8")) + chunk_bytes + per_chunk * len(chunks) + lexical_bytes
 
 
 def _quota_check(*, owner_id: int, size: int) -> None:

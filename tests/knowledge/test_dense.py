@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import TestCase
+from rest_framework.test import APIClient
 
 from agentsite.core.errors import AppError
 from knowledge import dense, index, services
@@ -311,6 +312,14 @@ def test_the_search_endpoint_takes_mode_dense(model, owner, owner_client):
     assert results[0]["document"]["filename"] == "bread.txt"
     assert [result["rank_score"] for result in results] == sorted((r["rank_score"] for r in results), reverse=True)
     assert 0 < results[0]["rank_score"] <= 1  # the dense cosine similarity
+
+
+def test_the_search_endpoint_lists_the_modes_to_offer(model, owner_client, settings):
+    assert owner_client.get("/api/kb/search").json() == {"modes": ["hybrid", "lexical", "vector", "dense"],
+                                                         "default": "hybrid"}
+    settings.AGENTSITE_KB_DENSE = False
+    assert owner_client.get("/api/kb/search").json()["modes"] == ["hybrid", "lexical", "vector"]
+    assert APIClient().get("/api/kb/search").status_code == 401
 
 
 def test_the_search_endpoint_refuses_mode_dense_without_the_model(owner, owner_client):

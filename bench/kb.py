@@ -3,7 +3,9 @@
     /work/venv/bin/python bench/kb.py [--ingest-mb 10] [--queries 300]
 
 Sets Django up on its own temporary data directory and SQLite database (DATABASE_URL and REDIS_URL are
-ignored), generates a corpus of Zipf-distributed pseudo-words in sentences and paragraphs, and measures:
+ignored; `--database-url postgres://...` runs on that PostgreSQL database instead, its bench users replaced),
+with the dense model off (AGENTSITE_KB_DENSE=false: the default install), generates a corpus of
+Zipf-distributed pseudo-words in sentences and paragraphs, and measures:
 
 - ingest: MB (10^6 bytes of UTF-8 text) per second through `document_ingest` (chunk, embed, store), cold
   word-hash cache included;
@@ -31,12 +33,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENT_CHARS = 250_000  # ~500 chunks per document
 
 
-def setup_django(data_dir: str) -> None:
+def setup_django(data_dir: str, database_url: str | None = None) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ["AGENTSITE_DATA_DIR"] = data_dir
     os.environ["AGENTSITE_LOG_LEVEL"] = "WARNING"
     os.environ["AGENTSITE_KB_QUOTA_MB"] = "0"  # 100,000 chunks are more than one user's default quota
+    os.environ["AGENTSITE_KB_DENSE"] = "false"  # the default install (bench/dense.py measures the model)
     os.environ.pop("DATABASE_URL", None)
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url  # PostgreSQL: a database of its own, emptied first
     os.environ.pop("REDIS_URL", None)
     os.environ["DJANGO_SETTINGS_MODULE"] = "agentsite.settings"
     import django
@@ -163,10 +168,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ingest-mb", type=float, default=10.0, help="size of the ingest corpus (MB)")
     parser.add_argument("--queries", type=int, default=300, help="searches timed at each size")
+    parser.add_argument("--database-url", help="a PostgreSQL database to run on (its knowledge tables are "
+                        "emptied first) instead of a temporary SQLite one")
     args = parser.parse_args()
     data_dir = tempfile.mkdtemp(prefix="agentsite-bench-kb-")
     try:
-        setup_django(data_dir)
+        setup_django(data_dir, args.database_url)
+        if args.database_url:
+            from django.contrib.auth import get_user_model
+
+            get_user_model().objects.filter(username__in=["ingest", "search10000", "search100000"]).delete()
         run(args.ingest_mb, args.queries)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -18,7 +18,7 @@ from agentsite.core.errors import AppError
 from agentsite.core.parsers import BoundedJSONParser
 from agentsite.core.validation import validated
 from knowledge import services
-from knowledge.selectors import DEFAULT_MODE, MODES, chunk_search, context_build, document_list_for
+from knowledge.selectors import DEFAULT_MODE, MODES, chunk_search, context_build, document_list_for, offered_modes
 
 MAX_QUERY_CHARS = 32_000
 
@@ -141,7 +141,18 @@ class DocumentDetailView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class SearchModesSerializer(serializers.Serializer):
+    modes = serializers.ListField(child=serializers.CharField(),
+                                  help_text="The modes offered: `dense` only with the dense model installed and on.")
+    default = serializers.CharField()
+
+
 class SearchView(APIView):
+    @extend_schema(responses={200: SearchModesSerializer})
+    def get(self, request: Request) -> Response:
+        """The search modes to offer (the Knowledge page's selector, the kb_search tool's enum), the default first."""
+        return Response(SearchModesSerializer({"modes": offered_modes(), "default": DEFAULT_MODE}).data)
+
     @extend_schema(request=SearchInputSerializer, responses={200: SearchOutputSerializer})
     def post(self, request: Request) -> Response:
         data = _valid(SearchInputSerializer, request.data)

@@ -118,9 +118,12 @@ def embed_many(texts: Sequence[str], words: Sequence[Sequence[str]] | None = Non
 
 
 def _embed_block(texts: Sequence[str], words: Sequence[Sequence[str]] | None = None) -> np.ndarray:
-    per_text = [word_codes(tokenize(text)) for text in texts] if words is None else list(map(word_codes, words))
-    lengths = np.fromiter(map(len, per_text), dtype=np.int64, count=len(per_text))
-    codes = np.fromiter(chain.from_iterable(per_text), dtype=np.int64, count=int(lengths.sum()))
+    if words is None:
+        words = [tokenize(text) for text in texts]
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    # One pass over every word of the block: no list of codes per text.
+    codes = np.fromiter(map(_codes.__getitem__, chain.from_iterable(words)), dtype=np.int64,
+                        count=int(lengths.sum()))
     rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     signs = 1.0 - 2.0 * (codes >> 8)
     sums = np.bincount(rows * DIMENSIONS + (codes & 0xFF), weights=signs, minlength=len(texts) * DIMENSIONS)

@@ -11,7 +11,8 @@ word segmenter) less a short list of English stop words, joined by spaces. The d
   user's documents never change a ranking.
 - PostgreSQL: a table `knowledge_chunklexical (chunk_id, owner_id, length, terms tsvector)` with a GIN index,
   ranked by BM25 computed in one statement (k1 = 1.2, b = 0.75; document frequencies counted over the owner's
-  matching rows, N and the mean length over the owner's rows).
+  matching rows; N and the mean length from `knowledge_lexicalstats`, one row per owner kept by statement
+  triggers on the index in the writing transaction (migration 0005), so a query never counts the owner's rows).
 
 Kept in step: `index_add` writes a document's rows in the transaction that inserts its chunks; a trigger on
 `knowledge_chunk` deletes a chunk's row whenever the chunk is deleted (a document deleted, cleared, its owner
@@ -85,16 +86,25 @@ def terms(text: str, tokens: Sequence[str] | None = None, *, camel: bool = True)
     return words
 
 
-def stored_bytes(words: Sequence[str]) -> int:
-    """What a chunk's lexical entry holds, as the quota counts it: its terms twice (a copy and the postings)."""
-    return 2 * len(" ".join(words).encode("utf-8"))
+def stored_bytes(words: Sequence[str] | str) -> int:
+    """What a chunk's lexical entry holds, as the quota counts it: its terms twice (a copy and the postings).
+
+    words: the terms, or already joined by single spaces (`joined`).
+    """
+    return 2 * len((words if isinstance(words, str) else " ".join(words)).encode("utf-8"))
 
 
-def _owner_terms(owner_id: int, words: Sequence[str]) -> str:
-    if not words:
+def joined(words: Sequence[str]) -> str:
+    """A chunk's terms as the index stores them: joined by single spaces (a term never holds a space)."""
+    return " ".join(words)
+
+
+def _owner_terms(owner_id: int, text: str) -> str:
+    """Each term of a joined text prefixed with the owner's id: one C-level replace, not a join per term."""
+    if not text:
         return ""
     prefix = f"{owner_id}x"
-    return prefix + f" {prefix}".join(words)
+    return prefix + text.replace(" ", f" {prefix}")
 
 
 # --- the schema (migration 0003) --------------------------------------------------------------------
@@ -149,30 +159,89 @@ _SCHEMA = {
 }
 
 
+PG_STATS = "knowledge_lexicalstats"
+
+# Migration 0005 (PostgreSQL): each owner's row count and total length, kept in the transactions that change
+# them, so a query reads one row instead of counting the owner's rows (the BM25 statistics N and avgdl).
+_PG_STATS_SCHEMA = (
+    [
+        f"CREATE TABLE {PG_STATS} (owner_id integer PRIMARY KEY, chunks bigint NOT NULL, length bigint NOT NULL)",
+        f"INSERT INTO {PG_STATS} (owner_id, chunks, length) SELECT owner_id, count(*), coalesce(sum(length), 0) "
+        f"FROM {PG_TABLE} GROUP BY owner_id",
+        # Statement triggers on the index itself: whatever adds or removes its rows keeps the statistics.
+        f"CREATE FUNCTION {PG_STATS}_add() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO {PG_STATS} (owner_id, chunks, length) SELECT owner_id, count(*), coalesce(sum(length), 0) "
+        f"FROM added GROUP BY owner_id ON CONFLICT (owner_id) DO UPDATE SET "
+        f"chunks = {PG_STATS}.chunks + EXCLUDED.chunks, length = {PG_STATS}.length + EXCLUDED.length; "
+        "RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_STATS}_add AFTER INSERT ON {PG_TABLE} REFERENCING NEW TABLE AS added "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_STATS}_add()",
+        f"CREATE FUNCTION {PG_STATS}_remove() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"UPDATE {PG_STATS} s SET chunks = s.chunks - g.n, length = s.length - g.l FROM "
+        "(SELECT owner_id, count(*) AS n, coalesce(sum(length), 0) AS l FROM gone GROUP BY owner_id) g "
+        "WHERE s.owner_id = g.owner_id; RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_STATS}_remove AFTER DELETE ON {PG_TABLE} REFERENCING OLD TABLE AS gone "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_STATS}_remove()",
+        f"CREATE FUNCTION {PG_STATS}_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"TRUNCATE {PG_STATS}; RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_STATS}_truncate AFTER TRUNCATE ON {PG_TABLE} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_STATS}_truncate()",
+    ],
+    [
+        f"DROP TRIGGER IF EXISTS {PG_STATS}_truncate ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_STATS}_remove ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_STATS}_add ON {PG_TABLE}",
+        f"DROP FUNCTION IF EXISTS {PG_STATS}_truncate()",
+        f"DROP FUNCTION IF EXISTS {PG_STATS}_remove()",
+        f"DROP FUNCTION IF EXISTS {PG_STATS}_add()",
+        f"DROP TABLE IF EXISTS {PG_STATS}",
+    ],
+)
+
+
+def stats_schema_create(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_STATS_SCHEMA[0]:
+                cursor.execute(statement)
+
+
+def stats_schema_drop(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_STATS_SCHEMA[1]:
+                cursor.execute(statement)
+
+
 def supported(connection: BaseDatabaseWrapper) -> bool:
     return connection.vendor in _SCHEMA
 
 
 # --- writes -----------------------------------------------------------------------------------------
 
-def index_add(*, owner_id: int, chunk_ids: Sequence[int], words: Sequence[Sequence[str]],
-              connection: BaseDatabaseWrapper | None = None) -> None:
-    """Index chunks of owner (chunk_ids[i] has the terms words[i], see `terms`), in the caller's transaction."""
+def index_add(*, owner_id: int, chunk_ids: Sequence[int], words: Sequence[Sequence[str]] | None = None,
+              texts: Sequence[str] | None = None, connection: BaseDatabaseWrapper | None = None) -> None:
+    """Index chunks of owner (chunk_ids[i] has the terms words[i], see `terms`), in the caller's transaction.
+
+    texts: the terms already joined (`joined(words[i])`), given instead of words when the caller has them.
+    """
     db = connection or connections[DEFAULT_DB_ALIAS]
     if not chunk_ids or not supported(db):
         return
+    if texts is None:
+        texts = [joined(chunk_words) for chunk_words in (words or [])]
     with db.cursor() as cursor:
         if db.vendor == "sqlite":
             cursor.executemany(f"INSERT INTO {FTS_TABLE} (rowid, terms) VALUES (%s, %s)",
-                               [(chunk_id, _owner_terms(owner_id, chunk_words))
-                                for chunk_id, chunk_words in zip(chunk_ids, words, strict=True)])
+                               [(chunk_id, _owner_terms(owner_id, text))
+                                for chunk_id, text in zip(chunk_ids, texts, strict=True)])
         else:
+            lengths = [text.count(" ") + 1 if text else 0 for text in texts]
             cursor.execute(
                 f"INSERT INTO {PG_TABLE} (chunk_id, owner_id, length, terms) "
                 "SELECT c, %s, n, to_tsvector('english', t) FROM unnest(%s::bigint[], %s::integer[], %s::text[]) "
                 "AS rows(c, n, t)",
-                [owner_id, list(chunk_ids), [len(chunk_words) for chunk_words in words],
-                 [" ".join(chunk_words) for chunk_words in words]])
+                [owner_id, list(chunk_ids), lengths, list(texts)])
 
 
 # --- reads ------------------------------------------------------------------------------------------
@@ -205,7 +274,7 @@ def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
     chunks that hold all of them are ranked if they are at most COMMON_CHUNKS; otherwise the lexical ranking
     has nothing to say ([]). Whether a term is common costs one probe: is there a match past COMMON_CHUNKS?
     """
-    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, words).split(" ")]
+    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, joined(words)).split(" ")]
     rare = [term for term in terms_of_owner if not _more_than(cursor, term, COMMON_CHUNKS)]
     if rare:
         match = " OR ".join(rare)
@@ -235,8 +304,9 @@ def _pg_sql() -> str:
 WITH q AS (SELECT tsvector_to_array(to_tsvector('english', %(text)s)) AS lexemes),
 tsq AS (SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(x), ' | '), '')) AS query
         FROM q, unnest(q.lexemes) AS x),
-stats AS (SELECT count(*)::float AS n, coalesce(avg(length), 1)::float AS avglen
-          FROM {PG_TABLE} WHERE owner_id = %(owner)s),
+stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
+                 coalesce(max(length)::float / nullif(max(chunks), 0), 1)::float AS avglen
+          FROM {PG_STATS} WHERE owner_id = %(owner)s),
 m AS (SELECT l.chunk_id, l.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
       FROM {PG_TABLE} l, tsq, q, unnest(l.terms) AS u
       WHERE l.owner_id = %(owner)s AND l.terms @@ tsq.query AND u.lexeme = ANY(q.lexemes)),

@@ -54,6 +54,14 @@ def kb_usage_for(*, owner_id: int) -> int:
     return Document.objects.filter(owner_id=owner_id).aggregate(used=Sum("stored_bytes"))["used"] or 0
 
 
+def offered_modes() -> list[str]:
+    """The modes to offer a user (the kb_search tool, the Knowledge page): MODES less `dense` unless the dense
+    model is installed and on (knowledge/dense.py). The default first."""
+    from knowledge import dense
+
+    return [mode for mode in MODES if mode != "dense" or (ranking.ranker("dense") is not None and dense.available())]
+
+
 def chunk_search(*, owner_id: int, query: str, top_k: int = 5, mode: str = DEFAULT_MODE) -> list[ChunkHit]:
     """The owner's chunks that best match query, best first (by rank_score), at most top_k.
 

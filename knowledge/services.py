@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
+from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
@@ -16,11 +17,11 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
+from agentsite.core import taskqueue
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
 from knowledge import dense, index, lexical
 from knowledge.chunking import chunk_text
-from knowledge.dense_index import DENSE
 from knowledge.embedding import embed_many, to_bytes, tokenize
 from knowledge.extraction import TEXT, normalize_text, text_from_content, text_from_upload
 from knowledge.models import Chunk, Document
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 MAX_FILENAME = 255
 VECTOR_BYTES = 1024  # a chunk's 256 float32 values, as stored
+DENSE_TASK = "knowledge.services.dense_embed_pending"  # run by the task queue after each add
 
 
 def _stamp_change(owner_id: int) -> tuple[int, int]:
@@ -74,42 +76,47 @@ def _document_store(*, owner_id: int, filename: str, text: str, content_type: st
     tokens = [tokenize(chunk) for chunk in texts]  # once, for both the vectors and the lexical index
     camel = lexical.has_camel_case(text)  # once per document: most prose has no identifier to split
     words = [lexical.terms(chunk, chunk_tokens, camel=camel) for chunk, chunk_tokens in zip(texts, tokens, strict=True)]
+    terms_texts = list(map(lexical.joined, words))  # once, for the quota and the index
+    stored = stored_size(text=text, chunks=texts, words=terms_texts)
+    # With the dense model installed, the quota keeps room for the vectors the task queue adds later.
     with_dense = dense.available()
-    stored = stored_size(text=text, chunks=texts, words=words, dense_vectors=with_dense)
-    _quota_check(owner_id=owner_id, size=stored)  # before the embedding: no work for a document that cannot fit
+    reserved = stored + (dense.VECTOR_BYTES * len(texts) if with_dense else 0)
+    _quota_check(owner_id=owner_id, size=reserved)  # before the embedding: no work for a document that cannot fit
     vectors = embed_many(texts, tokens)
-    # The dense model takes most of an ingest's time when installed (bench/RESULTS.md): before the stamp's lock.
-    dense_vectors = dense.embedder().embed(texts) if with_dense else None
     before, after = _stamp_change(owner_id)  # first: a concurrent rebuild must not see half of this write
     # Again under the stamp's lock, held until commit: of two concurrent adds, the second counts the first.
-    _quota_check(owner_id=owner_id, size=stored)
+    _quota_check(owner_id=owner_id, size=reserved)
     document = Document.objects.create(owner_id=owner_id, filename=filename, content_type=content_type,
                                        content=text, size=size, stored_bytes=stored)
-    chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors, dense_vectors=dense_vectors)
-    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, words=words)  # in this transaction: all or nothing
+    chunk_ids = _chunks_insert(document=document, texts=texts, vectors=vectors)
+    lexical.index_add(owner_id=owner_id, chunk_ids=chunk_ids, texts=terms_texts)  # in this transaction
     document.chunk_count = len(chunk_ids)
     transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
                                   document_id=document.pk, chunk_ids=chunk_ids, vectors=vectors))
-    if dense_vectors is not None:
-        transaction.on_commit(partial(index.matrix_add, owner_id=owner_id, before=before, after=after,
-                                      document_id=document.pk, chunk_ids=chunk_ids, vectors=dense_vectors,
-                                      signal=DENSE))
+    if with_dense:
+        # The dense model embeds 3 to 75 chunks a second: never inside the request. The document is searchable
+        # now by the hash vectors and the lexical index; the dense ranker takes it once all its chunks have
+        # their vectors (knowledge/dense_index.py). On the ORM broker the task commits with the document.
+        taskqueue.enqueue_with_commit(DENSE_TASK, [(owner_id,)])
     logger.info("Knowledge document %s added: %d chunks", document.pk, len(chunk_ids))
     return document
 
 
-def stored_size(*, text: str, chunks: list[str], words: list[list[str]] | None = None,
+def stored_size(*, text: str, chunks: list[str], words: Sequence[Sequence[str] | str] | None = None,
                 dense_vectors: bool = False) -> int:
     """What a document holds in the database, as the quota counts it: text, chunk texts, vectors, lexical entries.
 
-    words: each chunk's lexical terms (knowledge.lexical.terms), when the caller has them already.
+    words: each chunk's lexical terms (knowledge.lexical.terms, or lexical.joined of them), when the caller has
+    them already.
     dense_vectors: whether each chunk also stores the dense model's vector (dense.VECTOR_BYTES more).
     """
     if words is None:
         words = [lexical.terms(chunk) for chunk in chunks]
     per_chunk = VECTOR_BYTES + (dense.VECTOR_BYTES if dense_vectors else 0)
-    return len(text.encode("utf-8")) + sum(len(chunk.encode("utf-8")) + per_chunk + lexical.stored_bytes(entry)
-                                           for chunk, entry in zip(chunks, words, strict=True))
+    # Summed over the document at once: the lengths are additive (UTF-8 bytes of the texts, of the terms).
+    chunk_bytes = len("".join(chunks).encode("utf-8"))
+    lexical_bytes = sum(map(lexical.stored_bytes, words))
+    return len(text.encode("utf-8")) + chunk_bytes + per_chunk * len(chunks) + lexical_bytes
 
 
 def _quota_check(*, owner_id: int, size: int) -> None:
@@ -174,6 +181,19 @@ def _clean_filename(filename: str) -> str:
         raise AppError("invalid", f"filename must be 1 to {MAX_FILENAME} characters.", 400,
                        {"filename": [f"Give a name of 1 to {MAX_FILENAME} characters."]})
     return name
+
+
+def dense_embed_pending(owner_id: int) -> int:
+    """The task queued by each add when the dense model is installed: embed the owner's chunks that lack a vector.
+
+    Every chunk of the owner still without one is embedded, not only the new document's: a task lost to a
+    restart (Redis broker: queued after commit) is made good by the owner's next add, and by
+    `manage.py kb_dense_backfill`. Two tasks running at once fill each chunk once (_dense_fill updates only a
+    chunk still without a vector). Returns the chunks filled; 0 when the model is not (or no longer) available.
+    """
+    if not dense.available():
+        return 0
+    return dense_backfill(owner_id=owner_id)[1]
 
 
 def dense_backfill(*, owner_id: int | None = None, on_document=None) -> tuple[int, int]:

@@ -17,8 +17,15 @@ logger = logging.getLogger(__name__)
 
 SOURCE_NAME = "builtin"  # listed with the built-ins: it is the service's own tool, not an external one
 DEFAULT_TOP_K = 5
-MODES = ("hybrid", "lexical", "vector")  # knowledge.selectors.MODES (not imported here: see _search)
 DEFAULT_MODE = "hybrid"
+
+
+def offered_modes() -> list[str]:
+    """knowledge.selectors.offered_modes: `dense` only with the dense model installed (imported when called,
+    as in _search: this module is imported before the apps are ready)."""
+    from knowledge.selectors import offered_modes as knowledge_modes
+
+    return knowledge_modes()
 
 
 async def kb_search(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -29,8 +36,9 @@ async def kb_search(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise ToolError("The query is empty.")
     top_k = int(arguments.get("topK", DEFAULT_TOP_K))
     mode = str(arguments.get("mode", DEFAULT_MODE))
-    if mode not in MODES:
-        raise ToolError(f"mode must be one of: {', '.join(MODES)}.")
+    modes = offered_modes()
+    if mode not in modes:
+        raise ToolError(f"mode must be one of: {', '.join(modes)}.")
     hits = await sync_to_async(_search)(owner_id=ctx.user_id, query=query, top_k=top_k, mode=mode)
     if not hits:
         return ToolResult.of_text(f"No passage in the knowledge base matches {query!r}.")
@@ -46,24 +54,32 @@ def _search(*, owner_id: int, query: str, top_k: int, mode: str) -> list[Any]:
     return chunk_search(owner_id=owner_id, query=query, top_k=top_k, mode=mode)
 
 
-KB_SEARCH_TOOL = Tool(
-    name="kb_search",
-    description="Search the user's knowledge base (their uploaded documents) and return the best matching "
-                "passages, each with its document's filename, its cosine similarity (score) and the score the "
-                "order follows (rank score).",
-    input_schema={
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "minLength": 1, "description": "What to look for."},
-            "topK": {"type": "integer", "minimum": 1, "maximum": 50, "default": DEFAULT_TOP_K,
-                     "description": "How many passages to return at most."},
-            "mode": {"type": "string", "enum": list(MODES), "default": DEFAULT_MODE,
-                     "description": "hybrid: word-hash vectors and BM25 fused; lexical: BM25; vector: cosine."},
+_MODE_HELP = {"hybrid": "every signal fused (word-hash vectors, BM25, and the dense model when installed)",
+              "lexical": "BM25", "vector": "cosine of the word-hash vectors",
+              "dense": "cosine of the dense model's sentence embeddings"}
+
+
+def kb_search_tool() -> Tool:
+    """The tool as listed now: its `mode` enum follows whether the dense model is installed."""
+    modes = offered_modes()
+    return Tool(
+        name="kb_search",
+        description="Search the user's knowledge base (their uploaded documents) and return the best matching "
+                    "passages, each with its document's filename, its cosine similarity (score) and the score the "
+                    "order follows (rank score).",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "What to look for."},
+                "topK": {"type": "integer", "minimum": 1, "maximum": 50, "default": DEFAULT_TOP_K,
+                         "description": "How many passages to return at most."},
+                "mode": {"type": "string", "enum": modes, "default": DEFAULT_MODE,
+                         "description": "; ".join(f"{mode}: {_MODE_HELP[mode]}" for mode in modes) + "."},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
         },
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-    call=kb_search,
-    source=SOURCE_NAME,
-    timeout=30.0,
-)
+        call=kb_search,
+        source=SOURCE_NAME,
+        timeout=30.0,
+    )

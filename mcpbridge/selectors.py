@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -11,12 +12,13 @@ from django.db.models import Q, QuerySet
 from agentsite.agent.tools import Tool, ToolContext, admin_only_tools, registry, resolve_caller
 from agentsite.core.errors import AppError
 from mcpbridge.client import McpConnectError, ServerSpec, manager
-from mcpbridge.kb import KB_SEARCH_TOOL
+from mcpbridge.kb import kb_search_tool
 from mcpbridge.models import McpServer
 from mcpbridge.tools import McpTool, mcp_tool, own_tools_only, remote_tools, server_tools, upstream_error
 
 # Tools the service serves over MCP and lists at /api/mcp/tools without offering them to the model.
-EXTRA_TOOLS: list[Tool] = [KB_SEARCH_TOOL]
+# Built when listed: kb_search's modes follow whether the dense model is installed.
+EXTRA_TOOLS: list[Callable[[], Tool]] = [kb_search_tool]
 
 
 def spec_for(server: McpServer) -> ServerSpec:
@@ -99,7 +101,8 @@ async def tools_available(*, caller: ToolContext, own_only: bool = False) -> lis
         tools = await registry.list_tools(caller, enabled_only=False)
     names = {tool.name for tool in tools}
     reserved = frozenset() if caller.is_admin else admin_only_tools()
-    return tools + [tool for tool in EXTRA_TOOLS if tool.name not in names and tool.name not in reserved]
+    extra = [make() for make in EXTRA_TOOLS]
+    return tools + [tool for tool in extra if tool.name not in names and tool.name not in reserved]
 
 
 def tool_server(tool: Tool) -> str:

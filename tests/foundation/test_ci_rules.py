@@ -19,6 +19,7 @@ CONFIGURATION_SKIPS = {
     "tests/foundation/test_invalidation.py": "no Redis outside CI (fails under CI=true)",
     "tests/accounts/test_stream_revocation.py": "PostgreSQL + Redis only (two processes share revocations)",
     "tests/knowledge/test_quota.py": "PostgreSQL only (on SQLite adds never overlap)",
+    "tests/knowledge/test_lexical_stats.py": "PostgreSQL only (SQLite's FTS5 keeps its own statistics)",
     "tests/voice/conftest.py": "no espeak-ng outside CI (runs, and fails, under CI=true)",
     "tests/usage/test_two_processes.py": "PostgreSQL + Redis only (two processes share budgets through Redis)",
     "tests/needs.py": "the one place that decides",

@@ -9,6 +9,8 @@ import threading
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import TestCase
+from rest_framework.test import APIClient
 
 from agentsite.core.errors import AppError
 from knowledge import dense, index, services
@@ -50,8 +52,13 @@ def absent(settings, monkeypatch):
 
 
 def ingest(owner, documents=DOCUMENTS) -> dict[str, Document]:
-    return {name: services.document_ingest(owner_id=owner.pk, filename=name, content=text)
-            for name, text in documents.items()}
+    """Add documents, each committed: the dense vectors come from the task each add queues (run inline here)."""
+    added = {}
+    for name, text in documents.items():
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            added[name] = services.document_ingest(owner_id=owner.pk, filename=name, content=text)
+        added[name].refresh_from_db()
+    return added
 
 
 def filename_of(chunk_id: int) -> str:
@@ -110,6 +117,42 @@ def test_ingest_stores_a_dense_vector_per_chunk_and_counts_it_in_the_quota(model
     assert np.abs(stored - model.embed([chunks[0].text])[0]).max() < 1e-5
     without = services.stored_size(text=document.content, chunks=[chunk.text for chunk in chunks])
     assert document.stored_bytes == without + len(chunks) * dense.VECTOR_BYTES
+
+
+def test_the_dense_vectors_are_made_off_the_request_and_the_document_is_searchable_at_once(model, owner):
+    from knowledge.selectors import chunk_search
+
+    with TestCase.captureOnCommitCallbacks(execute=False) as callbacks:
+        document = services.document_ingest(owner_id=owner.pk, filename="penguins.txt",
+                                            content=DOCUMENTS["penguins.txt"])
+        # Committed but its task not run yet: no dense vector, found by the other signals, not by the dense one.
+        assert not Chunk.objects.filter(document=document, dense__isnull=False).exists()
+        assert document.stored_bytes == services.stored_size(text=document.content, chunks=[
+            chunk.text for chunk in Chunk.objects.filter(document=document).order_by("index")])
+        assert dense_rank(owner.pk, "flightless birds", 5) == []
+        hits = chunk_search(owner_id=owner.pk, query="flightless birds", top_k=5, mode="hybrid")
+        assert hits and hits[0].document_id == document.pk
+    assert callbacks, "the add queued no task"
+    for callback in callbacks:
+        callback()  # the task queue (sync in tests) runs dense_embed_pending now
+    assert not Chunk.objects.filter(document=document, dense__isnull=True).exists()
+    assert filename_of(dense_rank(owner.pk, "seabirds that cannot take to the air", 1)[0][0]) == "penguins.txt"
+    document.refresh_from_db()
+    chunks = Chunk.objects.filter(document=document).count()
+    assert document.stored_bytes == services.stored_size(text=document.content, chunks=[
+        chunk.text for chunk in Chunk.objects.filter(document=document)], dense_vectors=True)
+    assert services.dense_embed_pending(owner.pk) == 0 and chunks > 0  # nothing left to fill
+
+
+def test_the_quota_keeps_room_for_the_dense_vectors_still_to_come(model, owner, settings):
+    text = DOCUMENTS["bread.txt"]
+    size = services.stored_size(text=text, chunks=[text])
+    settings.AGENTSITE_KB_QUOTA_BYTES = size + dense.VECTOR_BYTES - 1
+    with pytest.raises(AppError) as refused:
+        services.document_ingest(owner_id=owner.pk, filename="bread.txt", content=text)
+    assert refused.value.code == "quota_exceeded"
+    settings.AGENTSITE_KB_QUOTA_BYTES = size + dense.VECTOR_BYTES
+    services.document_ingest(owner_id=owner.pk, filename="bread.txt", content=text)
 
 
 @pytest.mark.parametrize(("query", "answer"), PARAPHRASES)
@@ -269,6 +312,14 @@ def test_the_search_endpoint_takes_mode_dense(model, owner, owner_client):
     assert results[0]["document"]["filename"] == "bread.txt"
     assert [result["rank_score"] for result in results] == sorted((r["rank_score"] for r in results), reverse=True)
     assert 0 < results[0]["rank_score"] <= 1  # the dense cosine similarity
+
+
+def test_the_search_endpoint_lists_the_modes_to_offer(model, owner_client, settings):
+    assert owner_client.get("/api/kb/search").json() == {"modes": ["hybrid", "lexical", "vector", "dense"],
+                                                         "default": "hybrid"}
+    settings.AGENTSITE_KB_DENSE = False
+    assert owner_client.get("/api/kb/search").json()["modes"] == ["hybrid", "lexical", "vector"]
+    assert APIClient().get("/api/kb/search").status_code == 401
 
 
 def test_the_search_endpoint_refuses_mode_dense_without_the_model(owner, owner_client):

@@ -5,8 +5,10 @@ import { confirmDialog, errorBox, field, formatSize, formatTime, h, loading } fr
 
 const ACCEPT = ".txt,.md,.markdown,.html,.htm,.pdf,text/plain,text/markdown,text/html,application/pdf";
 const TOP_K = ["5", "10", "20", "50"];
-// The search modes of POST /api/kb/search (docs/api.md, Search and context), the default first.
-const MODES = [["hybrid", "Hybrid"], ["lexical", "Words (BM25)"], ["vector", "Similarity"]];
+// The labels of the search modes of POST /api/kb/search (docs/api.md, Search and context); which are offered
+// comes from GET /api/kb/search (`dense` only with the dense model installed), the default first.
+const MODE_LABELS = { hybrid: "Hybrid", lexical: "Words (BM25)", vector: "Similarity", dense: "Meaning (dense model)" };
+const MODES = ["hybrid", "lexical", "vector"];
 
 export async function mount(root, ctx) {
   const page = new KnowledgePage(root, ctx);
@@ -176,7 +178,8 @@ class KnowledgePage {
   searchForm() {
     const query = h("input", { type: "search", required: true, maxlength: "2000", autocomplete: "off" });
     const topK = h("select", {}, TOP_K.map((value) => h("option", { value }, value)));
-    const mode = h("select", {}, MODES.map(([value, label]) => h("option", { value }, label)));
+    const mode = h("select", {}, MODES.map((value) => h("option", { value }, MODE_LABELS[value])));
+    this.loadModes(mode);
     this.results = h("div", { class: "kb-results", "aria-live": "polite" });
     const form = h("form", { class: "card kb-search", role: "search", "aria-labelledby": "kb-search-title",
       onsubmit: (event) => { event.preventDefault(); this.search(query.value, Number(topK.value), mode.value); } },
@@ -187,6 +190,18 @@ class KnowledgePage {
       + "(cosine, up to 1). Rank: what the order follows (hybrid: both signals combined, up to 1.2; words: BM25)."),
     this.results);
     return form;
+  }
+
+  // The modes this server offers: adds `dense` when the model is installed; the three above if the ask fails.
+  async loadModes(select) {
+    try {
+      const answer = await this.ctx.api("/api/kb/search");
+      const modes = answer.modes.filter((value) => value in MODE_LABELS);
+      if (modes.join() === MODES.join()) return;
+      select.replaceChildren(...modes.map((value) => h("option", { value }, MODE_LABELS[value])));
+    } catch {
+      // keep the default modes
+    }
   }
 
   async search(query, topK, mode) {

@@ -195,6 +195,15 @@ chat_completions = _openai_view(_chat_completions)
 embeddings = _openai_view(_embeddings)
 
 
+def _responses_views() -> tuple[Handler, Handler]:
+    from compat import responses
+
+    return _openai_view(responses.create), _openai_view(responses.one, methods=("GET", "DELETE"))
+
+
+responses_create, responses_one = _responses_views()
+
+
 def _attach_schemas() -> None:
     # drf-spectacular documents a route through its view's `cls`: the schema-only views in compat.schema.
     from compat.schema import ChatCompletionsSchema, EmbeddingsSchema, ModelsSchema

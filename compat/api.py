@@ -206,10 +206,17 @@ responses_create, responses_one = _responses_views()
 
 def _attach_schemas() -> None:
     # drf-spectacular documents a route through its view's `cls`: the schema-only views in compat.schema.
-    from compat.schema import ChatCompletionsSchema, EmbeddingsSchema, ModelsSchema
+    from compat.schema import (
+        ChatCompletionsSchema,
+        EmbeddingsSchema,
+        ModelsSchema,
+        ResponseSchema,
+        ResponsesSchema,
+    )
 
     for view, schema_view in ((models, ModelsSchema), (chat_completions, ChatCompletionsSchema),
-                              (embeddings, EmbeddingsSchema)):
+                              (embeddings, EmbeddingsSchema), (responses_create, ResponsesSchema),
+                              (responses_one, ResponseSchema)):
         view.cls, view.initkwargs = schema_view, {}
 
 

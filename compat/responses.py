@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from pydantic import ConfigDict, Field
@@ -54,6 +54,13 @@ from agentsite.core.sse import sse_event, sse_response
 from agentsite.core.validation import json_object_body
 from compat import engine
 from compat.schemas import ChatCompletionRequest, WireModel
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import QuerySet
+
+    from agentsite.agent.config import AgentSettings
+    from compat.models import StoredResponse
 
 logger = logging.getLogger(__name__)
 
@@ -244,8 +251,8 @@ class ResponseRun(engine.Completion):
     """One /v1/responses request as an engine.Completion: the same model resolution, router, agent, workflows
     and metering; its own messages and ChatRequest. Raises AppError 400/404 before anything is sent."""
 
-    def __init__(self, body: ResponseRequest, history: list[dict[str, Any]], *, settings: Any, user: Any,
-                 caller: Caller):
+    def __init__(self, body: ResponseRequest, history: list[dict[str, Any]], *, settings: AgentSettings,
+                 user: AbstractBaseUser | None, caller: Caller):
         chat = ChatCompletionRequest.model_construct(
             model=body.model, messages=[], stream=body.stream, temperature=body.temperature, max_tokens=None,
             max_completion_tokens=body.max_output_tokens, tools=None, tool_choice=None, stop=None,
@@ -451,8 +458,8 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
 
 # --- the views ------------------------------------------------------------------------------------
 
-def _owned(user: Any):
-    from compat.models import StoredResponse
+def _owned(user: AbstractBaseUser | None) -> QuerySet[StoredResponse]:
+    from compat.models import StoredResponse  # noqa: F811 (the model at run time; TYPE_CHECKING names it too)
 
     user_id = getattr(user, "pk", None)
     objects = StoredResponse.objects
@@ -463,7 +470,7 @@ def _not_found(response_id: str) -> AppError:
     return AppError("not_found", f"No stored response {response_id!r} (or not yours).", 404)
 
 
-async def _history(user: Any, response_id: str) -> list[dict[str, Any]]:
+async def _history(user: AbstractBaseUser | None, response_id: str) -> list[dict[str, Any]]:
     stored = await db(lambda: _owned(user).filter(id=response_id).values_list("history", flat=True).first())
     if stored is None:
         raise AppError("not_found", f"previous_response_id: no stored response {response_id!r} (or not yours).",
@@ -496,7 +503,8 @@ async def create(request: HttpRequest) -> HttpResponse:
     return response
 
 
-async def one(request: HttpRequest, response_id: str) -> HttpResponse:
+async def one(request: HttpRequest, pk: str) -> HttpResponse:
+    response_id = pk
     from compat.api import _caller
 
     user, _ = await _caller(request)

@@ -366,6 +366,19 @@ def output_items(reply: Completion) -> list[dict[str, Any]]:
     return items + [call_item(call) for call in reply.tool_calls]
 
 
+_TEXT, _NUMBER = "\x00text\x00", 999_999_999_999
+
+
+def _delta_template(item_id: str, index: int) -> tuple[bytes, bytes, bytes]:
+    """(head, middle, tail) of a response.output_text.delta event: head + JSON text + middle + number + tail."""
+    kind = "response.output_text.delta"
+    whole = sse_event({"type": kind, "item_id": item_id, "output_index": index, "content_index": 0,
+                       "delta": _TEXT, "logprobs": [], "sequence_number": _NUMBER}, kind)
+    head, rest = whole.split(json.dumps(_TEXT).encode())
+    middle, tail = rest.split(str(_NUMBER).encode())
+    return head, middle, tail
+
+
 async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]]
                   ) -> AsyncIterator[bytes]:
     sequence = 0
@@ -396,8 +409,10 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
         open_message = None
         text.clear()
 
+    delta_template: tuple[str, bytes, bytes, bytes] | None = None
+
     def render(batch: list[StreamEvent]) -> None:
-        nonlocal usage, finish, open_message
+        nonlocal usage, finish, open_message, delta_template, sequence
         for event in batch:
             if isinstance(event, TextDelta) and event.text:
                 if open_message is None:
@@ -407,8 +422,13 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                          content_index=0, part={"type": "output_text", "text": "", "annotations": [],
                                                 "logprobs": []})
                 text.append(event.text)
-                emit("response.output_text.delta", item_id=open_message["id"], output_index=len(output),
-                     content_index=0, delta=event.text, logprobs=[])
+                # Most of a stream's events: this item's one template around the text and the number, byte for
+                # byte what emit("response.output_text.delta", ...) gives, without building and encoding it.
+                if delta_template is None or delta_template[0] != open_message["id"]:
+                    delta_template = (open_message["id"], *_delta_template(open_message["id"], len(output)))
+                _, head, middle, tail = delta_template
+                out.append(head + json.dumps(event.text).encode() + middle + str(sequence).encode() + tail)
+                sequence += 1
             elif isinstance(event, ToolCallEvent):
                 close_message()
                 index, arguments = len(output), json.dumps(event.call.arguments)

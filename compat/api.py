@@ -109,7 +109,11 @@ def is_loopback(address: str) -> bool:
 
 
 def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
-    body = json_object_body(request)  # its AppErrors (415, 400) leave in the OpenAI shape too
+    return validate_body(json_object_body(request), schema)  # its AppErrors (415, 400) leave in the OpenAI shape too
+
+
+def validate_body(body: dict[str, Any], schema: type[BaseModel]) -> Any:
+    """A JSON object body as the request model; AppError 400 naming the field it breaks."""
     try:
         json.dumps(body, ensure_ascii=False).encode()
     except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800): no upstream could encode it

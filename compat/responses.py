@@ -123,14 +123,14 @@ def _invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
 
 
 def parse_request(request: HttpRequest) -> ResponseRequest:
-    from compat.api import _parse
+    from compat.api import validate_body
 
     body = json_object_body(request)
     for name in body:
         if name not in SUPPORTED and name not in IGNORED:
             raise _invalid(name, "this server's /v1/responses does not support this field (docs/api.md lists "
                            "the supported and the ignored ones).", code="unknown_field")
-    return _parse(request, ResponseRequest)
+    return validate_body(body, ResponseRequest)
 
 
 def input_items(body: ResponseRequest) -> list[dict[str, Any]]:

@@ -237,3 +237,23 @@ def test_an_unknown_model_is_404_and_a_bad_field_400(upstream):
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=model, input="x" * 32_001)
     assert caught.value.body["code"] == "message_too_long"
+
+
+def test_usage_is_metered_as_on_chat_completions(responses_server, fake_openai):
+    from tests.e2e import poll
+
+    server, headers = responses_server
+
+    def totals() -> dict:
+        response = requests.get(f"{server.base_url}/api/usage", headers=headers, timeout=10)
+        assert response.status_code == 200, response.text
+        return response.json()["totals"]
+
+    before = totals()
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=headers["Authorization"][7:], max_retries=0)
+    fake_openai.script(Text("fine", usage=(12, 7)), Text("fine", usage=(12, 7)))
+    assert client.responses.create(model="fake-model", input="hi", store=False).usage.total_tokens == 19
+    events = list(client.responses.create(model="fake-model", input="hi", stream=True, store=False))
+    assert events[-1].response.usage.input_tokens == 12 and events[-1].response.usage.output_tokens == 7
+    after = poll(lambda: (now := totals())["requests"] == before["requests"] + 2 and now, "the two calls flushed")
+    assert after["total_tokens"] == before["total_tokens"] + 38

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.e2e import server_with_fake_upstream, sse_events
-from tests.fakes.llm import Call, Hang, Text, ToolCalls
+from tests.fakes.llm import Call, Hang, StreamError, Text, ToolCalls
 
 pytestmark = pytest.mark.e2e
 
@@ -257,3 +257,13 @@ def test_usage_is_metered_as_on_chat_completions(responses_server, fake_openai):
     assert events[-1].response.usage.input_tokens == 12 and events[-1].response.usage.output_tokens == 7
     after = poll(lambda: (now := totals())["requests"] == before["requests"] + 2 and now, "the two calls flushed")
     assert after["total_tokens"] == before["total_tokens"] + 38
+
+
+def test_an_upstream_failing_mid_stream_ends_it_with_response_failed(upstream):
+    client, model, fake = upstream
+    fake.script(StreamError(text="partial ", message="Overloaded."))
+    events = list(client.responses.create(model=model, input="x", stream=True))
+    assert [event.type for event in events][:2] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.failed" and events[-1].response.status == "failed"
+    assert "Overloaded" in events[-1].response.error.message
+    assert [event.sequence_number for event in events] == list(range(len(events)))

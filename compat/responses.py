@@ -265,6 +265,8 @@ class ResponseRun(engine.Completion):
         self.history = history
         messages = to_messages(history, where="previous_response_id") if history else []
         messages += to_messages(self.items)
+        if not messages:
+            raise _invalid("input", "give at least one input item (or a previous_response_id).")
         if body.instructions:
             _check_length("instructions", len(body.instructions))
             messages.insert(0, Message("system", body.instructions))

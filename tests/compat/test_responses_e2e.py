@@ -196,6 +196,9 @@ def test_unsupported_fields_are_refused_by_name_and_documented_ones_ignored(upst
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model=model, input=[{"type": "item_reference", "id": "x"}])
     assert caught.value.body["param"] == "input[0].type"
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model=model, input=[])
+    assert caught.value.body["param"] == "input"
     fake.script(Text("fine"))
     assert client.responses.create(model=model, input="x", metadata={"a": "b"}, top_p=0.9,
                                    parallel_tool_calls=False).output_text == "fine"

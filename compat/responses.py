@@ -489,13 +489,13 @@ def _owned(user: AbstractBaseUser | None) -> QuerySet[StoredResponse]:
 
 
 def _not_found(response_id: str) -> AppError:
-    return AppError("not_found", f"No stored response {response_id!r} (or not yours).", 404)
+    return AppError("not_found", "No stored response of that id (or not yours).", 404)
 
 
 async def _history(user: AbstractBaseUser | None, response_id: str) -> list[dict[str, Any]]:
     stored = await db(lambda: _owned(user).filter(id=response_id).values_list("history", flat=True).first())
     if stored is None:
-        raise AppError("not_found", f"previous_response_id: no stored response {response_id!r} (or not yours).",
+        raise AppError("not_found", "previous_response_id: no stored response of that id (or not yours).",
                        404, {"previous_response_id": ["not found"]})
     return stored
 

@@ -18,6 +18,7 @@ gives another (any string not a token or an `ask-` key is an anonymous caller, s
 compat_auth local, the default).
 
     python bench/compat.py --api-key            # the local server's admin makes an API key (ask-...) first
+    python bench/compat.py --api responses      # /v1/responses side by side with /v1/chat/completions
 
 --api-key without a value makes an API key (issue 27) on the local server, measures what key authentication
 adds over the dashboard token (requests with the token and with the key alternating one by one through the
@@ -147,6 +148,74 @@ async def one_request(client: aiohttp.ClientSession, base: str, model: str, stre
                 break
     total = time.perf_counter() - started
     return (first if first is not None else total), total
+
+
+async def responses_request(client: aiohttp.ClientSession, base: str, model: str, stream: bool
+                            ) -> tuple[float, float]:
+    """(time to first token, total) in seconds for one POST /v1/responses (store false: the same work as a chat
+    completion, nothing written)."""
+    body = {"model": model, "stream": stream, "input": "Count for me.", "store": False}
+    started = time.perf_counter()
+    if not stream:
+        async with client.post(f"{base}/responses", json=body) as response:
+            response.raise_for_status()
+            await response.json()
+        total = time.perf_counter() - started
+        return total, total
+    first = None
+    async with client.post(f"{base}/responses", json=body) as response:
+        response.raise_for_status()
+        async for raw in response.content:
+            line = raw.decode()
+            if first is None and line.startswith("data: ") and '"response.output_text.delta"' in line:
+                first = time.perf_counter() - started
+            if line.startswith("data: ") and '"type": "response.completed"' in line:
+                break
+    total = time.perf_counter() - started
+    return (first if first is not None else total), total
+
+
+# --api: the other doors, each measured side by side with /v1/chat/completions through the same server.
+DOORS = {"responses": responses_request}
+
+
+async def door_vs_chat(args: argparse.Namespace, stream: bool) -> dict:
+    """The door (--api) and /v1/chat/completions through the target, with the upstream directly as the floor,
+    one by one in rotating order; then the server's CPU per request of each over alternating blocks of 20."""
+    door = DOORS[args.api]
+    kinds = {"direct": (one_request, args.upstream, args.upstream_model),
+             "chat/completions": (one_request, args.target, args.model), args.api: (door, args.target, args.model)}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+    async with _client(args.api_key, 4) as client:
+        for _ in range(5):
+            for call, base, model in kinds.values():
+                await call(client, base, model, stream)
+        names = list(kinds)
+        for index in range(args.requests):
+            for name in names[index % 3:] + names[:index % 3]:
+                call, base, model = kinds[name]
+                samples[name].append(await call(client, base, model, stream))
+        cpu = {"chat/completions": 0.0, args.api: 0.0}
+        for _block in range(max(1, args.requests // 20)):
+            for name in cpu:
+                call, base, model = kinds[name]
+                before = cpu_seconds(args.server_pid)
+                for _ in range(20):
+                    await call(client, base, model, stream)
+                cpu[name] += cpu_seconds(args.server_pid) - before
+    blocks = max(1, args.requests // 20) * 20
+    return {"figures": {name: _figures(rows) for name, rows in samples.items()},
+            "server_cpu_ms": {name: value * 1000 / blocks for name, value in cpu.items()}
+            if args.server_pid else None}
+
+
+def print_doors(title: str, result: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'path':<22}{'TTFT p50':>10}{'TTFT p99':>10}{'total p50':>11}{'total p99':>11}{'CPU/req':>9}   (ms)")
+    cpu = result["server_cpu_ms"] or {}
+    for name, row in result["figures"].items():
+        print(f"{name:<22}{row['ttft_p50']:>10.2f}{row['ttft_p99']:>10.2f}{row['total_p50']:>11.2f}"
+              f"{row['total_p99']:>11.2f}{_ms(cpu.get(name)):>9}")
 
 
 def _client(api_key: str, connections: int) -> aiohttp.ClientSession:
@@ -400,6 +469,14 @@ async def run(args: argparse.Namespace) -> dict:
             print_metrics_on_off(f"metrics on vs off, {kind}, {args.requests} requests each, rotating order", figures)
             results["metrics"][kind] = figures
         return results
+    if args.api:
+        for stream in (False, True):
+            kind = "streaming" if stream else "non-streaming"
+            figures = await door_vs_chat(args, stream)
+            print_doors(f"/v1/{args.api} vs /v1/chat/completions, {kind}, {args.requests} requests each, "
+                        f"interleaved, {args.tokens} tokens each", figures)
+            results[f"{args.api}_{kind}"] = figures
+        return results
     if args.entry:
         results["alias_vs_entry"] = {}
         for stream in (False, True):
@@ -472,6 +549,8 @@ def main() -> None:
     parser.add_argument("--upstream-model", default="fake-model", help="the model asked of the upstream directly")
     parser.add_argument("--entry", help="compare --model with this catalogue entry through the target (default "
                         "with a local server and an alias: default/fake-model)")
+    parser.add_argument("--api", choices=sorted(DOORS), help="only this door side by side with "
+                        "/v1/chat/completions (and the upstream directly): latency and server CPU per request")
     parser.add_argument("--alias-only", action="store_true", help="only the alias-vs-entry figures")
     parser.add_argument("--tokens", type=int, default=100, help="tokens the local fake upstream streams")
     parser.add_argument("--pace-ms", type=float, default=0.0,

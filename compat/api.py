@@ -109,7 +109,11 @@ def is_loopback(address: str) -> bool:
 
 
 def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
-    body = json_object_body(request)  # its AppErrors (415, 400) leave in the OpenAI shape too
+    return validate_body(json_object_body(request), schema)  # its AppErrors (415, 400) leave in the OpenAI shape too
+
+
+def validate_body(body: dict[str, Any], schema: type[BaseModel]) -> Any:
+    """A JSON object body as the request model; AppError 400 naming the field it breaks."""
     try:
         json.dumps(body, ensure_ascii=False).encode()
     except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800): no upstream could encode it
@@ -195,12 +199,28 @@ chat_completions = _openai_view(_chat_completions)
 embeddings = _openai_view(_embeddings)
 
 
+def _responses_views() -> tuple[Handler, Handler]:
+    from compat import responses
+
+    return _openai_view(responses.create), _openai_view(responses.one, methods=("GET", "DELETE"))
+
+
+responses_create, responses_one = _responses_views()
+
+
 def _attach_schemas() -> None:
     # drf-spectacular documents a route through its view's `cls`: the schema-only views in compat.schema.
-    from compat.schema import ChatCompletionsSchema, EmbeddingsSchema, ModelsSchema
+    from compat.schema import (
+        ChatCompletionsSchema,
+        EmbeddingsSchema,
+        ModelsSchema,
+        ResponseSchema,
+        ResponsesSchema,
+    )
 
     for view, schema_view in ((models, ModelsSchema), (chat_completions, ChatCompletionsSchema),
-                              (embeddings, EmbeddingsSchema)):
+                              (embeddings, EmbeddingsSchema), (responses_create, ResponsesSchema),
+                              (responses_one, ResponseSchema)):
         view.cls, view.initkwargs = schema_view, {}
 
 

@@ -22,7 +22,7 @@ from agentsite.agent.model_sources import model_source_for, model_sources
 from agentsite.agent.providers import collect
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
-from agentsite.agent.types import Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
 from agentsite.agent.usage import Caller, metered
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event
@@ -100,6 +100,10 @@ class Completion:
             headers[ATTEMPTS_HEADER] = provider.attempts.summary()
         return headers
 
+    def chat_request(self) -> ChatRequest:
+        """What the catalogue's model is asked (another door's Completion adds what its dialect carries)."""
+        return translate.to_chat_request(self.body, self.body.model, self.messages)
+
     def _answered_here(self) -> AsyncIterator[StreamEvent]:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
@@ -110,8 +114,7 @@ class Completion:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
         if self.provider is None:
             return one_per_list(self._answered_here())
-        request = translate.to_chat_request(self.body, self.body.model, self.messages)
-        return metered(self.provider, self.caller).stream_batches(request)
+        return metered(self.provider, self.caller).stream_batches(self.chat_request())
 
     async def result(self) -> dict[str, Any]:
         """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
@@ -119,8 +122,7 @@ class Completion:
         if self.provider is None:
             reply = await collect(self._answered_here())
         else:
-            request = translate.to_chat_request(self.body, self.body.model, self.messages)
-            reply = await metered(self.provider, self.caller).complete(request)
+            reply = await metered(self.provider, self.caller).complete(self.chat_request())
         return translate.completion_object(cid=self.cid, model=self.model, text=reply.text,
                                            tool_calls=reply.tool_calls,
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),

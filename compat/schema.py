@@ -21,6 +21,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
 from accounts.authentication import JWTAuthentication
+from compat.responses import ResponseRequest
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -144,4 +145,36 @@ class EmbeddingsSchema(_V1):
                        '{"object": "list", "data": [{object: "embedding", index, embedding}], model, usage}')),
                        401: _ERROR, 404: OpenApiResponse(description="`model_not_found`")})
     def post(self, request):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
+class ResponsesSchema(_V1):
+    @extend_schema(tags=["v1"], summary="Create a response (OpenAI Responses API)",
+                   request=ResponseRequest,
+                   description="An OpenAI Responses API request (docs/api.md lists the supported, ignored and "
+                               "refused fields). Public unless config compat_auth says otherwise.",
+                   responses={
+                       (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT,
+                                                                  description="A response object"),
+                       (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=(
+                           "with stream=true: typed response.* events, each with sequence_number")),
+                       400: _ERROR, 401: _ERROR,
+                       404: OpenApiResponse(description="`model_not_found`, or `not_found` (previous_response_id)"),
+                       502: OpenApiResponse(description="`upstream_error`: the provider failed")})
+    def post(self, request):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
+class ResponseSchema(_V1):
+    @extend_schema(tags=["v1"], summary="A stored response (its owner's only)",
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="The response object"),
+                              401: _ERROR, 404: OpenApiResponse(description="`not_found`: none, or not yours")})
+    def get(self, request, pk):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+    @extend_schema(tags=["v1"], summary="Delete a stored response (its owner's only)",
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description=(
+                       '{"id", "object": "response.deleted", "deleted": true}')),
+                       401: _ERROR, 404: OpenApiResponse(description="`not_found`: none, or not yours")})
+    def delete(self, request, pk):  # pragma: no cover - never routed
         raise NotImplementedError

@@ -5,5 +5,7 @@ from compat import api
 urlpatterns = [
     path("models", api.models, name="v1-models"),
     path("chat/completions", api.chat_completions, name="v1-chat-completions"),
+    path("responses", api.responses_create, name="v1-responses"),
+    path("responses/<str:pk>", api.responses_one, name="v1-response"),
     path("embeddings", api.embeddings, name="v1-embeddings"),
 ]

@@ -139,6 +139,15 @@ class ChatRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     settings: ModelSettings = field(default_factory=ModelSettings)
     tool_choice: str | dict[str, Any] | None = None
+    # Structured output in OpenAI's chat vocabulary ({"type": "json_schema", "json_schema": {"name", "schema",
+    # "strict"}}): only the OpenAI provider passes it on; callers refuse it for providers without it
+    # (`supports_response_format`).
+    response_format: dict[str, Any] | None = None
+
+
+def supports_response_format(provider: str) -> bool:
+    """Whether a provider kind (openai | anthropic | offline) passes `ChatRequest.response_format` upstream."""
+    return provider == "openai"
 
 
 # Stream events, in the order a provider yields them: TextDelta* and ToolCallEvent* interleaved,

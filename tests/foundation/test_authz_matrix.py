@@ -44,7 +44,8 @@ PUBLIC = {
     ("get", "/api/voices"),  # the preset list, static
 }
 # Served without a credential while compat_auth is "public" (and from loopback while "local", the default).
-V1_PUBLIC_WHILE_COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings")}
+V1_PUBLIC_WHILE_COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings"),
+                                  ("post", "/v1/responses")}
 # Which object a path parameter names, by the route's template.
 OBJECT_ROUTES = {
     "/api/sessions/{pk}": "session", "/api/sessions/{pk}/messages": "session",
@@ -56,6 +57,7 @@ OBJECT_ROUTES = {
     "/api/workflows/{pk}/runs": "workflow", "/api/workflows/{pk}/export": "workflow",
     "/api/workflows/runs/{run_id}": "workflow_run",
     "/api/keys/{pk}": "key",
+    "/v1/responses/{pk}": "response",
 }
 # Routes naming an object that is not a user's but the admins' (an MCP server): admin-only, so another user
 # gets the 403 the admin matrix checks, and there is no owner to hide it from.
@@ -245,7 +247,7 @@ def test_every_admin_operation_is_a_403_to_a_user(owner_client):
 
 
 @pytest.fixture
-def owned(owner_client) -> dict[str, str]:
+def owned(owner, owner_client) -> dict[str, str]:
     """One object of each kind, made by the owner through the API."""
     session = owner_client.post("/api/sessions", {}, format="json").json()["id"]
     document = owner_client.post("/api/kb/documents", {"filename": "mine.md", "content": "Owner's notes."},
@@ -260,15 +262,20 @@ def owned(owner_client) -> dict[str, str]:
         format="json").json()["id"]
     run = owner_client.post(f"/api/workflows/{workflow}/run", {"input": "x"}, format="json").json()["id"]
     key = str(owner_client.post("/api/keys", {"name": "mine"}, format="json").json()["id"])
+    # A stored /v1/responses response needs a model to answer it: stored as POST /v1/responses stores one.
+    from compat.models import StoredResponse
+
+    response = StoredResponse.objects.create(id="resp_owned", owner=owner, response={"id": "resp_owned"}).id
     return {"session": session, "document": document, "upload": upload, "task": task, "workflow": workflow,
-            "workflow_run": run, "key": key}
+            "workflow_run": run, "key": key, "response": response}
 
 
 def _snapshot(client: APIClient, objects: dict[str, str]) -> dict[str, object]:
     reads = {"session": f"/api/sessions/{objects['session']}", "document": "/api/kb/documents",
              "upload": "/api/uploads", "task": "/api/scheduler/tasks",
              "workflow": f"/api/workflows/{objects['workflow']}/export",
-             "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}", "key": "/api/keys"}
+             "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}", "key": "/api/keys",
+             "response": f"/v1/responses/{objects['response']}"}
     snapshot = {}
     for kind, path in reads.items():
         response = client.get(path)

@@ -21,7 +21,8 @@ ADMIN_OPERATIONS = {("put", "/api/config"), ("patch", "/api/config"), ("post", "
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/auth/options"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),
-                     ("post", "/v1/embeddings"), ("get", "/api/voices")}
+                     ("post", "/v1/embeddings"), ("get", "/api/voices"),
+                     ("post", "/v1/responses"), ("get", "/v1/responses/{id}"), ("delete", "/v1/responses/{id}")}
 
 
 @pytest.fixture

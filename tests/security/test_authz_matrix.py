@@ -68,11 +68,13 @@ PUBLIC = {
 }
 # Public only while config `compat_auth` is "public" (or "local", the default, from loopback), where any
 # placeholder key is accepted.
-COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings")}
+COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings"),
+                 ("post", "/v1/responses"), ("get", "/v1/responses/{pk}"), ("delete", "/v1/responses/{pk}")}
 # Views written as functions have no permission classes to read a role from: each says its role here, so a
 # new one (an admin-only one above all) cannot slip through the 403 matrix unseen.
 FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/workflows/{pk}/run": "user",
-                       "/v1/models": "compat", "/v1/chat/completions": "compat", "/v1/embeddings": "compat"}
+                       "/v1/models": "compat", "/v1/chat/completions": "compat", "/v1/embeddings": "compat",
+                       "/v1/responses": "compat", "/v1/responses/{pk}": "compat"}
 # What a path parameter names: the kind of object (tests/security/conftest.py makes one of each).
 OBJECT_PARAMETERS = {
     ("/api/sessions/{pk}", "pk"): "session", ("/api/sessions/{pk}/messages", "pk"): "session",
@@ -85,6 +87,7 @@ OBJECT_PARAMETERS = {
     ("/api/workflows/{pk}/export", "pk"): "workflow",
     ("/api/workflows/runs/{run_id}", "run_id"): "workflow_run",
     ("/api/keys/{pk}", "pk"): "key",
+    ("/v1/responses/{pk}", "pk"): "response",  # a stored /v1/responses response: its owner's only
     # Not a user's object: an MCP server is the admins' (its route is admin-only, a 403 to everyone else, which
     # the 403 matrix checks), so the ownership matrix below leaves it out.
     ("/api/mcp/servers/{name}", "name"): "mcp_server",

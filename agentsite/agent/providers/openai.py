@@ -133,6 +133,8 @@ class OpenAIProvider(Provider):
                              for tool in request.tools]
         if request.tool_choice is not None:
             body["tool_choice"] = request.tool_choice
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
         return body
 
     def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:

@@ -1,0 +1,541 @@
+"""POST /v1/responses, GET and DELETE /v1/responses/<id>: OpenAI's Responses API over the same engine as
+/v1/chat/completions.
+
+The request's items (a string, or messages with input_text/input_image parts, function_call and
+function_call_output items; `instructions`; a stored `previous_response_id`'s conversation) become the runtime's
+Messages; its function tools, tool_choice, temperature, max_output_tokens and `text.format` become a ChatRequest.
+`ResponseRun` is an `engine.Completion` whose `chat_request()` carries them, so the catalogue's router, the
+`agent` and `workflow:*` models, usage metering, budgets and hang-ups work exactly as on /v1/chat/completions.
+The runtime's stream events are rendered as a response object or as the typed `response.*` SSE events, each with
+its `sequence_number`.
+
+Invariants: a field this module does not list in SUPPORTED or IGNORED is a 400 naming it (never dropped); a
+stored response is seen, continued and deleted by its owner only (another's is a 404 like a missing one);
+`store: false` writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from pydantic import ConfigDict, Field
+
+from agentsite.agent.config import aget_settings
+from agentsite.agent.providers import collect
+from agentsite.agent.types import (
+    MAX_MESSAGE_CHARS,
+    ChatRequest,
+    Completion,
+    ContentPart,
+    Finish,
+    ImagePart,
+    Message,
+    ModelSettings,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallEvent,
+    ToolSpec,
+    Usage,
+    supports_response_format,
+)
+from agentsite.agent.usage import Caller, metered
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError
+from agentsite.core.sse import sse_event, sse_response
+from agentsite.core.validation import json_object_body
+from compat import engine
+from compat.schemas import ChatCompletionRequest, WireModel
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import QuerySet
+
+    from agentsite.agent.config import AgentSettings
+    from compat.models import StoredResponse
+
+logger = logging.getLogger(__name__)
+
+# The request fields POST /v1/responses acts on, and those it accepts and ignores (docs/api.md lists both).
+SUPPORTED = ("model", "input", "instructions", "tools", "tool_choice", "temperature", "max_output_tokens", "stream",
+             "previous_response_id", "store", "text")
+IGNORED = ("metadata", "user", "parallel_tool_calls", "top_p", "truncation", "include", "service_tier",
+           "prompt_cache_key", "safety_identifier", "reasoning", "stream_options")
+
+
+# --- the request ----------------------------------------------------------------------------------
+
+class ResponseFunctionTool(WireModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    type: Literal["function"]
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    parameters: dict[str, Any] | None = Field(default=None, description="a JSON Schema object")
+    strict: bool | None = None
+
+
+class ResponseTextFormat(WireModel):
+    type: Literal["text", "json_schema", "json_object"]
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ResponseText(WireModel):
+    format: ResponseTextFormat | None = None
+    verbosity: str | None = None
+
+
+class ResponseRequest(WireModel):
+    """POST /v1/responses. Top-level fields outside SUPPORTED and IGNORED are refused (400 naming the field)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
+
+    model: str = Field(min_length=1, description='a catalogue model (GET /v1/models), "agent" or "workflow:<name>"')
+    input: str | list[dict[str, Any]] = Field(description="a string, or a list of input items")
+    instructions: str | None = None
+    tools: list[ResponseFunctionTool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = False
+    previous_response_id: str | None = None
+    store: bool = True
+    text: ResponseText | None = None
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def _invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
+    return AppError(code, f"{param}: {message}", 400, {param: [message]})
+
+
+def parse_request(request: HttpRequest) -> ResponseRequest:
+    from compat.api import validate_body
+
+    body = json_object_body(request)
+    for name in body:
+        if name not in SUPPORTED and name not in IGNORED:
+            raise _invalid(name, "this server's /v1/responses does not support this field (docs/api.md lists "
+                           "the supported and the ignored ones).", code="unknown_field")
+    return validate_body(body, ResponseRequest)
+
+
+def input_items(body: ResponseRequest) -> list[dict[str, Any]]:
+    """The request's input as a list of items (a string is one user message)."""
+    if isinstance(body.input, str):
+        return [{"type": "message", "role": "user", "content": body.input}]
+    return list(body.input)
+
+
+def to_messages(items: list[dict[str, Any]], *, where: str = "input") -> list[Message]:
+    """Responses items -> the runtime's Messages: function_call items join the assistant message before them,
+    function_call_output items are tool messages. Raises AppError 400 naming the item's field."""
+    messages: list[Message] = []
+    names: dict[str, str] = {}
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
+        kind = item.get("type", "message")
+        if kind == "message":
+            messages.append(_message(at, item))
+        elif kind == "function_call":
+            call_id, name = item.get("call_id"), item.get("name")
+            if not isinstance(call_id, str) or not isinstance(name, str) or not name:
+                raise _invalid(f"{at}.call_id", "a function_call item needs call_id and name (strings).")
+            arguments = item.get("arguments", "")
+            if not isinstance(arguments, str):
+                raise _invalid(f"{at}.arguments", "must be a string of JSON.")
+            names[call_id] = name
+            call = ToolCall.parsed(call_id, name, arguments)
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "assistant":
+                last.tool_calls.append(call)
+            else:
+                messages.append(Message("assistant", "", tool_calls=[call]))
+        elif kind == "function_call_output":
+            call_id, output = item.get("call_id"), item.get("output")
+            if not isinstance(call_id, str):
+                raise _invalid(f"{at}.call_id", "a function_call_output item needs call_id (a string).")
+            if isinstance(output, list):
+                output = "".join(part.get("text", "") for part in output if isinstance(part, dict))
+            if not isinstance(output, str):
+                raise _invalid(f"{at}.output", "must be a string (or a list of text parts).")
+            _check_length(f"{at}.output", len(output))
+            messages.append(Message("tool", output, tool_call_id=call_id, name=names.get(call_id)))
+        else:
+            raise _invalid(f"{at}.type", f"item type {kind!r} is not supported here (message, function_call and "
+                           "function_call_output are).")
+    return messages
+
+
+def _check_length(param: str, length: int) -> None:
+    if length > MAX_MESSAGE_CHARS:
+        raise _invalid(param, f"a message may be at most {MAX_MESSAGE_CHARS} characters (this one has {length}).",
+                       code="message_too_long")
+
+
+def _message(at: str, item: dict[str, Any]) -> Message:
+    role = item.get("role")
+    if role not in ("user", "assistant", "system", "developer"):
+        raise _invalid(f"{at}.role", "must be user, assistant, system or developer.")
+    content = item.get("content", "")
+    if isinstance(content, str):
+        _check_length(f"{at}.content", len(content))
+        return Message("system" if role == "developer" else role, content)
+    if not isinstance(content, list):
+        raise _invalid(f"{at}.content", "must be a string or a list of content parts.")
+    parts: list[ContentPart] = []
+    for part_index, part in enumerate(content):
+        where = f"{at}.content[{part_index}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text") and isinstance(part.get("text"), str):
+            parts.append(TextPart(part["text"]))
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
+            parts.append(TextPart(part["refusal"]))
+        elif kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str):
+                raise _invalid(f"{where}.image_url", "an input_image needs image_url (file_id is not supported).")
+            try:
+                parts.append(ImagePart.from_data_url(url))
+            except ValueError as exc:
+                raise _invalid(f"{where}.image_url", f"{exc} Remote image URLs are not fetched; send a data URL."
+                               ) from exc
+        else:
+            raise _invalid(f"{where}.type", "content parts are input_text (or output_text) with text, or "
+                           "input_image with a data URL.")
+    _check_length(f"{at}.content", sum(len(part.text) for part in parts if isinstance(part, TextPart)))
+    return Message("system" if role == "developer" else role, parts)
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    """Responses' tool_choice in the runtime's (OpenAI chat) vocabulary."""
+    if choice is None or isinstance(choice, str):
+        return choice
+    if choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    raise _invalid("tool_choice", 'must be "none", "auto", "required" or {"type": "function", "name": ...}.')
+
+
+def _response_format(body: ResponseRequest) -> dict[str, Any] | None:
+    fmt = body.text.format if body.text else None
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    if not fmt.name or fmt.schema_ is None:
+        raise _invalid("text.format", "a json_schema format needs name and schema.")
+    schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema_}
+    if fmt.strict is not None:
+        schema["strict"] = fmt.strict
+    if fmt.description:
+        schema["description"] = fmt.description
+    return {"type": "json_schema", "json_schema": schema}
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+class ResponseRun(engine.Completion):
+    """One /v1/responses request as an engine.Completion: the same model resolution, router, agent, workflows
+    and metering; its own messages and ChatRequest. Raises AppError 400/404 before anything is sent."""
+
+    def __init__(self, body: ResponseRequest, history: list[dict[str, Any]], *, settings: AgentSettings,
+                 user: AbstractBaseUser | None, caller: Caller):
+        chat = ChatCompletionRequest.model_construct(
+            model=body.model, messages=[], stream=body.stream, temperature=body.temperature, max_tokens=None,
+            max_completion_tokens=body.max_output_tokens, tools=None, tool_choice=None, stop=None,
+            stream_options=None, n=1)
+        super().__init__(chat, settings=settings, user=user, caller=caller)
+        self.request = body
+        self.rid = new_id("resp")
+        self.created = int(time.time())
+        self.items = input_items(body)
+        self.history = history
+        messages = to_messages(history, where="previous_response_id") if history else []
+        messages += to_messages(self.items)
+        if not messages:
+            raise _invalid("input", "give at least one input item (or a previous_response_id).")
+        if body.instructions:
+            _check_length("instructions", len(body.instructions))
+            messages.insert(0, Message("system", body.instructions))
+        self.messages = messages
+        self.tools = [ToolSpec(tool.name, tool.description or "",
+                               tool.parameters or {"type": "object", "properties": {}}) for tool in body.tools or []]
+        self.tool_choice = _tool_choice(body.tool_choice)
+        self.response_format = _response_format(body)
+        if self.provider is None:  # the agent or a workflow: they answer with their own tools and text
+            if self.tools:
+                raise _invalid("tools", f"the model {body.model!r} runs its own tools; send tools to a catalogue "
+                               "model.")
+            if self.response_format is not None:
+                raise _invalid("text.format", f"the model {body.model!r} cannot give structured output.")
+        elif self.response_format is not None:
+            unable = sorted({target.entry for target in self.provider.route.targets
+                             if not supports_response_format(target.connection.provider)})
+            if unable:
+                raise _invalid("text.format", f"structured output ({self.response_format['type']}) is not "
+                               f"supported by the upstream of {', '.join(unable)}.")
+
+    def chat_request(self) -> ChatRequest:
+        settings = ModelSettings(model=self.body.model, temperature=self.request.temperature,
+                                 max_tokens=self.request.max_output_tokens)
+        return ChatRequest(messages=self.messages, tools=self.tools, settings=settings,
+                           tool_choice=self.tool_choice, response_format=self.response_format)
+
+    async def reply(self) -> Completion:
+        if self.provider is None:
+            return await collect(self._answered_here())
+        return await metered(self.provider, self.caller).complete(self.chat_request())
+
+    def response(self, *, status: str, output: list[dict[str, Any]], usage: Usage | None,
+                 finish: str = "stop", error: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The response object. A reply cut by max_output_tokens is `incomplete`, as OpenAI has it."""
+        body = self.request
+        incomplete = None
+        if status == "completed" and finish in ("length", "max_rounds"):
+            status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+        fmt = body.text.format.model_dump(by_alias=True, exclude_none=True) if body.text and body.text.format else {
+            "type": "text"}
+        return {
+            "id": self.rid, "object": "response", "created_at": self.created, "status": status, "error": error,
+            "incomplete_details": incomplete, "instructions": body.instructions,
+            "max_output_tokens": body.max_output_tokens, "model": self.model, "output": output,
+            "parallel_tool_calls": True, "previous_response_id": body.previous_response_id,
+            "store": body.store, "temperature": body.temperature, "top_p": None, "text": {"format": fmt},
+            "tool_choice": body.tool_choice or "auto",
+            "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []],
+            "truncation": "disabled", "metadata": {}, "user": None,
+            "usage": None if usage is None else usage_out(usage),
+        }
+
+    async def store(self, response: dict[str, Any]) -> None:
+        if not self.request.store:
+            return
+        from compat.models import StoredResponse
+
+        history = [*self.history, *self.items, *response["output"]]
+        owner = self.user if getattr(self.user, "pk", None) is not None else None
+
+        def save() -> None:
+            StoredResponse.objects.create(id=self.rid, owner=owner, history=history, response=response,
+                                          previous=self.request.previous_response_id or "",
+                                          instructions=self.request.instructions or "")
+
+        await db(save)
+
+    async def events(self) -> AsyncIterator[bytes]:
+        """The typed SSE events, started: the upstream's first events have arrived (or its failure is raised
+        here as the AppError, a proper HTTP error). A hang-up closes this and, with it, the upstream."""
+        batches = self.batches()
+        try:
+            first: list[StreamEvent] = await anext(batches)
+        except StopAsyncIteration:
+            first = []
+        return _events(self, first, batches)
+
+
+def usage_out(usage: Usage) -> dict[str, Any]:
+    return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.total_tokens}
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if status == "completed" \
+        else []
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def call_item(call: ToolCall, arguments: str | None = None, status: str = "completed") -> dict[str, Any]:
+    return {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name,
+            "arguments": json.dumps(call.arguments) if arguments is None else arguments, "status": status}
+
+
+def output_items(reply: Completion) -> list[dict[str, Any]]:
+    items = [message_item(new_id("msg"), reply.text)] if reply.text or not reply.tool_calls else []
+    return items + [call_item(call) for call in reply.tool_calls]
+
+
+_TEXT, _NUMBER = "\x00text\x00", 999_999_999_999
+
+
+def _delta_template(item_id: str, index: int) -> tuple[bytes, bytes, bytes]:
+    """(head, middle, tail) of a response.output_text.delta event: head + JSON text + middle + number + tail."""
+    kind = "response.output_text.delta"
+    whole = sse_event({"type": kind, "item_id": item_id, "output_index": index, "content_index": 0,
+                       "delta": _TEXT, "logprobs": [], "sequence_number": _NUMBER}, kind)
+    head, rest = whole.split(json.dumps(_TEXT).encode())
+    middle, tail = rest.split(str(_NUMBER).encode())
+    return head, middle, tail
+
+
+async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]]
+                  ) -> AsyncIterator[bytes]:
+    sequence = 0
+    out: list[bytes] = []
+    output: list[dict[str, Any]] = []
+    usage = Usage()
+    finish = "stop"
+    text: list[str] = []
+    open_message: dict[str, Any] | None = None
+
+    def emit(kind: str, **fields: Any) -> None:
+        nonlocal sequence
+        out.append(sse_event({"type": kind, **fields, "sequence_number": sequence}, kind))
+        sequence += 1
+
+    def close_message() -> None:
+        nonlocal open_message
+        if open_message is None:
+            return
+        index, item_id, whole = len(output), open_message["id"], "".join(text)
+        part = {"type": "output_text", "text": whole, "annotations": [], "logprobs": []}
+        emit("response.output_text.done", item_id=item_id, output_index=index, content_index=0, text=whole,
+             logprobs=[])
+        emit("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
+        item = message_item(item_id, whole)
+        emit("response.output_item.done", output_index=index, item=item)
+        output.append(item)
+        open_message = None
+        text.clear()
+
+    delta_template: tuple[str, bytes, bytes, bytes] | None = None
+
+    def render(batch: list[StreamEvent]) -> None:
+        nonlocal usage, finish, open_message, delta_template, sequence
+        for event in batch:
+            if isinstance(event, TextDelta) and event.text:
+                if open_message is None:
+                    open_message = message_item(new_id("msg"), "", status="in_progress")
+                    emit("response.output_item.added", output_index=len(output), item=open_message)
+                    emit("response.content_part.added", item_id=open_message["id"], output_index=len(output),
+                         content_index=0, part={"type": "output_text", "text": "", "annotations": [],
+                                                "logprobs": []})
+                text.append(event.text)
+                # Most of a stream's events: this item's one template around the text and the number, byte for
+                # byte what emit("response.output_text.delta", ...) gives, without building and encoding it.
+                if delta_template is None or delta_template[0] != open_message["id"]:
+                    delta_template = (open_message["id"], *_delta_template(open_message["id"], len(output)))
+                _, head, middle, tail = delta_template
+                out.append(head + json.dumps(event.text).encode() + middle + str(sequence).encode() + tail)
+                sequence += 1
+            elif isinstance(event, ToolCallEvent):
+                close_message()
+                index, arguments = len(output), json.dumps(event.call.arguments)
+                item = call_item(event.call)
+                emit("response.output_item.added", output_index=index,
+                     item=call_item(event.call, arguments="", status="in_progress"))
+                emit("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                     delta=arguments)
+                emit("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                     name=event.call.name, arguments=arguments)
+                emit("response.output_item.done", output_index=index, item=item)
+                output.append(item)
+            elif isinstance(event, Usage):
+                usage = event
+            elif isinstance(event, Finish):
+                finish = event.reason
+
+    emit("response.created", response=run.response(status="in_progress", output=[], usage=None))
+    emit("response.in_progress", response=run.response(status="in_progress", output=[], usage=None))
+    try:
+        async with aclosing(batches):
+            render(first)
+            yield b"".join(out)
+            out.clear()
+            async for batch in batches:
+                render(batch)
+                if out:
+                    yield b"".join(out)
+                    out.clear()
+        close_message()
+        response = run.response(status="completed", output=output, usage=usage, finish=finish)
+        await run.store(response)
+    except AppError as exc:
+        emit("response.failed", response=run.response(status="failed", output=output, usage=None,
+                                                      error={"code": exc.code, "message": exc.message}))
+        yield b"".join(out)
+        return
+    except Exception:  # a boundary: never a hanging or broken stream
+        logger.exception("The /v1/responses stream failed")
+        emit("response.failed", response=run.response(status="failed", output=output, usage=None, error={
+            "code": "internal_error", "message": "The server failed; the error was logged."}))
+        yield b"".join(out)
+        return
+    emit("response.completed" if response["status"] == "completed" else "response.incomplete", response=response)
+    yield b"".join(out)
+
+
+# --- the views ------------------------------------------------------------------------------------
+
+def _owned(user: AbstractBaseUser | None) -> QuerySet[StoredResponse]:
+    from compat.models import StoredResponse  # noqa: F811 (the model at run time; TYPE_CHECKING names it too)
+
+    user_id = getattr(user, "pk", None)
+    objects = StoredResponse.objects
+    return objects.filter(owner_id=user_id) if user_id is not None else objects.filter(owner__isnull=True)
+
+
+def _not_found(response_id: str) -> AppError:
+    return AppError("not_found", "No stored response of that id (or not yours).", 404)
+
+
+async def _history(user: AbstractBaseUser | None, response_id: str) -> list[dict[str, Any]]:
+    stored = await db(lambda: _owned(user).filter(id=response_id).values_list("history", flat=True).first())
+    if stored is None:
+        raise AppError("not_found", "previous_response_id: no stored response of that id (or not yours).",
+                       404, {"previous_response_id": ["not found"]})
+    return stored
+
+
+async def create(request: HttpRequest) -> HttpResponse:
+    from accounts.authentication import revocable
+    from compat.api import _caller, openai_error_event
+
+    user, credential = await _caller(request)
+    body = parse_request(request)
+    history = await _history(user, body.previous_response_id) if body.previous_response_id else []
+    caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
+    run = ResponseRun(body, history, settings=await aget_settings(), user=user, caller=caller)
+    if body.stream:
+        stream = await run.events()
+        if credential is not None:  # the stream ends at its next event once the token or key is revoked
+            stream = revocable(stream, None, openai_error_event, credential=credential)
+        response: HttpResponse = sse_response(stream)
+    else:
+        reply = await run.reply()
+        obj = run.response(status="completed", output=output_items(reply), usage=reply.usage,
+                           finish=reply.finish_reason)
+        await run.store(obj)
+        response = JsonResponse(obj)
+    for name, value in run.headers().items():
+        response[name] = value
+    return response
+
+
+async def one(request: HttpRequest, pk: str) -> HttpResponse:
+    response_id = pk
+    from compat.api import _caller
+
+    user, _ = await _caller(request)
+    if request.method == "DELETE":
+        deleted = await db(lambda: _owned(user).filter(id=response_id).delete()[0])
+        if not deleted:
+            raise _not_found(response_id)
+        return JsonResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+    stored = await db(lambda: _owned(user).filter(id=response_id).values_list("response", flat=True).first())
+    if stored is None:
+        raise _not_found(response_id)
+    return JsonResponse(stored)

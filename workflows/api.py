@@ -24,8 +24,9 @@ from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.core.taskqueue import enqueue_with_commit
 from agentsite.core.validation import json_object_body, validated
-from workflows import runs, selectors, services
-from workflows.models import WorkflowRun
+from workflows import approvals, runs, selectors, services
+from workflows.graph import holds_nul as graph_holds_nul
+from workflows.models import WorkflowApproval, WorkflowRun
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -43,7 +44,8 @@ class PositionSerializer(serializers.Serializer):
 class NodeSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="Unique within the workflow; edges and branches name it. Assigned when "
                                          "missing.")
-    type = serializers.ChoiceField(choices=["input", "llm", "tool", "condition", "code", "delay", "output"])
+    type = serializers.ChoiceField(choices=["input", "llm", "tool", "condition", "code", "delay",
+                                                    "output", "approval"])
     name = serializers.CharField(help_text="Unique within the workflow; `${name}` and context.outputs use it.")
     config = serializers.DictField(help_text="The type's keys (see the README), plus retry and onError.")
     position = PositionSerializer()
@@ -93,7 +95,7 @@ RunInputSerializer = type("RunInputSerializer", (serializers.Serializer,), {
 class TraceSerializer(serializers.Serializer):
     node = serializers.CharField()
     type = serializers.CharField()
-    status = serializers.ChoiceField(choices=["running", "success", "error", "cancelled"])
+    status = serializers.ChoiceField(choices=["running", "waiting", "success", "error", "cancelled"])
     attempts = serializers.IntegerField()
     started_at = serializers.CharField()
     duration_ms = serializers.FloatField()
@@ -310,7 +312,11 @@ async def _run_stream(record: WorkflowRun) -> AsyncIterator[bytes]:
                 yield KEEPALIVE
                 continue
             kind, data = item
-            yield sse_event({"run": run_data(data)} if kind == "done" else data, kind)
+            if kind == "done":
+                data = {"run": run_data(data)}
+            elif kind == "approval_requested":
+                data = {"run": run_data(data[0]), "approvals": [approval_data(item) for item in data[1]]}
+            yield sse_event(data, kind)
     except Exception as exc:  # a boundary: a started stream ends with one error event
         logger.exception("The workflow stream failed")
         interruption.failed(exc)
@@ -320,3 +326,64 @@ async def _run_stream(record: WorkflowRun) -> AsyncIterator[bytes]:
         # The server's own wording for a failure (as in every /api 500): the dashboard prefixes "The run
         # failed: ", which a message saying the same again doubled.
         yield sse_event({"code": "internal_error", "message": "The server failed; the error was logged."}, "error")
+
+
+# --- approvals ----------------------------------------------------------------------------------------
+
+class ApprovalSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    run_id = serializers.UUIDField()
+    workflow_id = serializers.UUIDField()
+    workflow_name = serializers.CharField()
+    node = serializers.CharField(help_text="The approval node's name.")
+    prompt = serializers.CharField(allow_blank=True)
+    approvers = serializers.ListField(child=serializers.CharField(), help_text="User names.")
+    status = serializers.ChoiceField(choices=[choice for choice, _ in WorkflowApproval.STATUSES])
+    decision = serializers.ChoiceField(choices=["approve", "reject"], allow_null=True)
+    comment = serializers.CharField(allow_blank=True)
+    data = serializers.JSONField(allow_null=True)
+    by = serializers.CharField(allow_null=True, help_text="Who decided; null for a timeout or undecided.")
+    on_timeout = serializers.ChoiceField(choices=["reject", "approve"])
+    expires_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class DecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "reject"])
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=approvals.MAX_COMMENT,
+                                    trim_whitespace=False)
+    data = serializers.JSONField(required=False, allow_null=True, help_text="Any JSON, handed on in the output.")
+
+
+def approval_data(approval: WorkflowApproval) -> dict[str, Any]:
+    return ApprovalSerializer({
+        "id": approval.pk, "run_id": approval.run_id, "workflow_id": approval.run.workflow_id,
+        "workflow_name": approval.run.workflow.name, "node": approval.node_name, "prompt": approval.prompt,
+        "approvers": sorted(user.get_username() for user in approval.approvers.all()), "status": approval.status,
+        "decision": approval.decision, "comment": approval.comment, "data": approval.data,
+        "by": approval.decided_by.get_username() if approval.decided_by else None,
+        "on_timeout": approval.on_timeout, "expires_at": approval.expires_at, "created_at": approval.created_at,
+        "decided_at": approval.decided_at}).data
+
+
+class ApprovalListView(GenericAPIView):
+    serializer_class = ApprovalSerializer
+
+    @extend_schema(responses={200: ApprovalSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(approvals.approvals_for(user=request.user))
+        return self.get_paginated_response([approval_data(item) for item in page])
+
+
+class ApprovalDecideView(APIView):
+    @extend_schema(request=DecisionSerializer, responses={
+        200: ApprovalSerializer, 404: OpenApiResponse(description="No such approval, or you are not an approver."),
+        409: OpenApiResponse(description="`conflict`: already decided.")})
+    def post(self, request: Request, approval_id) -> Response:
+        data = validated(DecisionSerializer, request.data)
+        if "data" in data and graph_holds_nul(data["data"]):
+            raise AppError("invalid", "data cannot hold NUL characters.", 400, {"data": ["NUL characters."]})
+        approval = approvals.approval_decide(approval_id=approval_id, user=request.user, decision=data["decision"],
+                                             comment=data.get("comment", ""), data=data.get("data"))
+        return Response(approval_data(approval))

@@ -30,7 +30,7 @@ class Workflow(models.Model):
 class WorkflowNode(models.Model):
     """One node. `node_id` is the id edges and branches name (the client's own, or assigned)."""
 
-    TYPES = [(name, name) for name in ("input", "llm", "tool", "condition", "code", "delay", "output")]
+    TYPES = [(name, name) for name in ("input", "llm", "tool", "condition", "code", "delay", "output", "approval")]
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=64)
@@ -72,7 +72,8 @@ class WorkflowRun(models.Model):
     """One run. It keeps the graph it ran, so later edits of the workflow do not change its record."""
 
     QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED = "queued", "running", "success", "error", "cancelled"
-    STATUSES = [(status, status) for status in (QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED)]
+    WAITING = "waiting"  # stopped at approval nodes: nothing runs it until they are decided (queued again then)
+    STATUSES = [(status, status) for status in (QUEUED, RUNNING, WAITING, SUCCESS, ERROR, CANCELLED)]
     FINAL = (SUCCESS, ERROR, CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -85,6 +86,8 @@ class WorkflowRun(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True, help_text="{node, message} when the run failed.")
     trace = models.JSONField(default=list, blank=True)
+    state = models.JSONField(default=dict, blank=True, help_text=(
+        "A waiting run's engine state: {done: {node id: {output, targets}}}, what a resumed run replays."))
     created_at = models.DateTimeField(auto_now_add=True)
     process = models.CharField(max_length=200, blank=True, default="", help_text=(
         "The process running it (agentsite.core.processes): if that process dies, the run is marked error."))
@@ -98,3 +101,43 @@ class WorkflowRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_id} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class WorkflowApproval(models.Model):
+    """A decision a run waits for at one approval node. Pending until an approver (or its timeout) decides it;
+    decided once (a second decision is refused). Its approvers are users: only they see and decide it."""
+
+    PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+    STATUSES = [(status, status) for status in (PENDING, APPROVED, REJECTED)]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="approvals")
+    node_id = models.CharField(max_length=64)
+    node_name = models.CharField(max_length=64)
+    prompt = models.TextField(blank=True, default="")
+    approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="workflow_approvals")
+    status = models.CharField(max_length=10, choices=STATUSES, default=PENDING)
+    on_timeout = models.CharField(max_length=10, default="reject")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    data = models.JSONField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "expires_at"], name="workflow_approval_due")]
+
+    def __str__(self) -> str:
+        return f"{self.node_name} {self.status}"
+
+    @property
+    def decision(self) -> str | None:
+        return {self.APPROVED: "approve", self.REJECTED: "reject"}.get(self.status)
+
+    def output(self) -> dict:
+        """The approval node's output once decided."""
+        return {"decision": self.decision, "comment": self.comment, "data": self.data,
+                "by": self.decided_by.get_username() if self.decided_by_id and self.decided_by else None}

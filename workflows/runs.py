@@ -23,7 +23,7 @@ from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, Tool
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
-from workflows import selectors, services
+from workflows import approvals, selectors, services
 from workflows.engine import MAX_DEPTH, Execution
 from workflows.graph import Graph
 from workflows.models import WorkflowRun
@@ -69,8 +69,12 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
     `error` saying so. A run whose task is cancelled is stored before the cancellation goes on: `cancelled`,
     or `error` when `interruption` says the server stopped it for a failure."""
     depth = _depth.get()
+    done = (run.state or {}).get("done")
+    # A resumed run (it waited for approvals): its finished nodes replay, its decided approvals give outputs.
+    decided = await db(approvals.decisions_of_run, run_id=run.pk) if done is not None else None
     execution = Execution(Graph.from_dict(run.graph),
-                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth))
+                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth),
+                          done=done, decided=decided)
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     try:
         async with asyncio.timeout(time_limit):
@@ -90,14 +94,22 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
 
 
 async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:
+    # A resumed run's trace: what ran before it waited (the waiting entries are now decided), then the rest.
+    before = [entry for entry in run.trace if entry.get("status") != "waiting"] if execution.replayed else []
+    trace = before + [entry.as_dict() for entry in execution.trace]
+    if status == WorkflowRun.WAITING:
+        return await db(approvals.run_wait, run=run, outputs=dict(execution.outputs), output=execution.output,
+                        trace=trace, state=execution.state(), pending=execution.pending)
     return await db(services.run_finish, run=run, status=status, outputs=dict(execution.outputs),
-                    output=execution.output, error=error, trace=[entry.as_dict() for entry in execution.trace])
+                    output=execution.output, error=error, trace=trace)
 
 
 async def workflow_run_events(*, run: WorkflowRun, interruption: Interruption | None = None,
                               ) -> AsyncIterator[tuple[str, Any]]:
     """A streamed run's events: `run_started`, `node_started`, `delta`, `node_finished`, then `done` with the
-    stored run; each event's data is JSON. Closing or cancelling the stream cancels the run, stored
+    stored run, or (a run that stopped at approval nodes) `approval_requested` with the stored run and its
+    pending approvals, and the stream ends (the run goes on once they are decided); each event's data is JSON.
+    Closing or cancelling the stream cancels the run, stored
     `cancelled` (the client hung up) unless `interruption` was told of a failure first (stored `error`)."""
     queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
     yield "run_started", {"run_id": str(run.pk)}
@@ -107,7 +119,11 @@ async def workflow_run_events(*, run: WorkflowRun, interruption: Interruption | 
     try:
         while (item := await queue.get()) is not None:
             yield item
-        yield "done", task.result()
+        finished = task.result()
+        if finished.status == WorkflowRun.WAITING:
+            yield "approval_requested", (finished, await db(approvals.approvals_of_run, run_id=finished.pk))
+        else:
+            yield "done", finished
     finally:
         if not task.done():
             task.cancel()
@@ -153,6 +169,10 @@ def run_reply(run: WorkflowRun) -> str:
     """A finished run as one text answer: its output, or why it failed."""
     if run.status == WorkflowRun.SUCCESS:
         return as_text(run.output)
+    if run.status == WorkflowRun.WAITING:
+        raise AppError("workflow_waiting", f"The workflow is waiting for an approval (run {run.pk}); it goes on "
+                       "once its approvers decide (GET /api/approvals), and its output is then in the run.", 409,
+                       {"run_id": str(run.pk)})
     message = (run.error or {}).get("message", "The workflow did not finish.")
     node = (run.error or {}).get("node")
     raise AppError("workflow_failed", f"The workflow failed at {node!r}: {message}" if node else message, 502,

@@ -12,7 +12,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentsite.agent.config import get_settings
@@ -203,8 +204,10 @@ def run_create(*, workflow: Runnable, input_text: str, queued: bool = False) -> 
 
 def run_claim(*, run_id: str) -> WorkflowRun | None:
     """Move a queued run to running; None when another worker claimed it (or it is gone)."""
+    # A resumed run (queued again after its approvals) keeps when it first started.
     claimed = WorkflowRun.objects.filter(pk=run_id, status=WorkflowRun.QUEUED).update(
-        status=WorkflowRun.RUNNING, started_at=timezone.now(), process=current_process_id())
+        status=WorkflowRun.RUNNING, process=current_process_id(),
+        started_at=Coalesce("started_at", Value(timezone.now(), output_field=DateTimeField())))
     return WorkflowRun.objects.filter(pk=run_id).first() if claimed else None
 
 
@@ -217,7 +220,8 @@ def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output
     run.finished_at = timezone.now()
     swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
     WorkflowRun.objects.filter(Q(status=WorkflowRun.RUNNING) | swept_but_mine, pk=run.pk).update(
-        status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at)
+        status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at,
+        state={})
     return run
 
 

@@ -3,6 +3,8 @@ from django.urls import path
 from workflows import api
 
 urlpatterns = [
+    path("approvals", api.ApprovalListView.as_view(), name="workflow-approval-list"),
+    path("approvals/<uuid:approval_id>", api.ApprovalDecideView.as_view(), name="workflow-approval-decide"),
     path("workflows", api.WorkflowListView.as_view(), name="workflow-list"),
     path("workflows/import", api.ImportView.as_view(), name="workflow-import"),
     path("workflows/runs/<uuid:run_id>", api.RunDetailView.as_view(), name="workflow-run-detail"),

@@ -50,6 +50,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "method_not_allowed": ErrorCode((405,), "The path does not take this HTTP method."),
     "not_acceptable": ErrorCode((406,), "The Accept header asks for a format the endpoint does not produce."),
     "conflict": ErrorCode((409,), "The name is taken, or the object's state does not allow this now."),
+    "workflow_waiting": ErrorCode((409,), "/v1 and workflow tools: the workflow stopped at an approval node; the "
+                                          "run goes on once decided (`details.run_id`)."),
     "payload_too_large": ErrorCode((413,), "The body (or a file, or a part of it) is over its size limit."),
     "quota_exceeded": ErrorCode((413,), "Storing this would pass the user's quota (uploads, knowledge base)."),
     "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "

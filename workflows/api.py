@@ -343,7 +343,7 @@ class ApprovalSerializer(serializers.Serializer):
     comment = serializers.CharField(allow_blank=True)
     data = serializers.JSONField(allow_null=True)
     by = serializers.CharField(allow_null=True, help_text="Who decided; null for a timeout or undecided.")
-    on_timeout = serializers.ChoiceField(choices=["reject", "approve"])
+    on_timeout = serializers.CharField(help_text='"reject" or "approve": what its timeout decides.')
     expires_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)

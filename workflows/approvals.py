@@ -40,7 +40,7 @@ RESUME_TASK = "workflows.tasks.workflow_run_task"
 MAX_COMMENT = 10_000
 
 
-def schedule_name(approval_id: Any) -> str:
+def schedule_name(approval_id: uuid.UUID | str) -> str:
     return f"workflow-approval:{approval_id}"
 
 
@@ -98,12 +98,12 @@ def approvals_for(*, user: AbstractBaseUser, status: str | None = WorkflowApprov
     return found.select_related("run__workflow", "decided_by").prefetch_related("approvers")
 
 
-def approvals_of_run(*, run_id: Any) -> list[WorkflowApproval]:
+def approvals_of_run(*, run_id: uuid.UUID) -> list[WorkflowApproval]:
     return list(WorkflowApproval.objects.filter(run_id=run_id).select_related("run__workflow", "decided_by")
                 .prefetch_related("approvers").order_by("created_at"))
 
 
-def decisions_of_run(*, run_id: Any) -> dict[str, Any]:
+def decisions_of_run(*, run_id: uuid.UUID) -> dict[str, Any]:
     """The decided approval nodes of a run: node id -> the node's output."""
     return {approval.node_id: approval.output() for approval in WorkflowApproval.objects.filter(
         run_id=run_id).exclude(status=WorkflowApproval.PENDING).select_related("decided_by")}
@@ -123,7 +123,7 @@ def approval_decide(*, approval_id: uuid.UUID, user: AbstractBaseUser, decision:
     return approvals_of_run_one(approval.pk)
 
 
-def approvals_of_run_one(approval_id: Any) -> WorkflowApproval:
+def approvals_of_run_one(approval_id: uuid.UUID) -> WorkflowApproval:
     return WorkflowApproval.objects.select_related("run__workflow", "decided_by").prefetch_related(
         "approvers").get(pk=approval_id)
 

@@ -55,6 +55,7 @@ OBJECT_ROUTES = {
     "/api/workflows/{pk}": "workflow", "/api/workflows/{pk}/nodes": "workflow", "/api/workflows/{pk}/run": "workflow",
     "/api/workflows/{pk}/runs": "workflow", "/api/workflows/{pk}/export": "workflow",
     "/api/workflows/runs/{run_id}": "workflow_run",
+    "/api/approvals/{approval_id}": "approval",
     "/api/keys/{pk}": "key",
 }
 # Routes naming an object that is not a user's but the admins' (an MCP server): admin-only, so another user
@@ -74,6 +75,7 @@ VALID_BODIES = {
         {"id": "in", "name": "in", "type": "input", "config": {}},
         {"id": "out", "name": "out", "type": "output", "config": {}}], "edges": [{"from": "in", "to": "out"}]},
     ("patch", "/api/workflows/{pk}"): {"name": "renamed"},
+    ("post", "/api/approvals/{approval_id}"): {"decision": "approve"},
 }
 # Objects named by a query parameter instead: (method, path, parameter, kind).
 OBJECT_QUERIES = [("get", "/api/scheduler/history", "task", "task")]
@@ -131,7 +133,7 @@ def is_admin_operation(method: str, callback) -> bool:
 
 def _fill(template: str) -> str:
     return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
-            .replace("{connection_id}", "1").replace("{alias_id}", "1").replace("{user_id}", "1"))
+            .replace("{approval_id}", str(uuid.uuid4())).replace("{connection_id}", "1").replace("{alias_id}", "1").replace("{user_id}", "1"))
 
 
 def _call(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):
@@ -260,15 +262,22 @@ def owned(owner_client) -> dict[str, str]:
         format="json").json()["id"]
     run = owner_client.post(f"/api/workflows/{workflow}/run", {"input": "x"}, format="json").json()["id"]
     key = str(owner_client.post("/api/keys", {"name": "mine"}, format="json").json()["id"])
+    gated = owner_client.post("/api/workflows", {"name": "gated", "nodes": [
+        {"id": "in", "name": "in", "type": "input", "config": {}},
+        {"id": "ask", "name": "ask", "type": "approval", "config": {}}], "edges": [{"from": "in", "to": "ask"}]},
+        format="json").json()["id"]
+    owner_client.post(f"/api/workflows/{gated}/run", {"input": "x"}, format="json")
+    approval = owner_client.get("/api/approvals").json()["results"][0]["id"]
     return {"session": session, "document": document, "upload": upload, "task": task, "workflow": workflow,
-            "workflow_run": run, "key": key}
+            "workflow_run": run, "key": key, "approval": approval}
 
 
 def _snapshot(client: APIClient, objects: dict[str, str]) -> dict[str, object]:
     reads = {"session": f"/api/sessions/{objects['session']}", "document": "/api/kb/documents",
              "upload": "/api/uploads", "task": "/api/scheduler/tasks",
              "workflow": f"/api/workflows/{objects['workflow']}/export",
-             "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}", "key": "/api/keys"}
+             "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}", "key": "/api/keys",
+             "approval": "/api/approvals"}
     snapshot = {}
     for kind, path in reads.items():
         response = client.get(path)
@@ -284,7 +293,8 @@ def test_every_object_route_is_a_404_to_another_users_object(owner_client, other
         kind = OBJECT_ROUTES.get(template)
         if kind is None:
             continue
-        path = template.replace("{pk}", owned[kind]).replace("{run_id}", owned[kind])
+        path = (template.replace("{pk}", owned[kind]).replace("{run_id}", owned[kind])
+                .replace("{approval_id}", owned[kind]))
         response = _call(other_client, method, path, body=VALID_BODIES.get((method, template)))
         if response.status_code == 405:
             continue

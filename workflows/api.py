@@ -60,13 +60,33 @@ class WorkflowSummarySerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
+    version = serializers.IntegerField(help_text="Its latest version's number (each save makes the next).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+class VersionSummarySerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    note = serializers.CharField(allow_blank=True, help_text="What made it: create, update, node added, import, "
+                                 "restore of version n, admin edit.")
+    created_at = serializers.DateTimeField()
 
 
 class WorkflowSerializer(WorkflowSummarySerializer):
     nodes = NodeSerializer(many=True)
     edges = EdgeSerializer(many=True)
+
+
+class VersionSerializer(VersionSummarySerializer):
+    nodes = NodeSerializer(many=True)
+    edges = EdgeSerializer(many=True)
+
+
+def _version_data(version) -> dict[str, Any]:
+    return VersionSerializer({**VersionSummarySerializer(version).data, "nodes": version.graph.get("nodes", []),
+                              "edges": version.graph.get("edges", [])}).data
 
 
 class WorkflowInputSerializer(serializers.Serializer):
@@ -89,7 +109,9 @@ class NodeInputSerializer(serializers.Serializer):
 RunInputSerializer = type("RunInputSerializer", (serializers.Serializer,), {
     "input": serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=runs.MAX_INPUT_CHARS),
     "async": serializers.BooleanField(required=False, default=False, help_text="Queue the run (202)."),
-    "stream": serializers.BooleanField(required=False, default=False, help_text="Answer an SSE stream.")})
+    "stream": serializers.BooleanField(required=False, default=False, help_text="Answer an SSE stream."),
+    "version": serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                        help_text="Run this version (absent or null: the latest).")})
 
 
 class TraceSerializer(serializers.Serializer):
@@ -110,6 +132,8 @@ class RunErrorSerializer(serializers.Serializer):
 class RunSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     workflow_id = serializers.UUIDField()
+    version = serializers.IntegerField(allow_null=True, help_text="The workflow version it ran (null: before "
+                                       "versions).")
     status = serializers.ChoiceField(choices=[choice for choice, _ in WorkflowRun.STATUSES])
     input = serializers.CharField(allow_blank=True)
     outputs = serializers.DictField()
@@ -122,7 +146,8 @@ class RunSerializer(serializers.Serializer):
 
 class ExportSerializer(serializers.Serializer):
     format = serializers.CharField(default=selectors.EXPORT_FORMAT)
-    version = serializers.IntegerField(default=selectors.EXPORT_VERSION)
+    version = serializers.IntegerField(default=selectors.EXPORT_VERSION, help_text="The document format's.")
+    workflow_version = serializers.IntegerField(help_text="The workflow's version exported (its latest).")
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
     # The limits of a saved workflow (WorkflowInputSerializer), so an import is refused on its length first.
@@ -135,6 +160,8 @@ class ImportSerializer(serializers.Serializer):
     (id, config, position), as an older or hand-written export does."""
     format = serializers.CharField(help_text=f"{selectors.EXPORT_FORMAT!r}.")
     version = serializers.IntegerField(help_text=f"At most {selectors.EXPORT_VERSION}.")
+    workflow_version = serializers.IntegerField(required=False, allow_null=True, help_text=(
+        "The version it was exported at; noted in the imported workflow's version 1."))
     name = serializers.CharField(max_length=64)
     description = serializers.CharField(max_length=services.MAX_DESCRIPTION, required=False, allow_blank=True)
     nodes = NodeInputSerializer(many=True, required=False, max_length=500)
@@ -154,7 +181,8 @@ def run_data(run: WorkflowRun) -> dict[str, Any]:
     cost a synchronous run a twentieth of its server time (equality: tests/workflows/test_api.py)."""
     error = run.error
     return {
-        "id": str(run.pk), "workflow_id": str(run.workflow_id), "status": run.status, "input": run.input,
+        "id": str(run.pk), "workflow_id": str(run.workflow_id), "version": run.version, "status": run.status,
+        "input": run.input,
         "outputs": dict(run.outputs), "output": run.output,
         "error": None if error is None else {"node": error.get("node"), "message": str(error.get("message"))},
         "trace": [{key: _trace_value(key, entry.get(key)) for key in _TRACE_KEYS} for entry in run.trace],
@@ -247,6 +275,30 @@ class RunDetailView(APIView):
         return Response(run_data(selectors.run_get_for(owner=request.user, run_id=run_id)))
 
 
+class VersionListView(GenericAPIView):
+    serializer_class = VersionSummarySerializer
+
+    @extend_schema(responses={200: VersionSummarySerializer(many=True)})
+    def get(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        page = self.paginate_queryset(selectors.version_list_for(workflow=workflow))
+        return self.get_paginated_response(VersionSummarySerializer(page, many=True).data)
+
+
+class VersionDetailView(APIView):
+    @extend_schema(responses={200: VersionSerializer})
+    def get(self, request: Request, pk, number: int) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        return Response(_version_data(selectors.workflow_version_get(workflow=workflow, number=number)))
+
+
+class VersionRestoreView(APIView):
+    @extend_schema(request=None, responses={200: WorkflowSerializer})
+    def post(self, request: Request, pk, number: int) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        return Response(_workflow_data(services.workflow_version_restore(workflow=workflow, number=number)))
+
+
 class ExportView(APIView):
     @extend_schema(responses={200: ExportSerializer})
     def get(self, request: Request, pk) -> Response:
@@ -278,7 +330,8 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/workflows/:id/run: 200 with the finished run, 202 queued (`async`), or an SSE stream."""
     data = validated(RunInputSerializer, json_object_body(request))
     queued = bool(data.get("async"))
-    record = await db(_run_start, owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
+    record = await db(_run_start, owner=user, workflow_id=pk, input_text=data["input"], queued=queued,
+                      version=data.get("version"))
     if queued:
         return JsonResponse(run_data(record), status=202)
     if data.get("stream"):
@@ -291,8 +344,9 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
 run = async_post_view(_run, schema_view=RunSchemaView)
 
 
-def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool) -> WorkflowRun:
-    workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id)
+def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool,
+               version: int | None = None) -> WorkflowRun:
+    workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id, version=version)
     if workflow is None:
         raise AppError("not_found", "No such workflow.", 404)
     with transaction.atomic():

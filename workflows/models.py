@@ -18,6 +18,8 @@ class Workflow(models.Model):
     description = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(default=0, help_text=(
+        "The number of its latest version (WorkflowVersion): each save makes the next one."))
 
     class Meta:
         ordering = ["name"]
@@ -68,6 +70,27 @@ class WorkflowEdge(models.Model):
         return f"{self.source} -> {self.target}"
 
 
+class WorkflowVersion(models.Model):
+    """One saved state of a workflow, never changed once written: each save (create, update, node add, import,
+    restore, an admin edit) makes the next number, 1 first. A run records the number it ran and runs that
+    version's graph; a restore makes a new version equal to an older one (numbers only grow)."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    name = models.CharField(max_length=64)
+    description = models.TextField(blank=True, default="")
+    graph = models.JSONField(default=dict, help_text="{nodes, edges} as the API shows them.")
+    note = models.CharField(max_length=200, blank=True, default="", help_text="What made it (create, update, ...).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "number"], name="workflow_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} v{self.number}"
+
+
 class WorkflowRun(models.Model):
     """One run. It keeps the graph it ran, so later edits of the workflow do not change its record."""
 
@@ -82,6 +105,8 @@ class WorkflowRun(models.Model):
     status = models.CharField(max_length=12, choices=STATUSES, default=QUEUED)
     input = models.TextField(blank=True, default="")
     graph = models.JSONField(default=dict, help_text="The nodes and edges this run ran.")
+    version = models.PositiveIntegerField(null=True, blank=True, help_text=(
+        "The workflow version it ran (null: a run from before versions)."))
     outputs = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True, help_text="{node, message} when the run failed.")

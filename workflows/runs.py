@@ -141,24 +141,27 @@ def check_input(value: Any) -> str:
 
 
 async def workflow_run_by_name(*, owner_id: int, name: str, input_text: str, emit: Emit | None = None,
-                               time_limit: float | None = None) -> WorkflowRun:
-    """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
+                               time_limit: float | None = None, version: int | None = None) -> WorkflowRun:
+    """Run the owner's workflow of this name now (the /v1 model and the tool), at `version` (None: the latest).
+    Raises AppError 404."""
     return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit,
-                                    time_limit=time_limit)
+                                    time_limit=time_limit, version=version)
 
 
 async def workflow_run_start(*, owner_id: int, input_text: str, workflow_id: uuid.UUID | None = None,
                              name: str | None = None, emit: Emit | None = None,
-                             time_limit: float | None = None) -> WorkflowRun:
-    """Run the owner's workflow (by id or by name) now and store the run (past `time_limit` seconds: stopped,
-    stored `error`). Raises AppError 404."""
+                             time_limit: float | None = None, version: int | None = None) -> WorkflowRun:
+    """Run the owner's workflow (by id or by name) now, at `version` (None: the latest), and store the run (past
+    `time_limit` seconds: stopped, stored `error`). Raises AppError 404 (no such workflow, or version)."""
     text = check_input(input_text)
-    run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text)
+    run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text,
+                   version=version)
     return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
 
 
-def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str) -> WorkflowRun:
-    workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name)
+def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str,
+                version: int | None = None) -> WorkflowRun:
+    workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name, version=version)
     if workflow is None:
         raise AppError("not_found", f"You have no workflow named {name!r}." if name is not None
                        else "The workflow no longer exists.", 404)
@@ -219,9 +222,22 @@ def workflow_tool(name: str) -> Tool:
 
 # --- the workflow as a /v1 model (`workflow:<name>`) ---------------------------------------------------
 
+def parse_model_name(rest: str) -> tuple[str, int | None]:
+    """`<name>` or `<name>@<n>` (after `workflow:`) as (name, version or None). A name never holds `@`, so a
+    suffix that is not a positive number is a model that does not exist (AppError 404 `model_not_found`)."""
+    name, at, number = rest.partition("@")
+    if not at:
+        return name, None
+    if not number.isdigit() or int(number) < 1:
+        raise AppError("model_not_found", f"The model {MODEL_PREFIX + rest!r} does not exist: after '@' comes a "
+                       "version number (workflow:<name>@<n>).", 404)
+    return name, int(number)
+
+
 class WorkflowModelSource(ModelSource):
-    """Each of the caller's workflows as the model `workflow:<name>`: the last user message is the input, the
-    output node's value the reply."""
+    """Each of the caller's workflows as the model `workflow:<name>` (its latest version) and, not listed,
+    `workflow:<name>@<n>` (version n): the last user message is the input, the output node's value the
+    reply."""
 
     prefix = MODEL_PREFIX
 
@@ -231,13 +247,13 @@ class WorkflowModelSource(ModelSource):
         return [MODEL_PREFIX + name for name in await db(selectors.workflow_names_for, owner_id=user_id)]
 
     async def stream(self, model: str, messages: list[Message], user_id: int | None) -> AsyncIterator[StreamEvent]:
-        name = model[len(MODEL_PREFIX):]
         if user_id is None:
             raise AppError("model_not_found", f"The model {model!r} does not exist for this caller; send a dashboard "
                            "token as the API key to use your workflows.", 404)
+        name, version = parse_model_name(model[len(MODEL_PREFIX):])
         text = next((message.text for message in reversed(messages) if message.role == "user"), "")
         try:
-            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text)
+            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text, version=version)
         except AppError as exc:
             if exc.status == 404:
                 raise AppError("model_not_found", f"The model {model!r} does not exist; GET /v1/models lists the "

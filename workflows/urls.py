@@ -12,5 +12,9 @@ urlpatterns = [
     path("workflows/<uuid:pk>/nodes", api.NodeCreateView.as_view(), name="workflow-nodes"),
     path("workflows/<uuid:pk>/run", api.run, name="workflow-run"),
     path("workflows/<uuid:pk>/runs", api.RunListView.as_view(), name="workflow-runs"),
+    path("workflows/<uuid:pk>/versions", api.VersionListView.as_view(), name="workflow-versions"),
+    path("workflows/<uuid:pk>/versions/<int:number>", api.VersionDetailView.as_view(), name="workflow-version"),
+    path("workflows/<uuid:pk>/versions/<int:number>/restore", api.VersionRestoreView.as_view(),
+         name="workflow-version-restore"),
     path("workflows/<uuid:pk>/export", api.ExportView.as_view(), name="workflow-export"),
 ]

@@ -54,6 +54,8 @@ OBJECT_ROUTES = {
     "/api/scheduler/tasks/{pk}": "task", "/api/scheduler/run/{pk}": "task",
     "/api/workflows/{pk}": "workflow", "/api/workflows/{pk}/nodes": "workflow", "/api/workflows/{pk}/run": "workflow",
     "/api/workflows/{pk}/runs": "workflow", "/api/workflows/{pk}/export": "workflow",
+    "/api/workflows/{pk}/versions": "workflow", "/api/workflows/{pk}/versions/{number}": "workflow",
+    "/api/workflows/{pk}/versions/{number}/restore": "workflow",
     "/api/workflows/runs/{run_id}": "workflow_run",
     "/api/approvals/{approval_id}": "approval",
     "/api/keys/{pk}": "key",
@@ -133,7 +135,8 @@ def is_admin_operation(method: str, callback) -> bool:
 
 def _fill(template: str) -> str:
     return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
-            .replace("{approval_id}", str(uuid.uuid4())).replace("{connection_id}", "1").replace("{alias_id}", "1").replace("{user_id}", "1"))
+            .replace("{approval_id}", str(uuid.uuid4())).replace("{connection_id}", "1").replace("{alias_id}", "1")
+            .replace("{user_id}", "1").replace("{number}", "1"))
 
 
 def _call(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):
@@ -294,7 +297,7 @@ def test_every_object_route_is_a_404_to_another_users_object(owner_client, other
         if kind is None:
             continue
         path = (template.replace("{pk}", owned[kind]).replace("{run_id}", owned[kind])
-                .replace("{approval_id}", owned[kind]))
+                .replace("{approval_id}", owned[kind]).replace("{number}", "1"))
         response = _call(other_client, method, path, body=VALID_BODIES.get((method, template)))
         if response.status_code == 405:
             continue

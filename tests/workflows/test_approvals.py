@@ -183,7 +183,11 @@ def test_a_waiting_run_resumes_on_the_graph_it_started_with_after_an_edit(owner_
     assert owner_client.patch(f"/api/workflows/{workflow_id}", edited, format="json").status_code == 200
     [approval] = pending(owner_client)
     owner_client.post(f"/api/approvals/{approval['id']}", {"decision": "approve"}, format="json")
-    assert owner_client.get(f"/api/workflows/runs/{run['id']}").json()["output"] == "published by owner with null"
+    finished = owner_client.get(f"/api/workflows/runs/{run['id']}").json()
+    assert finished["output"] == "published by owner with null"
+    # The run records the version it started on (issue 31 item 3), and resumed on it.
+    assert finished["version"] == run["version"] == 1
+    assert owner_client.get(f"/api/workflows/{workflow_id}").json()["version"] == 2
 
 
 @pytest.mark.parametrize(("config", "words"), [

@@ -57,7 +57,8 @@ def test_pending_approvals_are_counted_on_the_link_and_decided_on_the_workflows_
     post.get_by_role("button", name="Approve publish at ask").click()
     expect(link.locator(".nav-count")).to_have_text("1")
     expect(page.locator(".wf-approval", has_text="Publish the post?")).to_have_count(0)
-    page.locator(".wf-approval", has_text="Publish the draft?").get_by_role("button", name="Reject publish at ask").click()
+    draft = page.locator(".wf-approval", has_text="Publish the draft?")
+    draft.get_by_role("button", name="Reject publish at ask").click()
     expect(link.locator(".nav-count")).to_have_count(0)
     expect(page.get_by_role("region", name="Waiting for your approval (2)")).to_have_count(0)
 

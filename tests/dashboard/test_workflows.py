@@ -339,8 +339,8 @@ def test_a_run_stopped_from_the_page_is_cancelled_and_a_missing_workflow_says_so
 def test_the_history_shows_a_versions_diff_and_restores_it(logged_in_page, api, viewport):
     workflow = create_workflow(api, f"history-{viewport['width']}")
     twice = {**CODE_ONLY[1], "config": {"code": "return input + '!';"}}
-    changed = [CODE_ONLY[0], twice, CODE_ONLY[2],
-               {"id": "note", "type": "delay", "name": "note", "config": {"delayMs": 0}, "position": {"x": 760, "y": 60}}]
+    note = {"id": "note", "type": "delay", "name": "note", "config": {"delayMs": 0}, "position": {"x": 760, "y": 60}}
+    changed = [CODE_ONLY[0], twice, CODE_ONLY[2], note]
     assert api("PATCH", f"/api/workflows/{workflow['id']}",
                json={"nodes": changed, "edges": [*CODE_EDGES, {"from": "out", "to": "note"}]}).status_code == 200
     page = logged_in_page

@@ -132,12 +132,12 @@ def audit_refusal(trigger_id: uuid.UUID, error: AppError, remote: str) -> None:
 def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str, charset: str | None,
           now: float | None = None) -> Admitted:
     """Steps 1 to 6 of the module docstring, for a request's parts. Raises AppError."""
-    row = (WorkflowTrigger.objects.filter(pk=trigger_id)
-           .values_list("id", "nonce", "enabled", "mode", "version", "rate_per_minute", "workflow_id",
-                        "workflow__owner_id").first())
+    row = _trigger_row(trigger_id)
     if row is None:
         raise AppError("not_found", "No such trigger.", 404)
-    pk, nonce, enabled, mode, version, rate, workflow_id, owner_id = row
+    raw_pk, nonce, enabled, mode, version, rate, raw_workflow_id, owner_id = row
+    pk = WorkflowTrigger._meta.pk.to_python(raw_pk)
+    workflow_id = Workflow._meta.pk.to_python(raw_workflow_id)
     if len(body) > MAX_BODY_BYTES:
         raise AppError("payload_too_large", f"The body is over {MAX_BODY_BYTES} bytes.", 413)
     secret = secret_of(_Key(pk, nonce))
@@ -147,6 +147,22 @@ def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str
     text = _input(body, content_type, charset)
     _limit(pk, rate)
     return Admitted(pk, workflow_id, owner_id, mode, version, text)
+
+
+def _trigger_row(trigger_id: uuid.UUID) -> tuple[Any, ...] | None:
+    """The trigger's row with its workflow's owner, by a statement written once (as workflows.selectors'
+    _stamp_row: an ORM query built and compiled for each request cost ~0.9 ms of CPU)."""
+    from django.db import connection
+
+    quote, trigger, workflow = connection.ops.quote_name, WorkflowTrigger._meta, Workflow._meta
+    columns = ", ".join(f"t.{quote(trigger.get_field(name).column)}" for name in (
+        "id", "nonce", "enabled", "mode", "version", "rate_per_minute", "workflow"))
+    sql = (f"SELECT {columns}, w.{quote(workflow.get_field('owner').column)} FROM {quote(trigger.db_table)} t "
+           f"JOIN {quote(workflow.db_table)} w ON w.{quote(workflow.pk.column)} = "
+           f"t.{quote(trigger.get_field('workflow').column)} WHERE t.{quote(trigger.pk.column)} = %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [trigger.pk.get_db_prep_value(trigger.pk.to_python(trigger_id), connection)])
+        return cursor.fetchone()
 
 
 @dataclass(frozen=True)

@@ -168,3 +168,16 @@ def test_another_users_triggers_are_not_found(owner_client, other_client, workfl
     assert other_client.delete(f"{base}/{trigger['id']}").status_code == 404
     assert send(trigger).status_code == 200
     refused(APIClient().get(f"/hooks/{trigger['id']}"), 405, "method_not_allowed")
+
+
+def test_the_owners_spent_budget_refuses_before_a_run(owner, owner_client, workflow_id):
+    from usage import budgets
+    from usage.services import budget_set
+
+    trigger = make_trigger(owner_client, workflow_id)
+    budget_set(user_id=owner.pk, budget={"tokens_per_day": 10})
+    scopes = [budgets.Scope(f"u:{owner.pk}", {"tokens_per_day": 10})]
+    budgets.reserve(scopes)  # an LLM call of 11 tokens, as the metering records one
+    budgets.settle(scopes, 11, 0.0)
+    refused(send(trigger), 429, "budget_exceeded")
+    assert WorkflowRun.objects.count() == 0

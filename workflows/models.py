@@ -166,3 +166,45 @@ class WorkflowApproval(models.Model):
         """The approval node's output once decided."""
         return {"decision": self.decision, "comment": self.comment, "data": self.data,
                 "by": self.decided_by.get_username() if self.decided_by_id and self.decided_by else None}
+
+
+class WorkflowTrigger(models.Model):
+    """A way for another system to start the workflow: `POST /hooks/<id>` (kind "webhook").
+
+    The secret is never stored: it is derived from the server's SECRET_KEY and this trigger's random `nonce`
+    (workflows.triggers.secret_of), so the HMAC check has the secret itself while a copy of the database alone
+    gives none. A rotation draws a new nonce, so the old secret stops working at once, in every process (each
+    request reads the trigger's row). Changing SECRET_KEY changes every trigger's secret (rotate them after).
+    """
+
+    WEBHOOK = "webhook"
+    SYNC, ASYNC = "sync", "async"
+    MODES = [(SYNC, SYNC), (ASYNC, ASYNC)]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="triggers")
+    kind = models.CharField(max_length=20, default=WEBHOOK, choices=[(WEBHOOK, WEBHOOK)])
+    enabled = models.BooleanField(default=True)
+    mode = models.CharField(max_length=5, choices=MODES, default=SYNC)
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="Run this version (null: the latest).")
+    rate_per_minute = models.PositiveIntegerField(default=60, help_text="Requests a minute it accepts.")
+    nonce = models.CharField(max_length=64, help_text="With SECRET_KEY, derives the secret (never the secret).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workflow_id", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id}"
+
+
+class WebhookSignature(models.Model):
+    """A webhook signature already accepted (the replay store without Redis): refused if seen again until it
+    expires, after the timestamp window has closed on it."""
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.digest

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from workflows import api
+from workflows import api, hooks
 
 urlpatterns = [
     path("approvals", api.ApprovalListView.as_view(), name="workflow-approval-list"),
@@ -16,5 +16,10 @@ urlpatterns = [
     path("workflows/<uuid:pk>/versions/<int:number>", api.VersionDetailView.as_view(), name="workflow-version"),
     path("workflows/<uuid:pk>/versions/<int:number>/restore", api.VersionRestoreView.as_view(),
          name="workflow-version-restore"),
+    path("workflows/<uuid:pk>/triggers", hooks.TriggerListView.as_view(), name="workflow-triggers"),
+    path("workflows/<uuid:pk>/triggers/<uuid:trigger_id>", hooks.TriggerDetailView.as_view(),
+         name="workflow-trigger"),
+    path("workflows/<uuid:pk>/triggers/<uuid:trigger_id>/rotate", hooks.TriggerRotateView.as_view(),
+         name="workflow-trigger-rotate"),
     path("workflows/<uuid:pk>/export", api.ExportView.as_view(), name="workflow-export"),
 ]

@@ -42,6 +42,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
                                          "that is unknown, revoked, expired, or whose user is inactive or changed "
                                          "password."),
     "forbidden": ErrorCode((403,), "The caller may not do this (an admin operation, or an Origin not allowed)."),
+    "signature_invalid": ErrorCode((401,), "A webhook: no secret or signature, or not this trigger's."),
+    "signature_expired": ErrorCode((401,), "A webhook: X-Agentsite-Timestamp is more than 5 minutes from the server's "
+                                           "clock."),
+    "trigger_disabled": ErrorCode((403,), "A webhook: the trigger is disabled."),
+    "signature_replayed": ErrorCode((409,), "A webhook: this signature was already used (a replay)."),
     "key_scope": ErrorCode((403,), "The API key's scopes do not include this door (`v1`, `mcp`, `api`)."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),

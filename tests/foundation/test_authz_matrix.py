@@ -56,6 +56,8 @@ OBJECT_ROUTES = {
     "/api/workflows/{pk}/runs": "workflow", "/api/workflows/{pk}/export": "workflow",
     "/api/workflows/{pk}/versions": "workflow", "/api/workflows/{pk}/versions/{number}": "workflow",
     "/api/workflows/{pk}/versions/{number}/restore": "workflow",
+    "/api/workflows/{pk}/triggers": "workflow", "/api/workflows/{pk}/triggers/{trigger_id}": "workflow",
+    "/api/workflows/{pk}/triggers/{trigger_id}/rotate": "workflow",
     "/api/workflows/runs/{run_id}": "workflow_run",
     "/api/approvals/{approval_id}": "approval",
     "/api/keys/{pk}": "key",
@@ -136,7 +138,7 @@ def is_admin_operation(method: str, callback) -> bool:
 def _fill(template: str) -> str:
     return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
             .replace("{approval_id}", str(uuid.uuid4())).replace("{connection_id}", "1").replace("{alias_id}", "1")
-            .replace("{user_id}", "1").replace("{number}", "1"))
+            .replace("{user_id}", "1").replace("{number}", "1").replace("{trigger_id}", str(uuid.uuid4())))
 
 
 def _call(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):
@@ -298,6 +300,7 @@ def test_every_object_route_is_a_404_to_another_users_object(owner_client, other
             continue
         path = (template.replace("{pk}", owned[kind]).replace("{run_id}", owned[kind])
                 .replace("{approval_id}", owned[kind]).replace("{number}", "1"))
+        path = path.replace("{trigger_id}", str(uuid.uuid4()))
         response = _call(other_client, method, path, body=VALID_BODIES.get((method, template)))
         if response.status_code == 405:
             continue

@@ -96,7 +96,8 @@ def test_a_workflow_task_may_pin_a_version(owner):
 
     def wrap(left: str) -> dict:
         return {"nodes": [{"id": "in", "type": "input", "name": "in"},
-                          {"id": "code", "type": "code", "name": "code", "config": {"code": f"return '{left}' + input;"}},
+                          {"id": "code", "type": "code", "name": "code",
+                           "config": {"code": f"return '{left}' + input;"}},
                           {"id": "out", "type": "output", "name": "out"}],
                 "edges": [{"from": "in", "to": "code"}, {"from": "code", "to": "out"}]}
 

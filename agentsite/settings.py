@@ -217,7 +217,9 @@ SPECTACULAR_SETTINGS = {
                             "ProviderEnum": "accounts.models.PROVIDERS",
                             "SttProviderEnum": "accounts.models.AgentConfig.STT_PROVIDERS",
                             "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
-                            "BrowserProviderEnum": [("browser", "browser")]},
+                            "BrowserProviderEnum": [("browser", "browser")],
+                            "TriggerModeEnum": "workflows.models.WorkflowTrigger.MODES",
+                            "SearchModeEnum": "knowledge.selectors.MODES"},
 }
 
 # CORS: local dashboards on any port, plus what the operator lists.
@@ -279,6 +281,9 @@ AGENTSITE_SANDBOX_RUN_BUDGET_S = env_float("AGENTSITE_SANDBOX_RUN_BUDGET_S", 10.
 # async callable; empty: the agent, see scheduler/runner.py).
 AGENTSITE_SCHEDULER_TICK_S = env_whole_minutes_s("AGENTSITE_SCHEDULER_TICK_S", 60)
 AGENTSITE_SCHEDULER_RUN_TIMEOUT_S = env_float("AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0, minimum=0.01)
+# Webhook triggers (workflows.triggers): a sync run's time limit, and a new trigger's default rate.
+AGENTSITE_WEBHOOK_SYNC_TIMEOUT_S = env_float("AGENTSITE_WEBHOOK_SYNC_TIMEOUT_S", 30.0, minimum=0.01)
+AGENTSITE_WEBHOOK_RATE_PER_MIN = env_int("AGENTSITE_WEBHOOK_RATE_PER_MIN", 60, minimum=1)
 AGENTSITE_SCHEDULER_RUNNER = env_str("AGENTSITE_SCHEDULER_RUNNER")
 # Runs a worker runs side by side: a tick queues its runs in chunks of this size.
 AGENTSITE_SCHEDULER_RUN_CONCURRENCY = env_int("AGENTSITE_SCHEDULER_RUN_CONCURRENCY", 8, minimum=1)

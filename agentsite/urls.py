@@ -8,6 +8,7 @@ from agentsite.core.errors import error_response
 from agentsite.dashboard.views import dashboard, favicon
 from agentsite.health import HealthView, metrics_view
 from agentsite.middleware import is_api_path
+from workflows import hooks as workflows_hooks
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -25,6 +26,7 @@ urlpatterns = [
     path("api/", include("usage.urls")),
     path("v1/", include("compat.urls")),
     path("metrics", metrics_view, name="metrics"),
+    path("hooks/<uuid:trigger_id>", workflows_hooks.hook, name="webhook"),
     path("favicon.ico", favicon, name="favicon"),
     path("", dashboard, name="dashboard"),
 ]

@@ -7,7 +7,9 @@
    (engine plus a sandbox evaluation each), run in-process; the figure is the run's time over 100.
 2. A JavaScript evaluation round trip to the sandbox pool (p50, p99).
 3. HTTP throughput of a three-node workflow (input -> code -> output), synchronous runs at concurrency 8,
-   against a real daphne server (SQLite); the load comes from a separate process, on the same 2 cores.
+   against a real daphne server (SQLite); the load comes from a separate process, on the same 2 cores. Then
+   the same workflow started by a sync webhook trigger (POST /hooks/<id>, Bearer secret; issue 31: at least
+   the runs/s of the first).
 Targets (issue 10): <= 1 ms per node of engine overhead, <= 1 ms p50 per sandbox evaluation, >= 220 runs/s.
 """
 
@@ -72,12 +74,15 @@ async def sandbox_round_trip(count: int = 2000) -> tuple[float, float]:
 # client sharing the two cores with the server takes as little of them as it can.
 LOAD = r"""
 import asyncio, sys, time, aiohttp
-base, token, workflow = sys.argv[1:4]
+base, token, target = sys.argv[1:4]
 seconds, concurrency = float(sys.argv[4]), int(sys.argv[5])
+# target: a workflow id (POST /api/workflows/:id/run with the token) or hook:<trigger id> (its secret as token)
+url, body = ((f"{base}/hooks/{target[5:]}", 7) if target.startswith("hook:")
+             else (f"{base}/api/workflows/{target}/run", {"input": "7"}))
 async def run(client):
-    async with client.post(f"{base}/api/workflows/{workflow}/run", json={"input": "7"}) as r:
-        body = await r.json()
-        assert r.status == 200 and body["status"] == "success", body
+    async with client.post(url, json=body) as r:
+        answer = await r.json()
+        assert r.status == 200 and answer["status"] == "success", answer
 async def worker(client, deadline, done):
     while time.perf_counter() < deadline:
         await run(client)
@@ -95,8 +100,9 @@ asyncio.run(main())
 """
 
 
-def http_throughput(seconds: float, concurrency: int) -> tuple[float, float]:
-    """(runs per second, server CPU ms per run) for input -> code -> output over HTTP."""
+def http_throughput(seconds: float, concurrency: int) -> list[tuple[str, float, float]]:
+    """(door, runs per second, server CPU ms per run) for input -> code -> output over HTTP: through
+    POST /api/workflows/:id/run, then through a sync webhook trigger (POST /hooks/<id>, Bearer secret)."""
     import requests
 
     from tests.server import LiveServer
@@ -111,12 +117,19 @@ def http_throughput(seconds: float, concurrency: int) -> tuple[float, float]:
             {"id": "out", "type": "output", "name": "out", "config": {"outputFormat": "json"}}],
             "edges": [{"from": "in", "to": "double"}, {"from": "double", "to": "out"}]}
         workflow = requests.post(f"{server.base_url}/api/workflows", json=data, headers=headers, timeout=30).json()
-        cpu_before = _cpu_seconds(server.proc.pid)
-        load = subprocess.run([sys.executable, "-c", LOAD, server.base_url, token, workflow["id"], str(seconds),
-                               str(concurrency)], capture_output=True, text=True, check=True)
-        rate = float(load.stdout.strip())
-        cpu = (_cpu_seconds(server.proc.pid) - cpu_before) / max(1.0, rate * (seconds + 0.5)) * 1000
-        return rate, cpu
+        trigger = requests.post(f"{server.base_url}/api/workflows/{workflow['id']}/triggers", headers=headers,
+                                json={"mode": "sync", "rate_per_minute": 1_000_000}, timeout=30).json()
+        figures = []
+        for door, credential, target in (("POST /api/workflows/:id/run", token, workflow["id"]),
+                                         ("POST /hooks/<id> (sync, Bearer)", trigger["secret"],
+                                          f"hook:{trigger['id']}")):
+            cpu_before = _cpu_seconds(server.proc.pid)
+            load = subprocess.run([sys.executable, "-c", LOAD, server.base_url, credential, target, str(seconds),
+                                   str(concurrency)], capture_output=True, text=True, check=True)
+            rate = float(load.stdout.strip())
+            cpu = (_cpu_seconds(server.proc.pid) - cpu_before) / max(1.0, rate * (seconds + 0.5)) * 1000
+            figures.append((door, rate, cpu))
+        return figures
     finally:
         server.stop()
 
@@ -153,9 +166,9 @@ def main() -> None:
     print(f"machine: {machine()}; {time.strftime('%Y-%m-%d')}")
     asyncio.run(in_process())
     if not args.skip_http:
-        rate, cpu = http_throughput(args.seconds, args.concurrency)
-        print(f"HTTP input -> code -> output, concurrency {args.concurrency}: {rate:.0f} runs/s, "
-              f"server CPU {cpu:.2f} ms per run")
+        for door, rate, cpu in http_throughput(args.seconds, args.concurrency):
+            print(f"HTTP input -> code -> output via {door}, concurrency {args.concurrency}: {rate:.0f} runs/s, "
+                  f"server CPU {cpu:.2f} ms per run")
 
 
 if __name__ == "__main__":

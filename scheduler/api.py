@@ -28,6 +28,8 @@ class TaskSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
     session_id = serializers.UUIDField(allow_null=True)
     workflow_id = serializers.UUIDField(allow_null=True)
+    workflow_version = serializers.IntegerField(allow_null=True, help_text="The workflow version it runs (null: "
+                                                "the latest).")
     missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED])
     model = serializers.CharField(allow_blank=True, help_text="The model the prompt goes to; empty: the session's, "
                                   "else the agent's default.")
@@ -44,6 +46,8 @@ class TaskInputSerializer(serializers.Serializer):
     timezone = serializers.CharField(max_length=64, required=False, default="UTC", help_text="An IANA zone.")
     session_id = serializers.UUIDField(required=False, allow_null=True, default=None)
     workflow_id = serializers.UUIDField(required=False, allow_null=True, default=None)
+    workflow_version = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                                help_text="Pin the workflow's version n (null: the latest).")
     missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED], required=False,
                                      default=ScheduledTask.RUN_ONCE)
     model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="",

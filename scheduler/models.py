@@ -32,6 +32,8 @@ class ScheduledTask(models.Model):
                                 related_name="scheduled_tasks")
     workflow = models.ForeignKey("workflows.Workflow", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="scheduled_tasks")
+    workflow_version = models.PositiveIntegerField(null=True, blank=True, help_text=(
+        "Run this version of the workflow (null: its latest at each run)."))
     missed = models.CharField(max_length=10, choices=MISSED, default=RUN_ONCE)
     # The model the prompt goes to (a catalogue entry or alias, agentsite.agent.routing); empty: the session's,
     # else the agent's default. Not for a workflow task: its llm nodes name their own.

@@ -72,5 +72,5 @@ async def _workflow(task: Any) -> str:
     # saying it ran out of time, not `cancelled` as if a client had hung up.
     limit = float(getattr(settings, "AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0))
     record = await runs.workflow_run_start(owner_id=task.owner_id, workflow_id=task.workflow_id, input_text=task.prompt,
-                                           time_limit=limit - min(1.0, limit / 10))
+                                           time_limit=limit - min(1.0, limit / 10), version=task.workflow_version)
     return runs.run_reply(record)

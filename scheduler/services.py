@@ -87,6 +87,18 @@ def _check_model(model: str, workflow_id: uuid.UUID | None) -> str:
     return model_checked(model)
 
 
+def _check_version(workflow_id: uuid.UUID | None, version: int | None) -> None:
+    """A pinned version needs a workflow that has it (a version, once made, is never deleted)."""
+    from workflows.models import WorkflowVersion
+
+    if version is None:
+        return
+    if workflow_id is None:
+        raise _invalid("workflow_version", "A version is pinned only with a workflow_id.")
+    if not WorkflowVersion.objects.filter(workflow_id=workflow_id, number=version).exists():
+        raise _invalid("workflow_version", f"The workflow has no version {version}.")
+
+
 def _check_targets(*, owner: AbstractBaseUser, session_id: uuid.UUID | None, workflow_id: uuid.UUID | None) -> None:
     from sessions_app.models import ChatSession
     from workflows.models import Workflow
@@ -101,19 +113,22 @@ def _schedule_next(task: ScheduledTask, *, now: datetime) -> None:
     task.next_run_at = next_after(task.cron, zone(task.timezone), now) if task.enabled else None
 
 
-TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "missed", "model")
+TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "workflow_version",
+               "missed", "model")
 
 
 def task_create(*, owner: AbstractBaseUser, name: str, cron: str, prompt: str, timezone_name: str = "UTC",
                 enabled: bool = True, session_id: uuid.UUID | None = None, workflow_id: uuid.UUID | None = None,
-                missed: str = ScheduledTask.RUN_ONCE, model: str = "") -> ScheduledTask:
+                missed: str = ScheduledTask.RUN_ONCE, model: str = "",
+                workflow_version: int | None = None) -> ScheduledTask:
     """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id`,
     `workflow_id` (another user's session or workflow included) or `model` (not in the model catalogue, or
     given with a workflow)."""
     task = ScheduledTask(owner=owner)
     return task_update(task=task, changes={"name": name, "cron": cron, "timezone": timezone_name, "prompt": prompt,
                                            "enabled": enabled, "session_id": session_id, "workflow_id": workflow_id,
-                                           "missed": missed, "model": model})
+                                           "missed": missed, "model": model,
+                                           "workflow_version": workflow_version})
 
 
 def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTask:
@@ -125,6 +140,8 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
     expression, _tz = _check_schedule(cron, timezone_name)
     _check_targets(owner=task.owner, session_id=changes.get("session_id", task.session_id),
                    workflow_id=changes.get("workflow_id", task.workflow_id))
+    _check_version(changes.get("workflow_id", task.workflow_id),
+                   changes.get("workflow_version", task.workflow_version))
     if "model" in changes or "workflow_id" in changes:
         changes = {**changes, "model": _check_model(changes.get("model", task.model),
                                                     changes.get("workflow_id", task.workflow_id))}

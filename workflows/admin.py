@@ -1,7 +1,7 @@
 from django.contrib import admin
-from django.utils import timezone
 
-from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
+from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
+from workflows.services import version_record_live
 
 
 class NodeInline(admin.TabularInline):
@@ -23,13 +23,17 @@ class WorkflowAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "owner__username"]
     inlines = [NodeInline, EdgeInline]
 
+    def save_related(self, request, form, formsets, change) -> None:
+        super().save_related(request, form, formsets, change)
+        version_record_live([form.instance.pk], "admin edit")
+
 
 class GraphPartAdmin(admin.ModelAdmin):
-    """A node or an edge edited alone still moves its workflow's updated_at, which is how every process
-    knows its cached graph is stale (workflows.selectors.workflow_runnable)."""
+    """A node or an edge edited alone still makes a new version of its workflow, which the next run runs (every
+    process reads the version number: workflows.selectors.workflow_runnable)."""
 
     def _touch(self, workflow_ids) -> None:
-        Workflow.objects.filter(pk__in=set(workflow_ids)).update(updated_at=timezone.now())
+        version_record_live(workflow_ids, "admin edit")
 
     def save_model(self, request, obj, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -56,6 +60,20 @@ class WorkflowNodeAdmin(GraphPartAdmin):
 class WorkflowEdgeAdmin(GraphPartAdmin):
     list_display = ["workflow", "source", "target"]
     search_fields = ["workflow__name"]
+
+
+@admin.register(WorkflowVersion)
+class WorkflowVersionAdmin(admin.ModelAdmin):
+    """Versions are records: read only (a restore goes through the API: it makes a new version)."""
+
+    list_display = ["workflow", "number", "note", "created_at"]
+    search_fields = ["workflow__name"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(WorkflowRun)

@@ -24,8 +24,9 @@ from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.core.taskqueue import enqueue_with_commit
 from agentsite.core.validation import json_object_body, validated
-from workflows import runs, selectors, services
-from workflows.models import WorkflowRun
+from workflows import approvals, runs, selectors, services
+from workflows.graph import holds_nul as graph_holds_nul
+from workflows.models import WorkflowApproval, WorkflowRun
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -43,7 +44,8 @@ class PositionSerializer(serializers.Serializer):
 class NodeSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="Unique within the workflow; edges and branches name it. Assigned when "
                                          "missing.")
-    type = serializers.ChoiceField(choices=["input", "llm", "tool", "condition", "code", "delay", "output"])
+    type = serializers.ChoiceField(choices=["input", "llm", "tool", "condition", "code", "delay",
+                                                    "output", "approval"])
     name = serializers.CharField(help_text="Unique within the workflow; `${name}` and context.outputs use it.")
     config = serializers.DictField(help_text="The type's keys (see the README), plus retry and onError.")
     position = PositionSerializer()
@@ -58,13 +60,33 @@ class WorkflowSummarySerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
+    version = serializers.IntegerField(help_text="Its latest version's number (each save makes the next).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+class VersionSummarySerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    note = serializers.CharField(allow_blank=True, help_text="What made it: create, update, node added, import, "
+                                 "restore of version n, admin edit.")
+    created_at = serializers.DateTimeField()
 
 
 class WorkflowSerializer(WorkflowSummarySerializer):
     nodes = NodeSerializer(many=True)
     edges = EdgeSerializer(many=True)
+
+
+class VersionSerializer(VersionSummarySerializer):
+    nodes = NodeSerializer(many=True)
+    edges = EdgeSerializer(many=True)
+
+
+def _version_data(version) -> dict[str, Any]:
+    return VersionSerializer({**VersionSummarySerializer(version).data, "nodes": version.graph.get("nodes", []),
+                              "edges": version.graph.get("edges", [])}).data
 
 
 class WorkflowInputSerializer(serializers.Serializer):
@@ -87,13 +109,15 @@ class NodeInputSerializer(serializers.Serializer):
 RunInputSerializer = type("RunInputSerializer", (serializers.Serializer,), {
     "input": serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=runs.MAX_INPUT_CHARS),
     "async": serializers.BooleanField(required=False, default=False, help_text="Queue the run (202)."),
-    "stream": serializers.BooleanField(required=False, default=False, help_text="Answer an SSE stream.")})
+    "stream": serializers.BooleanField(required=False, default=False, help_text="Answer an SSE stream."),
+    "version": serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                        help_text="Run this version (absent or null: the latest).")})
 
 
 class TraceSerializer(serializers.Serializer):
     node = serializers.CharField()
     type = serializers.CharField()
-    status = serializers.ChoiceField(choices=["running", "success", "error", "cancelled"])
+    status = serializers.ChoiceField(choices=["running", "waiting", "success", "error", "cancelled"])
     attempts = serializers.IntegerField()
     started_at = serializers.CharField()
     duration_ms = serializers.FloatField()
@@ -108,6 +132,8 @@ class RunErrorSerializer(serializers.Serializer):
 class RunSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     workflow_id = serializers.UUIDField()
+    version = serializers.IntegerField(allow_null=True, help_text="The workflow version it ran (null: before "
+                                       "versions).")
     status = serializers.ChoiceField(choices=[choice for choice, _ in WorkflowRun.STATUSES])
     input = serializers.CharField(allow_blank=True)
     outputs = serializers.DictField()
@@ -120,7 +146,8 @@ class RunSerializer(serializers.Serializer):
 
 class ExportSerializer(serializers.Serializer):
     format = serializers.CharField(default=selectors.EXPORT_FORMAT)
-    version = serializers.IntegerField(default=selectors.EXPORT_VERSION)
+    version = serializers.IntegerField(default=selectors.EXPORT_VERSION, help_text="The document format's.")
+    workflow_version = serializers.IntegerField(help_text="The workflow's version exported (its latest).")
     name = serializers.CharField()
     description = serializers.CharField(allow_blank=True)
     # The limits of a saved workflow (WorkflowInputSerializer), so an import is refused on its length first.
@@ -133,6 +160,8 @@ class ImportSerializer(serializers.Serializer):
     (id, config, position), as an older or hand-written export does."""
     format = serializers.CharField(help_text=f"{selectors.EXPORT_FORMAT!r}.")
     version = serializers.IntegerField(help_text=f"At most {selectors.EXPORT_VERSION}.")
+    workflow_version = serializers.IntegerField(required=False, allow_null=True, help_text=(
+        "The version it was exported at; noted in the imported workflow's version 1."))
     name = serializers.CharField(max_length=64)
     description = serializers.CharField(max_length=services.MAX_DESCRIPTION, required=False, allow_blank=True)
     nodes = NodeInputSerializer(many=True, required=False, max_length=500)
@@ -152,7 +181,8 @@ def run_data(run: WorkflowRun) -> dict[str, Any]:
     cost a synchronous run a twentieth of its server time (equality: tests/workflows/test_api.py)."""
     error = run.error
     return {
-        "id": str(run.pk), "workflow_id": str(run.workflow_id), "status": run.status, "input": run.input,
+        "id": str(run.pk), "workflow_id": str(run.workflow_id), "version": run.version, "status": run.status,
+        "input": run.input,
         "outputs": dict(run.outputs), "output": run.output,
         "error": None if error is None else {"node": error.get("node"), "message": str(error.get("message"))},
         "trace": [{key: _trace_value(key, entry.get(key)) for key in _TRACE_KEYS} for entry in run.trace],
@@ -245,6 +275,30 @@ class RunDetailView(APIView):
         return Response(run_data(selectors.run_get_for(owner=request.user, run_id=run_id)))
 
 
+class VersionListView(GenericAPIView):
+    serializer_class = VersionSummarySerializer
+
+    @extend_schema(responses={200: VersionSummarySerializer(many=True)})
+    def get(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        page = self.paginate_queryset(selectors.version_list_for(workflow=workflow))
+        return self.get_paginated_response(VersionSummarySerializer(page, many=True).data)
+
+
+class VersionDetailView(APIView):
+    @extend_schema(responses={200: VersionSerializer})
+    def get(self, request: Request, pk, number: int) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        return Response(_version_data(selectors.workflow_version_get(workflow=workflow, number=number)))
+
+
+class VersionRestoreView(APIView):
+    @extend_schema(request=None, responses={200: WorkflowSerializer})
+    def post(self, request: Request, pk, number: int) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        return Response(_workflow_data(services.workflow_version_restore(workflow=workflow, number=number)))
+
+
 class ExportView(APIView):
     @extend_schema(responses={200: ExportSerializer})
     def get(self, request: Request, pk) -> Response:
@@ -276,7 +330,8 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/workflows/:id/run: 200 with the finished run, 202 queued (`async`), or an SSE stream."""
     data = validated(RunInputSerializer, json_object_body(request))
     queued = bool(data.get("async"))
-    record = await db(_run_start, owner=user, workflow_id=pk, input_text=data["input"], queued=queued)
+    record = await db(_run_start, owner=user, workflow_id=pk, input_text=data["input"], queued=queued,
+                      version=data.get("version"))
     if queued:
         return JsonResponse(run_data(record), status=202)
     if data.get("stream"):
@@ -289,8 +344,9 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
 run = async_post_view(_run, schema_view=RunSchemaView)
 
 
-def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool) -> WorkflowRun:
-    workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id)
+def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool,
+               version: int | None = None) -> WorkflowRun:
+    workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id, version=version)
     if workflow is None:
         raise AppError("not_found", "No such workflow.", 404)
     with transaction.atomic():
@@ -310,7 +366,11 @@ async def _run_stream(record: WorkflowRun) -> AsyncIterator[bytes]:
                 yield KEEPALIVE
                 continue
             kind, data = item
-            yield sse_event({"run": run_data(data)} if kind == "done" else data, kind)
+            if kind == "done":
+                data = {"run": run_data(data)}
+            elif kind == "approval_requested":
+                data = {"run": run_data(data[0]), "approvals": [approval_data(item) for item in data[1]]}
+            yield sse_event(data, kind)
     except Exception as exc:  # a boundary: a started stream ends with one error event
         logger.exception("The workflow stream failed")
         interruption.failed(exc)
@@ -320,3 +380,64 @@ async def _run_stream(record: WorkflowRun) -> AsyncIterator[bytes]:
         # The server's own wording for a failure (as in every /api 500): the dashboard prefixes "The run
         # failed: ", which a message saying the same again doubled.
         yield sse_event({"code": "internal_error", "message": "The server failed; the error was logged."}, "error")
+
+
+# --- approvals ----------------------------------------------------------------------------------------
+
+class ApprovalSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    run_id = serializers.UUIDField()
+    workflow_id = serializers.UUIDField()
+    workflow_name = serializers.CharField()
+    node = serializers.CharField(help_text="The approval node's name.")
+    prompt = serializers.CharField(allow_blank=True)
+    approvers = serializers.ListField(child=serializers.CharField(), help_text="User names.")
+    status = serializers.ChoiceField(choices=[choice for choice, _ in WorkflowApproval.STATUSES])
+    decision = serializers.ChoiceField(choices=["approve", "reject"], allow_null=True)
+    comment = serializers.CharField(allow_blank=True)
+    data = serializers.JSONField(allow_null=True)
+    by = serializers.CharField(allow_null=True, help_text="Who decided; null for a timeout or undecided.")
+    on_timeout = serializers.CharField(help_text='"reject" or "approve": what its timeout decides.')
+    expires_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class DecisionSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "reject"])
+    comment = serializers.CharField(required=False, allow_blank=True, max_length=approvals.MAX_COMMENT,
+                                    trim_whitespace=False)
+    data = serializers.JSONField(required=False, allow_null=True, help_text="Any JSON, handed on in the output.")
+
+
+def approval_data(approval: WorkflowApproval) -> dict[str, Any]:
+    return ApprovalSerializer({
+        "id": approval.pk, "run_id": approval.run_id, "workflow_id": approval.run.workflow_id,
+        "workflow_name": approval.run.workflow.name, "node": approval.node_name, "prompt": approval.prompt,
+        "approvers": sorted(user.get_username() for user in approval.approvers.all()), "status": approval.status,
+        "decision": approval.decision, "comment": approval.comment, "data": approval.data,
+        "by": approval.decided_by.get_username() if approval.decided_by else None,
+        "on_timeout": approval.on_timeout, "expires_at": approval.expires_at, "created_at": approval.created_at,
+        "decided_at": approval.decided_at}).data
+
+
+class ApprovalListView(GenericAPIView):
+    serializer_class = ApprovalSerializer
+
+    @extend_schema(responses={200: ApprovalSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(approvals.approvals_for(user=request.user))
+        return self.get_paginated_response([approval_data(item) for item in page])
+
+
+class ApprovalDecideView(APIView):
+    @extend_schema(request=DecisionSerializer, responses={
+        200: ApprovalSerializer, 404: OpenApiResponse(description="No such approval, or you are not an approver."),
+        409: OpenApiResponse(description="`conflict`: already decided.")})
+    def post(self, request: Request, approval_id) -> Response:
+        data = validated(DecisionSerializer, request.data)
+        if "data" in data and graph_holds_nul(data["data"]):
+            raise AppError("invalid", "data cannot hold NUL characters.", 400, {"data": ["NUL characters."]})
+        approval = approvals.approval_decide(approval_id=approval_id, user=request.user, decision=data["decision"],
+                                             comment=data.get("comment", ""), data=data.get("data"))
+        return Response(approval_data(approval))

@@ -14,6 +14,12 @@ How a run walks the graph (docs/api.md "Execution"):
   attempt cannot help (a SandboxError of kind "budget": the run's sandbox time is spent); after the last attempt,
   `onError: "continue"` makes its output null and the run goes on, otherwise the run stops with `error`
   and the nodes still running are cancelled.
+- An approval node (a type whose `pauses` is set) does not run: reaching it records it in `pending` with
+  what its approvers are asked, and the rest of the graph goes on as far as it can without it. A run that
+  ends with pending approvals ends `waiting`; `state()` is then all a later execution needs to go on. A
+  resumed execution (`done` from that state, `decided` the approval nodes' outputs) replays the finished
+  nodes' outputs without running them again, gives each decided approval node its decision as output, and
+  runs the rest; an approval node still undecided stays pending.
 - Cancelling the task that awaits `Execution.run()` cancels every running node (an LLM request closes
   at once); the execution's `trace` and `outputs` then hold what had happened.
 """
@@ -21,6 +27,7 @@ How a run walks the graph (docs/api.md "Execution"):
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import time
@@ -107,7 +114,8 @@ def plan(graph: Graph) -> tuple[Node, dict[str, list[str]], dict[str, int]]:
 class Execution:
     """One run of a graph. Create it, await `run()` once; read `status`, `outputs`, `output`, `error`, `trace`."""
 
-    def __init__(self, graph: Graph, ctx: RunContext, *, max_concurrency: int = MAX_CONCURRENCY):
+    def __init__(self, graph: Graph, ctx: RunContext, *, max_concurrency: int = MAX_CONCURRENCY,
+                 done: dict[str, dict[str, Any]] | None = None, decided: dict[str, Any] | None = None):
         self.graph = graph
         self.ctx = ctx
         self.nodes = graph.by_id()
@@ -119,6 +127,15 @@ class Execution:
         self.error: Failure | None = None
         self._slots = asyncio.Semaphore(max_concurrency)
         self._tasks: dict[asyncio.Task, str] = {}
+        self.replayed = dict(done or {})  # node id -> {output, targets}: finished in an earlier execution
+        self.decided = dict(decided or {})  # approval node id -> its output (the decision)
+        self.done: dict[str, dict[str, Any]] = {}  # node id -> {output, targets}, every node settled so far
+        self.pending: dict[str, dict[str, Any]] = {}  # approval node id -> what its request() asked
+        self._ready: collections.deque[tuple[str, Any, list[str] | None]] = collections.deque()
+
+    def state(self) -> dict[str, Any]:
+        """What a resumed execution needs (JSON): the settled nodes' outputs and routes."""
+        return {"done": self.done}
 
     @property
     def outputs(self) -> dict[str, Any]:
@@ -126,12 +143,14 @@ class Execution:
 
     async def run(self) -> str:
         """Run to the end; returns the status (success | error). Cancelling it cancels the running nodes."""
-        self._launch(self.start.id, self.ctx.input)
         try:
+            self._launch(self.start.id, self.ctx.input)
+            self._drain()
             while self._tasks:
                 done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     self._settle(self._tasks.pop(task), task)
+                self._drain()
         except _Stop as stop:
             self.status, self.error = "error", stop.failure
             await self._cancel_running()
@@ -139,16 +158,51 @@ class Execution:
         except BaseException:
             await self._cancel_running()
             raise
-        self.status = "success"
+        self.status = "waiting" if self.pending else "success"
         return self.status
 
+    def _drain(self) -> None:
+        """Settle the nodes whose outputs are known without running them (replayed, decided), iteratively:
+        a long chain of them must not recurse."""
+        while self._ready:
+            node_id, output, targets = self._ready.popleft()
+            self._settle_output(node_id, output, targets)
+
     def _launch(self, node_id: str, value: Any) -> None:
+        if node_id in self.replayed:
+            record = self.replayed[node_id]
+            self._ready.append((node_id, record.get("output"), record.get("targets")))
+            return
+        node = self.nodes[node_id]
+        kind = node_type(node.type)
+        if kind is not None and kind.pauses:
+            if node_id in self.decided:
+                self.trace.append(TraceEntry(node.name, node.type, status="success", attempts=1,
+                                             started_at=_now_iso()))
+                self.ctx.emit("node_finished", {"node": node.name, "status": "success", "duration_ms": 0.0,
+                                                "output": self.decided[node_id]})
+                self._ready.append((node_id, self.decided[node_id], None))
+                return
+            self.ctx.emit("node_started", {"node": node.name})
+            try:
+                self.pending[node_id] = kind.request(node, value, self.ctx)
+            except Exception as exc:  # a boundary, as in _attempts: its failure, in words
+                entry = TraceEntry(node.name, node.type, status="error", attempts=1, started_at=_now_iso(),
+                                   error=failure_message(exc))
+                self.trace.append(entry)
+                raise _Stop(Failure(node.name, entry.error or "The node failed.")) from None
+            self.trace.append(TraceEntry(node.name, node.type, status="waiting", attempts=1, started_at=_now_iso()))
+            return
         task = asyncio.create_task(self._execute(self.nodes[node_id], value), name=f"workflow-node:{node_id}")
         self._tasks[task] = node_id
 
     def _settle(self, node_id: str, task: asyncio.Task) -> None:
         outcome = task.result()  # raises _Stop for a failed node
-        output, targets = (outcome.output, outcome.targets) if isinstance(outcome, Routed) else (outcome, None)
+        output, targets = (outcome.output, sorted(outcome.targets)) if isinstance(outcome, Routed) else (outcome, None)
+        self._settle_output(node_id, output, targets)
+
+    def _settle_output(self, node_id: str, output: Any, targets: list[str] | None) -> None:
+        self.done[node_id] = {"output": output, "targets": targets}
         node = self.nodes[node_id]
         self.ctx.outputs[node.name] = output
         if node.type == "output":

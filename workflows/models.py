@@ -18,6 +18,8 @@ class Workflow(models.Model):
     description = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(default=0, help_text=(
+        "The number of its latest version (WorkflowVersion): each save makes the next one."))
 
     class Meta:
         ordering = ["name"]
@@ -30,7 +32,7 @@ class Workflow(models.Model):
 class WorkflowNode(models.Model):
     """One node. `node_id` is the id edges and branches name (the client's own, or assigned)."""
 
-    TYPES = [(name, name) for name in ("input", "llm", "tool", "condition", "code", "delay", "output")]
+    TYPES = [(name, name) for name in ("input", "llm", "tool", "condition", "code", "delay", "output", "approval")]
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=64)
@@ -68,11 +70,33 @@ class WorkflowEdge(models.Model):
         return f"{self.source} -> {self.target}"
 
 
+class WorkflowVersion(models.Model):
+    """One saved state of a workflow, never changed once written: each save (create, update, node add, import,
+    restore, an admin edit) makes the next number, 1 first. A run records the number it ran and runs that
+    version's graph; a restore makes a new version equal to an older one (numbers only grow)."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    name = models.CharField(max_length=64)
+    description = models.TextField(blank=True, default="")
+    graph = models.JSONField(default=dict, help_text="{nodes, edges} as the API shows them.")
+    note = models.CharField(max_length=200, blank=True, default="", help_text="What made it (create, update, ...).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "number"], name="workflow_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} v{self.number}"
+
+
 class WorkflowRun(models.Model):
     """One run. It keeps the graph it ran, so later edits of the workflow do not change its record."""
 
     QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED = "queued", "running", "success", "error", "cancelled"
-    STATUSES = [(status, status) for status in (QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED)]
+    WAITING = "waiting"  # stopped at approval nodes: nothing runs it until they are decided (queued again then)
+    STATUSES = [(status, status) for status in (QUEUED, RUNNING, WAITING, SUCCESS, ERROR, CANCELLED)]
     FINAL = (SUCCESS, ERROR, CANCELLED)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -81,10 +105,14 @@ class WorkflowRun(models.Model):
     status = models.CharField(max_length=12, choices=STATUSES, default=QUEUED)
     input = models.TextField(blank=True, default="")
     graph = models.JSONField(default=dict, help_text="The nodes and edges this run ran.")
+    version = models.PositiveIntegerField(null=True, blank=True, help_text=(
+        "The workflow version it ran (null: a run from before versions)."))
     outputs = models.JSONField(default=dict, blank=True)
     output = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True, help_text="{node, message} when the run failed.")
     trace = models.JSONField(default=list, blank=True)
+    state = models.JSONField(default=dict, blank=True, help_text=(
+        "A waiting run's engine state: {done: {node id: {output, targets}}}, what a resumed run replays."))
     created_at = models.DateTimeField(auto_now_add=True)
     process = models.CharField(max_length=200, blank=True, default="", help_text=(
         "The process running it (agentsite.core.processes): if that process dies, the run is marked error."))
@@ -98,3 +126,85 @@ class WorkflowRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_id} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class WorkflowApproval(models.Model):
+    """A decision a run waits for at one approval node. Pending until an approver (or its timeout) decides it;
+    decided once (a second decision is refused). Its approvers are users: only they see and decide it."""
+
+    PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+    STATUSES = [(status, status) for status in (PENDING, APPROVED, REJECTED)]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(WorkflowRun, on_delete=models.CASCADE, related_name="approvals")
+    node_id = models.CharField(max_length=64)
+    node_name = models.CharField(max_length=64)
+    prompt = models.TextField(blank=True, default="")
+    approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="workflow_approvals")
+    status = models.CharField(max_length=10, choices=STATUSES, default=PENDING)
+    on_timeout = models.CharField(max_length=10, default="reject")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True, default="")
+    data = models.JSONField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "expires_at"], name="workflow_approval_due")]
+
+    def __str__(self) -> str:
+        return f"{self.node_name} {self.status}"
+
+    @property
+    def decision(self) -> str | None:
+        return {self.APPROVED: "approve", self.REJECTED: "reject"}.get(self.status)
+
+    def output(self) -> dict:
+        """The approval node's output once decided."""
+        return {"decision": self.decision, "comment": self.comment, "data": self.data,
+                "by": self.decided_by.get_username() if self.decided_by_id and self.decided_by else None}
+
+
+class WorkflowTrigger(models.Model):
+    """A way for another system to start the workflow: `POST /hooks/<id>` (kind "webhook").
+
+    The secret is never stored: it is derived from the server's SECRET_KEY and this trigger's random `nonce`
+    (workflows.triggers.secret_of), so the HMAC check has the secret itself while a copy of the database alone
+    gives none. A rotation draws a new nonce, so the old secret stops working at once, in every process (each
+    request reads the trigger's row). Changing SECRET_KEY changes every trigger's secret (rotate them after).
+    """
+
+    WEBHOOK = "webhook"
+    SYNC, ASYNC = "sync", "async"
+    MODES = [(SYNC, SYNC), (ASYNC, ASYNC)]
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="triggers")
+    kind = models.CharField(max_length=20, default=WEBHOOK, choices=[(WEBHOOK, WEBHOOK)])
+    enabled = models.BooleanField(default=True)
+    mode = models.CharField(max_length=5, choices=MODES, default=SYNC)
+    version = models.PositiveIntegerField(null=True, blank=True, help_text="Run this version (null: the latest).")
+    rate_per_minute = models.PositiveIntegerField(default=60, help_text="Requests a minute it accepts.")
+    nonce = models.CharField(max_length=64, help_text="With SECRET_KEY, derives the secret (never the secret).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workflow_id", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id}"
+
+
+class WebhookSignature(models.Model):
+    """A webhook signature already accepted (the replay store without Redis): refused if seen again until it
+    expires, after the timestamp window has closed on it."""
+
+    digest = models.CharField(max_length=64, primary_key=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.digest

@@ -101,6 +101,12 @@ class NodeType:
     name: ClassVar[str]
     config: ClassVar[dict[str, ConfigKey]] = {}
     referencing: ClassVar[tuple[str, ...]] = ()  # config keys whose ${name} references are resolved
+    # A type that pauses the run (approval): the engine never calls run(); reaching the node calls request(),
+    # which returns what to ask (JSON), and the node's output is given later (the decision).
+    pauses: ClassVar[bool] = False
+
+    def request(self, node: Node, value: Any, ctx: RunContext) -> dict[str, Any]:
+        raise NotImplementedError
 
     def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
         found = self._config_problems(node)
@@ -294,8 +300,47 @@ def format_output(value: Any, output_format: str) -> Any:
     return value
 
 
+MAX_APPROVAL_TIMEOUT_S = 90 * 24 * 3600
+MAX_APPROVERS = 50
+TIMEOUT_DECISIONS = ("reject", "approve")
+
+
+class ApprovalNode(NodeType):
+    """A person decides: the run waits (`waiting`) until one of `approvers` (user names; none: the owner)
+    approves or rejects, or `timeout_s` passes (then `on_timeout` decides). Its output is
+    {decision: "approve"|"reject", comment, data, by} (by: the approver's name; null when it timed out)."""
+
+    name = "approval"
+    config = {"prompt": ConfigKey((str,), description="What the approvers are asked; ${name} is replaced."),
+              "approvers": ConfigKey((list,), description="User names; absent or empty: the owner."),
+              "timeout_s": ConfigKey((int,), description=f"1-{MAX_APPROVAL_TIMEOUT_S}; absent: no timeout."),
+              "on_timeout": ConfigKey((str,), description='"reject" (default) or "approve".')}
+    referencing = ("prompt",)
+    pauses = True
+
+    def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
+        found = super().problems(node, graph, compile_check)
+        approvers = node.config.get("approvers")
+        if isinstance(approvers, list) and (len(approvers) > MAX_APPROVERS or not all(
+                isinstance(item, str) and 0 < len(item) <= 150 for item in approvers)):
+            found.append(f"config.approvers must be a list of at most {MAX_APPROVERS} user names.")
+        timeout = node.config.get("timeout_s")
+        if isinstance(timeout, int) and not _int_between(timeout, 1, MAX_APPROVAL_TIMEOUT_S):
+            found.append(f"config.timeout_s must be from 1 to {MAX_APPROVAL_TIMEOUT_S}.")
+        if node.config.get("on_timeout", "reject") not in TIMEOUT_DECISIONS:
+            found.append('config.on_timeout must be "reject" or "approve".')
+        if "retry" in node.config:
+            found.append("an approval node takes no retry (a person decides once).")
+        return found
+
+    def request(self, node: Node, value: Any, ctx: RunContext) -> dict[str, Any]:
+        return {"prompt": substitute(node.config.get("prompt") or "", ctx),
+                "approvers": list(node.config.get("approvers") or []),
+                "timeout_s": node.config.get("timeout_s"), "on_timeout": node.config.get("on_timeout", "reject")}
+
+
 NODE_TYPES: dict[str, NodeType] = {kind.name: kind() for kind in (
-    InputNode, LlmNode, ToolNode, ConditionNode, CodeNode, DelayNode, OutputNode)}
+    InputNode, LlmNode, ToolNode, ConditionNode, CodeNode, DelayNode, OutputNode, ApprovalNode)}
 
 
 def node_type(name: str) -> NodeType | None:

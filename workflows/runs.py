@@ -23,7 +23,7 @@ from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, Tool
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
-from workflows import selectors, services
+from workflows import approvals, selectors, services
 from workflows.engine import MAX_DEPTH, Execution
 from workflows.graph import Graph
 from workflows.models import WorkflowRun
@@ -69,8 +69,12 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
     `error` saying so. A run whose task is cancelled is stored before the cancellation goes on: `cancelled`,
     or `error` when `interruption` says the server stopped it for a failure."""
     depth = _depth.get()
+    done = (run.state or {}).get("done")
+    # A resumed run (it waited for approvals): its finished nodes replay, its decided approvals give outputs.
+    decided = await db(approvals.decisions_of_run, run_id=run.pk) if done is not None else None
     execution = Execution(Graph.from_dict(run.graph),
-                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth))
+                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth),
+                          done=done, decided=decided)
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     try:
         async with asyncio.timeout(time_limit):
@@ -90,14 +94,22 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
 
 
 async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:
+    # A resumed run's trace: what ran before it waited (the waiting entries are now decided), then the rest.
+    before = [entry for entry in run.trace if entry.get("status") != "waiting"] if execution.replayed else []
+    trace = before + [entry.as_dict() for entry in execution.trace]
+    if status == WorkflowRun.WAITING:
+        return await db(approvals.run_wait, run=run, outputs=dict(execution.outputs), output=execution.output,
+                        trace=trace, state=execution.state(), pending=execution.pending)
     return await db(services.run_finish, run=run, status=status, outputs=dict(execution.outputs),
-                    output=execution.output, error=error, trace=[entry.as_dict() for entry in execution.trace])
+                    output=execution.output, error=error, trace=trace)
 
 
 async def workflow_run_events(*, run: WorkflowRun, interruption: Interruption | None = None,
                               ) -> AsyncIterator[tuple[str, Any]]:
     """A streamed run's events: `run_started`, `node_started`, `delta`, `node_finished`, then `done` with the
-    stored run; each event's data is JSON. Closing or cancelling the stream cancels the run, stored
+    stored run, or (a run that stopped at approval nodes) `approval_requested` with the stored run and its
+    pending approvals, and the stream ends (the run goes on once they are decided); each event's data is JSON.
+    Closing or cancelling the stream cancels the run, stored
     `cancelled` (the client hung up) unless `interruption` was told of a failure first (stored `error`)."""
     queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
     yield "run_started", {"run_id": str(run.pk)}
@@ -107,7 +119,11 @@ async def workflow_run_events(*, run: WorkflowRun, interruption: Interruption | 
     try:
         while (item := await queue.get()) is not None:
             yield item
-        yield "done", task.result()
+        finished = task.result()
+        if finished.status == WorkflowRun.WAITING:
+            yield "approval_requested", (finished, await db(approvals.approvals_of_run, run_id=finished.pk))
+        else:
+            yield "done", finished
     finally:
         if not task.done():
             task.cancel()
@@ -125,24 +141,27 @@ def check_input(value: Any) -> str:
 
 
 async def workflow_run_by_name(*, owner_id: int, name: str, input_text: str, emit: Emit | None = None,
-                               time_limit: float | None = None) -> WorkflowRun:
-    """Run the owner's workflow of this name now (the /v1 model and the tool). Raises AppError 404."""
+                               time_limit: float | None = None, version: int | None = None) -> WorkflowRun:
+    """Run the owner's workflow of this name now (the /v1 model and the tool), at `version` (None: the latest).
+    Raises AppError 404."""
     return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit,
-                                    time_limit=time_limit)
+                                    time_limit=time_limit, version=version)
 
 
 async def workflow_run_start(*, owner_id: int, input_text: str, workflow_id: uuid.UUID | None = None,
                              name: str | None = None, emit: Emit | None = None,
-                             time_limit: float | None = None) -> WorkflowRun:
-    """Run the owner's workflow (by id or by name) now and store the run (past `time_limit` seconds: stopped,
-    stored `error`). Raises AppError 404."""
+                             time_limit: float | None = None, version: int | None = None) -> WorkflowRun:
+    """Run the owner's workflow (by id or by name) now, at `version` (None: the latest), and store the run (past
+    `time_limit` seconds: stopped, stored `error`). Raises AppError 404 (no such workflow, or version)."""
     text = check_input(input_text)
-    run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text)
+    run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text,
+                   version=version)
     return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
 
 
-def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str) -> WorkflowRun:
-    workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name)
+def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str,
+                version: int | None = None) -> WorkflowRun:
+    workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name, version=version)
     if workflow is None:
         raise AppError("not_found", f"You have no workflow named {name!r}." if name is not None
                        else "The workflow no longer exists.", 404)
@@ -153,6 +172,10 @@ def run_reply(run: WorkflowRun) -> str:
     """A finished run as one text answer: its output, or why it failed."""
     if run.status == WorkflowRun.SUCCESS:
         return as_text(run.output)
+    if run.status == WorkflowRun.WAITING:
+        raise AppError("workflow_waiting", f"The workflow is waiting for an approval (run {run.pk}); it goes on "
+                       "once its approvers decide (GET /api/approvals), and its output is then in the run.", 409,
+                       {"run_id": str(run.pk)})
     message = (run.error or {}).get("message", "The workflow did not finish.")
     node = (run.error or {}).get("node")
     raise AppError("workflow_failed", f"The workflow failed at {node!r}: {message}" if node else message, 502,
@@ -199,9 +222,22 @@ def workflow_tool(name: str) -> Tool:
 
 # --- the workflow as a /v1 model (`workflow:<name>`) ---------------------------------------------------
 
+def parse_model_name(rest: str) -> tuple[str, int | None]:
+    """`<name>` or `<name>@<n>` (after `workflow:`) as (name, version or None). A name never holds `@`, so a
+    suffix that is not a positive number is a model that does not exist (AppError 404 `model_not_found`)."""
+    name, at, number = rest.partition("@")
+    if not at:
+        return name, None
+    if not number.isdigit() or int(number) < 1:
+        raise AppError("model_not_found", f"The model {MODEL_PREFIX + rest!r} does not exist: after '@' comes a "
+                       "version number (workflow:<name>@<n>).", 404)
+    return name, int(number)
+
+
 class WorkflowModelSource(ModelSource):
-    """Each of the caller's workflows as the model `workflow:<name>`: the last user message is the input, the
-    output node's value the reply."""
+    """Each of the caller's workflows as the model `workflow:<name>` (its latest version) and, not listed,
+    `workflow:<name>@<n>` (version n): the last user message is the input, the output node's value the
+    reply."""
 
     prefix = MODEL_PREFIX
 
@@ -211,13 +247,13 @@ class WorkflowModelSource(ModelSource):
         return [MODEL_PREFIX + name for name in await db(selectors.workflow_names_for, owner_id=user_id)]
 
     async def stream(self, model: str, messages: list[Message], user_id: int | None) -> AsyncIterator[StreamEvent]:
-        name = model[len(MODEL_PREFIX):]
         if user_id is None:
             raise AppError("model_not_found", f"The model {model!r} does not exist for this caller; send a dashboard "
                            "token as the API key to use your workflows.", 404)
+        name, version = parse_model_name(model[len(MODEL_PREFIX):])
         text = next((message.text for message in reversed(messages) if message.role == "user"), "")
         try:
-            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text)
+            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text, version=version)
         except AppError as exc:
             if exc.status == 404:
                 raise AppError("model_not_found", f"The model {model!r} does not exist; GET /v1/models lists the "

@@ -10,7 +10,7 @@ from django.db.models import Prefetch, QuerySet
 
 from agentsite.core.errors import AppError
 from workflows.graph import Edge, Graph, Node
-from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
+from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -35,58 +35,71 @@ def workflow_get_for(*, owner: AbstractBaseUser | int, workflow_id: uuid.UUID) -
 
 @dataclass(frozen=True)
 class Runnable:
-    """What a run needs of its workflow: the graph as of its stamp (`updated_at` as the database returns it)."""
+    """What a run needs of its workflow: one version's graph (`version` 0: a workflow saved without versions,
+    run from its stored nodes)."""
 
     id: uuid.UUID
     owner_id: int
     name: str
-    stamp: Any
+    version: int
     graph: Graph
 
 
-# workflow id -> Runnable, per process. Every change of a workflow's nodes or edges moves its updated_at
-# (services, admin), so one light query tells whether the cached graph is current, in every process.
-_runnables: dict[Any, Runnable] = {}
+# (workflow id, version) -> Runnable, per process. A version never changes once written, so an entry never goes
+# stale; every save makes a new version number (services.version_record, the admin too), so one light query
+# for the workflow's row tells which graph is current, in every process.
+_runnables: dict[tuple[Any, int], Runnable] = {}
 RUNNABLES_KEPT = 1000
 
 
-def workflow_runnable(*, owner_id: int, workflow_id: uuid.UUID | None = None,
-                      name: str | None = None) -> Runnable | None:
-    """The owner's workflow (by id or by name) ready to run, or None. Reads one row when its graph is cached.
-
-    The stamp is read before the nodes and edges: a change committed in between leaves a newer graph under
-    an older stamp, which the next call replaces; never an older graph under a newer stamp.
-    """
+def workflow_runnable(*, owner_id: int, workflow_id: uuid.UUID | None = None, name: str | None = None,
+                      version: int | None = None) -> Runnable | None:
+    """The owner's workflow (by id or by name) ready to run, at `version` (None: its latest), or None when the
+    owner has no such workflow. Reads one row when the graph is cached. Raises AppError 404 `not_found` when
+    the workflow has no such version."""
     row = _stamp_row(owner_id, workflow_id, name)
     if row is None:
         return None
-    raw_pk, found_name, stamp = row
+    raw_pk, found_name, latest = row
     pk = Workflow._meta.pk.to_python(raw_pk)
-    cached = _runnables.get(pk)
-    if cached is not None and cached.stamp == stamp and cached.name == found_name:
+    number = latest if version is None else version
+    if version is not None and not 1 <= version <= latest:
+        raise AppError("not_found", f"The workflow {found_name!r} has no version {version} (its latest is "
+                       f"{latest}).", 404, {"version": [f"1 to {latest}."]})
+    cached = _runnables.get((pk, number))
+    if cached is not None and cached.name == found_name and cached.owner_id == owner_id:
         return cached
-    nodes = WorkflowNode.objects.filter(workflow_id=pk).order_by("order")
-    edges = WorkflowEdge.objects.filter(workflow_id=pk).order_by("order")
-    graph = Graph(tuple(Node(node.node_id, node.type, node.name, node.config,
-                             {"x": node.position_x, "y": node.position_y}) for node in nodes),
-                  tuple(Edge(edge.source, edge.target) for edge in edges))
-    if len(_runnables) >= RUNNABLES_KEPT:
-        _runnables.clear()
-    runnable = _runnables[pk] = Runnable(pk, owner_id, found_name, stamp, graph)
+    if number:
+        stored = WorkflowVersion.objects.filter(workflow_id=pk, number=number).values_list("graph", flat=True)
+        graph = Graph.from_dict(stored.get())
+    else:
+        graph = _live_graph(pk)
+    runnable = Runnable(pk, owner_id, found_name, number, graph)
+    if number:  # the live graph of a workflow without versions is read every time
+        if len(_runnables) >= RUNNABLES_KEPT:
+            _runnables.clear()
+        _runnables[(pk, number)] = runnable
     return runnable
 
 
-def _stamp_row(owner_id: int, workflow_id: uuid.UUID | None, name: str | None) -> tuple[Any, str, Any] | None:
-    """(id, name, updated_at) of the owner's workflow as the database returns them, by a statement written once.
+def _live_graph(pk: Any) -> Graph:
+    nodes = WorkflowNode.objects.filter(workflow_id=pk).order_by("order")
+    edges = WorkflowEdge.objects.filter(workflow_id=pk).order_by("order")
+    return Graph(tuple(Node(node.node_id, node.type, node.name, node.config,
+                            {"x": node.position_x, "y": node.position_y}) for node in nodes),
+                 tuple(Edge(edge.source, edge.target) for edge in edges))
+
+
+def _stamp_row(owner_id: int, workflow_id: uuid.UUID | None, name: str | None) -> tuple[Any, str, int] | None:
+    """(id, name, version) of the owner's workflow as the database returns them, by a statement written once.
 
     Every run reads this row; through the ORM (`.first()`: a query built, ordered and compiled each time) it
-    cost ~0.9 ms of CPU, a fifth of a small run's. The values are compared, never shown: the stamp needs no
-    conversion, the id goes through the field's own `to_python`.
+    cost ~0.9 ms of CPU, a fifth of a small run's. The id goes through the field's own `to_python`.
     """
     from django.db import connection
 
     meta, quote = Workflow._meta, connection.ops.quote_name
-    columns = ", ".join(quote(meta.get_field(field).column) for field in ("id", "name", "updated_at"))
+    columns = ", ".join(quote(meta.get_field(field).column) for field in ("id", "name", "version"))
     if workflow_id is not None:
         key, value = "id", meta.pk.get_db_prep_value(meta.pk.to_python(workflow_id), connection)
     else:
@@ -112,8 +125,21 @@ def workflow_graph(workflow: Workflow) -> Graph:
 
 
 def workflow_export(workflow: Workflow) -> dict[str, Any]:
-    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "name": workflow.name,
-            "description": workflow.description, **workflow_graph(workflow).as_dict()}
+    """The export document: `version` is the document format's, `workflow_version` the workflow's own."""
+    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "workflow_version": workflow.version,
+            "name": workflow.name, "description": workflow.description, **workflow_graph(workflow).as_dict()}
+
+
+def version_list_for(*, workflow: Workflow) -> QuerySet[WorkflowVersion]:
+    return WorkflowVersion.objects.filter(workflow=workflow).order_by("-number")
+
+
+def workflow_version_get(*, workflow: Workflow, number: int) -> WorkflowVersion:
+    """One version of the (already owner-checked) workflow; raises AppError 404 when it has no such number."""
+    found = WorkflowVersion.objects.filter(workflow=workflow, number=number).first()
+    if found is None:
+        raise AppError("not_found", f"This workflow has no version {number}.", 404)
+    return found
 
 
 def workflow_names_for(*, owner_id: int) -> list[str]:

@@ -12,7 +12,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentsite.agent.config import get_settings
@@ -30,7 +31,7 @@ from workflows.graph import (
     nodes_from_wire,
     validate,
 )
-from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun
+from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
 from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, Runnable, workflow_get_for, workflow_graph
 
 if TYPE_CHECKING:
@@ -107,8 +108,28 @@ def _store_graph(workflow: Workflow, graph: Graph) -> None:
                                                    order=order) for order, edge in enumerate(graph.edges)])
 
 
+def version_record(workflow: Workflow, graph: Graph, note: str) -> WorkflowVersion:
+    """The next version of `workflow` (its name and description as saved, this graph). Call it inside the
+    save's transaction: the increment locks the workflow's row, so concurrent saves get distinct numbers, and a
+    failed save leaves no version."""
+    Workflow.objects.filter(pk=workflow.pk).update(version=F("version") + 1, updated_at=timezone.now())
+    number = Workflow.objects.values_list("version", flat=True).get(pk=workflow.pk)
+    workflow.version = number
+    return WorkflowVersion.objects.create(workflow_id=workflow.pk, number=number, name=workflow.name,
+                                          description=workflow.description, graph=graph.as_dict(), note=note)
+
+
+def version_record_live(workflow_ids: Any, note: str) -> None:
+    """A version of each workflow from its stored nodes and edges (an edit made outside these services: the
+    Django admin), so the next run, which runs the latest version, runs what was edited."""
+    for workflow in Workflow.objects.filter(pk__in=set(workflow_ids)):
+        with transaction.atomic():
+            current = workflow_get_for(owner=workflow.owner_id, workflow_id=workflow.pk)
+            version_record(current, workflow_graph(current), note)
+
+
 def workflow_create(*, owner: AbstractBaseUser, name: Any, description: str = "", nodes: Any = None,
-                    edges: Any = None) -> Workflow:
+                    edges: Any = None, note: str = "create") -> Workflow:
     """Create a workflow (an empty one gets an input node). Raises AppError 400 `invalid`, 409 `conflict`."""
     name = _check_name(name)
     if nodes is None and edges is None:
@@ -118,12 +139,13 @@ def workflow_create(*, owner: AbstractBaseUser, name: Any, description: str = ""
         with transaction.atomic():
             workflow = Workflow.objects.create(owner=owner, name=name, description=description)
             _store_graph(workflow, graph)
+            version_record(workflow, graph, note)
     except IntegrityError:
         raise _conflict(name) from None
     return workflow_get_for(owner=owner, workflow_id=workflow.pk)
 
 
-def workflow_update(*, workflow: Workflow, changes: dict[str, Any]) -> Workflow:
+def workflow_update(*, workflow: Workflow, changes: dict[str, Any], note: str = "update") -> Workflow:
     """Apply any of name, description, nodes, edges (nodes and edges replace the stored ones; given alone, the
     other is kept). Raises AppError 400 `invalid`, 409 `conflict`."""
     current = workflow_graph(workflow)
@@ -142,6 +164,7 @@ def workflow_update(*, workflow: Workflow, changes: dict[str, Any]) -> Workflow:
             workflow.save()
             if graph is not None:
                 _store_graph(workflow, graph)
+            version_record(workflow, graph if graph is not None else current, note)
     except IntegrityError:
         raise _conflict(workflow.name) from None
     return workflow_get_for(owner=workflow.owner_id, workflow_id=workflow.pk)
@@ -157,8 +180,19 @@ def workflow_node_add(*, workflow: Workflow, node: dict[str, Any]) -> Node:
     graph = _checked(Graph((*current.nodes, added), current.edges))
     with transaction.atomic():
         _store_graph(workflow, graph)
-        Workflow.objects.filter(pk=workflow.pk).update(updated_at=timezone.now())
+        version_record(workflow, graph, f"node {added.name} added")
     return added
+
+
+def workflow_version_restore(*, workflow: Workflow, number: int) -> Workflow:
+    """Make a new version whose nodes, edges and description are version `number`'s (the name stays: it is how
+    /v1 and the tools reach the workflow). The graph is validated again (a model it names may since have left
+    the catalogue). Raises AppError 404 for a missing version, 400 `invalid`."""
+    from workflows.selectors import workflow_version_get
+
+    old = workflow_version_get(workflow=workflow, number=number)
+    return workflow_update(workflow=workflow, changes={"description": old.description, **old.graph},
+                           note=f"restore of version {number}")
 
 
 def workflow_delete(*, workflow: Workflow) -> None:
@@ -178,7 +212,8 @@ def check_export_header(document: Any) -> None:
         raise AppError("invalid", f"This export is version {version}, from a newer agentsite; this server reads "
                        f"version {EXPORT_VERSION}. Upgrade the server to import it.", 400,
                        {"version": [f"Version {version} is newer than {EXPORT_VERSION}."]})
-    unknown = sorted(set(document) - {"format", "version", "name", "description", "nodes", "edges"})
+    unknown = sorted(set(document) - {"format", "version", "workflow_version", "name", "description", "nodes",
+                                      "edges"})
     if unknown:
         raise AppError("unknown_field", f"Unknown fields in the export: {', '.join(unknown)}.", 400,
                        {"fields": unknown})
@@ -188,24 +223,30 @@ def workflow_import(*, owner: AbstractBaseUser, document: dict[str, Any]) -> Wor
     """Create a workflow from an export document whose header passed check_export_header and whose fields
     have their types (the view's serializer). Raises AppError 400 (naming the problem), 409 `conflict`."""
     check_export_header(document)
+    origin = document.get("workflow_version")
     return workflow_create(owner=owner, name=document.get("name"), description=document.get("description", ""),
-                           nodes=document.get("nodes", []), edges=document.get("edges", []))
+                           nodes=document.get("nodes", []), edges=document.get("edges", []),
+                           note="import" + (f" of version {origin}" if isinstance(origin, int) else ""))
 
 
 # --- runs ---------------------------------------------------------------------------------------------
 
 def run_create(*, workflow: Runnable, input_text: str, queued: bool = False) -> WorkflowRun:
-    """A run record holding the graph it will run: `queued` for the task cluster, else `running` now."""
+    """A run record holding the graph (and the version number) it will run: `queued` for the task cluster,
+    else `running` now."""
     return WorkflowRun.objects.create(
         workflow_id=workflow.id, owner_id=workflow.owner_id, input=input_text, graph=workflow.graph.as_dict(),
+        version=workflow.version or None,
         status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now(),
         process="" if queued else current_process_id())
 
 
 def run_claim(*, run_id: str) -> WorkflowRun | None:
     """Move a queued run to running; None when another worker claimed it (or it is gone)."""
+    # A resumed run (queued again after its approvals) keeps when it first started.
     claimed = WorkflowRun.objects.filter(pk=run_id, status=WorkflowRun.QUEUED).update(
-        status=WorkflowRun.RUNNING, started_at=timezone.now(), process=current_process_id())
+        status=WorkflowRun.RUNNING, process=current_process_id(),
+        started_at=Coalesce("started_at", Value(timezone.now(), output_field=DateTimeField())))
     return WorkflowRun.objects.filter(pk=run_id).first() if claimed else None
 
 
@@ -218,7 +259,8 @@ def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output
     run.finished_at = timezone.now()
     swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
     stored = WorkflowRun.objects.filter(Q(status=WorkflowRun.RUNNING) | swept_but_mine, pk=run.pk).update(
-        status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at)
+        status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at,
+        state={})
     if stored:
         metrics.workflow_run_finished(status)  # a run's statuses are the model's choices: a bounded label
     return run

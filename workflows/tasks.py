@@ -10,7 +10,8 @@ logger = logging.getLogger(__name__)
 
 
 def workflow_run_task(run_id: str) -> str:
-    """Run a queued run (`async: true`). A run another worker claimed, or one deleted meanwhile, is left alone."""
+    """Run a queued run (`async: true`, or a waiting run whose approvals were decided: it resumes). A run
+    another worker claimed, or one deleted meanwhile, is left alone."""
     from workflows import runs, services
 
     record = services.run_claim(run_id=run_id)
@@ -18,3 +19,10 @@ def workflow_run_task(run_id: str) -> str:
         logger.info("Workflow run %s was not queued any more; nothing to do", run_id)
         return "skipped"
     return async_to_sync(runs.workflow_execute)(run=record).status
+
+
+def approval_timeout_task(approval_id: str) -> str:
+    """The one-off schedule at an approval's expiry: decide it as its on_timeout says, unless decided."""
+    from workflows import approvals
+
+    return approvals.approval_time_out(approval_id=approval_id)

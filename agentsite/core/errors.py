@@ -44,6 +44,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
                                          "that is unknown, revoked, expired, or whose user is inactive or changed "
                                          "password."),
     "forbidden": ErrorCode((403,), "The caller may not do this (an admin operation, or an Origin not allowed)."),
+    "signature_invalid": ErrorCode((401,), "A webhook: no secret or signature, or not this trigger's."),
+    "signature_expired": ErrorCode((401,), "A webhook: X-Agentsite-Timestamp is more than 5 minutes from the server's "
+                                           "clock."),
+    "trigger_disabled": ErrorCode((403,), "A webhook: the trigger is disabled."),
+    "signature_replayed": ErrorCode((409,), "A webhook: this signature was already used (a replay)."),
     "key_scope": ErrorCode((403,), "The API key's scopes do not include this door (`v1`, `mcp`, `api`)."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
@@ -52,6 +57,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "method_not_allowed": ErrorCode((405,), "The path does not take this HTTP method."),
     "not_acceptable": ErrorCode((406,), "The Accept header asks for a format the endpoint does not produce."),
     "conflict": ErrorCode((409,), "The name is taken, or the object's state does not allow this now."),
+    "workflow_waiting": ErrorCode((409,), "/v1 and workflow tools: the workflow stopped at an approval node; the "
+                                          "run goes on once decided (`details.run_id`)."),
     "payload_too_large": ErrorCode((413,), "The body (or a file, or a part of it) is over its size limit."),
     "quota_exceeded": ErrorCode((413,), "Storing this would pass the user's quota (uploads, knowledge base)."),
     "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "

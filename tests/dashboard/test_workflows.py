@@ -333,3 +333,29 @@ def test_a_run_stopped_from_the_page_is_cancelled_and_a_missing_workflow_says_so
     expect(page.locator("main .error-box")).to_contain_text("no such workflow")
     page.get_by_role("link", name="← All workflows").click()
     expect(page.get_by_role("link", name="slow-one")).to_be_visible()
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375", "1280"])
+def test_the_history_shows_a_versions_diff_and_restores_it(logged_in_page, api, viewport):
+    workflow = create_workflow(api, f"history-{viewport['width']}")
+    twice = {**CODE_ONLY[1], "config": {"code": "return input + '!';"}}
+    note = {"id": "note", "type": "delay", "name": "note", "config": {"delayMs": 0}, "position": {"x": 760, "y": 60}}
+    changed = [CODE_ONLY[0], twice, CODE_ONLY[2], note]
+    assert api("PATCH", f"/api/workflows/{workflow['id']}",
+               json={"nodes": changed, "edges": [*CODE_EDGES, {"from": "out", "to": "note"}]}).status_code == 200
+    page = logged_in_page
+    page.set_viewport_size(viewport)
+    page.goto(f"/#/workflows/{workflow['id']}")
+    expect(node(page, "note")).to_be_visible()
+    page.locator(".wf-history summary").click()
+    page.get_by_role("button", name="Version 1", exact=True).click()
+    diff = page.locator(".wf-diff")
+    expect(diff).to_contain_text("node note (delay) added")
+    expect(diff).to_contain_text("node twice changed")
+    expect(diff).to_contain_text("edge out → note added")
+    page.get_by_role("button", name="Restore version 1").click()
+    expect(node(page, "note")).to_have_count(0)
+    stored = api("GET", f"/api/workflows/{workflow['id']}").json()
+    assert stored["version"] == 3 and [item["name"] for item in stored["nodes"]] == ["input", "twice", "out"]
+    expect(page.get_by_role("button", name="Version 3", exact=True)).to_be_visible()
+    assert not script_errors(page)

@@ -55,7 +55,12 @@ OBJECT_ROUTES = {
     "/api/scheduler/tasks/{pk}": "task", "/api/scheduler/run/{pk}": "task",
     "/api/workflows/{pk}": "workflow", "/api/workflows/{pk}/nodes": "workflow", "/api/workflows/{pk}/run": "workflow",
     "/api/workflows/{pk}/runs": "workflow", "/api/workflows/{pk}/export": "workflow",
+    "/api/workflows/{pk}/versions": "workflow", "/api/workflows/{pk}/versions/{number}": "workflow",
+    "/api/workflows/{pk}/versions/{number}/restore": "workflow",
+    "/api/workflows/{pk}/triggers": "workflow", "/api/workflows/{pk}/triggers/{trigger_id}": "workflow",
+    "/api/workflows/{pk}/triggers/{trigger_id}/rotate": "workflow",
     "/api/workflows/runs/{run_id}": "workflow_run",
+    "/api/approvals/{approval_id}": "approval",
     "/api/keys/{pk}": "key",
     "/v1/responses/{pk}": "response",
 }
@@ -76,6 +81,7 @@ VALID_BODIES = {
         {"id": "in", "name": "in", "type": "input", "config": {}},
         {"id": "out", "name": "out", "type": "output", "config": {}}], "edges": [{"from": "in", "to": "out"}]},
     ("patch", "/api/workflows/{pk}"): {"name": "renamed"},
+    ("post", "/api/approvals/{approval_id}"): {"decision": "approve"},
 }
 # Objects named by a query parameter instead: (method, path, parameter, kind).
 OBJECT_QUERIES = [("get", "/api/scheduler/history", "task", "task")]
@@ -133,7 +139,8 @@ def is_admin_operation(method: str, callback) -> bool:
 
 def _fill(template: str) -> str:
     return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
-            .replace("{connection_id}", "1").replace("{alias_id}", "1").replace("{user_id}", "1"))
+            .replace("{approval_id}", str(uuid.uuid4())).replace("{connection_id}", "1").replace("{alias_id}", "1")
+            .replace("{user_id}", "1").replace("{number}", "1").replace("{trigger_id}", str(uuid.uuid4())))
 
 
 def _call(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):
@@ -266,8 +273,14 @@ def owned(owner, owner_client) -> dict[str, str]:
     from compat.models import StoredResponse
 
     response = StoredResponse.objects.create(id="resp_owned", owner=owner, response={"id": "resp_owned"}).id
+    gated = owner_client.post("/api/workflows", {"name": "gated", "nodes": [
+        {"id": "in", "name": "in", "type": "input", "config": {}},
+        {"id": "ask", "name": "ask", "type": "approval", "config": {}}], "edges": [{"from": "in", "to": "ask"}]},
+        format="json").json()["id"]
+    owner_client.post(f"/api/workflows/{gated}/run", {"input": "x"}, format="json")
+    approval = owner_client.get("/api/approvals").json()["results"][0]["id"]
     return {"session": session, "document": document, "upload": upload, "task": task, "workflow": workflow,
-            "workflow_run": run, "key": key, "response": response}
+            "workflow_run": run, "key": key, "response": response, "approval": approval}
 
 
 def _snapshot(client: APIClient, objects: dict[str, str]) -> dict[str, object]:
@@ -275,7 +288,7 @@ def _snapshot(client: APIClient, objects: dict[str, str]) -> dict[str, object]:
              "upload": "/api/uploads", "task": "/api/scheduler/tasks",
              "workflow": f"/api/workflows/{objects['workflow']}/export",
              "workflow_run": f"/api/workflows/runs/{objects['workflow_run']}", "key": "/api/keys",
-             "response": f"/v1/responses/{objects['response']}"}
+             "response": f"/v1/responses/{objects['response']}", "approval": "/api/approvals"}
     snapshot = {}
     for kind, path in reads.items():
         response = client.get(path)
@@ -291,7 +304,9 @@ def test_every_object_route_is_a_404_to_another_users_object(owner_client, other
         kind = OBJECT_ROUTES.get(template)
         if kind is None:
             continue
-        path = template.replace("{pk}", owned[kind]).replace("{run_id}", owned[kind])
+        path = (template.replace("{pk}", owned[kind]).replace("{run_id}", owned[kind])
+                .replace("{approval_id}", owned[kind]).replace("{number}", "1"))
+        path = path.replace("{trigger_id}", str(uuid.uuid4()))
         response = _call(other_client, method, path, body=VALID_BODIES.get((method, template)))
         if response.status_code == 405:
             continue

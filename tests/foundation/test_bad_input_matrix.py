@@ -105,7 +105,20 @@ def objects(clients) -> dict[str, str]:
         "workflow": workflow,
         "workflow_run": post(f"/api/workflows/{workflow}/run", {"input": "x"})["id"],
         "key": str(post("/api/keys", {"name": "target"})["id"]),
+        "approval": _approval(post),
     }
+
+
+def _approval(post) -> str:
+    """A pending approval of the user's: a run of a workflow with an approval node, waiting."""
+    gated = post("/api/workflows", {"name": "gated", "nodes": [
+        {"id": "in", "name": "in", "type": "input", "config": {}},
+        {"id": "ask", "name": "ask", "type": "approval", "config": {}}], "edges": [{"from": "in", "to": "ask"}]})["id"]
+    run = post(f"/api/workflows/{gated}/run", {"input": "x"})
+    assert run["status"] == "waiting", run
+    from workflows.models import WorkflowApproval
+
+    return str(WorkflowApproval.objects.get(run_id=run["id"]).pk)
 
 
 def _variants(schema: dict, body_schema: dict) -> list[tuple[str, bytes, str | None]]:
@@ -165,7 +178,8 @@ def test_every_bad_body_on_every_operation_is_a_4xx_envelope_and_stores_nothing(
     tried = 0
     for method, path, body_schema in operations:
         kind = OBJECT_ROUTES.get(path.replace("{id}", "{pk}"))
-        concrete = path.replace("{id}", objects[kind]).replace("{run_id}", objects[kind]) if kind else path
+        concrete = (path.replace("{id}", objects[kind]).replace("{run_id}", objects[kind])
+                    .replace("{approval_id}", objects[kind])) if kind else path
         client = _client_for(method, path, clients)
         for name, body, content_type in _variants(schema, body_schema):
             before = _counts()

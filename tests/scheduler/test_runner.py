@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from agentsite.core.errors import AppError
 from scheduler import services
 from scheduler.models import ScheduledTask, TaskRun
 from sessions_app.models import ChatMessage
@@ -88,3 +89,27 @@ def test_a_workflow_past_the_runs_time_limit_is_stored_error_saying_so_not_as_a_
     [workflow_run] = workflow.runs.all()
     assert workflow_run.status == "error", (workflow_run.status, workflow_run.error)
     assert "hung up" not in str(workflow_run.error) and "hung up" not in run.error
+
+
+def test_a_workflow_task_may_pin_a_version(owner):
+    from workflows.services import workflow_create, workflow_update
+
+    def wrap(left: str) -> dict:
+        return {"nodes": [{"id": "in", "type": "input", "name": "in"},
+                          {"id": "code", "type": "code", "name": "code",
+                           "config": {"code": f"return '{left}' + input;"}},
+                          {"id": "out", "type": "output", "name": "out"}],
+                "edges": [{"from": "in", "to": "code"}, {"from": "code", "to": "out"}]}
+
+    workflow = workflow_create(owner=owner, name="pin", **wrap("v1:"))
+    workflow_update(workflow=workflow, changes=wrap("v2:"))
+    pinned = services.task_create(owner=owner, name="p", cron="0 * * * *", prompt="x", workflow_id=workflow.pk,
+                                  workflow_version=1)
+    assert fire(pinned).output == "v1:x"
+    latest = services.task_create(owner=owner, name="l", cron="0 * * * *", prompt="x", workflow_id=workflow.pk)
+    assert fire(latest).output == "v2:x"
+    assert sorted(workflow.runs.values_list("version", flat=True)) == [1, 2]
+    with pytest.raises(AppError) as refused:
+        services.task_create(owner=owner, name="bad", cron="0 * * * *", prompt="x", workflow_id=workflow.pk,
+                             workflow_version=3)
+    assert "workflow_version" in refused.value.details

@@ -103,7 +103,8 @@ def stream_text(response) -> str:
 def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, str]:
     """One object of every kind a user owns, made through the API by `client`: {kind: id}.
 
-    The session holds one chat turn (so it has messages), the task one manual run, the workflow one run.
+    The session holds one chat turn (so it has messages), the task one manual run, the workflow one run, and
+    a second workflow one run waiting for the user's approval.
     """
     session = _created(client.post("/api/sessions", {"name": f"{label} chat"}, format="json"), "a session")["id"]
     chat = client.post(f"/api/sessions/{session}/chat", {"message": f"hello from {label}"}, format="json")
@@ -123,9 +124,16 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     key = str(_created(client.post("/api/keys", {"name": f"{label}'s key"}, format="json"), "an API key")["id"])
     stored = client.post("/v1/responses", {"model": "agent", "input": "hello"}, format="json")
     assert stored.status_code == 200, f"a stored response: {stored.status_code} {stored.content[:300]!r}"
+    gated = _created(client.post("/api/workflows", {"name": f"{label}-gated", "nodes": [
+        {"id": "in", "type": "input", "name": "in", "config": {}},
+        {"id": "ask", "type": "approval", "name": "ask", "config": {"prompt": f"{label}'s question"}}],
+        "edges": [{"from": "in", "to": "ask"}]}, format="json"), "a workflow with an approval")["id"]
+    waiting = client.post(f"/api/workflows/{gated}/run", {"input": label}, format="json").json()
+    assert waiting["status"] == "waiting", waiting
+    approval = client.get("/api/approvals").json()["results"][0]["id"]
     return {"session": session, "document": document, "upload": upload, "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
-            "response": stored.json()["id"]}
+            "response": stored.json()["id"], "approval": approval}
 
 
 @pytest.fixture

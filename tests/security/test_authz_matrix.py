@@ -86,6 +86,7 @@ OBJECT_PARAMETERS = {
     ("/api/workflows/{pk}/run", "pk"): "workflow", ("/api/workflows/{pk}/runs", "pk"): "workflow",
     ("/api/workflows/{pk}/export", "pk"): "workflow",
     ("/api/workflows/runs/{run_id}", "run_id"): "workflow_run",
+    ("/api/approvals/{approval_id}", "approval_id"): "approval",
     ("/api/keys/{pk}", "pk"): "key",
     ("/v1/responses/{pk}", "pk"): "response",  # a stored /v1/responses response: its owner's only
     # Not a user's object: an MCP server is the admins' (its route is admin-only, a 403 to everyone else, which

@@ -51,13 +51,23 @@ class Case:
     deltas: dict[str, list[str]] = field(default_factory=dict)  # an llm node's streamed pieces, by name
     upstream: list[Callable[[Any], Text]] = field(default_factory=list)  # the fake's replies to its llm nodes
     failed: tuple[str, str] | None = None  # a run that fails: (the failing node, words of its cause)
+    waits_at: str | None = None  # a run that stops `waiting` at this approval node, then is approved
 
     def status_of(self, name: str) -> str:
         return "error" if self.failed and self.failed[0] == name else "success"
 
+    @property
+    def answers_an_error(self) -> bool:
+        """The door answers an error: the run failed, or it waits (a caller of the /v1 model or the tool
+        cannot wait for a person: `workflow_waiting`)."""
+        return self.failed is not None or self.waits_at is not None
+
     def check_answer(self, text: str, is_error: bool) -> None:
-        """A door's answer: the reply, or (for a run that fails) an error naming the cause."""
-        if self.failed:
+        """A door's answer: the reply, or (for a run that fails) an error naming the cause, or (a run that
+        waits for an approval) an error saying so."""
+        if self.waits_at:
+            assert is_error and "waiting for an approval" in text, (is_error, text)
+        elif self.failed:
             assert is_error and self.failed[1] in text, (is_error, text)
         else:
             assert (is_error, text) == (False, self.reply)
@@ -67,6 +77,9 @@ def said(request: Any) -> Text:
     """The llm node's reply: its prompt, said back in two pieces."""
     prompt = last_user_text(request.json()["messages"])
     return Text(f"Said: {prompt}", pieces=["Said: ", prompt])
+
+
+APPROVED = {"decision": "approve", "comment": "fine", "data": {"k": 1}, "by": "admin"}
 
 
 def case_for(kind: str, web_url: str) -> Case:
@@ -107,6 +120,14 @@ def case_for(kind: str, web_url: str) -> Case:
         "delay": lambda: Case(graph(start, node("delay", "delay", delayMs=20), out, edges=line), "later",
                               {"in": "later", "delay": "later", "out": "later"}, "later", "later",
                               [("in", "input"), ("delay", "delay"), ("out", "output")]),
+        # The run stops `waiting` at the approval; the door's answer says so; then it is approved over the API
+        # and the task queue resumes it (run_case): the decision is the node's output.
+        "approval": lambda: Case(graph(start, node("approval", "approval", prompt="Approve ${in}?"),
+                                       node("out", "output", outputFormat="json"), edges=line), "a request",
+                                 {"in": "a request", "approval": APPROVED, "out": APPROVED}, APPROVED,
+                                 '{"decision": "approve", "comment": "fine", "data": {"k": 1}, "by": "admin"}',
+                                 [("in", "input"), ("approval", "approval"), ("out", "output")],
+                                 waits_at="approval"),
         "output": lambda: Case(graph(start, node("out", "output", outputFormat="json"), edges=[("in", "out")]),
                                '{"n": [1, 2]}', {"in": '{"n": [1, 2]}', "out": {"n": [1, 2]}}, {"n": [1, 2]},
                                '{"n": [1, 2]}', [("in", "input"), ("out", "output")]),
@@ -227,10 +248,16 @@ def streamed_run(door: Door) -> dict[str, Any]:
     expected: list[tuple[str, Any]] = [("run_started", {"run_id": run.get("id")})]
     for name, _ in case.trace:
         expected.append(("node_started", {"node": name}))
+        if name == case.waits_at:  # the run stops there: the stream ends with the request
+            approvals = events[-1][1].get("approvals")
+            assert run.get("status") == "waiting" and [item["node"] for item in approvals] == [name], events[-1]
+            expected.append(("approval_requested", {"run": run, "approvals": approvals}))
+            break
         expected += [("delta", {"node": name, "content": piece}) for piece in case.deltas.get(name, [])]
         expected.append(("node_finished", {"node": name, "status": case.status_of(name),
                                            "output": case.outputs.get(name)}))
-    expected.append(("done", {"run": run}))
+    else:
+        expected.append(("done", {"run": run}))
     got = [(name, {key: value for key, value in data.items() if key != "duration_ms"}) for name, data in events]
     stored = door.api("GET", f"/api/workflows/runs/{run_id}").json() if run_id else None
     assert got == expected, f"the events were {got}; the run was stored as {stored}"
@@ -245,14 +272,19 @@ def v1_model(door: Door) -> dict[str, Any]:
     messages = [{"role": "user", "content": door.case.input}]
     model = f"workflow:{door.workflow['name']}"
     before = door.run_count()
-    if door.case.failed:
+    if door.case.answers_an_error:
+        status, code = (409, "workflow_waiting") if door.case.waits_at else (502, "workflow_failed")
         for stream in (False, True):
             door.script_upstream()
             with pytest.raises(openai.APIStatusError) as caught:
                 client.chat.completions.create(model=model, messages=messages, stream=stream)
-            assert caught.value.status_code == 502 and caught.value.body["code"] == "workflow_failed"
+            assert caught.value.status_code == status and caught.value.body["code"] == code
             door.case.check_answer(caught.value.message, True)
-            check_run(door.newest_run(before), door.case)
+            if door.case.waits_at:  # the first run is approved by run_case; this one is decided here
+                if stream is False:
+                    approve(door, door.newest_run(before))
+            else:
+                check_run(door.newest_run(before), door.case)
             before += 1
         return door.newest_run(before - 1)
     reply = client.chat.completions.create(model=model, messages=messages)
@@ -298,7 +330,7 @@ def tool_by_the_agent(door: Door) -> dict[str, Any]:
     reply = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "Run it."}])
     assert reply.choices[0].message.content == answers[0]
     # OpenAI's tool message has no error flag: what the agent was told is the text.
-    door.case.check_answer(answers[0], is_error=door.case.failed is not None)
+    door.case.check_answer(answers[0], is_error=door.case.answers_an_error)
     assert door.fake.pending == 0
     return door.newest_run(before)
 
@@ -313,7 +345,7 @@ def tool_by_a_workflow(door: Door) -> dict[str, Any]:
     response = door.api("POST", f"/api/workflows/{outer['id']}/run", json={"input": door.case.input})
     assert response.status_code == 200, response.text
     outer_run = response.json()
-    if door.case.failed:
+    if door.case.answers_an_error:
         assert (outer_run["status"], outer_run["error"]["node"]) == ("error", "call"), outer_run
         door.case.check_answer(outer_run["error"]["message"], True)
     else:
@@ -326,6 +358,19 @@ DOORS: dict[str, list[Callable[[Door], dict[str, Any]]]] = {
     "run": [sync_run], "run async": [queued_run], "run stream": [streamed_run], "model workflow:": [v1_model],
     "tool workflows": [tool_by_mcp, tool_by_the_agent, tool_by_a_workflow],
 }
+
+
+def approve(door: Door, run: dict[str, Any]) -> dict[str, Any]:
+    """Approve the run's pending approval over the API; the task queue resumes it: the finished run."""
+    pending = [item for item in door.api("GET", "/api/approvals?limit=200").json()["results"]
+               if item["run_id"] == run["id"]]
+    assert [item["node"] for item in pending] == [door.case.waits_at], pending
+    decided = door.api("POST", f"/api/approvals/{pending[0]['id']}",
+                       json={"decision": "approve", "comment": "fine", "data": {"k": 1}})
+    assert decided.status_code == 200, decided.text
+    url = f"/api/workflows/runs/{run['id']}"
+    return poll(lambda: (found := door.api("GET", url).json())["status"] not in ("waiting", "queued", "running")
+                and found, "the task queue resumed the approved run", timeout=30)
 
 
 def check_run(run: dict[str, Any], case: Case) -> None:
@@ -361,6 +406,9 @@ def run_case(live: Any, fake_openai: Any, name: str, case: Case, mode: str, run_
     door = Door(server, headers, case, ensure_workflow(server, headers, name, case.graph), fake_openai)
     door.script_upstream()
     run = run_door(door)
+    if case.waits_at:
+        assert run["status"] == "waiting" and run["finished_at"] is None, run
+        run = approve(door, run)
     check_run(run, case)
     assert door.api("GET", f"/api/workflows/runs/{run['id']}").json() == run
     assert fake_openai.pending == 0, "an llm node did not ask the upstream"

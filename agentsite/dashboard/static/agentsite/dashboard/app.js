@@ -47,6 +47,7 @@ export function navigate(hash) {
 
 async function route() {
   if (!shell.user) return;
+  refreshApprovals();
   const { page, route: parts } = parseHash();
   const ticket = ++shell.mounting;
   await unmount();
@@ -115,6 +116,28 @@ function addPageStyle(page) {
   link.addEventListener("error", () => link.remove());
   document.head.append(link);
 }
+
+// --- the pending approvals' count on the Workflows link ---
+
+// GET /api/approvals lists the approvals the user may decide; its count shows on the Workflows link. Asked
+// at each navigation, every minute, and when a page says approvals changed (the `agentsite:approvals` event).
+async function refreshApprovals() {
+  const link = shell.nav?.querySelector('a[data-page="workflows"]');
+  if (!link) return;
+  let count = 0;
+  try {
+    count = (await client.api("/api/approvals?limit=1")).count;
+  } catch {
+    return;
+  }
+  link.querySelector(".nav-count")?.remove();
+  if (count > 0) {
+    link.append(h("span", { class: "nav-count", "data-approvals": String(count),
+      "aria-label": `${count} pending approval${count === 1 ? "" : "s"}` }, String(count)));
+  }
+}
+window.addEventListener("agentsite:approvals", () => refreshApprovals());
+setInterval(() => { if (shell.user) refreshApprovals(); }, 60000);
 
 // --- messages ---
 

@@ -22,6 +22,7 @@ class WorkflowList {
 
   async start() {
     this.listBox = h("section", { class: "wf-list", "aria-labelledby": "wf-list-title" });
+    this.approvalBox = h("section", { class: "wf-approvals", "aria-labelledby": "wf-approvals-title", hidden: true });
     this.createError = h("div", { class: "form-error", role: "alert", hidden: true });
     this.importError = h("div", { class: "form-error", role: "alert", hidden: true });
     const create = h("form", { class: "card wf-create", "aria-labelledby": "wf-create-title", novalidate: true,
@@ -39,9 +40,60 @@ class WorkflowList {
       field("Import a workflow file", fileInput, hint("A file exported from this or another agentsite.")),
       this.importError);
     put(this.root, 
-      pageHeader("Workflows", "Graphs of nodes (input, LLM, tool, condition, code, delay, output) that run on an input."),
+      pageHeader("Workflows", "Graphs of nodes (input, LLM, tool, condition, code, delay, approval, output) that run on an input."),
+      this.approvalBox,
       h("div", { class: "wf-list-layout" }, this.listBox, h("div", { class: "wf-side" }, create, importForm)));
-    await this.load();
+    await Promise.all([this.load(), this.loadApprovals()]);
+  }
+
+  // The approvals waiting for this user (GET /api/approvals): each with its prompt, an optional comment,
+  // and Approve / Reject. Hidden when there are none.
+  async loadApprovals() {
+    let approvals;
+    try {
+      approvals = (await this.ctx.api("/api/approvals?limit=100")).results;
+    } catch (error) {
+      if (!this.stopped) {
+        this.approvalBox.hidden = false;
+        put(this.approvalBox, h("h2", { id: "wf-approvals-title" }, "Waiting for your approval"),
+          errorBox(`The approvals could not be loaded: ${errorText(error)}`, () => this.loadApprovals()));
+      }
+      return;
+    }
+    if (this.stopped) return;
+    this.approvalBox.hidden = approvals.length === 0;
+    put(this.approvalBox, h("h2", { id: "wf-approvals-title" }, `Waiting for your approval (${approvals.length})`),
+      h("ul", { class: "wf-approval-items" }, ...approvals.map((approval) => this.approvalItem(approval))));
+  }
+
+  approvalItem(approval) {
+    const comment = h("input", { name: "comment", maxlength: "10000", autocomplete: "off" });
+    const buttons = [];
+    const decide = async (decision) => {
+      for (const button of buttons) button.disabled = true;
+      try {
+        await this.ctx.api(`/api/approvals/${encodeURIComponent(approval.id)}`, { method: "POST",
+          body: { decision, comment: comment.value } });
+        this.ctx.toast(`${decision === "approve" ? "Approved" : "Rejected"}: ${approval.workflow_name} goes on.`, "success");
+      } catch (error) {
+        this.ctx.toast(`Not decided: ${errorText(error)}`, "error");
+      }
+      window.dispatchEvent(new CustomEvent("agentsite:approvals"));
+      await this.loadApprovals();
+    };
+    buttons.push(h("button", { type: "button", class: "primary", onclick: () => decide("approve"),
+      "aria-label": `Approve ${approval.workflow_name} at ${approval.node}` }, "Approve"));
+    buttons.push(h("button", { type: "button", class: "danger", onclick: () => decide("reject"),
+      "aria-label": `Reject ${approval.workflow_name} at ${approval.node}` }, "Reject"));
+    return h("li", { class: "card wf-approval", "data-approval-id": approval.id },
+      h("div", { class: "wf-approval-head" },
+        h("a", { href: `#/workflows/${approval.workflow_id}`, class: "wf-item-name" }, approval.workflow_name),
+        h("span", { class: "badge status waiting" }, approval.node)),
+      h("p", { class: "wf-approval-prompt" }, approval.prompt || "Approve this run?"),
+      h("small", { class: "muted" }, "Asked ", h("time", { datetime: approval.created_at }, formatTime(approval.created_at)),
+        approval.expires_at ? ` · ${approval.on_timeout === "approve" ? "approved" : "rejected"} by itself at ${formatTime(approval.expires_at)}` : ""),
+      field("Comment (optional)", comment),
+      h("div", { class: "actions" }, ...buttons));
   }
 
   async load() {

@@ -10,6 +10,7 @@
 import { confirmDialog, errorBox, errorText, field, h, loading, put } from "../../ui.js";
 import { clone, connectNodes, disconnectNodes, documentOf, isConnected, nameOf } from "./document.js";
 import { arrange, createGraph, overlapping } from "./graph.js";
+import { HistoryPanel } from "./history.js";
 import { JsonView } from "./jsonview.js";
 import { NodePanel } from "./nodepanel.js";
 import { RunPanel } from "./runpanel.js";
@@ -58,6 +59,7 @@ class WorkflowEditor {
       onResults: () => this.showResults() });
     this.panel = new NodePanel(this);
     this.json = new JsonView(this);
+    this.history = new HistoryPanel(this);
   }
 
   stop() {
@@ -146,7 +148,7 @@ class WorkflowEditor {
           h("div", { role: "tablist", "aria-label": "Editor view", class: "wf-tabs", onkeydown: (event) => this.tabKey(event) },
             this.graphTab, this.jsonTab),
           this.graphView, this.json.element),
-        h("div", { class: "wf-aside" }, this.panel.element, this.runs.element)));
+        h("div", { class: "wf-aside" }, this.panel.element, this.history.element, this.runs.element)));
     this.showView("graph");
   }
 
@@ -288,6 +290,14 @@ class WorkflowEditor {
   saved(workflow, current) {
     this.setProblems(noProblems());
     if (current) this.doc = documentOf(workflow); // the server's ids and normalised values
+    if (!this.stopped) this.refresh();
+  }
+
+  // A restored version (history.js): the server's workflow replaces what is shown, with nothing left to save.
+  restored(workflow) {
+    this.autosave.markSaved();
+    this.doc = documentOf(workflow);
+    this.setProblems(noProblems());
     if (!this.stopped) this.refresh();
   }
 

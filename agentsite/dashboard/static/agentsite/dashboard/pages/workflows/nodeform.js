@@ -5,9 +5,9 @@
 import { field, h, hint, put } from "../../ui.js";
 import { showValue } from "./document.js";
 
-export const NODE_TYPES = ["input", "llm", "tool", "condition", "code", "delay", "output"];
+export const NODE_TYPES = ["input", "llm", "tool", "condition", "code", "delay", "approval", "output"];
 const TYPE_LABELS = { input: "Input", llm: "LLM", tool: "Tool", condition: "Condition", code: "Code (JavaScript)",
-  delay: "Delay", output: "Output" };
+  delay: "Delay", approval: "Approval (a person decides)", output: "Output" };
 
 export function defaultConfig(type) {
   return {
@@ -16,6 +16,7 @@ export function defaultConfig(type) {
     condition: { condition: "input.length > 0" },
     code: { code: "return input;" },
     delay: { delayMs: 1000 },
+    approval: { prompt: `Approve \${input}?` },
     output: { outputFormat: "text" },
   }[type] || {};
 }
@@ -86,6 +87,14 @@ function configFields(type, config, ctx) {
       hint("The body of function (input, context); its return value is the output."))];
   case "delay":
     return [field("Delay (ms)", text("delayMs", config.delayMs, { type: "number", min: "0", step: "100", inputmode: "numeric" }))];
+  case "approval":
+    return [
+      field("Prompt", area("prompt", config.prompt, { rows: "3" }), hint(`What the approvers are asked; \${name} is that node's output.`)),
+      field("Approvers", text("approvers", (config.approvers || []).join(", "), { placeholder: "you (the owner)" }),
+        hint("User names, separated by commas; empty: you.")),
+      field("Timeout (s)", text("timeout_s", config.timeout_s ?? "", { type: "number", min: "1", inputmode: "numeric", placeholder: "none" })),
+      field("On timeout", select("on_timeout", [["reject", "Reject"], ["approve", "Approve"]], config.on_timeout || "reject")),
+    ];
   case "output":
     return [field("Output format", select("outputFormat", [["text", "Text"], ["markdown", "Markdown"], ["json", "JSON"]],
       config.outputFormat || "text"))];
@@ -135,6 +144,16 @@ function readConfig(type, form) {
     config.delayMs = delay;
   } else if (type === "output") {
     config.outputFormat = value("outputFormat");
+  } else if (type === "approval") {
+    config.prompt = value("prompt");
+    const approvers = value("approvers").split(",").map((name) => name.trim()).filter(Boolean);
+    if (approvers.length) config.approvers = approvers;
+    if (value("timeout_s").trim()) {
+      const timeout = Number(value("timeout_s"));
+      if (!Number.isInteger(timeout) || timeout < 1) throw new Error("Timeout: give a whole number of seconds, at least 1.");
+      config.timeout_s = timeout;
+    }
+    if (value("on_timeout") === "approve") config.on_timeout = "approve";
   }
   if (form.elements.onError && value("onError") !== "fail") config.onError = value("onError");
   const max = Number(value("retryMax") || 0);

@@ -4,9 +4,11 @@ import { stream } from "../../api.js";
 import { errorText, field, h, put } from "../../ui.js";
 import { showValue } from "./document.js";
 
-const STATES = { success: "done", error: "error", cancelled: "cancelled", running: "running" };
-const STATE_WORDS = { running: "running…", done: "done", error: "error", cancelled: "cancelled" };
-const RUN_WORDS = { success: "The run succeeded", error: "The run failed", cancelled: "The run was cancelled" };
+const STATES = { success: "done", error: "error", cancelled: "cancelled", running: "running", waiting: "waiting" };
+const STATE_WORDS = { running: "running…", done: "done", error: "error", cancelled: "cancelled", waiting: "waiting for approval" };
+const RUN_WORDS = { success: "The run succeeded", error: "The run failed", cancelled: "The run was cancelled",
+  waiting: "The run is waiting for an approval (Workflows lists it for its approvers); it goes on once decided",
+  queued: "The run is queued" };
 
 // options: ctx (the page's), id (the workflow's), beforeRun() -> Promise of whether the workflow may run
 // (the editor saves first), onResults() after `results` changed. `element` is the panel to place.
@@ -110,7 +112,11 @@ export class RunPanel {
       onEvent: ({ event, data }) => {
         if (this.stopped) return;
         if (event === "done") finished = data.run;
-        else if (event === "error") failure = data;
+        // The run stopped at approval nodes: the stream ends here; the run goes on once they are decided.
+        else if (event === "approval_requested") {
+          finished = data.run;
+          window.dispatchEvent(new CustomEvent("agentsite:approvals"));
+        } else if (event === "error") failure = data;
         else this.onRunEvent(event, data);
       },
     });
@@ -145,6 +151,10 @@ export class RunPanel {
         output: entry.node in run.outputs ? run.outputs[entry.node] : undefined });
     }
     this.showResults();
+    if (run.status === "waiting") {
+      for (const [name, result] of this.results) if (result.status === "waiting") this.results.set(name, { ...result, state: "waiting" });
+      this.showResults();
+    }
     const took = run.started_at && run.finished_at ? ` in ${((Date.parse(run.finished_at) - Date.parse(run.started_at)) / 1000).toFixed(2)} s` : "";
     this.status.textContent = `${RUN_WORDS[run.status] || `Run ${run.status}`}${took}.`;
     put(this.output,

@@ -1,0 +1,157 @@
+"""The webhook triggers' endpoints: managing them under /api/workflows/:id/triggers, and `POST /hooks/<id>`
+(no JWT: the trigger's secret or a signature; the checks are workflows.triggers.admit's)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentsite.agent import usage
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError, app_error_response, error_response
+from agentsite.core.taskqueue import enqueue_with_commit
+from agentsite.core.validation import validated
+from workflows import runs, selectors, services, triggers
+from workflows.api import run_data
+from workflows.models import WorkflowRun, WorkflowTrigger
+
+logger = logging.getLogger(__name__)
+
+
+class TriggerSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = serializers.CharField()
+    url = serializers.CharField(help_text="Where the other system POSTs: <server>/hooks/<id>.")
+    enabled = serializers.BooleanField()
+    mode = serializers.ChoiceField(choices=WorkflowTrigger.MODES)
+    version = serializers.IntegerField(allow_null=True, help_text="The version it runs (null: the latest).")
+    rate_per_minute = serializers.IntegerField()
+    secret_set = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    rotated_at = serializers.DateTimeField(allow_null=True)
+
+
+class TriggerWithSecretSerializer(TriggerSerializer):
+    secret = serializers.CharField(help_text="Shown once, here (on create and rotate).")
+
+
+class TriggerInputSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["webhook"], required=False, default="webhook")
+    enabled = serializers.BooleanField(required=False, default=True)
+    mode = serializers.ChoiceField(choices=WorkflowTrigger.MODES, required=False, default="sync")
+    version = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    rate_per_minute = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1,
+                                               max_value=triggers.MAX_RATE)
+
+
+def _data(request: Request, trigger: WorkflowTrigger, *, with_secret: bool = False) -> dict[str, Any]:
+    data = {"id": str(trigger.id), "kind": trigger.kind, "url": request.build_absolute_uri(f"/hooks/{trigger.id}"),
+            "enabled": trigger.enabled, "mode": trigger.mode, "version": trigger.version,
+            "rate_per_minute": trigger.rate_per_minute, "secret_set": True,
+            "created_at": serializers.DateTimeField().to_representation(trigger.created_at),
+            "rotated_at": None if trigger.rotated_at is None
+            else serializers.DateTimeField().to_representation(trigger.rotated_at)}
+    if with_secret:
+        data["secret"] = triggers.secret_of(trigger)
+    return data
+
+
+class TriggerListView(APIView):
+    @extend_schema(responses={200: TriggerSerializer(many=True)})
+    def get(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        return Response([_data(request, item) for item in triggers.trigger_list_for(workflow=workflow)])
+
+    @extend_schema(request=TriggerInputSerializer, responses={201: TriggerWithSecretSerializer})
+    def post(self, request: Request, pk) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        data = dict(validated(TriggerInputSerializer, request.data))
+        data.pop("kind", None)
+        trigger = triggers.trigger_create(workflow=workflow, changes=data)
+        return Response(_data(request, trigger, with_secret=True), status=status.HTTP_201_CREATED)
+
+
+class TriggerDetailView(APIView):
+    @extend_schema(request=TriggerInputSerializer(partial=True), responses={200: TriggerSerializer})
+    def patch(self, request: Request, pk, trigger_id) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        trigger = triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id)
+        changes = dict(validated(TriggerInputSerializer, request.data, partial=True))
+        changes.pop("kind", None)
+        return Response(_data(request, triggers.trigger_update(trigger=trigger, changes=changes)))
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, pk, trigger_id) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TriggerRotateView(APIView):
+    @extend_schema(request=None, responses={200: TriggerWithSecretSerializer})
+    def post(self, request: Request, pk, trigger_id) -> Response:
+        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        trigger = triggers.trigger_rotate(trigger=triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id))
+        return Response(_data(request, trigger, with_secret=True))
+
+
+# --- POST /hooks/<id> ----------------------------------------------------------------------------------
+
+def sync_time_limit() -> float:
+    return float(getattr(settings, "AGENTSITE_WEBHOOK_SYNC_TIMEOUT_S", 30.0))
+
+
+@csrf_exempt
+async def hook(request: HttpRequest, trigger_id: uuid.UUID) -> HttpResponse:
+    """Start the trigger's workflow: 200 with the finished run (sync), 202 with the queued run (async), or a
+    refusal in the envelope (logged on `agentsite.audit`)."""
+    if request.method != "POST":
+        response = error_response("method_not_allowed", "Use POST.", 405)
+        response["Allow"] = "POST"
+        return response
+    remote = request.META.get("REMOTE_ADDR", "")
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        if declared > triggers.MAX_BODY_BYTES:
+            raise AppError("payload_too_large", f"The body is over {triggers.MAX_BODY_BYTES} bytes.", 413)
+        admitted = await db(triggers.admit, trigger_id=trigger_id, headers=request.headers, body=request.body,
+                            content_type=request.content_type or "", charset=request.content_params.get("charset"))
+    except AppError as exc:
+        triggers.audit_refusal(trigger_id, exc, remote)
+        return app_error_response(exc)
+    caller = usage.Caller(admitted.owner_id, facet="webhook")
+    try:
+        await usage.check(caller)
+        record = await db(_start, admitted)
+    except AppError as exc:
+        triggers.audit_refusal(trigger_id, exc, remote)
+        return app_error_response(exc)
+    if admitted.mode == WorkflowTrigger.ASYNC:
+        return JsonResponse(run_data(record), status=202)
+    with usage.calling(caller):
+        finished = await runs.workflow_execute(run=record, time_limit=sync_time_limit())
+    return JsonResponse(run_data(finished))
+
+
+def _start(admitted: triggers.Admitted) -> WorkflowRun:
+    workflow = selectors.workflow_runnable(owner_id=admitted.owner_id, workflow_id=admitted.workflow_id,
+                                           version=admitted.version)
+    if workflow is None:  # deleted since the trigger was read
+        raise AppError("not_found", "No such trigger.", 404)
+    queued = admitted.mode == WorkflowTrigger.ASYNC
+    with transaction.atomic():
+        record = services.run_create(workflow=workflow, input_text=admitted.input_text, queued=queued)
+        if queued:
+            enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
+    return record

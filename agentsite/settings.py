@@ -213,7 +213,15 @@ SPECTACULAR_SETTINGS = {
                             "ProviderEnum": "accounts.models.PROVIDERS",
                             "SttProviderEnum": "accounts.models.AgentConfig.STT_PROVIDERS",
                             "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
-                            "BrowserProviderEnum": [("browser", "browser")]},
+                            "BrowserProviderEnum": [("browser", "browser")],
+                            # /v1/messages (compat/messages.py): Anthropic's block and choice types.
+                            "MessageBlockTypeEnum": [(name, name) for name in ("text", "image", "tool_use",
+                                                                               "tool_result")],
+                            "ImageSourceTypeEnum": [("base64", "base64")],
+                            "ToolChoiceTypeEnum": [(name, name) for name in ("auto", "any", "tool", "none")],
+                            "CustomToolTypeEnum": [("custom", "custom")],
+                            "AnthropicErrorTypeEnum": [("error", "error")],
+                            "TextPartTypeEnum": [("text", "text")]},
 }
 
 # CORS: local dashboards on any port, plus what the operator lists.

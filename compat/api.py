@@ -197,10 +197,18 @@ embeddings = _openai_view(_embeddings)
 
 def _attach_schemas() -> None:
     # drf-spectacular documents a route through its view's `cls`: the schema-only views in compat.schema.
-    from compat.schema import ChatCompletionsSchema, EmbeddingsSchema, ModelsSchema
+    from compat import messages
+    from compat.schema import (
+        ChatCompletionsSchema,
+        CountTokensSchema,
+        EmbeddingsSchema,
+        MessagesSchema,
+        ModelsSchema,
+    )
 
     for view, schema_view in ((models, ModelsSchema), (chat_completions, ChatCompletionsSchema),
-                              (embeddings, EmbeddingsSchema)):
+                              (embeddings, EmbeddingsSchema), (messages.messages, MessagesSchema),
+                              (messages.count_tokens, CountTokensSchema)):
         view.cls, view.initkwargs = schema_view, {}
 
 

@@ -21,7 +21,8 @@ ADMIN_OPERATIONS = {("put", "/api/config"), ("patch", "/api/config"), ("post", "
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/auth/options"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),
-                     ("post", "/v1/embeddings"), ("get", "/api/voices")}
+                     ("post", "/v1/embeddings"), ("get", "/api/voices"), ("post", "/v1/messages"),
+                     ("post", "/v1/messages/count_tokens")}
 
 
 @pytest.fixture
@@ -74,7 +75,8 @@ def test_every_operation_documents_its_errors_with_the_envelope_of_its_path(sche
         if "requestBody" in operation:
             expected |= {"400", "413", "415"}
         assert expected <= set(responses), f"{method} {path} lacks {sorted(expected - set(responses))}"
-        envelope = "OpenAIError" if path.startswith("/v1") else "ApiError"
+        envelope = ("AnthropicError" if path.startswith("/v1/messages") else "OpenAIError" if path.startswith("/v1")
+                    else "ApiError")
         for status in ERROR_STATUSES & set(responses):
             if (method, path, status) in OWN_SHAPE_ERRORS:
                 continue

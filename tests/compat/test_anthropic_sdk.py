@@ -5,6 +5,7 @@ against an OpenAI-format and an Anthropic-format fake upstream (connections of t
 from __future__ import annotations
 
 import base64
+import json
 
 import anthropic
 import pytest
@@ -273,3 +274,37 @@ def test_an_upstream_failure_mid_stream_is_an_error_event(client, upstream):
         with client.messages.stream(model=model, max_tokens=10, messages=[{"role": "user", "content": "x"}]) as s:
             list(s)
     assert "Overloaded" in str(caught.value.message)
+
+
+# --- pydantic-ai against /v1/chat/completions: an agent framework's tool calling over both upstream formats ---
+
+def test_a_pydantic_ai_agent_calls_its_tool_through_chat_completions(live, upstream):
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    server, _ = live
+    model_name, fake = upstream
+    fake.script(ToolCalls([Call("get_weather", {"city": "Oslo"}, id="call_pa")]), Text("It is sunny in Oslo."))
+    model = OpenAIChatModel(model_name, provider=OpenAIProvider(base_url=f"{server.base_url}/v1",
+                                                                api_key="placeholder"))
+    agent = Agent(model, instructions="Answer about the weather.")
+    asked: list[str] = []
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        asked.append(city)
+        return f"sunny, 21 C in {city}"
+
+    result = agent.run_sync("What is the weather in Oslo?")
+    assert result.output == "It is sunny in Oslo." and asked == ["Oslo"]
+    first, second = fake.bodies()[-2:]
+    if fake.path == "/v1/messages":
+        assert first["tools"][0]["name"] == "get_weather"
+        assert second["messages"][-1]["content"][0]["tool_use_id"] == "call_pa"
+        assert "sunny, 21 C in Oslo" in json.dumps(second["messages"][-1]["content"][0]["content"])
+    else:
+        assert first["tools"][0]["function"]["name"] == "get_weather"
+        assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_pa",
+                                          "content": "sunny, 21 C in Oslo"}

@@ -24,6 +24,12 @@ adds over the dashboard token (requests with the token and with the key alternat
 same server, non-streaming and streaming; the server's CPU per request over alternating blocks of each),
 then runs everything below with the key.
 
+    python bench/compat.py --api messages       # /v1/messages side by side with /v1/chat/completions
+
+--api messages measures the Anthropic Messages door against the chat completions door on the same server,
+model and upstream: requests to each alternating one by one (latency), then in alternating blocks of 20 (the
+server's CPU per request for each), non-streaming and streaming; then it stops.
+
 Direct and through-target requests alternate one by one (in alternating order), so both see the same
 machine state. Prints time to first token and total time (p50/p99) for streaming and non-streaming, the
 server's CPU time per request over each phase (utime+stime from /proc of the server process and its
@@ -146,6 +152,69 @@ async def one_request(client: aiohttp.ClientSession, base: str, model: str, stre
                 break
     total = time.perf_counter() - started
     return (first if first is not None else total), total
+
+
+async def one_message(client: aiohttp.ClientSession, base: str, model: str, stream: bool) -> tuple[float, float]:
+    """(time to first token, total) in seconds for one POST /v1/messages (base ends in /v1)."""
+    body = {"model": model, "max_tokens": 1024, "stream": stream,
+            "messages": [{"role": "user", "content": "Count for me."}]}
+    started = time.perf_counter()
+    first = None
+    async with client.post(f"{base}/messages", json=body) as response:
+        response.raise_for_status()
+        if not stream:
+            await response.json()
+            total = time.perf_counter() - started
+            return total, total
+        async for raw in response.content:
+            line = raw.decode().rstrip("\r\n")
+            if first is None and line.startswith("data: {") and '"text_delta"' in line:
+                first = time.perf_counter() - started
+            if line == "event: message_stop":
+                break
+    total = time.perf_counter() - started
+    return (first if first is not None else total), total
+
+
+DOORS = {"chat": one_request, "messages": one_message}
+
+
+async def door_vs_chat(args: argparse.Namespace, door: str, stream: bool) -> dict:
+    """The same model through /v1/chat/completions and through `door`, alternating one by one (latency), then in
+    alternating blocks of 20 (the server's CPU per request for each)."""
+    async with _client(args.api_key, 4) as client:
+        for _ in range(10):  # warm-up
+            for name in ("chat", door):
+                await DOORS[name](client, args.target, args.model, stream)
+        samples: dict[str, list] = {"chat": [], door: []}
+        for index in range(args.requests):
+            for name in ("chat", door) if index % 2 else (door, "chat"):
+                samples[name].append(await DOORS[name](client, args.target, args.model, stream))
+        cpu = {"chat": 0.0, door: 0.0}
+        block = 20
+        for index in range(max(1, args.requests // block)):
+            for name in ("chat", door) if index % 2 else (door, "chat"):
+                before = cpu_seconds(args.server_pid)
+                for _ in range(block):
+                    await DOORS[name](client, args.target, args.model, stream)
+                cpu[name] += cpu_seconds(args.server_pid) - before
+        done = max(1, args.requests // block) * block
+    return {name: {**_figures(values), "server_cpu_ms": cpu[name] * 1000 / done if args.server_pid else None}
+            for name, values in samples.items()}
+
+
+def print_doors(title: str, door: str, figures: dict) -> None:
+    print(f"\n{title}")
+    print(f"{'door':<22}{'TTFT p50':>10}{'TTFT p99':>10}{'total p50':>11}{'total p99':>11}{'CPU/req':>9}   (ms)")
+    for name in ("chat", door):
+        row = figures[name]
+        print(f"{name:<22}{row['ttft_p50']:>10.3f}{row['ttft_p99']:>10.3f}{row['total_p50']:>11.3f}"
+              f"{row['total_p99']:>11.3f}{_ms(row['server_cpu_ms']):>9}")
+    chat, other = figures["chat"], figures[door]
+    cpu = ("-" if chat["server_cpu_ms"] is None else f"{other['server_cpu_ms'] - chat['server_cpu_ms']:.3f}")
+    print(f"{'added by ' + door:<22}{other['ttft_p50'] - chat['ttft_p50']:>10.3f}"
+          f"{other['ttft_p99'] - chat['ttft_p99']:>10.3f}{other['total_p50'] - chat['total_p50']:>11.3f}"
+          f"{other['total_p99'] - chat['total_p99']:>11.3f}{cpu:>9}")
 
 
 def _client(api_key: str, connections: int) -> aiohttp.ClientSession:
@@ -354,6 +423,14 @@ def print_latency(title: str, figures: dict) -> None:
 
 async def run(args: argparse.Namespace) -> dict:
     results: dict = {"tokens": args.tokens, "requests": args.requests, "pace_ms": args.pace_ms}
+    if args.api and args.api != "chat":
+        for stream in (False, True):
+            kind = "streaming" if stream else "non-streaming"
+            figures = await door_vs_chat(args, args.api, stream)
+            print_doors(f"/v1/{args.api} vs /v1/chat/completions, {kind}, {args.requests} requests each, "
+                        f"interleaved, {args.tokens} tokens each", args.api, figures)
+            results[f"{args.api}_{kind}"] = figures
+        return results
     if args.entry:
         results["alias_vs_entry"] = {}
         for stream in (False, True):
@@ -433,6 +510,8 @@ def main() -> None:
                         "all at once, as a fast upstream does; with a pace each token arrives in a read of its own)")
     parser.add_argument("--requests", type=int, default=200, help="requests each way per latency figure")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput level")
+    parser.add_argument("--api", choices=sorted(DOORS), default="chat", help="messages: that door side by side with "
+                        "chat completions (and nothing else)")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--serve-upstream", action="store_true", help="only run the fake upstream (--tokens)")
     args = parser.parse_args()

@@ -380,6 +380,8 @@ def error_response(exc: AppError) -> JsonResponse:
     response = JsonResponse(anthropic_envelope(exc.status, exc.message), status=exc.status)
     for name, value in exc.headers.items():
         response[name] = value
+    if exc.status == 401 and "WWW-Authenticate" not in exc.headers:  # as every 401 of the service says
+        response["WWW-Authenticate"] = 'Bearer realm="v1"'
     return response
 
 

@@ -219,7 +219,15 @@ SPECTACULAR_SETTINGS = {
                             "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
                             "BrowserProviderEnum": [("browser", "browser")],
                             "TriggerModeEnum": "workflows.models.WorkflowTrigger.MODES",
-                            "SearchModeEnum": "knowledge.selectors.MODES"},
+                            "SearchModeEnum": "knowledge.selectors.MODES",
+                            # /v1/messages (compat/messages.py): Anthropic's block and choice types.
+                            "MessageBlockTypeEnum": [(name, name) for name in ("text", "image", "tool_use",
+                                                                               "tool_result")],
+                            "ImageSourceTypeEnum": [("base64", "base64")],
+                            "ToolChoiceTypeEnum": [(name, name) for name in ("auto", "any", "tool", "none")],
+                            "CustomToolTypeEnum": [("custom", "custom")],
+                            "AnthropicErrorTypeEnum": [("error", "error")],
+                            "TextPartTypeEnum": [("text", "text")]},
 }
 
 # CORS: local dashboards on any port, plus what the operator lists.

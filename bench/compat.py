@@ -25,6 +25,12 @@ adds over the dashboard token (requests with the token and with the key alternat
 same server, non-streaming and streaming; the server's CPU per request over alternating blocks of each),
 then runs everything below with the key.
 
+    python bench/compat.py --api messages       # /v1/messages side by side with /v1/chat/completions
+
+--api messages measures the Anthropic Messages door against the chat completions door on the same server,
+model and upstream: requests to each alternating one by one (latency), then in alternating blocks of 20 (the
+server's CPU per request for each), non-streaming and streaming; then it stops.
+
 Direct and through-target requests alternate one by one (in alternating order), so both see the same
 machine state. Prints time to first token and total time (p50/p99) for streaming and non-streaming, the
 server's CPU time per request over each phase (utime+stime from /proc of the server process and its
@@ -176,7 +182,29 @@ async def responses_request(client: aiohttp.ClientSession, base: str, model: str
 
 
 # --api: the other doors, each measured side by side with /v1/chat/completions through the same server.
-DOORS = {"responses": responses_request}
+async def one_message(client: aiohttp.ClientSession, base: str, model: str, stream: bool) -> tuple[float, float]:
+    """(time to first token, total) in seconds for one POST /v1/messages (base ends in /v1)."""
+    body = {"model": model, "max_tokens": 1024, "stream": stream,
+            "messages": [{"role": "user", "content": "Count for me."}]}
+    started = time.perf_counter()
+    first = None
+    async with client.post(f"{base}/messages", json=body) as response:
+        response.raise_for_status()
+        if not stream:
+            await response.json()
+            total = time.perf_counter() - started
+            return total, total
+        async for raw in response.content:
+            line = raw.decode().rstrip("\r\n")
+            if first is None and line.startswith("data: {") and '"text_delta"' in line:
+                first = time.perf_counter() - started
+            if line == "event: message_stop":
+                break
+    total = time.perf_counter() - started
+    return (first if first is not None else total), total
+
+
+DOORS = {"responses": responses_request, "messages": one_message}
 
 
 async def door_vs_chat(args: argparse.Namespace, stream: bool) -> dict:

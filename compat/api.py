@@ -210,9 +210,12 @@ responses_create, responses_one = _responses_views()
 
 def _attach_schemas() -> None:
     # drf-spectacular documents a route through its view's `cls`: the schema-only views in compat.schema.
+    from compat import messages
     from compat.schema import (
         ChatCompletionsSchema,
+        CountTokensSchema,
         EmbeddingsSchema,
+        MessagesSchema,
         ModelsSchema,
         ResponseSchema,
         ResponsesSchema,
@@ -220,7 +223,8 @@ def _attach_schemas() -> None:
 
     for view, schema_view in ((models, ModelsSchema), (chat_completions, ChatCompletionsSchema),
                               (embeddings, EmbeddingsSchema), (responses_create, ResponsesSchema),
-                              (responses_one, ResponseSchema)):
+                              (responses_one, ResponseSchema), (messages.messages, MessagesSchema),
+                              (messages.count_tokens, CountTokensSchema)):
         view.cls, view.initkwargs = schema_view, {}
 
 

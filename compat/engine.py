@@ -23,6 +23,7 @@ from agentsite.agent.providers import collect
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.types import Completion as Reply
 from agentsite.agent.usage import Caller, metered
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event
@@ -60,26 +61,35 @@ async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> 
 
 
 class Completion:
-    """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`."""
+    """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`.
 
-    def __init__(self, body: ChatCompletionRequest, *, settings: AgentSettings, user: AbstractBaseUser | None,
-                 caller: Caller | None = None):
-        self.source = model_source_for(body.model)
+    `request`: the request already in the runtime's types (another door's dialect, translated by that door:
+    compat.messages); `body` is then None, and only `reply()` and `batches()` apply (the rest renders OpenAI)."""
+
+    def __init__(self, body: ChatCompletionRequest | None, *, settings: AgentSettings,
+                 user: AbstractBaseUser | None, caller: Caller | None = None, request: ChatRequest | None = None):
+        if request is None:
+            assert body is not None
+            # raises AppError 400 before anything is sent upstream
+            request = translate.to_chat_request(body, body.model, translate.to_messages(body))
+        self.request = request
+        self.model_name = model_name = request.settings.model
+        self.source = model_source_for(model_name)
         # A catalogue model (an alias, `<connection>/<model>`, or a bare model of the default connection) goes
         # through the router: fallback and balance apply, and `provider.attempts` says who answered.
         self.provider: RoutedProvider | None = None
-        if body.model != AGENT_MODEL and self.source is None:
-            self.provider = RoutedProvider(resolve(body.model, settings))  # 404 model_not_found
+        if model_name != AGENT_MODEL and self.source is None:
+            self.provider = RoutedProvider(resolve(model_name, settings))  # 404 model_not_found
         self.body = body
         self.settings = settings
         self.user = user
         self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.cid = translate.completion_id()
-        self.messages = translate.to_messages(body)  # raises AppError 400 before anything is sent upstream
+        self.messages = request.messages
 
     @property
     def is_agent(self) -> bool:
-        return self.body.model == AGENT_MODEL
+        return self.model_name == AGENT_MODEL
 
     @property
     def model(self) -> str:
@@ -88,7 +98,7 @@ class Completion:
         provider = self.provider
         if provider is not None and provider.route.alias and provider.attempts.answered:
             return provider.attempts.answered
-        return self.body.model
+        return self.model_name
 
     def headers(self) -> dict[str, str]:
         """X-Agentsite-Upstream: the entry that answered; X-Agentsite-Attempts: each try (when any failed)."""
@@ -101,28 +111,32 @@ class Completion:
         return headers
 
     def chat_request(self) -> ChatRequest:
-        """What the catalogue's model is asked (another door's Completion adds what its dialect carries)."""
-        return translate.to_chat_request(self.body, self.body.model, self.messages)
+        """What the catalogue's model is asked: `request` (a door that builds its own, compat.responses, sets
+        it once its dialect's fields are read)."""
+        return self.request
 
     def _answered_here(self) -> AsyncIterator[StreamEvent]:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
-            return self.source.stream(self.body.model, self.messages, getattr(self.user, "pk", None))
-        return agent_events(self.body, self.messages, user=self.user, settings=self.settings, caller=self.caller)
+            return self.source.stream(self.model_name, self.messages, getattr(self.user, "pk", None))
+        return agent_events(self.request, user=self.user, settings=self.settings, caller=self.caller)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
         if self.provider is None:
             return one_per_list(self._answered_here())
-        return metered(self.provider, self.caller).stream_batches(self.chat_request())
+        return metered(self.provider, self.caller).stream_batches(self.request)
+
+    async def reply(self) -> Reply:
+        """The whole reply in the runtime's terms. A provider's model asks the upstream for plain JSON: cheaper
+        than folding a stream."""
+        if self.provider is None:
+            return await collect(self._answered_here())
+        return await metered(self.provider, self.caller).complete(self.request)
 
     async def result(self) -> dict[str, Any]:
-        """The chat.completion object. A provider's model asks the upstream for plain JSON: cheaper than folding
-        a stream."""
-        if self.provider is None:
-            reply = await collect(self._answered_here())
-        else:
-            reply = await metered(self.provider, self.caller).complete(self.chat_request())
+        """The chat.completion object."""
+        reply = await self.reply()
         return translate.completion_object(cid=self.cid, model=self.model, text=reply.text,
                                            tool_calls=reply.tool_calls,
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),
@@ -137,18 +151,21 @@ class Completion:
             first: list[StreamEvent] = await anext(batches)
         except StopAsyncIteration:
             first = []
+        options = self.body.stream_options if self.body is not None else None
         return _chunks(first, batches, cid=self.cid, model=self.model,
-                       include_usage=bool(self.body.stream_options and self.body.stream_options.include_usage))
+                       include_usage=bool(options and options.include_usage))
 
 
-async def agent_events(body: ChatCompletionRequest, messages: list, *, user: AbstractBaseUser | None,
-                       settings: AgentSettings, caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
+async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, settings: AgentSettings,
+                       caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
-    as the AppError it reports (502 unless it says otherwise)."""
+    as the AppError it reports (502 unless it says otherwise). The request's tools are not the agent's: its
+    own tools run inside the server."""
     from agentsite.agent.loop import run_agent
 
-    overrides = {key: value for key, value in (("temperature", body.temperature),
-                 ("max_tokens", body.max_completion_tokens or body.max_tokens)) if value is not None}
+    messages = request.messages
+    overrides = {key: value for key, value in (("temperature", request.settings.temperature),
+                 ("max_tokens", request.settings.max_tokens)) if value is not None}
     user_id = getattr(user, "pk", None)
     # Tools act on the host (fetch, screenshot, MCP servers): only an identified caller gets them.
     # The caller as the request authenticated them: an API key without the admin scope is no admin here.

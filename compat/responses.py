@@ -258,7 +258,7 @@ class ResponseRun(engine.Completion):
             max_completion_tokens=body.max_output_tokens, tools=None, tool_choice=None, stop=None,
             stream_options=None, n=1)
         super().__init__(chat, settings=settings, user=user, caller=caller)
-        self.request = body
+        self.spec = body
         self.rid = new_id("resp")
         self.created = int(time.time())
         self.items = input_items(body)
@@ -287,10 +287,12 @@ class ResponseRun(engine.Completion):
             if unable:
                 raise _invalid("text.format", f"structured output ({self.response_format['type']}) is not "
                                f"supported by the upstream of {', '.join(unable)}.")
+        # What the engine's shared paths (the router, the agent, workflows) are given: this dialect's request.
+        self.request = self.chat_request()
 
     def chat_request(self) -> ChatRequest:
-        settings = ModelSettings(model=self.body.model, temperature=self.request.temperature,
-                                 max_tokens=self.request.max_output_tokens)
+        settings = ModelSettings(model=self.body.model, temperature=self.spec.temperature,
+                                 max_tokens=self.spec.max_output_tokens)
         return ChatRequest(messages=self.messages, tools=self.tools, settings=settings,
                            tool_choice=self.tool_choice, response_format=self.response_format)
 
@@ -302,7 +304,7 @@ class ResponseRun(engine.Completion):
     def response(self, *, status: str, output: list[dict[str, Any]], usage: Usage | None,
                  finish: str = "stop", error: dict[str, Any] | None = None) -> dict[str, Any]:
         """The response object. A reply cut by max_output_tokens is `incomplete`, as OpenAI has it."""
-        body = self.request
+        body = self.spec
         incomplete = None
         if status == "completed" and finish in ("length", "max_rounds"):
             status, incomplete = "incomplete", {"reason": "max_output_tokens"}
@@ -321,7 +323,7 @@ class ResponseRun(engine.Completion):
         }
 
     async def store(self, response: dict[str, Any]) -> None:
-        if not self.request.store:
+        if not self.spec.store:
             return
         from compat.models import StoredResponse
 
@@ -330,8 +332,8 @@ class ResponseRun(engine.Completion):
 
         def save() -> None:
             StoredResponse.objects.create(id=self.rid, owner=owner, history=history, response=response,
-                                          previous=self.request.previous_response_id or "",
-                                          instructions=self.request.instructions or "")
+                                          previous=self.spec.previous_response_id or "",
+                                          instructions=self.spec.instructions or "")
 
         await db(save)
 

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 
 from accounts.authentication import JWTAuthentication
 from compat.responses import ResponseRequest
+from compat.messages import CountTokensRequest, MessagesRequest
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList
 
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -165,6 +166,27 @@ class ResponsesSchema(_V1):
         raise NotImplementedError
 
 
+_ANTHROPIC_ERROR = OpenApiResponse(description='Anthropic error shape: {"type": "error", "error": {type, message}}')
+
+
+class MessagesSchema(_V1):
+    @extend_schema(tags=["v1"], summary="Create a message (Anthropic Messages API)",
+                   request=MessagesRequest,
+                   description="An Anthropic Messages request over any model of /v1/models (docs/api.md, Messages): "
+                               "an unknown field is a 400 naming it. Auth as the rest of /v1 (x-api-key or Bearer).",
+                   responses={
+                       (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description=(
+                           '{id, type: "message", role, model, content: [text|tool_use], stop_reason, '
+                           "stop_sequence, usage: {input_tokens, output_tokens}}")),
+                       (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description=(
+                           "with stream=true: message_start, ping, content_block_start/delta/stop, message_delta, "
+                           "message_stop (or error)")),
+                       400: _ANTHROPIC_ERROR, 401: _ANTHROPIC_ERROR, 404: _ANTHROPIC_ERROR, 429: _ANTHROPIC_ERROR,
+                       502: _ANTHROPIC_ERROR})
+    def post(self, request):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
 class ResponseSchema(_V1):
     @extend_schema(tags=["v1"], summary="A stored response (its owner's only)",
                    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="The response object"),
@@ -177,4 +199,13 @@ class ResponseSchema(_V1):
                        '{"id", "object": "response.deleted", "deleted": true}')),
                        401: _ERROR, 404: OpenApiResponse(description="`not_found`: none, or not yours")})
     def delete(self, request, pk):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
+class CountTokensSchema(_V1):
+    @extend_schema(tags=["v1"], summary="Estimate a Messages request's input tokens",
+                   request=CountTokensRequest,
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="{input_tokens}"),
+                              400: _ANTHROPIC_ERROR, 401: _ANTHROPIC_ERROR, 404: _ANTHROPIC_ERROR})
+    def post(self, request):  # pragma: no cover - never routed
         raise NotImplementedError

@@ -1,11 +1,13 @@
 from django.urls import path
 
-from compat import api
+from compat import api, messages
 
 urlpatterns = [
     path("models", api.models, name="v1-models"),
     path("chat/completions", api.chat_completions, name="v1-chat-completions"),
     path("responses", api.responses_create, name="v1-responses"),
     path("responses/<str:pk>", api.responses_one, name="v1-response"),
+    path("messages", messages.messages, name="v1-messages"),
+    path("messages/count_tokens", messages.count_tokens, name="v1-messages-count-tokens"),
     path("embeddings", api.embeddings, name="v1-embeddings"),
 ]

@@ -125,9 +125,27 @@ def openai_param(exc: AppError) -> str | None:
     return next(iter(exc.details), None) if exc.status == 400 and exc.details else None
 
 
+# /v1/messages speaks Anthropic's error shape, so that the anthropic SDK raises the matching exception class.
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                    404: "not_found_error", 405: "invalid_request_error", 409: "invalid_request_error",
+                    413: "request_too_large", 415: "invalid_request_error", 422: "invalid_request_error",
+                    429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
+
+
+def is_anthropic_path(path: str) -> bool:
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
+def anthropic_envelope(status: int, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}
+
+
 def envelope_for(path: str, code: str, message: str, status: int,
                  details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The error body a client of this path expects: OpenAI's shape under /v1, the /api envelope elsewhere."""
+    """The error body a client of this path expects: Anthropic's shape under /v1/messages, OpenAI's under the
+    rest of /v1, the /api envelope elsewhere."""
+    if is_anthropic_path(path):
+        return anthropic_envelope(status, message)
     if is_openai_path(path):
         param = next(iter(details), None) if status == 400 and details else None
         return openai_envelope(code, message, status, param)

@@ -194,7 +194,9 @@ def _assert_envelope_401(response, method: str, template: str, kind: str) -> Non
     where = f"{method.upper()} {template} with {kind}"
     assert response.status_code == 401, f"{where}: {response.status_code} {response.content[:300]!r}"
     error = response.json()["error"]
-    if template.startswith("/v1"):
+    if template.startswith("/v1/messages"):  # Anthropic's shape: {"type": "error", "error": {type, message}}
+        assert response.json()["type"] == "error" and error["type"] == "authentication_error", where
+    elif template.startswith("/v1"):
         assert {"message", "type", "code"} <= set(error), where
     else:
         assert {"code", "message", "details"} <= set(error), where

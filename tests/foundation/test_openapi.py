@@ -22,7 +22,9 @@ PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register")
                      ("get", "/api/auth/options"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),
                      ("post", "/v1/embeddings"), ("get", "/api/voices"),
-                     ("post", "/v1/responses"), ("get", "/v1/responses/{id}"), ("delete", "/v1/responses/{id}")}
+                     ("post", "/v1/responses"), ("get", "/v1/responses/{id}"), ("delete", "/v1/responses/{id}"),
+                     ("post", "/v1/embeddings"), ("get", "/api/voices"), ("post", "/v1/messages"),
+                     ("post", "/v1/messages/count_tokens")}
 
 
 @pytest.fixture
@@ -75,7 +77,8 @@ def test_every_operation_documents_its_errors_with_the_envelope_of_its_path(sche
         if "requestBody" in operation:
             expected |= {"400", "413", "415"}
         assert expected <= set(responses), f"{method} {path} lacks {sorted(expected - set(responses))}"
-        envelope = "OpenAIError" if path.startswith("/v1") else "ApiError"
+        envelope = ("AnthropicError" if path.startswith("/v1/messages") else "OpenAIError" if path.startswith("/v1")
+                    else "ApiError")
         for status in ERROR_STATUSES & set(responses):
             if (method, path, status) in OWN_SHAPE_ERRORS:
                 continue

@@ -69,12 +69,14 @@ PUBLIC = {
 # Public only while config `compat_auth` is "public" (or "local", the default, from loopback), where any
 # placeholder key is accepted.
 COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings"),
-                 ("post", "/v1/responses"), ("get", "/v1/responses/{pk}"), ("delete", "/v1/responses/{pk}")}
+                 ("post", "/v1/responses"), ("get", "/v1/responses/{pk}"), ("delete", "/v1/responses/{pk}"),
+                 ("post", "/v1/messages"), ("post", "/v1/messages/count_tokens")}
 # Views written as functions have no permission classes to read a role from: each says its role here, so a
 # new one (an admin-only one above all) cannot slip through the 403 matrix unseen.
 FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/workflows/{pk}/run": "user",
                        "/v1/models": "compat", "/v1/chat/completions": "compat", "/v1/embeddings": "compat",
-                       "/v1/responses": "compat", "/v1/responses/{pk}": "compat"}
+                       "/v1/responses": "compat", "/v1/responses/{pk}": "compat",
+                       "/v1/messages": "compat", "/v1/messages/count_tokens": "compat"}
 # What a path parameter names: the kind of object (tests/security/conftest.py makes one of each).
 OBJECT_PARAMETERS = {
     ("/api/sessions/{pk}", "pk"): "session", ("/api/sessions/{pk}/messages", "pk"): "session",
@@ -231,6 +233,10 @@ def _assert_401(response, *, method: str, where: str, kind: str, openai_shape: b
     if method == "head":
         return
     error = response.json()["error"]
+    if openai_shape and where.split()[1].startswith("/v1/messages"):  # Anthropic's shape on that door
+        assert response.json()["type"] == "error" and set(error) == {"type", "message"}, where
+        assert error["type"] == "authentication_error", where
+        return
     if openai_shape:
         assert set(error) == {"message", "type", "param", "code"}, where
         assert error["type"] == "authentication_error", where

@@ -1,0 +1,484 @@
+"""POST /v1/messages and /v1/messages/count_tokens: the Anthropic Messages API as a door to every model /v1 serves.
+
+A Messages request is translated into the runtime's provider-neutral ChatRequest (agentsite/agent/types.py) and
+answered through compat.engine.Completion, exactly as a chat completion is: the catalogue's router (any upstream
+wire format), the `agent` model, `workflow:*` sources, usage metering and budgets, the hang-up that cancels the
+upstream. Only the two ends are this dialect's: the request models below and the rendering of the reply (a
+message object, or the typed SSE events `message_start` ... `message_stop`). Every error leaves in Anthropic's
+shape (`{"type": "error", "error": {"type", "message"}}`), so the `anthropic` SDK raises the matching class.
+
+Fields: what a model below declares is supported; the fields of `IGNORED` are accepted and ignored (documented
+in docs/api.md); any other field anywhere in the body is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any, Literal
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import ConfigDict, Field, ValidationError
+
+from accounts.authentication import revocable
+from agentsite.agent.config import aget_settings
+from agentsite.agent.types import (
+    MAX_MESSAGE_CHARS,
+    ChatRequest,
+    ContentPart,
+    Finish,
+    ImagePart,
+    Message,
+    ModelSettings,
+    StreamEvent,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallEvent,
+    ToolSpec,
+    Usage,
+)
+from agentsite.agent.usage import CHARS_PER_TOKEN, Caller, prompt_chars
+from agentsite.core.errors import AppError, anthropic_envelope
+from agentsite.core.sse import sse_event, sse_response
+from agentsite.core.validation import json_object_body
+from compat import engine
+from compat.schemas import WireModel
+
+logger = logging.getLogger(__name__)
+
+# count_tokens: what one image counts for. Anthropic charges about width*height/750 tokens and scales images down
+# to about 1.15 megapixels, so 1,600 is the most an image costs there; the estimate takes the most.
+IMAGE_TOKENS = 1600
+
+
+# --- the request ----------------------------------------------------------------------------------
+
+class _Wire(WireModel):
+    # Unlike the chat completions door, an unknown field is refused, naming it (docs/api.md, Messages): the
+    # fields this door ignores are declared and listed.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ImageSource(_Wire):
+    type: Literal["base64"] = Field(description='"base64" (a "url" source is refused: the server fetches nothing)')
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str
+
+
+class ContentBlock(_Wire):
+    """One block of a message: `text`, `image`, `tool_use` or `tool_result` (each takes the fields of its type
+    only; `cache_control` and `citations` are ignored)."""
+
+    type: Literal["text", "image", "tool_use", "tool_result"]
+    text: str | None = None
+    source: ImageSource | None = None
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+    tool_use_id: str | None = None
+    content: str | list[ContentBlock] | None = None
+    is_error: bool | None = None
+    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
+    citations: list[Any] | None = Field(default=None, description="ignored")
+
+
+_BLOCK_FIELDS = {"text": ({"text"}, {"text"}), "image": ({"source"}, {"source"}),
+                 "tool_use": ({"id", "name", "input"}, {"id", "name", "input"}),
+                 "tool_result": ({"tool_use_id"}, {"tool_use_id", "content", "is_error"})}
+_IGNORED_BLOCK_FIELDS = {"type", "cache_control", "citations"}
+
+
+class MessageParam(_Wire):
+    role: Literal["user", "assistant"]
+    content: str | list[ContentBlock]
+
+
+class SystemBlock(_Wire):
+    type: Literal["text"]
+    text: str
+    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
+    citations: list[Any] | None = Field(default=None, description="ignored")
+
+
+class ToolParam(_Wire):
+    name: str = Field(min_length=1, max_length=64)
+    description: str = ""
+    input_schema: dict[str, Any]
+    type: Literal["custom"] | None = Field(default=None, description='only "custom": server tools are refused')
+    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
+
+
+class ToolChoice(_Wire):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str | None = Field(default=None, description='the tool, with type "tool"')
+    disable_parallel_tool_use: bool | None = Field(default=None, description="ignored")
+
+
+class _Conversation(_Wire):
+    model: str = Field(min_length=1, description='a model of GET /v1/models: the catalogue, "agent", "workflow:<name>"')
+    messages: list[MessageParam] = Field(min_length=1)
+    system: str | list[SystemBlock] | None = None
+    tools: list[ToolParam] | None = None
+    tool_choice: ToolChoice | None = None
+
+
+class MessagesRequest(_Conversation):
+    max_tokens: int = Field(ge=1, description="required, as Anthropic has it")
+    stream: bool = False
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    stop_sequences: list[str] | None = None
+    # Accepted and ignored (docs/api.md, Messages):
+    metadata: dict[str, Any] | None = Field(default=None, description="ignored")
+    top_p: float | None = Field(default=None, description="ignored")
+    top_k: int | None = Field(default=None, description="ignored")
+    service_tier: str | None = Field(default=None, description="ignored")
+    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
+
+
+class CountTokensRequest(_Conversation):
+    pass
+
+
+IGNORED = ("metadata", "top_p", "top_k", "service_tier", "cache_control", "citations", "disable_parallel_tool_use")
+
+
+# --- the request in the runtime's types -----------------------------------------------------------
+
+def invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
+    return AppError(code, f"{param}: {message}", 400, {param: [message]})
+
+
+def to_chat_request(body: _Conversation) -> ChatRequest:
+    """The runtime's request. Raises AppError 400 naming the field (a block with another type's field, a tool
+    result that answers no tool_use of the message before, a tool_use left unanswered, a message over 32,000
+    characters)."""
+    messages: list[Message] = []
+    if isinstance(body.system, str) and body.system:
+        messages.append(Message("system", body.system))
+    elif isinstance(body.system, list) and body.system:
+        messages.append(Message("system", "\n\n".join(block.text for block in body.system)))
+    names: dict[str, str] = {}
+    asked: set[str] = set()  # the tool_use ids of the assistant message before this one
+    for index, message in enumerate(body.messages):
+        where = f"messages.{index}.content"
+        blocks = ([ContentBlock(type="text", text=message.content)] if isinstance(message.content, str)
+                  else message.content)
+        for block_index, block in enumerate(blocks):
+            _check_block(f"{where}.{block_index}", block)
+        if message.role == "assistant":
+            if asked:
+                raise invalid(f"messages.{index}", f"tool_use ids {sorted(asked)} of messages.{index - 1} have no "
+                              "tool_result block in the user message right after them.")
+            messages.append(_assistant(where, blocks))
+            asked = {call.id for call in messages[-1].tool_calls}
+            names.update({call.id: call.name for call in messages[-1].tool_calls})
+            continue
+        answered = {block.tool_use_id for block in blocks if block.type == "tool_result"}
+        if answered - asked:
+            raise invalid(where, f"tool_result blocks answer tool_use ids {sorted(answered - asked)} that the "
+                          "message before does not have.")
+        if asked - answered:
+            raise invalid(f"messages.{index}", f"tool_use ids {sorted(asked - answered)} of messages.{index - 1} "
+                          "have no tool_result block in this message.")
+        asked = set()
+        messages.extend(_user(where, blocks, names))
+    return ChatRequest(messages=messages, tools=[ToolSpec(tool.name, tool.description, tool.input_schema)
+                                                 for tool in body.tools or []],
+                       settings=_settings(body), tool_choice=_tool_choice(body.tool_choice))
+
+
+def _settings(body: _Conversation) -> ModelSettings:
+    if not isinstance(body, MessagesRequest):
+        return ModelSettings(model=body.model)
+    return ModelSettings(model=body.model, temperature=body.temperature, max_tokens=body.max_tokens,
+                         stop=body.stop_sequences or None)
+
+
+def _tool_choice(choice: ToolChoice | None) -> str | dict[str, Any] | None:
+    """Anthropic's tool_choice in the runtime's vocabulary (OpenAI's, agentsite/agent/types.py)."""
+    if choice is None:
+        return None
+    if choice.type == "tool":
+        if not choice.name:
+            raise invalid("tool_choice.name", 'A tool_choice of type "tool" names the tool.')
+        return {"type": "function", "function": {"name": choice.name}}
+    return {"any": "required"}.get(choice.type, choice.type)
+
+
+def _check_block(where: str, block: ContentBlock) -> None:
+    required, allowed = _BLOCK_FIELDS[block.type]
+    extra = sorted(block.model_fields_set - allowed - _IGNORED_BLOCK_FIELDS)
+    if extra:
+        raise invalid(f"{where}.{extra[0]}", f"A {block.type} block has no field {extra[0]!r}.")
+    missing = sorted(name for name in required if getattr(block, name) is None)
+    if missing:
+        raise invalid(f"{where}.{missing[0]}", f"A {block.type} block needs {missing[0]!r}.")
+
+
+def _parts(where: str, blocks: list[ContentBlock], *, allowed: tuple[str, ...]) -> list[ContentPart]:
+    parts: list[ContentPart] = []
+    for index, block in enumerate(blocks):
+        if block.type not in allowed:
+            raise invalid(f"{where}.{index}.type", f"A {block.type} block is not taken here.")
+        if block.type == "text":
+            parts.append(TextPart(block.text or ""))
+        elif block.source is not None:
+            try:
+                parts.append(ImagePart.from_base64(block.source.media_type, block.source.data))
+            except ValueError as exc:
+                raise invalid(f"{where}.{index}.source.data", str(exc)) from exc
+    length = sum(len(part.text) for part in parts if isinstance(part, TextPart))
+    if length > MAX_MESSAGE_CHARS:
+        raise invalid(where, f"A message may be at most {MAX_MESSAGE_CHARS} characters (this one has {length}).",
+                      code="message_too_long")
+    return parts
+
+
+def _assistant(where: str, blocks: list[ContentBlock]) -> Message:
+    parts = _parts(where, [block for block in blocks if block.type != "tool_use"], allowed=("text",))
+    calls = [ToolCall(block.id or "", block.name or "", block.input or {}) for block in blocks
+             if block.type == "tool_use"]
+    return Message("assistant", "".join(part.text for part in parts if isinstance(part, TextPart)), tool_calls=calls)
+
+
+def _user(where: str, blocks: list[ContentBlock], names: dict[str, str]) -> list[Message]:
+    """Tool results become `tool` messages (first, as every upstream wants them right after the calls); the
+    text and images become one user message after them."""
+    out: list[Message] = []
+    rest: list[ContentBlock] = []
+    for index, block in enumerate(blocks):
+        if block.type != "tool_result":
+            rest.append(block)
+            continue
+        content = block.content
+        inner = [ContentBlock(type="text", text=content)] if isinstance(content, str) else (content or [])
+        for inner_index, inner_block in enumerate(inner):
+            _check_block(f"{where}.{index}.content.{inner_index}", inner_block)
+        parts = _parts(f"{where}.{index}.content", inner, allowed=("text", "image"))
+        call_id = block.tool_use_id or ""
+        out.append(Message("tool", parts, tool_call_id=call_id, name=names.get(call_id),
+                           is_error=bool(block.is_error)))
+    if rest:
+        parts = _parts(where, rest, allowed=("text", "image"))
+        out.append(Message("user", parts))
+    return out
+
+
+# --- the reply ------------------------------------------------------------------------------------
+
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "max_rounds": "max_tokens", "tool_calls": "tool_use",
+                "content_filter": "refusal"}
+
+
+def stop_reason(finish: str) -> str:
+    return STOP_REASONS.get(finish, "end_turn")
+
+
+def message_id() -> str:
+    return f"msg_{uuid.uuid4().hex}"
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+
+
+def tool_use_block(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def message_object(*, mid: str, model: str, text: str, calls: list[ToolCall], finish: str,
+                   usage: Usage) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [tool_use_block(call) for call in calls]
+    return {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": stop_reason(finish), "stop_sequence": None, "usage": _usage(usage)}
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return sse_event(data, data["type"])
+
+
+async def message_events(first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]], *, mid: str,
+                         model: str) -> AsyncIterator[bytes]:
+    """The typed events of Anthropic's stream for `first` and then each batch; the events of one batch leave as
+    one piece of bytes. A text block stays open until a tool call or the end; a tool call is one tool_use block
+    whose input arrives as one input_json_delta. A client hang-up cancels this and, with it, the upstream."""
+    start = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None,
+             "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
+    out = [_event({"type": "message_start", "message": start}), _event({"type": "ping"})]
+    usage = Usage()
+    finish = "stop"
+    index = -1
+    text_open = False
+
+    def render(batch: list[StreamEvent]) -> None:
+        nonlocal usage, finish, index, text_open
+        for event in batch:
+            if isinstance(event, TextDelta) and event.text:
+                if not text_open:
+                    index += 1
+                    text_open = True
+                    out.append(_event({"type": "content_block_start", "index": index,
+                                       "content_block": {"type": "text", "text": ""}}))
+                # Most of a stream's events: bytes from a template, as _event would give them, without building
+                # and encoding the object each time.
+                out.append(b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": '
+                           + str(index).encode() + b', "delta": {"type": "text_delta", "text": '
+                           + json.dumps(event.text).encode() + b"}}\n\n")
+            elif isinstance(event, ToolCallEvent):
+                if text_open:
+                    out.append(_event({"type": "content_block_stop", "index": index}))
+                    text_open = False
+                index += 1
+                out.append(_event({"type": "content_block_start", "index": index,
+                                   "content_block": {**tool_use_block(event.call), "input": {}}}))
+                out.append(_event({"type": "content_block_delta", "index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": json.dumps(event.call.arguments)}}))
+                out.append(_event({"type": "content_block_stop", "index": index}))
+            elif isinstance(event, Usage):
+                usage = event
+            elif isinstance(event, Finish):
+                finish = event.reason
+
+    try:
+        async with aclosing(batches):
+            render(first)
+            yield b"".join(out)
+            out.clear()
+            async for batch in batches:
+                render(batch)
+                if out:
+                    yield b"".join(out)
+                    out.clear()
+    except AppError as exc:  # a started stream ends with an error event, which the SDK raises
+        out.append(error_event(exc))
+        yield b"".join(out)
+        return
+    except Exception:  # a boundary: never a hanging or broken stream
+        logger.exception("The /v1/messages stream failed")
+        out.append(error_event(AppError("internal_error", "The server failed; the error was logged.", 500)))
+        yield b"".join(out)
+        return
+    if text_open:
+        out.append(_event({"type": "content_block_stop", "index": index}))
+    out.append(_event({"type": "message_delta", "delta": {"stop_reason": stop_reason(finish), "stop_sequence": None},
+                       "usage": _usage(usage)}))
+    out.append(_event({"type": "message_stop"}))
+    yield b"".join(out)
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+def error_response(exc: AppError) -> JsonResponse:
+    """An AppError in Anthropic's error shape, with its status (the SDK picks its exception class by status)."""
+    response = JsonResponse(anthropic_envelope(exc.status, exc.message), status=exc.status)
+    for name, value in exc.headers.items():
+        response[name] = value
+    if exc.status == 401 and "WWW-Authenticate" not in exc.headers:  # as every 401 of the service says
+        response["WWW-Authenticate"] = 'Bearer realm="v1"'
+    return response
+
+
+def error_event(exc: AppError) -> bytes:
+    return sse_event(anthropic_envelope(exc.status, exc.message), "error")
+
+
+def _parse(request: HttpRequest, schema: type[_Conversation]) -> Any:
+    body = json_object_body(request)
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError as exc:
+        raise AppError("invalid_value", "The body holds text that is not valid Unicode (a lone surrogate).",
+                       400) from exc
+    try:
+        return schema.model_validate(body)
+    except ValidationError as exc:
+        from compat.api import _telling_error
+
+        path, error = _telling_error(exc)
+        param = ".".join(str(part) for part in path) or None
+        text = "This field is not supported (docs/api.md, Messages)." if error["type"] == "extra_forbidden" else (
+            error["msg"])
+        message = f"{param}: {text}" if param else text
+        raise AppError("unknown_field" if error["type"] == "extra_forbidden" else "invalid_value", message, 400,
+                       {param: [text]} if param else {}) from exc
+
+
+# --- the views ------------------------------------------------------------------------------------
+
+def _view(handler: Any) -> Any:
+    """A POST-only async view whose every error leaves in Anthropic's shape."""
+
+    @csrf_exempt
+    async def view(request: HttpRequest) -> HttpResponse:
+        if request.method != "POST":
+            response = error_response(AppError("method_not_allowed", "Use POST.", 405))
+            response["Allow"] = "POST"
+            return response
+        try:
+            return await handler(request)
+        except AppError as exc:
+            return error_response(exc)
+        except Exception:  # a boundary: a 500 in Anthropic's shape, logged
+            logger.exception("Unhandled error on %s", request.path)
+            return error_response(AppError("internal_error", "The server failed; the error was logged.", 500))
+
+    return view
+
+
+async def _completion(request: HttpRequest, schema: type[_Conversation]) -> tuple[engine.Completion, Any, Any]:
+    """(completion, credential, body): the caller authenticated first (401/403 before any 400), then the body."""
+    from compat.api import _caller
+
+    user, credential = await _caller(request)
+    body = _parse(request, schema)
+    chat_request = to_chat_request(body)
+    caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
+    completion = engine.Completion(None, settings=await aget_settings(), user=user, caller=caller,
+                                   request=chat_request)  # 404 model_not_found
+    return completion, credential, body
+
+
+async def _messages(request: HttpRequest) -> HttpResponse:
+    completion, credential, body = await _completion(request, MessagesRequest)
+    mid = message_id()
+    if body.stream:
+        batches = completion.batches()
+        try:  # the first events: an upstream that refuses is a proper error status, not an event after a 200
+            first: list[StreamEvent] = await anext(batches)
+        except StopAsyncIteration:
+            first = []
+        stream = message_events(first, batches, mid=mid, model=completion.model)
+        if credential is not None:  # the stream ends at its next event once the token or key is revoked
+            stream = revocable(stream, None, error_event, credential=credential)
+        response: HttpResponse = sse_response(stream)
+    else:
+        reply = await completion.reply()
+        response = JsonResponse(message_object(mid=mid, model=completion.model, text=reply.text,
+                                               calls=reply.tool_calls, finish=reply.finish_reason,
+                                               usage=reply.usage))
+    for name, value in completion.headers().items():
+        response[name] = value
+    return response
+
+
+def estimate_input_tokens(request: ChatRequest) -> int:
+    """The estimate count_tokens answers: the characters of the prompt (messages, tool calls, tool definitions,
+    as usage metering counts them before a call) over CHARS_PER_TOKEN, plus IMAGE_TOKENS per image."""
+    images = sum(len(message.images) for message in request.messages)
+    return math.ceil(prompt_chars(request) / CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+async def _count_tokens(request: HttpRequest) -> HttpResponse:
+    completion, _, _ = await _completion(request, CountTokensRequest)  # the same checks as a message
+    return JsonResponse({"input_tokens": estimate_input_tokens(completion.request)})
+
+
+messages = _view(_messages)
+count_tokens = _view(_count_tokens)

@@ -121,8 +121,10 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
                                                          "session_id": session}, format="json"), "a task")["id"]
     task_run = _created(client.post(f"/api/scheduler/run/{task}"), "a scheduled task's run")["id"]
     key = str(_created(client.post("/api/keys", {"name": f"{label}'s key"}, format="json"), "an API key")["id"])
+    trigger = _created(client.post(f"/api/workflows/{workflow}/triggers", {}, format="json"), "a trigger")["id"]
     return {"session": session, "document": document, "upload": upload, "workflow": workflow,
-            "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key}
+            "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
+            "workflow_version": "1", "trigger": trigger}
 
 
 @pytest.fixture

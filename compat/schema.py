@@ -21,8 +21,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
 from accounts.authentication import JWTAuthentication
-from compat.responses import ResponseRequest
 from compat.messages import CountTokensRequest, MessagesRequest
+from compat.responses import ResponseRequest
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList
 
 REF_TEMPLATE = "#/components/schemas/{model}"

@@ -131,9 +131,10 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     waiting = client.post(f"/api/workflows/{gated}/run", {"input": label}, format="json").json()
     assert waiting["status"] == "waiting", waiting
     approval = client.get("/api/approvals").json()["results"][0]["id"]
+    trigger = _created(client.post(f"/api/workflows/{workflow}/triggers", {}, format="json"), "a trigger")["id"]
     return {"session": session, "document": document, "upload": upload, "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
-            "response": stored.json()["id"], "approval": approval}
+            "response": stored.json()["id"], "approval": approval, "workflow_version": "1", "trigger": trigger}
 
 
 @pytest.fixture

@@ -61,8 +61,8 @@ def filenames(owner_id: int, query: str) -> list[str]:
 def test_search_sees_adds_deletes_and_clears_made_by_another_process(owner, monkeypatch):
     reads = []
     real_chunk_rows = index._chunk_rows
-    monkeypatch.setattr(index, "_chunk_rows", lambda owner_id, documents: reads.append(documents) or
-                        real_chunk_rows(owner_id, documents))
+    monkeypatch.setattr(index, "_chunk_rows", lambda owner_id, documents, *rest: reads.append(documents) or
+                        real_chunk_rows(owner_id, documents, *rest))
 
     services.document_ingest(owner_id=owner.pk, filename="moon.txt", content=MOON)
     assert filenames(owner.pk, "Moon astronauts") == ["moon.txt"]

@@ -287,16 +287,26 @@ class VersionListView(GenericAPIView):
 
 class VersionDetailView(APIView):
     @extend_schema(responses={200: VersionSerializer})
-    def get(self, request: Request, pk, number: int) -> Response:
+    def get(self, request: Request, pk, number: str) -> Response:
         workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
-        return Response(_version_data(selectors.workflow_version_get(workflow=workflow, number=number)))
+        return Response(_version_data(selectors.workflow_version_get(workflow=workflow,
+                                                                     number=_version_number(number))))
 
 
 class VersionRestoreView(APIView):
     @extend_schema(request=None, responses={200: WorkflowSerializer})
-    def post(self, request: Request, pk, number: int) -> Response:
+    def post(self, request: Request, pk, number: str) -> Response:
         workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
-        return Response(_workflow_data(services.workflow_version_restore(workflow=workflow, number=number)))
+        return Response(_workflow_data(services.workflow_version_restore(workflow=workflow,
+                                                                         number=_version_number(number))))
+
+
+def _version_number(number: str) -> int:
+    """A version number from the path (any segment routes here, so another user's workflow and a missing one
+    answer the same 404 before the number is read)."""
+    if not number.isascii() or not number.isdigit() or len(number) > 9:
+        raise AppError("not_found", "No such version.", 404)
+    return int(number)
 
 
 class ExportView(APIView):
@@ -435,6 +445,9 @@ class ApprovalDecideView(APIView):
         200: ApprovalSerializer, 404: OpenApiResponse(description="No such approval, or you are not an approver."),
         409: OpenApiResponse(description="`conflict`: already decided.")})
     def post(self, request: Request, approval_id) -> Response:
+        # Someone not named gets the 404 whatever they send: the body is read only for an approval they may decide.
+        if not WorkflowApproval.objects.filter(pk=approval_id, approvers=request.user).exists():
+            raise AppError("not_found", "No such approval (or you are not one of its approvers).", 404)
         data = validated(DecisionSerializer, request.data)
         if "data" in data and graph_holds_nul(data["data"]):
             raise AppError("invalid", "data cannot hold NUL characters.", 400, {"data": ["NUL characters."]})

@@ -128,6 +128,7 @@ VALID_BODIES = {
     ("put", "/api/workflows/{pk}"): {"name": "renamed", "description": "changed", "nodes": WORKFLOW_NODES,
                                      "edges": WORKFLOW_EDGES},
     ("patch", "/api/workflows/{pk}"): {"description": "changed"},
+    ("post", "/api/approvals/{approval_id}"): {"decision": "approve"},
 }
 
 # The other shapes of a request whose answer takes another road (queued, streamed): another user's 404 too.
@@ -596,8 +597,9 @@ def test_no_request_of_anyone_else_shows_or_changes_the_owners_objects(api_route
     before = _owner_view(owner_client, api_routes, objects)
     for (method, template), body in SEARCHES.items():
         assert OWNER_LABEL in _text(_send(owner_client, method, template, body=body)), f"{template}: no control"
-    # A key's id is a small integer, found in any text: its name carries OWNER_LABEL instead.
-    marks = [OWNER_LABEL, *(value for kind, value in objects.items() if kind != "key")]
+    # A key's id and a version number are small integers, found in any text: a key's name carries OWNER_LABEL
+    # instead, and a version is its workflow's.
+    marks = [OWNER_LABEL, *(value for kind, value in objects.items() if kind not in ("key", "workflow_version"))]
     # An admin's own operations change the server's shared state (its config, its MCP servers) by design.
     shared = set(_admin_operations(api_routes, SimpleNamespace(is_authenticated=True, is_staff=False)))
     sent = 0

@@ -35,7 +35,7 @@ from knowledge.embedding import tokenize
 from knowledge.ranking import Ranker, Ranking
 
 MAX_QUERY_TERMS = 64  # the first distinct terms of a query that are looked up (a 32,000-character query...)
-COMMON_CHUNKS = 2000  # SQLite: a term in more of the owner's chunks than this is too common to rank by
+COMMON_CHUNKS = 2000  # a term in more of the owner's chunks than this is too common to rank by
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -260,9 +260,7 @@ def lexical_rank(owner_id: int, query: str, k: int) -> Ranking:
     with db.cursor() as cursor:
         if db.vendor == "sqlite":
             return _sqlite_rank(cursor, owner_id, words, k)
-        else:
-            cursor.execute(_pg_sql(), {"owner": owner_id, "text": " ".join(words), "k": k})
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+        return _pg_rank(cursor, owner_id, words, k)
 
 
 def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
@@ -298,23 +296,70 @@ def _sqlite_sql() -> str:
             "ORDER BY rank LIMIT %s")
 
 
-@functools.lru_cache(maxsize=1)
-def _pg_sql() -> str:
-    return f"""
-WITH q AS (SELECT tsvector_to_array(to_tsvector('english', %(text)s)) AS lexemes),
-tsq AS (SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(x), ' | '), '')) AS query
-        FROM q, unnest(q.lexemes) AS x),
+def _pg_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
+    """BM25 over the query's lexemes that are in at most COMMON_CHUNKS of the owner's chunks (SQLite's rule).
+
+    One statement counts each lexeme's chunks of the owner through the GIN index, stopping at
+    COMMON_CHUNKS + 1 (bounded work per lexeme); those counts are the exact document frequencies of the
+    lexemes kept. The scoring statement then reads only the chunks holding a kept lexeme (at most
+    COMMON_CHUNKS per lexeme). When every lexeme is common, the chunks holding all of them are ranked if they
+    are at most COMMON_CHUNKS (their lexemes' document frequencies then counted in full, once); otherwise [].
+    """
+    cursor.execute(_PG_COUNT_SQL, {"owner": owner_id, "text": " ".join(words), "cap": COMMON_CHUNKS + 1})
+    counted = cursor.fetchall()
+    if not counted:
+        return []
+    rare = [(lexeme, df) for lexeme, df in counted if df <= COMMON_CHUNKS]
+    if rare:
+        lexemes = [lexeme for lexeme, df in rare if df > 0]
+        if not lexemes:
+            return []
+        dfs = [float(df) for lexeme, df in rare if df > 0]
+        operator = " | "
+    else:
+        lexemes = [lexeme for lexeme, _ in counted]
+        cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": lexemes, "cap": COMMON_CHUNKS + 1})
+        if cursor.fetchone()[0] > COMMON_CHUNKS:
+            return []
+        cursor.execute(_PG_DF_SQL, {"owner": owner_id, "lexemes": lexemes})
+        dfs = [float(df) for df in cursor.fetchone()[0]]
+        operator = " & "
+    cursor.execute(_PG_SCORE_SQL, {"owner": owner_id, "lexemes": lexemes, "dfs": dfs, "op": operator, "k": k})
+    return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+# Each distinct lexeme of the query (as the index stores them) and its chunks of the owner, capped.
+_PG_COUNT_SQL = f"""
+SELECT x, (SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s
+                                 AND l.terms @@ to_tsquery('simple', quote_literal(x)) LIMIT %(cap)s) s)
+FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS x
+"""
+
+_PG_TSQUERY = "(SELECT to_tsquery('simple', string_agg(quote_literal(x), %(op)s)) FROM unnest(%(lexemes)s::text[]) x)"
+
+_PG_ALL_SQL = f"""
+SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AND l.terms @@
+    {_PG_TSQUERY.replace("%(op)s", "' & '")} LIMIT %(cap)s) s
+"""
+
+_PG_DF_SQL = f"""
+SELECT array_agg((SELECT count(*) FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s
+                  AND l.terms @@ to_tsquery('simple', quote_literal(x))) ORDER BY i)
+FROM unnest(%(lexemes)s::text[]) WITH ORDINALITY AS u(x, i)
+"""
+
+_PG_SCORE_SQL = f"""
+WITH q AS (SELECT * FROM unnest(%(lexemes)s::text[], %(dfs)s::float[]) AS q(lexeme, df)),
 stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
                  coalesce(max(length)::float / nullif(max(chunks), 0), 1)::float AS avglen
           FROM {PG_STATS} WHERE owner_id = %(owner)s),
 m AS (SELECT l.chunk_id, l.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-      FROM {PG_TABLE} l, tsq, q, unnest(l.terms) AS u
-      WHERE l.owner_id = %(owner)s AND l.terms @@ tsq.query AND u.lexeme = ANY(q.lexemes)),
-d AS (SELECT lexeme, count(*)::float AS df FROM m GROUP BY lexeme)
+      FROM {PG_TABLE} l, unnest(l.terms) AS u
+      WHERE l.owner_id = %(owner)s AND l.terms @@ {_PG_TSQUERY} AND u.lexeme = ANY(%(lexemes)s::text[]))
 SELECT m.chunk_id,
-       sum(ln(1 + (stats.n - d.df + 0.5) / (d.df + 0.5)) * m.tf * {BM25_K1 + 1}
+       sum(ln(1 + (stats.n - q.df + 0.5) / (q.df + 0.5)) * m.tf * {BM25_K1 + 1}
            / (m.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * m.length / greatest(stats.avglen, 1)))) AS score
-FROM m JOIN d USING (lexeme), stats
+FROM m JOIN q USING (lexeme), stats
 GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s
 """
 

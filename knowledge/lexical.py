@@ -199,6 +199,65 @@ _PG_STATS_SCHEMA = (
 )
 
 
+PG_TERMS = "knowledge_lexicalterms"
+
+# Migration 0006 (PostgreSQL): each owner's chunks per lexeme (the document frequency), kept by statement
+# triggers on the index like the statistics above, so a query reads its words' frequencies by primary key:
+# the common-word rule (COMMON_CHUNKS) and BM25's idf without touching the chunks. Rows are written in lexeme
+# order so that two ingests of one owner lock them in the same order.
+_PG_TERMS_SCHEMA = (
+    [
+        f"CREATE TABLE {PG_TERMS} (owner_id integer NOT NULL, lexeme text NOT NULL, chunks integer NOT NULL, "
+        "PRIMARY KEY (owner_id, lexeme))",
+        f"INSERT INTO {PG_TERMS} (owner_id, lexeme, chunks) SELECT owner_id, u.lexeme, count(*) "
+        f"FROM {PG_TABLE}, unnest(terms) AS u GROUP BY owner_id, u.lexeme",
+        f"CREATE FUNCTION {PG_TERMS}_add() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO {PG_TERMS} (owner_id, lexeme, chunks) SELECT a.owner_id, u.lexeme, count(*) "
+        "FROM added a, unnest(a.terms) AS u GROUP BY a.owner_id, u.lexeme ORDER BY a.owner_id, u.lexeme "
+        f"ON CONFLICT (owner_id, lexeme) DO UPDATE SET chunks = {PG_TERMS}.chunks + EXCLUDED.chunks; "
+        "RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_TERMS}_add AFTER INSERT ON {PG_TABLE} REFERENCING NEW TABLE AS added "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TERMS}_add()",
+        f"CREATE FUNCTION {PG_TERMS}_remove() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"UPDATE {PG_TERMS} t SET chunks = t.chunks - g.n FROM "
+        "(SELECT o.owner_id, u.lexeme, count(*) AS n FROM gone o, unnest(o.terms) AS u "
+        "GROUP BY o.owner_id, u.lexeme ORDER BY o.owner_id, u.lexeme) g "
+        "WHERE t.owner_id = g.owner_id AND t.lexeme = g.lexeme; "
+        f"DELETE FROM {PG_TERMS} t WHERE t.chunks <= 0 AND t.owner_id IN (SELECT DISTINCT owner_id FROM gone); "
+        "RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_TERMS}_remove AFTER DELETE ON {PG_TABLE} REFERENCING OLD TABLE AS gone "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TERMS}_remove()",
+        f"CREATE FUNCTION {PG_TERMS}_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"TRUNCATE {PG_TERMS}; RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_TERMS}_truncate AFTER TRUNCATE ON {PG_TABLE} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TERMS}_truncate()",
+    ],
+    [
+        f"DROP TRIGGER IF EXISTS {PG_TERMS}_truncate ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_TERMS}_remove ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_TERMS}_add ON {PG_TABLE}",
+        f"DROP FUNCTION IF EXISTS {PG_TERMS}_truncate()",
+        f"DROP FUNCTION IF EXISTS {PG_TERMS}_remove()",
+        f"DROP FUNCTION IF EXISTS {PG_TERMS}_add()",
+        f"DROP TABLE IF EXISTS {PG_TERMS}",
+    ],
+)
+
+
+def terms_schema_create(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_TERMS_SCHEMA[0]:
+                cursor.execute(statement)
+
+
+def terms_schema_drop(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_TERMS_SCHEMA[1]:
+                cursor.execute(statement)
+
+
 def stats_schema_create(connection: BaseDatabaseWrapper) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -299,40 +358,34 @@ def _sqlite_sql() -> str:
 def _pg_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
     """BM25 over the query's lexemes that are in at most COMMON_CHUNKS of the owner's chunks (SQLite's rule).
 
-    One statement counts each lexeme's chunks of the owner through the GIN index, stopping at
-    COMMON_CHUNKS + 1 (bounded work per lexeme); those counts are the exact document frequencies of the
-    lexemes kept. The scoring statement then reads only the chunks holding a kept lexeme (at most
-    COMMON_CHUNKS per lexeme). When every lexeme is common, the chunks holding all of them are ranked if they
-    are at most COMMON_CHUNKS (their lexemes' document frequencies then counted in full, once); otherwise [].
+    The document frequency of each distinct lexeme of the query is read from knowledge_lexicalterms (one
+    primary-key probe per lexeme, exact). The scoring statement then reads only the chunks holding a kept
+    lexeme (at most COMMON_CHUNKS per lexeme). When every lexeme is common, the chunks holding all of them are
+    ranked if they are at most COMMON_CHUNKS (counted through the GIN index, stopping past it); otherwise [].
     """
-    cursor.execute(_PG_COUNT_SQL, {"owner": owner_id, "text": " ".join(words), "cap": COMMON_CHUNKS + 1})
-    counted = cursor.fetchall()
+    cursor.execute(_PG_COUNT_SQL, {"owner": owner_id, "text": " ".join(words)})
+    counted = [(lexeme, df) for lexeme, df in cursor.fetchall() if df > 0]
     if not counted:
         return []
     rare = [(lexeme, df) for lexeme, df in counted if df <= COMMON_CHUNKS]
     if rare:
-        lexemes = [lexeme for lexeme, df in rare if df > 0]
-        if not lexemes:
-            return []
-        dfs = [float(df) for lexeme, df in rare if df > 0]
         operator = " | "
     else:
-        lexemes = [lexeme for lexeme, _ in counted]
-        cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": lexemes, "cap": COMMON_CHUNKS + 1})
+        rare = counted
+        cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
+                                     "cap": COMMON_CHUNKS + 1})
         if cursor.fetchone()[0] > COMMON_CHUNKS:
             return []
-        cursor.execute(_PG_DF_SQL, {"owner": owner_id, "lexemes": lexemes})
-        dfs = [float(df) for df in cursor.fetchone()[0]]
         operator = " & "
-    cursor.execute(_PG_SCORE_SQL, {"owner": owner_id, "lexemes": lexemes, "dfs": dfs, "op": operator, "k": k})
+    cursor.execute(_PG_SCORE_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
+                                   "dfs": [float(df) for _, df in rare], "op": operator, "k": k})
     return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
-# Each distinct lexeme of the query (as the index stores them) and its chunks of the owner, capped.
+# Each distinct lexeme of the query (as the index stores them) and the owner's chunks holding it.
 _PG_COUNT_SQL = f"""
-SELECT x, (SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s
-                                 AND l.terms @@ to_tsquery('simple', quote_literal(x)) LIMIT %(cap)s) s)
-FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS x
+SELECT x, coalesce(t.chunks, 0) FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS x
+LEFT JOIN {PG_TERMS} t ON t.owner_id = %(owner)s AND t.lexeme = x
 """
 
 _PG_TSQUERY = "(SELECT to_tsquery('simple', string_agg(quote_literal(x), %(op)s)) FROM unnest(%(lexemes)s::text[]) x)"
@@ -340,12 +393,6 @@ _PG_TSQUERY = "(SELECT to_tsquery('simple', string_agg(quote_literal(x), %(op)s)
 _PG_ALL_SQL = f"""
 SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AND l.terms @@
     {_PG_TSQUERY.replace("%(op)s", "' & '")} LIMIT %(cap)s) s
-"""
-
-_PG_DF_SQL = f"""
-SELECT array_agg((SELECT count(*) FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s
-                  AND l.terms @@ to_tsquery('simple', quote_literal(x))) ORDER BY i)
-FROM unnest(%(lexemes)s::text[]) WITH ORDINALITY AS u(x, i)
 """
 
 _PG_SCORE_SQL = f"""

@@ -395,14 +395,16 @@ SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AN
     {_PG_TSQUERY.replace("%(op)s", "' & '")} LIMIT %(cap)s) s
 """
 
+# Each candidate's query lexemes with their positions (tf): setweight marks them A and ts_filter keeps them, in
+# C, instead of unnesting the whole tsvector (the index stores to_tsvector's output: every lexeme weighs D).
 _PG_SCORE_SQL = f"""
 WITH q AS (SELECT * FROM unnest(%(lexemes)s::text[], %(dfs)s::float[]) AS q(lexeme, df)),
 stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
                  coalesce(max(length)::float / nullif(max(chunks), 0), 1)::float AS avglen
           FROM {PG_STATS} WHERE owner_id = %(owner)s),
 m AS (SELECT l.chunk_id, l.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-      FROM {PG_TABLE} l, unnest(l.terms) AS u
-      WHERE l.owner_id = %(owner)s AND l.terms @@ {_PG_TSQUERY} AND u.lexeme = ANY(%(lexemes)s::text[]))
+      FROM {PG_TABLE} l, unnest(ts_filter(setweight(l.terms, 'A', %(lexemes)s::text[]), '{{a}}')) AS u
+      WHERE l.owner_id = %(owner)s AND l.terms @@ {_PG_TSQUERY})
 SELECT m.chunk_id,
        sum(ln(1 + (stats.n - q.df + 0.5) / (q.df + 0.5)) * m.tf * {BM25_K1 + 1}
            / (m.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * m.length / greatest(stats.avglen, 1)))) AS score

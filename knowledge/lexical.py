@@ -35,7 +35,7 @@ from knowledge.embedding import tokenize
 from knowledge.ranking import Ranker, Ranking
 
 MAX_QUERY_TERMS = 64  # the first distinct terms of a query that are looked up (a 32,000-character query...)
-COMMON_CHUNKS = 2000  # SQLite: a term in more of the owner's chunks than this is too common to rank by
+COMMON_CHUNKS = 2000  # a term in more of the owner's chunks than this is too common to rank by
 BM25_K1 = 1.2
 BM25_B = 0.75
 
@@ -199,6 +199,65 @@ _PG_STATS_SCHEMA = (
 )
 
 
+PG_TERMS = "knowledge_lexicalterms"
+
+# Migration 0006 (PostgreSQL): each owner's chunks per lexeme (the document frequency), kept by statement
+# triggers on the index like the statistics above, so a query reads its words' frequencies by primary key:
+# the common-word rule (COMMON_CHUNKS) and BM25's idf without touching the chunks. Rows are written in lexeme
+# order so that two ingests of one owner lock them in the same order.
+_PG_TERMS_SCHEMA = (
+    [
+        f"CREATE TABLE {PG_TERMS} (owner_id integer NOT NULL, lexeme text NOT NULL, chunks integer NOT NULL, "
+        "PRIMARY KEY (owner_id, lexeme))",
+        f"INSERT INTO {PG_TERMS} (owner_id, lexeme, chunks) SELECT owner_id, u.lexeme, count(*) "
+        f"FROM {PG_TABLE}, unnest(terms) AS u GROUP BY owner_id, u.lexeme",
+        f"CREATE FUNCTION {PG_TERMS}_add() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO {PG_TERMS} (owner_id, lexeme, chunks) SELECT a.owner_id, u.lexeme, count(*) "
+        "FROM added a, unnest(a.terms) AS u GROUP BY a.owner_id, u.lexeme ORDER BY a.owner_id, u.lexeme "
+        f"ON CONFLICT (owner_id, lexeme) DO UPDATE SET chunks = {PG_TERMS}.chunks + EXCLUDED.chunks; "
+        "RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_TERMS}_add AFTER INSERT ON {PG_TABLE} REFERENCING NEW TABLE AS added "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TERMS}_add()",
+        f"CREATE FUNCTION {PG_TERMS}_remove() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"UPDATE {PG_TERMS} t SET chunks = t.chunks - g.n FROM "
+        "(SELECT o.owner_id, u.lexeme, count(*) AS n FROM gone o, unnest(o.terms) AS u "
+        "GROUP BY o.owner_id, u.lexeme ORDER BY o.owner_id, u.lexeme) g "
+        "WHERE t.owner_id = g.owner_id AND t.lexeme = g.lexeme; "
+        f"DELETE FROM {PG_TERMS} t WHERE t.chunks <= 0 AND t.owner_id IN (SELECT DISTINCT owner_id FROM gone); "
+        "RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_TERMS}_remove AFTER DELETE ON {PG_TABLE} REFERENCING OLD TABLE AS gone "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TERMS}_remove()",
+        f"CREATE FUNCTION {PG_TERMS}_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"TRUNCATE {PG_TERMS}; RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_TERMS}_truncate AFTER TRUNCATE ON {PG_TABLE} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_TERMS}_truncate()",
+    ],
+    [
+        f"DROP TRIGGER IF EXISTS {PG_TERMS}_truncate ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_TERMS}_remove ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_TERMS}_add ON {PG_TABLE}",
+        f"DROP FUNCTION IF EXISTS {PG_TERMS}_truncate()",
+        f"DROP FUNCTION IF EXISTS {PG_TERMS}_remove()",
+        f"DROP FUNCTION IF EXISTS {PG_TERMS}_add()",
+        f"DROP TABLE IF EXISTS {PG_TERMS}",
+    ],
+)
+
+
+def terms_schema_create(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_TERMS_SCHEMA[0]:
+                cursor.execute(statement)
+
+
+def terms_schema_drop(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_TERMS_SCHEMA[1]:
+                cursor.execute(statement)
+
+
 def stats_schema_create(connection: BaseDatabaseWrapper) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -260,9 +319,7 @@ def lexical_rank(owner_id: int, query: str, k: int) -> Ranking:
     with db.cursor() as cursor:
         if db.vendor == "sqlite":
             return _sqlite_rank(cursor, owner_id, words, k)
-        else:
-            cursor.execute(_pg_sql(), {"owner": owner_id, "text": " ".join(words), "k": k})
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
+        return _pg_rank(cursor, owner_id, words, k)
 
 
 def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
@@ -298,23 +355,60 @@ def _sqlite_sql() -> str:
             "ORDER BY rank LIMIT %s")
 
 
-@functools.lru_cache(maxsize=1)
-def _pg_sql() -> str:
-    return f"""
-WITH q AS (SELECT tsvector_to_array(to_tsvector('english', %(text)s)) AS lexemes),
-tsq AS (SELECT to_tsquery('simple', coalesce(string_agg(quote_literal(x), ' | '), '')) AS query
-        FROM q, unnest(q.lexemes) AS x),
+def _pg_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
+    """BM25 over the query's lexemes that are in at most COMMON_CHUNKS of the owner's chunks (SQLite's rule).
+
+    The document frequency of each distinct lexeme of the query is read from knowledge_lexicalterms (one
+    primary-key probe per lexeme, exact). The scoring statement then reads only the chunks holding a kept
+    lexeme (at most COMMON_CHUNKS per lexeme). When every lexeme is common, the chunks holding all of them are
+    ranked if they are at most COMMON_CHUNKS (counted through the GIN index, stopping past it); otherwise [].
+    """
+    cursor.execute(_PG_COUNT_SQL, {"owner": owner_id, "text": " ".join(words)})
+    counted = [(lexeme, df) for lexeme, df in cursor.fetchall() if df > 0]
+    if not counted:
+        return []
+    rare = [(lexeme, df) for lexeme, df in counted if df <= COMMON_CHUNKS]
+    if rare:
+        operator = " | "
+    else:
+        rare = counted
+        cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
+                                     "cap": COMMON_CHUNKS + 1})
+        if cursor.fetchone()[0] > COMMON_CHUNKS:
+            return []
+        operator = " & "
+    cursor.execute(_PG_SCORE_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
+                                   "dfs": [float(df) for _, df in rare], "op": operator, "k": k})
+    return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+# Each distinct lexeme of the query (as the index stores them) and the owner's chunks holding it.
+_PG_COUNT_SQL = f"""
+SELECT x, coalesce(t.chunks, 0) FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS x
+LEFT JOIN {PG_TERMS} t ON t.owner_id = %(owner)s AND t.lexeme = x
+"""
+
+_PG_TSQUERY = "(SELECT to_tsquery('simple', string_agg(quote_literal(x), %(op)s)) FROM unnest(%(lexemes)s::text[]) x)"
+
+_PG_ALL_SQL = f"""
+SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AND l.terms @@
+    {_PG_TSQUERY.replace("%(op)s", "' & '")} LIMIT %(cap)s) s
+"""
+
+# Each candidate's query lexemes with their positions (tf): setweight marks them A and ts_filter keeps them, in
+# C, instead of unnesting the whole tsvector (the index stores to_tsvector's output: every lexeme weighs D).
+_PG_SCORE_SQL = f"""
+WITH q AS (SELECT * FROM unnest(%(lexemes)s::text[], %(dfs)s::float[]) AS q(lexeme, df)),
 stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
                  coalesce(max(length)::float / nullif(max(chunks), 0), 1)::float AS avglen
           FROM {PG_STATS} WHERE owner_id = %(owner)s),
 m AS (SELECT l.chunk_id, l.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-      FROM {PG_TABLE} l, tsq, q, unnest(l.terms) AS u
-      WHERE l.owner_id = %(owner)s AND l.terms @@ tsq.query AND u.lexeme = ANY(q.lexemes)),
-d AS (SELECT lexeme, count(*)::float AS df FROM m GROUP BY lexeme)
+      FROM {PG_TABLE} l, unnest(ts_filter(setweight(l.terms, 'A', %(lexemes)s::text[]), '{{a}}')) AS u
+      WHERE l.owner_id = %(owner)s AND l.terms @@ {_PG_TSQUERY})
 SELECT m.chunk_id,
-       sum(ln(1 + (stats.n - d.df + 0.5) / (d.df + 0.5)) * m.tf * {BM25_K1 + 1}
+       sum(ln(1 + (stats.n - q.df + 0.5) / (q.df + 0.5)) * m.tf * {BM25_K1 + 1}
            / (m.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * m.length / greatest(stats.avglen, 1)))) AS score
-FROM m JOIN d USING (lexeme), stats
+FROM m JOIN q USING (lexeme), stats
 GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s
 """
 

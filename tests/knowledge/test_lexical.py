@@ -210,21 +210,39 @@ def test_the_api_refuses_an_unknown_mode(owner_client, corpus):
     assert context.status_code == 400
 
 
-def test_on_sqlite_a_word_in_too_many_chunks_is_left_out_of_the_lexical_query(owner, monkeypatch):
+def test_a_word_in_too_many_chunks_is_left_out_of_the_lexical_query(owner, monkeypatch):
+    """The same rule on SQLite and PostgreSQL (docs/api.md): a word in more than COMMON_CHUNKS is left out."""
     monkeypatch.setattr(lexical, "COMMON_CHUNKS", 3)  # 2,000 in production: what bounds a search's work
     for number in range(6):
         add(owner, f"common{number}.txt", f"Widgets everywhere, widget number {number}.")
     add(owner, "rare.txt", "A sprocket and a widget.")
     hits = chunk_search(owner_id=owner.pk, query="widget sprocket", top_k=10, mode="lexical")
     only_common = chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="lexical")
-    if connection.vendor == "sqlite":
-        assert names(hits) == ["rare.txt"]  # "widget" (7 chunks) is left out; "sprocket" ranks
-        assert only_common == []  # every word is common and more than 3 chunks hold them all
-        assert names(chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="hybrid"))  # vectors still rank
-        assert names(chunk_search(owner_id=owner.pk, query="sprocket widget number", top_k=10,
-                                  mode="lexical")) == ["rare.txt"]
-    else:  # PostgreSQL ranks by every word
-        assert names(hits)[0] == "rare.txt" and len(hits) == 7
-        assert len(only_common) == 7
+    assert names(hits) == ["rare.txt"]  # "widget" (7 chunks) is left out; "sprocket" ranks
+    assert only_common == []  # every word is common and more than 3 chunks hold them all
+    assert names(chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="hybrid"))  # vectors still rank
+    assert names(chunk_search(owner_id=owner.pk, query="sprocket widget number", top_k=10,
+                              mode="lexical")) == ["rare.txt"]
     monkeypatch.setattr(lexical, "COMMON_CHUNKS", 10)
     assert len(chunk_search(owner_id=owner.pk, query="widget", top_k=10, mode="lexical")) == 7
+
+
+def test_common_words_with_one_rare_word_rank_the_rare_chunk_and_the_common_words_weigh_nothing(owner, monkeypatch):
+    """Only very common words plus one rare word: the rare word's chunk is first and the common words are dropped
+    (its score is the rare word's alone); all-common words rank the chunks holding all of them when few."""
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 4)
+    for number in range(8):
+        add(owner, f"common{number}.txt", f"Gadget and gizmo in paragraph {number}, gadget gizmo again.")
+    add(owner, "both.txt", "A gadget beside a gizmo and a gizmo beside a gadget.")
+    add(owner, "rare.txt", "A flange, one gadget, one gizmo.")
+    add(owner, "other.txt", "Nothing shared here at all.")
+    mixed = lexical.lexical_rank(owner.pk, "gadget gizmo flange", 10)
+    rare_only = lexical.lexical_rank(owner.pk, "flange", 10)
+    assert [chunk for chunk, _ in mixed] == [chunk for chunk, _ in rare_only] and len(mixed) == 1
+    assert mixed[0][1] == pytest.approx(rare_only[0][1])  # gadget and gizmo (10 chunks each) add nothing
+    assert names(chunk_search(owner_id=owner.pk, query="gadget gizmo flange", top_k=3, mode="lexical")) == ["rare.txt"]
+    assert lexical.lexical_rank(owner.pk, "gadget gizmo", 10) == []  # 10 chunks hold both: more than 4
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 9)  # both words are still common (10 chunks), all 10 hold both
+    assert lexical.lexical_rank(owner.pk, "gadget gizmo", 20) == []
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 10)  # neither is common now: every chunk holding one ranks
+    assert len(lexical.lexical_rank(owner.pk, "gadget gizmo", 20)) == 10

@@ -1,5 +1,6 @@
-"""PostgreSQL: each owner's lexical statistics row (knowledge_lexicalstats, migration 0005) always equals a count
-of the owner's index rows, through adds, deletes, a clear, a chunk deleted by the admin, and a TRUNCATE."""
+"""PostgreSQL: each owner's lexical statistics row (knowledge_lexicalstats, migration 0005) and chunk count per
+lexeme (knowledge_lexicalterms, migration 0006) always equal a count of the owner's index rows, through adds,
+deletes, a clear, a chunk deleted by the admin, and a TRUNCATE."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ def stats() -> dict[int, tuple[int, int]]:
         kept = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
         cursor.execute(f"SELECT owner_id, count(*), sum(length) FROM {lexical.PG_TABLE} GROUP BY owner_id")
         counted = {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
+        cursor.execute(f"SELECT owner_id, lexeme, chunks FROM {lexical.PG_TERMS}")
+        kept_terms = sorted(cursor.fetchall())
+        cursor.execute(f"SELECT owner_id, u.lexeme, count(*) FROM {lexical.PG_TABLE}, unnest(terms) AS u "
+                       "GROUP BY owner_id, u.lexeme")
+        counted_terms = sorted(cursor.fetchall())
     assert kept == counted
+    assert kept_terms == counted_terms  # no row left at 0 either
     return kept
 
 

@@ -49,7 +49,7 @@ def make_key(user: User, **fields) -> dict:
 def test_the_openai_sdk_works_with_a_key_and_fails_cleanly_without_one(live, fake_openai):
     secret = make_key(User(live))["key"]
     client = openai.OpenAI(base_url=f"{live.base_url}/v1", api_key=secret, max_retries=0)
-    assert "fake-model" in [model.id for model in client.models.list()]
+    assert "default/fake-model" in [model.id for model in client.models.list()]
     fake_openai.script(Text("Hi with a key.", usage=(4, 4)))
     completion = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
     assert completion.choices[0].message.content == "Hi with a key."
@@ -69,7 +69,7 @@ def test_the_openai_sdk_sends_the_key_in_x_api_key_with_the_same_result(live, fa
     key = make_key(user)
     client = openai.OpenAI(base_url=f"{live.base_url}/v1", api_key="placeholder", max_retries=0,
                            default_headers={"x-api-key": key["key"]})
-    assert "fake-model" in [model.id for model in client.models.list()]
+    assert "default/fake-model" in [model.id for model in client.models.list()]
     fake_openai.script(Text("Hi through x-api-key."))
     completion = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
     assert completion.choices[0].message.content == "Hi through x-api-key."
@@ -93,8 +93,8 @@ def test_the_anthropic_sdk_authenticates_with_a_key_in_its_own_header_and_in_x_a
         raw = client.models.with_raw_response.list()
         sent = raw.http_request.headers
         assert key["key"] in (sent.get("x-api-key"), sent.get("authorization", "").removeprefix("Bearer "))
-        assert raw.status_code == 200 and "fake-model" in [item["id"] for item in raw.http_response.json()["data"]]
-        assert "fake-model" in [model.id for model in client.models.list()]
+        assert raw.status_code == 200 and "default/fake-model" in [item["id"] for item in raw.http_response.json()["data"]]
+        assert "default/fake-model" in [model.id for model in client.models.list()]
     assert header.models.with_raw_response.list().http_request.headers.get("authorization") is None
     wrong_scope = make_key(user, scopes=["mcp"])["key"]
     for client in (anthropic.Anthropic(base_url=live.base_url, api_key=wrong_scope, max_retries=0),

@@ -97,6 +97,13 @@ def documented_operations() -> set[tuple[str, str]]:
     return operations
 
 
+# Documented doors that /api/schema leaves out, each with why: not JSON APIs of the dashboard or SDK clients.
+OUTSIDE_THE_SCHEMA = {
+    ("get", "/metrics"): "Prometheus text for a scraper, off unless AGENTSITE_METRICS=1",
+    ("post", "/hooks/{id}"): "another system's webhook, authenticated by the trigger's secret, not a user's token",
+}
+
+
 @pytest.mark.django_db
 def test_docs_api_lists_exactly_the_operations_of_the_openapi_schema(admin_client):
     schema = admin_client.get("/api/schema?format=json").json()
@@ -104,7 +111,9 @@ def test_docs_api_lists_exactly_the_operations_of_the_openapi_schema(admin_clien
               for method in operations if method in ("get", "post", "put", "patch", "delete")}
     documented = {(method, re.sub(r"\{[a-z_]+\}", "{id}", path)) for method, path in documented_operations()}
     assert served - documented == set(), f"add to the tables of docs/api.md: {sorted(served - documented)}"
-    assert documented - served == set(), f"in docs/api.md but not in /api/schema: {sorted(documented - served)}"
+    extra = documented - served - set(OUTSIDE_THE_SCHEMA)
+    assert extra == set(), f"in docs/api.md but not in /api/schema: {sorted(extra)}"
+    assert set(OUTSIDE_THE_SCHEMA) <= documented, "a door outside the schema must still be in docs/api.md's tables"
 
 
 def test_docs_api_lists_the_whole_error_code_catalogue():

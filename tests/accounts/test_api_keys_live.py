@@ -93,7 +93,8 @@ def test_the_anthropic_sdk_authenticates_with_a_key_in_its_own_header_and_in_x_a
         raw = client.models.with_raw_response.list()
         sent = raw.http_request.headers
         assert key["key"] in (sent.get("x-api-key"), sent.get("authorization", "").removeprefix("Bearer "))
-        assert raw.status_code == 200 and "default/fake-model" in [item["id"] for item in raw.http_response.json()["data"]]
+        listed = [item["id"] for item in raw.http_response.json()["data"]]
+        assert raw.status_code == 200 and "default/fake-model" in listed
         assert "default/fake-model" in [model.id for model in client.models.list()]
     assert header.models.with_raw_response.list().http_request.headers.get("authorization") is None
     wrong_scope = make_key(user, scopes=["mcp"])["key"]

@@ -246,20 +246,25 @@ def test_usage_is_metered_as_on_chat_completions(responses_server, fake_openai):
     from tests.e2e import poll
 
     server, headers = responses_server
+    # A key of its own: the usage counted for it is this test's alone, whatever earlier tests' calls are still
+    # waiting for their flush.
+    made = requests.post(f"{server.base_url}/api/keys", json={"name": "responses-usage", "scopes": ["v1"]},
+                         headers=headers, timeout=10)
+    assert made.status_code == 201, made.text
 
-    def totals() -> dict:
-        response = requests.get(f"{server.base_url}/api/usage", headers=headers, timeout=10)
+    def mine() -> dict:
+        response = requests.get(f"{server.base_url}/api/usage?group_by=key", headers=headers, timeout=10)
         assert response.status_code == 200, response.text
-        return response.json()["totals"]
+        rows = [row for row in response.json()["results"] if row["key"] == str(made.json()["id"])]
+        return rows[0] if rows else {"requests": 0, "total_tokens": 0}
 
-    before = totals()
-    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=headers["Authorization"][7:], max_retries=0)
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=made.json()["key"], max_retries=0)
     fake_openai.script(Text("fine", usage=(12, 7)), Text("fine", usage=(12, 7)))
     assert client.responses.create(model="fake-model", input="hi", store=False).usage.total_tokens == 19
     events = list(client.responses.create(model="fake-model", input="hi", stream=True, store=False))
     assert events[-1].response.usage.input_tokens == 12 and events[-1].response.usage.output_tokens == 7
-    after = poll(lambda: (now := totals())["requests"] == before["requests"] + 2 and now, "the two calls flushed")
-    assert after["total_tokens"] == before["total_tokens"] + 38
+    after = poll(lambda: (now := mine())["requests"] == 2 and now, "the two calls flushed")
+    assert after["total_tokens"] == 38
 
 
 def test_an_upstream_failing_mid_stream_ends_it_with_response_failed(upstream):

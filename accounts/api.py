@@ -343,7 +343,8 @@ class ConnectionListView(APIView):
     def get(self, request: Request) -> Response:
         return Response(ConnectionOutputSerializer(connection_list(), many=True).data)
 
-    @extend_schema(request=ConnectionInputSerializer, responses={201: ConnectionOutputSerializer})
+    @extend_schema(request=ConnectionInputSerializer, responses={
+        201: ConnectionOutputSerializer, 409: OpenApiResponse(description="`conflict`: the name is taken")})
     def post(self, request: Request) -> Response:
         data = _connection_data(validated(ConnectionInputSerializer, request.data))
         if isinstance(data.get("headers"), dict):
@@ -420,7 +421,8 @@ class AliasListView(APIView):
     def get(self, request: Request) -> Response:
         return Response(AliasOutputSerializer(alias_list(), many=True).data)
 
-    @extend_schema(request=AliasInputSerializer, responses={201: AliasOutputSerializer})
+    @extend_schema(request=AliasInputSerializer, responses={
+        201: AliasOutputSerializer, 409: OpenApiResponse(description="`conflict`: the name is taken")})
     def post(self, request: Request) -> Response:
         data = _targets(dict(validated(AliasInputSerializer, request.data)))
         alias = services.alias_create(data=data)

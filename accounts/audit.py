@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from accounts.models import AuditEvent
 from agentsite.core.errors import AppError
 from agentsite.core.pagination import LimitOffsetPagination
+from agentsite.core.validation import query_text
 
 TRIM_SCHEDULE_NAME = "agentsite audit retention"
 
@@ -85,15 +86,17 @@ class AuditListView(APIView):
 
     @extend_schema(parameters=[OpenApiParameter(name, str, required=False) for name in
                                ("actor", "action", "outcome", "from", "to")],
-                   responses={200: AuditEventSerializer(many=True)})
+                   responses={200: AuditEventSerializer(many=True),
+                              400: OpenApiResponse(description="`invalid`: a filter that is not valid"),
+                              403: OpenApiResponse(description="`forbidden`: not an admin")})
     def get(self, request: Request):
         if not request.user.is_staff:
             raise AppError("forbidden", "Only an administrator may read the audit log.", 403)
         outcome = request.query_params.get("outcome", "")
         if outcome and outcome not in ("success", "failure", "refused"):
             raise AppError("invalid", "outcome: one of success, failure, refused.", 400, {"outcome": ["Unknown."]})
-        rows = audit_events(actor=request.query_params.get("actor", ""),
-                            action=request.query_params.get("action", ""), outcome=outcome,
+        rows = audit_events(actor=query_text(request.query_params, "actor"),
+                            action=query_text(request.query_params, "action"), outcome=outcome,
                             since=_when(request, "from"), until=_when(request, "to"))
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(rows, request, view=self)

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from accounts.api import IsAdmin
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
-from agentsite.core.validation import validated
+from agentsite.core.validation import query_text, validated
 from usage import budgets, selectors, services
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def _group_by(request: Request) -> list[str]:
 def _user_filter(request: Request) -> int | None:
     """The user whose usage to read: the caller's own; an admin reads everyone's, or `?user=<id>`'s."""
     raw = request.query_params.get("user")
-    if raw is not None and not raw.isdigit():
+    if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
         raise AppError("invalid", "user must be a user id.", 400, {"user": ["Must be a user id."]})
     if not request.user.is_staff:
         if raw is not None and int(raw) != request.user.pk:
@@ -174,7 +174,7 @@ class UserListView(GenericAPIView):
     @extend_schema(parameters=[UserListQuerySerializer], responses={200: UserRowSerializer(many=True)})
     def get(self, request: Request) -> Response:
         query = validated(UserListQuerySerializer, request.query_params)
-        page = self.paginate_queryset(selectors.user_list(query.get("search", "")))
+        page = self.paginate_queryset(selectors.user_list(query_text(query, "search")))
         return self.get_paginated_response(_user_rows(list(page)))
 
 

@@ -177,3 +177,16 @@ def _is_json_type(value: Any, expected: str) -> bool:
         return expected == "boolean"
     return isinstance(value, {"string": str, "integer": int, "number": int | float, "boolean": bool,
                               "array": list, "object": dict}[expected])
+
+
+def query_text(params: Any, name: str, *, max_length: int = 200) -> str:
+    """A free-text query parameter ("" when absent), or AppError 400 `invalid` naming it: a NUL, bytes that were
+    not UTF-8 (decoded as U+FFFD), a lone surrogate, or more than `max_length` characters."""
+    from agentsite.core.errors import AppError
+
+    value = params.get(name, "") or ""
+    if len(value) > max_length or any(char == "\x00" or char == "\ufffd" or "\ud800" <= char <= "\udfff"
+                                      for char in value):
+        raise AppError("invalid", f"{name} must be text of at most {max_length} characters.", 400,
+                       {name: [f"Text of at most {max_length} characters, without NUL or invalid UTF-8."]})
+    return value

@@ -10,13 +10,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
-from rest_framework.views import APIView
 
+from accounts.api import IsAdmin
 from accounts.models import AuditEvent
 from agentsite.core.errors import AppError
-from agentsite.core.pagination import LimitOffsetPagination
 from agentsite.core.validation import query_text
 
 TRIM_SCHEDULE_NAME = "agentsite audit retention"
@@ -78,26 +77,23 @@ def _when(request: Request, name: str):
     return value if value.tzinfo else timezone.make_aware(value, timezone.utc)
 
 
-class AuditListView(APIView):
+class AuditListView(GenericAPIView):
     """GET /api/audit: admins only; newest first; filters actor (username or id), action (exact, or a prefix
     ending in a dot: `auth.`), outcome, from, to (ISO 8601); paginated like every list."""
 
-    permission_classes = [IsAuthenticated]
+    permission_classes = [IsAdmin]
+    serializer_class = AuditEventSerializer
 
     @extend_schema(parameters=[OpenApiParameter(name, str, required=False) for name in
                                ("actor", "action", "outcome", "from", "to")],
                    responses={200: AuditEventSerializer(many=True),
-                              400: OpenApiResponse(description="`invalid`: a filter that is not valid"),
-                              403: OpenApiResponse(description="`forbidden`: not an admin")})
+                              400: OpenApiResponse(description="`invalid`: a filter that is not valid")})
     def get(self, request: Request):
-        if not request.user.is_staff:
-            raise AppError("forbidden", "Only an administrator may read the audit log.", 403)
         outcome = request.query_params.get("outcome", "")
         if outcome and outcome not in ("success", "failure", "refused"):
             raise AppError("invalid", "outcome: one of success, failure, refused.", 400, {"outcome": ["Unknown."]})
         rows = audit_events(actor=query_text(request.query_params, "actor"),
                             action=query_text(request.query_params, "action"), outcome=outcome,
                             since=_when(request, "from"), until=_when(request, "to"))
-        paginator = LimitOffsetPagination()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response(AuditEventSerializer(page, many=True).data)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(AuditEventSerializer(page, many=True).data)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -482,12 +483,21 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
 
 # --- the views ------------------------------------------------------------------------------------
 
-def _owned(user: AbstractBaseUser | None) -> QuerySet[StoredResponse]:
+# What `new_id("resp")` makes: anything else names no stored response, and is answered without a query (a NUL
+# would otherwise reach PostgreSQL, which refuses it in a string literal).
+RESPONSE_ID = re.compile(r"resp_[0-9a-f]{32}")
+
+
+def _owned(user: AbstractBaseUser | None, response_id: str) -> QuerySet[StoredResponse]:
+    """The caller's stored response of that id, as a query (empty for an id `new_id` cannot have made)."""
     from compat.models import StoredResponse  # noqa: F811 (the model at run time; TYPE_CHECKING names it too)
 
     user_id = getattr(user, "pk", None)
     objects = StoredResponse.objects
-    return objects.filter(owner_id=user_id) if user_id is not None else objects.filter(owner__isnull=True)
+    if RESPONSE_ID.fullmatch(response_id) is None:
+        return objects.none()
+    mine = objects.filter(owner_id=user_id) if user_id is not None else objects.filter(owner__isnull=True)
+    return mine.filter(id=response_id)
 
 
 def _not_found(response_id: str) -> AppError:
@@ -495,7 +505,7 @@ def _not_found(response_id: str) -> AppError:
 
 
 async def _history(user: AbstractBaseUser | None, response_id: str) -> list[dict[str, Any]]:
-    stored = await db(lambda: _owned(user).filter(id=response_id).values_list("history", flat=True).first())
+    stored = await db(lambda: _owned(user, response_id).values_list("history", flat=True).first())
     if stored is None:
         raise AppError("not_found", "previous_response_id: no stored response of that id (or not yours).",
                        404, {"previous_response_id": ["not found"]})
@@ -533,11 +543,11 @@ async def one(request: HttpRequest, pk: str) -> HttpResponse:
 
     user, _ = await _caller(request)
     if request.method == "DELETE":
-        deleted = await db(lambda: _owned(user).filter(id=response_id).delete()[0])
+        deleted = await db(lambda: _owned(user, response_id).delete()[0])
         if not deleted:
             raise _not_found(response_id)
         return JsonResponse({"id": response_id, "object": "response.deleted", "deleted": True})
-    stored = await db(lambda: _owned(user).filter(id=response_id).values_list("response", flat=True).first())
+    stored = await db(lambda: _owned(user, response_id).values_list("response", flat=True).first())
     if stored is None:
         raise _not_found(response_id)
     return JsonResponse(stored)

@@ -82,6 +82,8 @@ UsageResultSerializer = inline_serializer("UsageReport", {
         "cost": serializers.FloatField()})})
 
 BAD_QUERY = OpenApiResponse(description="`invalid`: a query parameter is malformed (details name it).")
+NOT_YOURS = OpenApiResponse(
+    description="`not_found`: `user` names someone else (only an administrator reads another user's usage).")
 
 # --- views ------------------------------------------------------------------------------------------
 
@@ -113,7 +115,8 @@ def _user_filter(request: Request) -> int | None:
         raise AppError("invalid", "user must be a user id.", 400, {"user": ["Must be a user id."]})
     if not request.user.is_staff:
         if raw is not None and int(raw) != request.user.pk:
-            raise AppError("forbidden", "Only an administrator may read another user's usage.", 403)
+            # Like any other user's object: not there for this caller (a 404, never a hint that the id exists).
+            raise AppError("not_found", "No user of this id whose usage you may read (only your own).", 404)
         return request.user.pk
     return int(raw) if raw is not None else None
 
@@ -124,7 +127,7 @@ class UsageView(APIView):
         OpenApiParameter("to", OpenApiTypes.DATE, description="Last day (UTC), inclusive; default today."),
         OpenApiParameter("group_by", str, description="One or two of day, model, key, facet, user (e.g. day,model)."),
         OpenApiParameter("user", int, description="Admins: only this user's usage (default: everyone's)."),
-    ], responses={200: UsageResultSerializer, 400: BAD_QUERY})
+    ], responses={200: UsageResultSerializer, 400: BAD_QUERY, 404: NOT_YOURS})
     def get(self, request: Request) -> Response:
         today = datetime.now(UTC).date()
         end = _date(request, "to", today)

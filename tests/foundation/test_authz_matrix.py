@@ -273,8 +273,10 @@ def owned(owner, owner_client) -> dict[str, str]:
     key = str(owner_client.post("/api/keys", {"name": "mine"}, format="json").json()["id"])
     # A stored /v1/responses response needs a model to answer it: stored as POST /v1/responses stores one.
     from compat.models import StoredResponse
+    from compat.responses import new_id
 
-    response = StoredResponse.objects.create(id="resp_owned", owner=owner, response={"id": "resp_owned"}).id
+    stored_id = new_id("resp")
+    response = StoredResponse.objects.create(id=stored_id, owner=owner, response={"id": stored_id}).id
     gated = owner_client.post("/api/workflows", {"name": "gated", "nodes": [
         {"id": "in", "name": "in", "type": "input", "config": {}},
         {"id": "ask", "name": "ask", "type": "approval", "config": {}}], "edges": [{"from": "in", "to": "ask"}]},

@@ -55,7 +55,9 @@ def test_the_range_is_inclusive_and_the_rollup_agrees_with_the_rows(owner_client
 
 
 def test_another_users_usage_is_for_admins_only(owner_client, admin_client, recorded, other_user):
-    assert owner_client.get("/api/usage", {"user": other_user.pk}).status_code == 403
+    refused = owner_client.get("/api/usage", {"user": other_user.pk})
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+    assert owner_client.get("/api/usage", {"user": 10**15}).status_code == 404  # nobody: the same answer
     assert admin_client.get("/api/usage", {"user": other_user.pk}).json()["totals"]["total_tokens"] == 150
 
 

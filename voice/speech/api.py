@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -12,10 +13,12 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils import html
 from rest_framework.views import APIView
 
 from accounts.models import AgentConfig
@@ -49,13 +52,32 @@ class VoiceListSerializer(serializers.Serializer):
     voices = VoiceSerializer(many=True)
 
 
+class _FormBlankRefused:
+    """A form's empty value is refused like a JSON one: DRF reads an empty, optional form field as omitted, which
+    the schema (an enum, a minLength) does not allow."""
+
+    field_name: str
+
+    def get_value(self, dictionary: Any) -> Any:
+        if html.is_html_input(dictionary):
+            return dictionary.get(self.field_name, empty)
+        return super().get_value(dictionary)  # type: ignore[misc]
+
+
+class _ProviderField(_FormBlankRefused, serializers.ChoiceField):
+    pass
+
+
+class _LanguageField(_FormBlankRefused, serializers.RegexField):
+    pass
+
+
 def _provider_field(choices) -> serializers.ChoiceField:
-    return serializers.ChoiceField(choices=choices, required=False,
-                                   help_text="Defaults to the config's choice.")
+    return _ProviderField(choices=choices, required=False, help_text="Defaults to the config's choice.")
 
 
 def _language_field() -> serializers.RegexField:
-    return serializers.RegexField(LANGUAGE_PATTERN, max_length=35, required=False,
+    return _LanguageField(LANGUAGE_PATTERN, max_length=35, required=False,
                                   help_text="The spoken language, e.g. en or en-US (the first part is used). "
                                             "Omitted: the server's AGENTSITE_STT_LANGUAGE for local speech-"
                                             "to-text when set, else detected, or the model's only language.")

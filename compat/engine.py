@@ -118,7 +118,8 @@ class Completion:
     def _answered_here(self) -> AsyncIterator[StreamEvent]:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:
-            return self.source.stream(self.model_name, self.messages, getattr(self.user, "pk", None))
+            return self.source.stream(self.model_name, self.messages, getattr(self.user, "pk", None),
+                                      caller=self.caller)
         return agent_events(self.request, user=self.user, settings=self.settings, caller=self.caller)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import async_post_view, revocable
+from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
@@ -340,8 +341,10 @@ async def _run(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/workflows/:id/run: 200 with the finished run, 202 queued (`async`), or an SSE stream."""
     data = validated(RunInputSerializer, json_object_body(request))
     queued = bool(data.get("async"))
+    # Its key (usage, the key's budget) and its rights (a key without the admin scope: none) go with the run.
+    caller = Caller.with_key(user.pk, getattr(request, "api_key", None), "workflow")
     record = await db(_run_start, owner=user, workflow_id=pk, input_text=data["input"], queued=queued,
-                      version=data.get("version"))
+                      version=data.get("version"), caller=caller)
     if queued:
         return JsonResponse(run_data(record), status=202)
     if data.get("stream"):
@@ -355,12 +358,12 @@ run = async_post_view(_run, schema_view=RunSchemaView)
 
 
 def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool,
-               version: int | None = None) -> WorkflowRun:
+               version: int | None = None, caller: Caller | None = None) -> WorkflowRun:
     workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id, version=version)
     if workflow is None:
         raise AppError("not_found", "No such workflow.", 404)
     with transaction.atomic():
-        record = services.run_create(workflow=workflow, input_text=input_text, queued=queued)
+        record = services.run_create(workflow=workflow, input_text=input_text, queued=queued, caller=caller)
         if queued:  # with the run's own transaction: a worker always finds the run it is handed
             enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
     return record

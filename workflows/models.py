@@ -118,6 +118,12 @@ class WorkflowRun(models.Model):
         "The process running it (agentsite.core.processes): if that process dies, the run is marked error."))
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Who started it, as its model calls and tools see it wherever it runs (queued, resumed after approvals).
+    acting_key = models.CharField(max_length=64, blank=True, default="", help_text=(
+        "The API key that started the run: its model calls count to that key (and its budget). Empty: none."))
+    admin_rights = models.BooleanField(null=True, blank=True, default=None, help_text=(
+        "False: started by a caller without admin rights (an API key without the admin scope), so its tools "
+        "never get them. Null: the owner's own rights."))
 
     class Meta:
         ordering = ["-created_at"]

@@ -57,6 +57,9 @@ class RunContext:
     outputs: dict[str, Any] = field(default_factory=dict)  # by node name, as each node finishes
     depth: int = 0  # how deep in workflows calling workflows (through their tools) this run is
     sandbox_budget: RunBudget = field(default_factory=run_budget)
+    # False: the run was started without admin rights (an API key without the admin scope): its llm and tool
+    # nodes never get an admin's tools. None: the owner's own rights, looked up when a tool is offered.
+    is_admin: bool | None = None
 
     def value_of(self, name: str) -> Any:
         return self.input if name == INPUT_REFERENCE else self.outputs.get(name)
@@ -182,7 +185,7 @@ class LlmNode(NodeType):
         if node.config.get("model"):
             settings = settings.with_overrides(model=node.config["model"])
         async for event in run_agent(messages=[Message("user", substitute(node.config["prompt"], ctx))],
-                                     user_id=ctx.owner_id, settings=settings,
+                                     user_id=ctx.owner_id, settings=settings, is_admin=ctx.is_admin,
                                      caller=caller_for(ctx.owner_id, "workflow")):
             if event.type == "delta":
                 ctx.emit("delta", {"node": node.name, "content": event.data["content"]})
@@ -202,7 +205,8 @@ class ToolNode(NodeType):
         from agentsite.agent.tools import ToolContext, registry
 
         arguments = substitute_value(node.config.get("toolArgs") or {}, ctx)
-        result = await registry.call(node.config["toolName"], arguments, ToolContext(user_id=ctx.owner_id))
+        result = await registry.call(node.config["toolName"], arguments,
+                                     ToolContext(user_id=ctx.owner_id, is_admin=ctx.is_admin))
         if result.is_error:
             raise NodeFailure(f"The tool {node.config['toolName']} failed: {result.text}")
         return result.text

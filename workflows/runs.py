@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +22,7 @@ from typing import Any
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
+from agentsite.agent.usage import Caller, calling, current_caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from workflows import approvals, selectors, services
@@ -73,12 +75,15 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
     # A resumed run (it waited for approvals): its finished nodes replay, its decided approvals give outputs.
     decided = await db(approvals.decisions_of_run, run_id=run.pk) if done is not None else None
     execution = Execution(Graph.from_dict(run.graph),
-                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth),
+                          RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth,
+                                     is_admin=run.admin_rights),
                           done=done, decided=decided)
+    caller = await _run_caller(run)
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     try:
         async with asyncio.timeout(time_limit):
-            status = await execution.run()
+            with calling(caller):  # the nodes' model calls count to who started the run (its key, if any)
+                status = await execution.run()
         error = execution.error.as_dict() if execution.error else None
     except TimeoutError:  # only the limit's: the engine turns what nodes raise into their failure
         status, error = WorkflowRun.ERROR, {"node": None, "message": f"The run did not finish within "
@@ -91,6 +96,22 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
     finally:
         _depth.reset(token)
     return await _store(run, execution, status, error)
+
+
+async def _run_caller(run: WorkflowRun) -> Caller:
+    """Whom the run's model calls count to: the door's caller when it is running the run now (a sync run), else
+    the one the run recorded when it started (a queued or resumed run: its key, with the key's budget)."""
+    current = current_caller()
+    if current is not None and current.user_id == run.owner_id:
+        return current
+    budget = await db(_key_budget, key_id=run.acting_key) if run.acting_key else None
+    return Caller(run.owner_id, run.acting_key, "workflow", budget, run.admin_rights)
+
+
+def _key_budget(*, key_id: str) -> dict[str, Any] | None:
+    from accounts.models import ApiKey
+
+    return ApiKey.objects.filter(pk=key_id).values_list("budget", flat=True).first() if key_id.isdigit() else None
 
 
 async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:
@@ -141,31 +162,37 @@ def check_input(value: Any) -> str:
 
 
 async def workflow_run_by_name(*, owner_id: int, name: str, input_text: str, emit: Emit | None = None,
-                               time_limit: float | None = None, version: int | None = None) -> WorkflowRun:
+                               time_limit: float | None = None, version: int | None = None,
+                               caller: Caller | None = None) -> WorkflowRun:
     """Run the owner's workflow of this name now (the /v1 model and the tool), at `version` (None: the latest).
     Raises AppError 404."""
     return await workflow_run_start(owner_id=owner_id, name=name, input_text=input_text, emit=emit,
-                                    time_limit=time_limit, version=version)
+                                    time_limit=time_limit, version=version, caller=caller)
 
 
 async def workflow_run_start(*, owner_id: int, input_text: str, workflow_id: uuid.UUID | None = None,
                              name: str | None = None, emit: Emit | None = None,
-                             time_limit: float | None = None, version: int | None = None) -> WorkflowRun:
+                             time_limit: float | None = None, version: int | None = None,
+                             caller: Caller | None = None) -> WorkflowRun:
     """Run the owner's workflow (by id or by name) now, at `version` (None: the latest), and store the run (past
-    `time_limit` seconds: stopped, stored `error`). Raises AppError 404 (no such workflow, or version)."""
+    `time_limit` seconds: stopped, stored `error`). `caller`: who starts it (default: the task's current
+    caller, set by the door). Raises AppError 404 (no such workflow, or version)."""
     text = check_input(input_text)
     run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text,
-                   version=version)
+                   version=version, caller=caller or current_caller())
+    if caller is not None and caller.user_id == owner_id:
+        with calling(caller):
+            return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
     return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
 
 
 def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str,
-                version: int | None = None) -> WorkflowRun:
+                version: int | None = None, caller: Caller | None = None) -> WorkflowRun:
     workflow = selectors.workflow_runnable(owner_id=owner_id, workflow_id=workflow_id, name=name, version=version)
     if workflow is None:
         raise AppError("not_found", f"You have no workflow named {name!r}." if name is not None
                        else "The workflow no longer exists.", 404)
-    return services.run_create(workflow=workflow, input_text=input_text)
+    return services.run_create(workflow=workflow, input_text=input_text, caller=caller)
 
 
 def run_reply(run: WorkflowRun) -> str:
@@ -207,8 +234,15 @@ def workflow_tool(name: str) -> Tool:
         if _depth.get() >= MAX_DEPTH:
             raise ToolError(f"The workflow {name!r} was not run: workflows calling workflows may nest at most "
                             f"{MAX_DEPTH} deep (a workflow that reaches itself through its tools loops).")
+        # The agent's caller runs it: without admin rights when the agent has none (an API key without the
+        # admin scope), its key counting the run's model calls.
+        current = current_caller()
+        caller = current if current is not None and current.user_id == ctx.user_id else Caller(ctx.user_id,
+                                                                                                facet="workflow")
+        if ctx.is_admin is False:
+            caller = dataclasses.replace(caller, admin=False)
         run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"],
-                                         time_limit=limit)
+                                         time_limit=limit, caller=caller)
         return ToolResult.of_text(run_reply(run))
 
     limit = TOOL_TIME_LIMIT_S
@@ -246,14 +280,16 @@ class WorkflowModelSource(ModelSource):
             return []
         return [MODEL_PREFIX + name for name in await db(selectors.workflow_names_for, owner_id=user_id)]
 
-    async def stream(self, model: str, messages: list[Message], user_id: int | None) -> AsyncIterator[StreamEvent]:
+    async def stream(self, model: str, messages: list[Message], user_id: int | None,
+                     caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
         if user_id is None:
             raise AppError("model_not_found", f"The model {model!r} does not exist for this caller; send a dashboard "
                            "token as the API key to use your workflows.", 404)
         name, version = parse_model_name(model[len(MODEL_PREFIX):])
         text = next((message.text for message in reversed(messages) if message.role == "user"), "")
         try:
-            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text, version=version)
+            run = await workflow_run_by_name(owner_id=user_id, name=name, input_text=text, version=version,
+                                             caller=caller)
         except AppError as exc:
             if exc.status == 404:
                 raise AppError("model_not_found", f"The model {model!r} does not exist; GET /v1/models lists the "

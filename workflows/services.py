@@ -37,6 +37,8 @@ from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, Runnable, workflo
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
+    from agentsite.agent.usage import Caller
+
 logger = logging.getLogger(__name__)
 
 MAX_DESCRIPTION = 2000
@@ -231,12 +233,16 @@ def workflow_import(*, owner: AbstractBaseUser, document: dict[str, Any]) -> Wor
 
 # --- runs ---------------------------------------------------------------------------------------------
 
-def run_create(*, workflow: Runnable, input_text: str, queued: bool = False) -> WorkflowRun:
+def run_create(*, workflow: Runnable, input_text: str, queued: bool = False,
+               caller: Caller | None = None) -> WorkflowRun:
     """A run record holding the graph (and the version number) it will run: `queued` for the task cluster,
-    else `running` now."""
+    else `running` now. `caller`: who starts it, when it is the owner through a door that says more (an API
+    key: the run's model calls count to it; no admin rights: its tools never get them)."""
+    mine = caller is not None and caller.user_id == workflow.owner_id
     return WorkflowRun.objects.create(
         workflow_id=workflow.id, owner_id=workflow.owner_id, input=input_text, graph=workflow.graph.as_dict(),
-        version=workflow.version or None,
+        version=workflow.version or None, acting_key=caller.key_id if mine else "",
+        admin_rights=caller.admin if mine else None,
         status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now(),
         process="" if queued else current_process_id())
 

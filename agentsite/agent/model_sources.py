@@ -8,17 +8,22 @@ imports no facet: this registry is how they plug in, like tool sources and conte
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 from agentsite.agent.types import Message, StreamEvent
+
+if TYPE_CHECKING:
+    from agentsite.agent.usage import Caller
 
 
 class ModelSource:
     """Models named `<prefix><something>`.
 
     `list_models(user_id)` returns the full model names this source answers for that user ([] for an
-    anonymous caller). `stream(model, messages, user_id)` answers one request with the runtime's stream
+    anonymous caller). `stream(model, messages, user_id, caller)` answers one request with the runtime's stream
     events (TextDelta*, then at most one Usage, then one Finish) and raises AppError: 404
-    `model_not_found` when the user has no such model, another status when answering failed.
+    `model_not_found` when the user has no such model, another status when answering failed. `caller` is who
+    the door authenticated (its API key, its rights): what the source runs for the request acts as it.
     """
 
     prefix: str = ""
@@ -26,7 +31,8 @@ class ModelSource:
     async def list_models(self, user_id: int | None) -> list[str]:
         raise NotImplementedError
 
-    def stream(self, model: str, messages: list[Message], user_id: int | None) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, model: str, messages: list[Message], user_id: int | None,
+               caller: Caller | None = None) -> AsyncGenerator[StreamEvent, None]:
         raise NotImplementedError
 
 

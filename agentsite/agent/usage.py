@@ -43,19 +43,24 @@ CHARS_PER_TOKEN = 4
 class Caller:
     """Who an LLM call is made for. `user_id` None: an anonymous caller (a public /v1); `key_id` the API key's id
     ("" without a key) and `key_budget` that key's own budget (None: none); `facet` the door: chat | v1 |
-    workflow | scheduler | mcp | agent."""
+    workflow | scheduler | mcp | agent. `admin` False: the caller acts without admin rights even when its user
+    has them (an API key without the `admin` scope), so what runs for it (a workflow's tools) never gets them;
+    None: the user's own rights."""
 
     user_id: int | None
     key_id: str = ""
     facet: str = "agent"
     key_budget: dict[str, Any] | None = field(default=None, compare=False)
+    admin: bool | None = field(default=None, compare=False)
 
     @classmethod
     def with_key(cls, user_id: int | None, key: Any, facet: str) -> Caller:
-        """The caller of a request authenticated with `key` (an API key record: `pk`, `budget`; None: no key)."""
+        """The caller of a request authenticated with `key` (an API key record: `pk`, `budget`, `scopes`; None:
+        no key)."""
         if key is None:
             return cls(user_id, facet=facet)
-        return cls(user_id, str(key.pk), facet, getattr(key, "budget", None) or None)
+        admin = None if "admin" in (getattr(key, "scopes", None) or ()) else False
+        return cls(user_id, str(key.pk), facet, getattr(key, "budget", None) or None, admin)
 
 
 @dataclass

@@ -56,6 +56,7 @@ class RunContext:
     emit: Callable[[str, dict[str, Any]], None]
     outputs: dict[str, Any] = field(default_factory=dict)  # by node name, as each node finishes
     depth: int = 0  # how deep in workflows calling workflows (through their tools) this run is
+    run_id: str = ""  # the stored run's id (its spans name it)
     sandbox_budget: RunBudget = field(default_factory=run_budget)
 
     def value_of(self, name: str) -> Any:

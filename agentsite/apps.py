@@ -13,6 +13,7 @@ class AgentsiteConfig(AppConfig):
         from agentsite.core import tracing
 
         tracing.configure()  # on only with OTEL_EXPORTER_OTLP_ENDPOINT and the [otel] extra
+        taskqueue.connect_trace_hooks()  # a queued task's trace context, picked up in the worker
         _request_signals_at_the_end_only()
         guard_if_child_of_serve()
 

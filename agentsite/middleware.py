@@ -86,13 +86,28 @@ class RequestObservedMiddleware:
         started, token = self._start(request)
         try:
             if tracing.ENABLED:
-                with tracing.span(request.method or "HTTP", kind="server") as span:
-                    response = self._traced(span, request, await self.get_response(request))
+                response = await self._traced_acall(request)
             else:
                 response = await self.get_response(request)
         finally:
             logs.REQUEST_ID.reset(token)
         return self._finish(request, response, started)
+
+    async def _traced_acall(self, request: HttpRequest) -> HttpResponse:
+        """The request under its span. A streamed response (an async stream: chat, SSE) keeps the span open, and
+        current during each step of the stream, until the stream ends: the agent turn it runs is its child."""
+        span = tracing.start(request.method or "HTTP", "server")
+        try:
+            with tracing.current(span):
+                response = self._traced(span, request, await self.get_response(request))
+        except BaseException as exc:
+            tracing.end(span, exc)
+            raise
+        if getattr(response, "streaming", False) and getattr(response, "is_async", False):
+            response.streaming_content = tracing.stream_in(span, response.streaming_content)  # type: ignore[attr-defined]
+        else:
+            tracing.end(span)
+        return response
 
     @staticmethod
     def _traced(span, request: HttpRequest, response: HttpResponse) -> HttpResponse:

@@ -61,11 +61,22 @@ async def _execute_one(run_id: str, run) -> str:
         return "skipped"  # claimed by another worker, or deleted
     from agentsite.core import tracing
 
-    with tracing.span("scheduled run", **{"agentsite.task.id": str(run.task_id), "agentsite.task.trigger": run.trigger,
-                                          "agentsite.task.scheduled_for": run.scheduled_for.isoformat()}):
+    # Its parent: the queued task's span, when the run was queued inside a trace (a manual run's request).
+    with tracing.span("scheduled run", **_span_attributes(run)) as span:
         status, output, error = await _execute(run)
+        tracing.annotate(span, "run_error" if status == TaskRun.ERROR else None,
+                         **{"agentsite.task.run_status": status})
     await sync_to_async(services.run_finish)(run=run, status=status, output=output, error=error)
     return status if status != TaskRun.ERROR else f"error: {error[:200]}"
+
+
+def _span_attributes(run) -> dict:
+    """The scheduled run's span: the task, the run, when it was due and how late it started (the scheduler's lag,
+    as agentsite_scheduler_lag_seconds counts it; for a manual run, its wait in the queue)."""
+    started = run.started_at or run.scheduled_for
+    return {"agentsite.task.id": str(run.task_id), "agentsite.task.run_id": str(run.pk),
+            "agentsite.task.trigger": run.trigger, "agentsite.task.scheduled_for": run.scheduled_for.isoformat(),
+            "agentsite.task.lag_s": round(max(0.0, (started - run.scheduled_for).total_seconds()), 3)}
 
 
 async def _execute(run) -> tuple[str, str, str]:

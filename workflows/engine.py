@@ -224,11 +224,14 @@ class Execution:
         self._launch(target, next(iter(inputs.values())) if len(inputs) == 1 else dict(inputs))
 
     async def _execute(self, node: Node, value: Any) -> Any:
-        with tracing.span(f"workflow node {node.type}", **{"agentsite.workflow.node": node.name,
-                                                          "agentsite.workflow.node_type": node.type}):
-            return await self._execute_node(node, value)
+        if not tracing.ENABLED:
+            return await self._execute_node(node, value, None)
+        attributes = {"agentsite.workflow.node": node.name, "agentsite.workflow.node_type": node.type,
+                      "agentsite.workflow.run_id": self.ctx.run_id or None}
+        with tracing.span(f"workflow node {node.type}", **attributes) as span:
+            return await self._execute_node(node, value, span)
 
-    async def _execute_node(self, node: Node, value: Any) -> Any:
+    async def _execute_node(self, node: Node, value: Any, span: Any) -> Any:
         async with self._slots:
             entry = TraceEntry(node.name, node.type, started_at=_now_iso(), _started=time.perf_counter())
             self.trace.append(entry)
@@ -236,12 +239,12 @@ class Execution:
             try:
                 output = await self._attempts(node, value, entry)
             except asyncio.CancelledError:
-                self._finish(entry, "cancelled", None)
+                self._finish(entry, "cancelled", None, span)
                 raise
             except _Stop:
-                self._finish(entry, "error", None)
+                self._finish(entry, "error", None, span)
                 raise
-            self._finish(entry, "error" if entry.error else "success", output)
+            self._finish(entry, "error" if entry.error else "success", output, span)
             return output
 
     async def _attempts(self, node: Node, value: Any, entry: TraceEntry) -> Any:
@@ -266,9 +269,12 @@ class Execution:
             return None
         raise _Stop(Failure(node.name, entry.error or "The node failed."))
 
-    def _finish(self, entry: TraceEntry, status: str, output: Any) -> None:
+    def _finish(self, entry: TraceEntry, status: str, output: Any, span: Any = None) -> None:
         entry.status = status
         entry.duration_ms = round((time.perf_counter() - entry._started) * 1000, 3)
+        # The node's span: its status as the run records it (an error continued past is an error here too).
+        tracing.annotate(span, "node_" + status if status in ("error", "cancelled") else None,
+                         **{"agentsite.workflow.node_status": status, "agentsite.workflow.attempts": entry.attempts})
         # An event's data is JSON: a condition's Routed is the engine's own, its output is what the node gave.
         value = output.output if isinstance(output, Routed) else output
         self.ctx.emit("node_finished", {"node": entry.node, "status": status, "duration_ms": entry.duration_ms,

@@ -56,6 +56,7 @@ class RunContext:
     emit: Callable[[str, dict[str, Any]], None]
     outputs: dict[str, Any] = field(default_factory=dict)  # by node name, as each node finishes
     depth: int = 0  # how deep in workflows calling workflows (through their tools) this run is
+    run_id: str = ""  # the stored run's id (its spans name it)
     sandbox_budget: RunBudget = field(default_factory=run_budget)
     # False: the run was started without admin rights (an API key without the admin scope): its llm and tool
     # nodes never get an admin's tools. None: the owner's own rights, looked up when a tool is offered.

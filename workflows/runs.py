@@ -23,6 +23,7 @@ from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
 from agentsite.agent.usage import Caller, calling, current_caller
+from agentsite.core import tracing
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from workflows import approvals, selectors, services
@@ -76,25 +77,34 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
     decided = await db(approvals.decisions_of_run, run_id=run.pk) if done is not None else None
     execution = Execution(Graph.from_dict(run.graph),
                           RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth,
-                                     is_admin=run.admin_rights),
+                                     is_admin=run.admin_rights, run_id=str(run.pk)),
                           done=done, decided=decided)
     caller = await _run_caller(run)
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
-    try:
-        async with asyncio.timeout(time_limit):
-            with calling(caller):  # the nodes' model calls count to who started the run (its key, if any)
-                status = await execution.run()
-        error = execution.error.as_dict() if execution.error else None
-    except TimeoutError:  # only the limit's: the engine turns what nodes raise into their failure
-        status, error = WorkflowRun.ERROR, {"node": None, "message": f"The run did not finish within "
-                                                                    f"{time_limit:g} seconds."}
-    except asyncio.CancelledError:
-        status, error = (interruption or Interruption()).outcome()
-        # Shielded: the record is written even though this task is being cancelled; the cancellation goes on.
-        await asyncio.shield(asyncio.ensure_future(_store(run, execution, status, error)))
-        raise
-    finally:
-        _depth.reset(token)
+    # The run's span (a coroutine, not a generator: tracing.span may wrap it); the nodes' spans are its children.
+    with tracing.span("invoke_workflow", **{"gen_ai.operation.name": "invoke_workflow",
+                                            "agentsite.workflow.id": str(run.workflow_id),
+                                            "agentsite.workflow.run_id": str(run.pk),
+                                            "agentsite.workflow.version": run.version,
+                                            "agentsite.workflow.resumed": done is not None}) as span:
+        try:
+            async with asyncio.timeout(time_limit):
+                with calling(caller):  # the nodes' model calls count to who started the run (its key, if any)
+                    status = await execution.run()
+            error = execution.error.as_dict() if execution.error else None
+        except TimeoutError:  # only the limit's: the engine turns what nodes raise into their failure
+            status, error = WorkflowRun.ERROR, {"node": None, "message": f"The run did not finish within "
+                                                                        f"{time_limit:g} seconds."}
+        except asyncio.CancelledError:
+            status, error = (interruption or Interruption()).outcome()
+            tracing.annotate(span, **{"agentsite.workflow.run_status": status})
+            # Shielded: the record is written even though this task is being cancelled; the cancellation goes on.
+            await asyncio.shield(asyncio.ensure_future(_store(run, execution, status, error)))
+            raise
+        finally:
+            _depth.reset(token)
+        tracing.annotate(span, "run_" + status if status == WorkflowRun.ERROR else None,
+                         **{"agentsite.workflow.run_status": status})
     return await _store(run, execution, status, error)
 
 

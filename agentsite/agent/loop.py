@@ -8,6 +8,7 @@ name, content, is_error}`, then `done {content, finish_reason, usage, sources}` 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -135,6 +136,7 @@ class _AgentRun:
         self.provider = provider
         self.transcript = transcript
         self.caller: Caller | None = None
+        self.span: Any = None  # the turn's `invoke_agent` span, while tracing is on
 
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
@@ -142,23 +144,36 @@ class _AgentRun:
     async def events(self) -> AsyncGenerator[AgentEvent, None]:
         # Each nested generator is closed explicitly (aclosing), so closing the run closes the upstream
         # request at once rather than whenever the garbage collector gets to it.
+        # The turn's span (None when tracing is off) is started here, a child of whatever span is current for
+        # the consumer's first step, and made current only within steps that do not yield (tracing's rule).
+        self.span = _agent_span(self.settings)
+        failure: BaseException | str | None = None
         try:
             async with aclosing(self._rounds()) as rounds:
                 async for event in rounds:
                     yield event
         except AppError as exc:
+            failure = exc.code
             data: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if "Retry-After" in exc.headers:  # a budget or rate limit refused the call: when to try again
                 data["retry_after"] = int(exc.headers["Retry-After"])
             yield self.event("error", data)
         except Exception as exc:  # a boundary: the stream must end with an event the client understands
+            failure = exc
             logger.exception("The agent loop failed")
             yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
+        except BaseException as exc:  # closed or cancelled before the end
+            failure = exc
+            raise
+        finally:
+            if self.span is not None:
+                _agent_span_end(self.span, self.transcript, failure)
 
     async def _rounds(self) -> AsyncGenerator[AgentEvent, None]:
         provider = metered(self.provider or routed_provider(self.settings), self.caller)
-        conversation = await self._conversation()
-        tools = {tool.name: tool for tool in await self._tools()}
+        with tracing.current(self.span):  # no yield inside: the context sources' and tool listings' spans are its
+            conversation = await self._conversation()
+            tools = {tool.name: tool for tool in await self._tools()}
         specs = [tool.spec() for tool in tools.values()]
         for round_index in range(self.max_rounds + 1):
             last = round_index == self.max_rounds
@@ -180,7 +195,11 @@ class _AgentRun:
     async def _stream_turn(self, provider: Provider, request: ChatRequest, turn: _Turn,
                            announce_calls: bool) -> AsyncGenerator[AgentEvent, None]:
         async with aclosing(provider.stream(request)) as stream:
-            async for item in stream:
+            while True:
+                try:  # each step under the turn's span: the LLM call's span is its child
+                    item = await tracing.anext_in(self.span, stream)
+                except StopAsyncIteration:
+                    break
                 if isinstance(item, TextDelta):
                     text = self._separated(item.text) if not turn.text_parts else item.text
                     turn.text_parts.append(item.text)
@@ -214,7 +233,8 @@ class _AgentRun:
 
     async def _run_tools(self, calls: list[ToolCall], tools: dict[str, Tool]) -> AsyncGenerator[AgentEvent, None]:
         """Run the round's calls concurrently, report each as it finishes, store the results in call order."""
-        tasks = [asyncio.create_task(self._run_tool(call, tools)) for call in calls]
+        with tracing.current(self.span):  # the tasks copy the context: their spans are the turn's children
+            tasks = [asyncio.create_task(self._run_tool(call, tools)) for call in calls]
         results: dict[str, ToolResult] = {}
         try:
             for finished in asyncio.as_completed(tasks):
@@ -231,16 +251,23 @@ class _AgentRun:
                                                     tool_call_id=call.id, name=call.name, is_error=result.is_error))
 
     async def _run_tool(self, call: ToolCall, tools: dict[str, Tool]) -> tuple[ToolCall, ToolResult]:
-        if call.arguments_error:
-            return call, ToolResult.error(call.arguments_error)
         tool = tools.get(call.name)
+        if not tracing.ENABLED:
+            return call, await self._tool_result(call, tool, tools)
+        with tracing.span(f"execute_tool {call.name}", **_tool_attributes(call, tool)) as span:
+            result = await self._tool_result(call, tool, tools)
+            tracing.annotate(span, "tool_error" if result.is_error else None, **{
+                "agentsite.tool.is_error": result.is_error,
+                "gen_ai.tool.call.result": result.text if tracing.CAPTURE_CONTENT else None})
+            return call, result
+
+    async def _tool_result(self, call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> ToolResult:
+        if call.arguments_error:
+            return ToolResult.error(call.arguments_error)
         if tool is None:
             offered = ", ".join(tools) or "none"
-            return call, ToolResult.error(f"There is no tool named {call.name!r} here (tools: {offered}).")
-        with tracing.span(f"execute_tool {call.name}", **{"gen_ai.operation.name": "execute_tool",
-                                                          "gen_ai.tool.name": call.name,
-                                                          "gen_ai.tool.call.id": call.id}):
-            return call, await call_tool(tool, call.arguments, self.ctx)
+            return ToolResult.error(f"There is no tool named {call.name!r} here (tools: {offered}).")
+        return await call_tool(tool, call.arguments, self.ctx)
 
     async def _tools(self) -> list[Tool]:
         if not self.use_tools:
@@ -274,6 +301,34 @@ async def _context_block(name: str, source: Any, request: ContextRequest) -> Con
     except Exception:  # a boundary: a broken knowledge base must not break the chat
         logger.exception("Context source %r failed", name)
         return None
+
+
+def _agent_span(settings: AgentSettings) -> Any:
+    """The turn's span (GenAI semantic conventions, `invoke_agent`); None when tracing is off."""
+    if not tracing.ENABLED:
+        return None
+    return tracing.start("invoke_agent", "internal", **{"gen_ai.operation.name": "invoke_agent",
+                                                        "gen_ai.request.model": settings.model or None})
+
+
+def _agent_span_end(span: Any, transcript: Transcript, failure: BaseException | str | None) -> None:
+    usage = transcript.usage
+    tracing.end(span, failure, **{
+        "gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens,
+        "gen_ai.response.finish_reasons": [transcript.finish_reason] if transcript.finish_reason else None,
+        "agentsite.agent.tool_calls": len(transcript.results),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": transcript.text}], ensure_ascii=False)
+        if tracing.CAPTURE_CONTENT and failure is None else None})
+
+
+def _tool_attributes(call: ToolCall, tool: Tool | None) -> dict[str, Any]:
+    """An `execute_tool` span's attributes: the arguments only with AGENTSITE_OTEL_CAPTURE_CONTENT=1."""
+    return {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+            "agentsite.tool.source": tool.source if tool is not None else None,
+            "agentsite.tool.server": getattr(tool, "server", None) or None,  # an MCP server's tool: its server
+            "gen_ai.tool.call.arguments": json.dumps(call.arguments, ensure_ascii=False, default=str)
+            if tracing.CAPTURE_CONTENT else None}
 
 
 @dataclass

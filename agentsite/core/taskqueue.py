@@ -11,8 +11,16 @@ tasks are inserted in the caller's transaction (the work and its tasks commit to
 on any other broker they are pushed once the transaction has committed (a worker never meets a row that
 is not there yet).
 
+Trace context (agentsite.core.tracing) crosses the queue: a task queued while a span is current (a request's)
+carries that span's W3C `traceparent` in its package (the `traceparent` key, beside `func` and `args`: the
+function's own arguments stay as they are); the worker, told by django-q2's `pre_execute` signal, runs it under a
+`task <func>` span (CONSUMER) whose parent is that context, so the work it does joins the request's trace, and
+ends the span on `post_execute_in_worker`. A task queued outside any trace (the scheduler's timer, housekeeping)
+carries nothing and gets no task span. Tracing off, nothing is added and each hook costs one global read.
+
 Invariants (tests/foundation/test_taskqueue.py):
-- a task queued here is indistinguishable, to the cluster, from one queued by `async_task`;
+- a task queued here is indistinguishable, to the cluster, from one queued by `async_task` (but for the
+  `traceparent` key while tracing is on, which the cluster ignores);
 - with the cluster's `sync` option (tests), each task runs inline exactly as `async_task` would run it;
 - on the ORM broker, inside a transaction, the tasks commit or roll back with it.
 """
@@ -22,9 +30,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agentsite.core import tracing
 
-def enqueue(func: str, calls: Iterable[Sequence[Any]]) -> list[str]:
-    """Queue `func(*args)` for each args in calls; returns the task ids, in order."""
+TRACE_KEY = "traceparent"
+_traced: dict[str, tuple[Any, Any]] = {}  # task id -> (its span, the context token), while a traced task runs
+
+
+def enqueue(func: str, calls: Iterable[Sequence[Any]], *, traceparent: str | None = None) -> list[str]:
+    """Queue `func(*args)` for each args in calls; returns the task ids, in order. Each task carries
+    `traceparent` (default: the current span's, when tracing is on)."""
     from django.utils import timezone
     from django_q.brokers import get_broker
     from django_q.conf import Conf
@@ -36,8 +50,9 @@ def enqueue(func: str, calls: Iterable[Sequence[Any]]) -> list[str]:
     calls = [tuple(args) for args in calls]
     if not calls:
         return []
-    if Conf.SYNC:  # run inline, as async_task does, one after another
+    if Conf.SYNC:  # run inline, as async_task does, one after another (in this context: its trace goes on)
         return [async_task(func, *args) for args in calls]
+    traceparent = traceparent or tracing.traceparent()
     broker = get_broker()
     ids, packs = [], []
     for args in calls:
@@ -48,6 +63,8 @@ def enqueue(func: str, calls: Iterable[Sequence[Any]]) -> list[str]:
         if Conf.ACK_FAILURES:
             task["ack_failure"] = Conf.ACK_FAILURES
         task["kwargs"] = {}
+        if traceparent:
+            task[TRACE_KEY] = traceparent
         task["started"] = timezone.now()
         pre_enqueue.send(sender="django_q", task=task)
         ids.append(task["id"])
@@ -64,10 +81,42 @@ def enqueue_with_commit(func: str, calls: Iterable[Sequence[Any]]) -> None:
     calls = [tuple(args) for args in calls]
     if not calls:
         return
+    traceparent = tracing.traceparent()  # the caller's span, now: the commit may come after it ended
     if Conf.ORM and not Conf.SYNC and not transaction.get_autocommit(using=Conf.ORM):
-        enqueue(func, calls)
+        enqueue(func, calls, traceparent=traceparent)
     else:
-        transaction.on_commit(lambda: enqueue(func, calls))
+        transaction.on_commit(lambda: enqueue(func, calls, traceparent=traceparent))
+
+
+def task_started(sender: Any = None, func: Any = None, task: dict[str, Any] | None = None, **_: Any) -> None:
+    """django-q2's `pre_execute` (in the worker, just before the function runs): a task that carries a trace
+    context runs under its `task <func>` span, made current for the function (the same thread)."""
+    if not tracing.ENABLED or not task or not task.get(TRACE_KEY):
+        return
+    name = task["func"] if isinstance(task.get("func"), str) else getattr(func, "__qualname__", "task")
+    span = tracing.start(f"task {name}", "consumer", parent=tracing.extract(task[TRACE_KEY]), **{
+        "messaging.system": "django_q", "messaging.operation.type": "process",
+        "messaging.message.id": str(task.get("id", "")), "agentsite.task.func": name})
+    _traced[str(task.get("id"))] = (span, tracing.attach(span))
+
+
+def task_finished(sender: Any = None, func: Any = None, task: dict[str, Any] | None = None, **_: Any) -> None:
+    """django-q2's `post_execute_in_worker`: the task's span ends (failed when the function raised)."""
+    if not _traced or not task:
+        return
+    traced = _traced.pop(str(task.get("id")), None)
+    if traced is not None:
+        span, token = traced
+        tracing.detach(token)
+        tracing.end(span, None if task.get("success") else "task_failed")
+
+
+def connect_trace_hooks() -> None:
+    """Listen to django-q2's worker signals (agentsite's AppConfig.ready, in every process)."""
+    from django_q.signals import post_execute_in_worker, pre_execute
+
+    pre_execute.connect(task_started, dispatch_uid="agentsite.taskqueue.task_started")
+    post_execute_in_worker.connect(task_finished, dispatch_uid="agentsite.taskqueue.task_finished")
 
 
 def _push(broker: Any, packs: list[str], conf: Any) -> None:

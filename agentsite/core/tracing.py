@@ -7,18 +7,26 @@ collector over OTLP/HTTP (protobuf) from a batch processor; the exporter reads t
 (headers, timeout, ...) itself. This module keeps its own TracerProvider (not the process-global one), so
 that nothing else in the process changes how it exports.
 
-Spans: one per HTTP request (the outermost middleware), per LLM call (the router: GenAI semantic conventions,
-`gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens` and
-`output_tokens`, `gen_ai.provider.name`), whose context goes upstream as `traceparent`. Prompts and completions are
-recorded only with AGENTSITE_OTEL_CAPTURE_CONTENT=1.
+Spans (docs/deploying.md lists each with its attributes): one per HTTP request (the outermost middleware; a
+streamed response's lasts to the stream's end), per agent turn (`invoke_agent`), per LLM call (the router: GenAI
+semantic conventions), whose context goes upstream as `traceparent`, per tool call (`execute_tool`), per workflow
+run and node, per scheduled run, and per queued task that was queued inside a trace (agentsite.core.taskqueue
+carries the context across the queue). Prompts, completions, tool arguments and results are recorded only with
+AGENTSITE_OTEL_CAPTURE_CONTENT=1; an exception marks a span with its type, never its message.
+
+Async generators: a span is made current only around a step that does not yield (`current`, `anext_in`,
+`stream_in`), never across a `yield`: the code the generator yields to runs in its own context, and a context
+attached in one step and detached in another (or in a finalizer's task) breaks both.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing, contextmanager
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 ENABLED = False
 CAPTURE_CONTENT = False
@@ -73,28 +81,43 @@ def shutdown() -> None:
     _provider[0] = _tracer[0] = None
 
 
+def _kind(kind: str) -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT,
+            "consumer": SpanKind.CONSUMER}[kind]
+
+
 @contextmanager
 def span(name: str, kind: str = "internal", **attributes: Any) -> Iterator[Any]:
     """A span around the block, current inside it (None when tracing is off). An exception marks it as an
-    error and goes on. Use only where the block does not yield (an async generator's body crosses contexts)."""
+    error (its type only) and goes on. Use only where the block does not yield (an async generator's body
+    crosses contexts: use `start` and `end` there)."""
     if not ENABLED:
         yield None
         return
-    from opentelemetry.trace import SpanKind
-
-    kinds = {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT}
-    with _tracer[0].start_as_current_span(name, kind=kinds[kind],
+    with _tracer[0].start_as_current_span(name, kind=_kind(kind), record_exception=False,
+                                          set_status_on_exception=False,
                                           attributes={k: v for k, v in attributes.items() if v is not None}) as s:
-        yield s
+        try:
+            yield s
+        except BaseException as exc:
+            annotate(s, exc)
+            raise
 
 
-def start(name: str, kind: str = "client", /, **attributes: Any) -> Any:
-    """A span that is not made current (for an async generator: end it with `end`); None when off."""
+def start(name: str, kind: str = "client", /, parent: Any = None, **attributes: Any) -> Any:
+    """A span that is not made current (for an async generator: end it with `end`); None when off. Its parent
+    is the current span, or `parent` (a span, or a context from `extract`) when given."""
     if not ENABLED:
         return None
-    from opentelemetry.trace import SpanKind
+    context = None
+    if parent is not None:
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
 
-    return _tracer[0].start_span(name, kind=SpanKind.CLIENT if kind == "client" else SpanKind.INTERNAL,
+        context = parent if isinstance(parent, otel_context.Context) else trace.set_span_in_context(parent)
+    return _tracer[0].start_span(name, context=context, kind=_kind(kind),
                                  attributes={k: v for k, v in attributes.items() if v is not None})
 
 
@@ -110,7 +133,37 @@ def current(span_: Any) -> Iterator[None]:
         yield
 
 
-def end(span_: Any, error: BaseException | None = None, **attributes: Any) -> None:
+async def anext_in(span_: Any, iterator: AsyncIterator[T]) -> T:
+    """`await anext(iterator)` with `span_` current while the step runs (an async generator's step: spans the
+    iterator starts are children of `span_`). Raises StopAsyncIteration at the end, as anext does."""
+    if span_ is None:
+        return await anext(iterator)
+    with current(span_):
+        return await anext(iterator)
+
+
+async def stream_in(span_: Any, content: AsyncIterator[T]) -> AsyncIterator[T]:
+    """`content` with `span_` current during each of its steps, and `span_` ended when it ends (or fails, or is
+    closed): a streamed response's span lasts as long as its stream."""
+    error: BaseException | None = None
+    try:
+        async with aclosing(content):  # type: ignore[type-var]  # an async generator, closable
+            while True:
+                try:
+                    item = await anext_in(span_, content)
+                except StopAsyncIteration:
+                    return
+                yield item
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        end(span_, error)
+
+
+def annotate(span_: Any, error: BaseException | str | None = None, **attributes: Any) -> None:
+    """Set attributes on a live span (None values are left out); `error` (an exception, or a short code) marks
+    it failed with `error.type`: an exception's type, never its message."""
     if span_ is None:
         return
     for key, value in attributes.items():
@@ -119,9 +172,50 @@ def end(span_: Any, error: BaseException | None = None, **attributes: Any) -> No
     if error is not None:
         from opentelemetry.trace import Status, StatusCode
 
-        span_.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        span_.set_attribute("error.type", type(error).__name__)
+        kind = error if isinstance(error, str) else type(error).__name__
+        span_.set_status(Status(StatusCode.ERROR, kind))
+        span_.set_attribute("error.type", kind)
+
+
+def end(span_: Any, error: BaseException | str | None = None, **attributes: Any) -> None:
+    if span_ is None:
+        return
+    annotate(span_, error, **attributes)
     span_.end()
+
+
+def attach(span_: Any) -> Any:
+    """Make `span_` current until `detach(token)` (the same thread, the same context); None for None."""
+    if span_ is None:
+        return None
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    return otel_context.attach(trace.set_span_in_context(span_))
+
+
+def detach(token: Any) -> None:
+    if token is not None:
+        from opentelemetry import context as otel_context
+
+        otel_context.detach(token)
+
+
+def traceparent() -> str | None:
+    """The current span's W3C `traceparent` (None when tracing is off or no span is current): what a queued
+    task carries so that its worker's spans join the trace."""
+    if not ENABLED:
+        return None
+    return inject({}).get("traceparent")
+
+
+def extract(value: str | None) -> Any:
+    """The context a `traceparent` names (for `start(parent=...)`); None when off or there is none."""
+    if not ENABLED or not value:
+        return None
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator().extract({"traceparent": value})
 
 
 def inject(headers: dict[str, str]) -> dict[str, str]:

@@ -1,10 +1,17 @@
 """OpenTelemetry traces (issue 28, item 2) against a real OTLP/HTTP receiver on loopback that decodes the protobuf
 payloads: an HTTP request's span by route template, an LLM call's span with the GenAI attributes, its
-`traceparent` sent upstream, and no prompt or completion recorded unless AGENTSITE_OTEL_CAPTURE_CONTENT=1."""
+`traceparent` sent upstream, an agent turn's tree (its LLM calls and tool calls as children), and no prompt,
+completion, tool argument or result recorded unless AGENTSITE_OTEL_CAPTURE_CONTENT=1; tracing off, opentelemetry
+is never imported. The server's whole trees (a chat turn over HTTP, a queued workflow run, a scheduled run, across
+the task queue) are in test_tracing_e2e.py."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,6 +22,7 @@ from agentsite.agent.types import ChatRequest, Message, ModelSettings
 from agentsite.core import tracing
 from tests import needs
 from tests.fakes.llm import Text
+from tests.server import ROOT
 
 PROMPT = "prompt-words-3f9a1c"
 ANSWER = "answer-words-77be02"
@@ -58,13 +66,17 @@ class Collector:
 
 def _value(any_value):
     kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(item) for item in any_value.array_value.values]
     return getattr(any_value, kind) if kind else None
 
 
 def _as_dict(span) -> dict:
     return {"name": span.name, "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
             "parent": span.parent_span_id.hex(), "kind": span.kind,
-            "attributes": {a.key: _value(a.value) for a in span.attributes}, "status": span.status.code}
+            "attributes": {a.key: _value(a.value) for a in span.attributes}, "status": span.status.code,
+            "status_message": span.status.message,
+            "events": [(event.name, {a.key: _value(a.value) for a in event.attributes}) for event in span.events]}
 
 
 @pytest.fixture
@@ -137,3 +149,155 @@ def test_an_http_request_is_a_server_span_named_by_its_route(collector, owner_cl
     assert span["name"] == "GET /api/sessions/<uuid:pk>" and span["kind"] == 2  # SERVER
     assert span["attributes"]["http.response.status_code"] == 404
     assert span["attributes"]["agentsite.request_id"] == response["X-Request-Id"]
+
+
+# --- an agent turn ------------------------------------------------------------------------------------------
+
+TOOL_ARGUMENT = "tool-argument-5d2e8b"
+TOOL_OUTPUT = "tool-output-c41a97"
+
+
+@pytest.fixture
+def echo_tool():
+    """A tool source "test" with one tool, `echo`, that answers its argument and TOOL_OUTPUT."""
+    from agentsite.agent.tools import StaticToolSource, Tool, ToolResult, registry
+
+    async def call(arguments, ctx):
+        return ToolResult.of_text(f"{arguments['word']} {TOOL_OUTPUT}")
+
+    tool = Tool("echo", "Says the word back.", {"type": "object", "properties": {"word": {"type": "string"}},
+                                                "required": ["word"]}, call, source="test")
+    registry.register_source(StaticToolSource("test", [tool]))
+    yield tool
+    registry.unregister_source("test")
+
+
+def _turn(fake_openai) -> list:
+    from agentsite.agent.config import AgentSettings
+    from agentsite.agent.loop import run_agent
+    from tests.fakes.llm import Call, ToolCalls
+
+    fake_openai.script(ToolCalls([Call("echo", {"word": TOOL_ARGUMENT}, id="call_7")]), Text(ANSWER, usage=(20, 5)))
+    settings = AgentSettings(provider="openai", base_url=fake_openai.base_url, api_key="sk-x", model="gpt-fake",
+                             request_timeout=5.0, tools=("echo",))
+
+    async def go():
+        return [event async for event in run_agent(messages=[Message("user", PROMPT)], user_id=None,
+                                                   settings=settings)]
+
+    return asyncio.run(go())
+
+
+def test_an_agent_turn_is_the_parent_of_its_llm_calls_and_tool_calls(collector, fake_openai, echo_tool):
+    events = _turn(fake_openai)
+    assert [event.type for event in events][-1] == "done"
+    tracing.flush()
+    turn = [span for span in collector.spans if span["name"] == "invoke_agent"]
+    assert len(turn) == 1
+    turn = turn[0]
+    assert turn["parent"] == "" and turn["kind"] == 1  # a root here (no request around it); INTERNAL
+    assert turn["attributes"]["gen_ai.operation.name"] == "invoke_agent"
+    assert turn["attributes"]["gen_ai.request.model"] == "gpt-fake"
+    assert turn["attributes"]["agentsite.agent.tool_calls"] == 1
+    children = [span for span in collector.spans if span["parent"] == turn["span_id"]]
+    for kind in ("input", "output"):  # the turn's usage: its LLM calls' summed
+        assert turn["attributes"][f"gen_ai.usage.{kind}_tokens"] == sum(
+            span["attributes"][f"gen_ai.usage.{kind}_tokens"] for span in children if span["name"].startswith("chat"))
+    assert sorted(span["name"] for span in children) == ["chat gpt-fake", "chat gpt-fake", "execute_tool echo"]
+    assert {span["trace_id"] for span in children} == {turn["trace_id"]}
+    tool = next(span for span in children if span["name"] == "execute_tool echo")
+    assert tool["attributes"]["gen_ai.operation.name"] == "execute_tool"
+    assert tool["attributes"]["gen_ai.tool.name"] == "echo" and tool["attributes"]["gen_ai.tool.call.id"] == "call_7"
+    assert tool["attributes"]["agentsite.tool.source"] == "test"
+    assert tool["attributes"]["agentsite.tool.is_error"] is False and tool["status"] != 2  # not ERROR
+    assert turn["attributes"]["gen_ai.response.finish_reasons"] == ["stop"]
+    # Each upstream request named its own LLM call's span.
+    assert {request.headers["traceparent"].split("-")[2] for request in fake_openai.requests} == {
+        span["span_id"] for span in children if span["name"].startswith("chat")}
+    every = repr(collector.spans)
+    for secret in (PROMPT, ANSWER, TOOL_ARGUMENT, TOOL_OUTPUT):
+        assert secret not in every
+
+
+def test_a_failing_tool_call_is_an_error_span_and_an_unknown_tool_too(collector, fake_openai, echo_tool):
+    from agentsite.agent.config import AgentSettings
+    from agentsite.agent.loop import run_agent
+    from tests.fakes.llm import Call, ToolCalls
+
+    fake_openai.script(ToolCalls([Call("echo", {}, id="call_bad"), Call("nowhere", {}, id="call_none")]),
+                       Text("ok"))
+    settings = AgentSettings(provider="openai", base_url=fake_openai.base_url, api_key="sk-x", model="gpt-fake",
+                             request_timeout=5.0, tools=("echo",))
+
+    async def go():
+        return [event async for event in run_agent(messages=[Message("user", "go")], user_id=None,
+                                                   settings=settings)]
+
+    asyncio.run(go())
+    tracing.flush()
+    tools = {span["attributes"]["gen_ai.tool.call.id"]: span for span in collector.spans
+             if span["name"].startswith("execute_tool")}
+    assert set(tools) == {"call_bad", "call_none"}
+    for span in tools.values():
+        assert span["attributes"]["agentsite.tool.is_error"] is True
+        assert span["status"] == 2 and span["attributes"]["error.type"] == "tool_error"
+    assert "agentsite.tool.source" not in tools["call_none"]["attributes"]  # no such tool: no source
+
+
+def test_tool_arguments_and_results_are_recorded_only_when_asked(collector, fake_openai, echo_tool, monkeypatch):
+    monkeypatch.setattr(tracing, "CAPTURE_CONTENT", True)
+    _turn(fake_openai)
+    tracing.flush()
+    tool = next(span for span in collector.spans if span["name"] == "execute_tool echo")
+    assert json.loads(tool["attributes"]["gen_ai.tool.call.arguments"]) == {"word": TOOL_ARGUMENT}
+    assert TOOL_OUTPUT in tool["attributes"]["gen_ai.tool.call.result"]
+    turn = next(span for span in collector.spans if span["name"] == "invoke_agent")
+    assert ANSWER in turn["attributes"]["gen_ai.output.messages"]
+
+
+# --- tracing off -------------------------------------------------------------------------------------------
+
+OFF_PROBE = """
+import asyncio, json, sys
+import agentsite.asgi  # sets Django up, as daphne does
+from django.urls import get_resolver
+get_resolver().url_patterns
+from agentsite.agent.config import AgentSettings
+from agentsite.agent.loop import run_agent
+from agentsite.agent.tools import StaticToolSource, Tool, ToolResult, registry
+from agentsite.agent.types import Message
+from agentsite.core import taskqueue, tracing
+from tests.fakes.llm import Call, FakeOpenAI, Text, ToolCalls
+
+async def call(arguments, ctx):
+    return ToolResult.of_text("done")
+
+registry.register_source(StaticToolSource("probe", [Tool("probe", "p", {"type": "object"}, call, source="probe")]))
+fake = FakeOpenAI().start()
+fake.script(ToolCalls([Call("probe", {}, id="c1")]), Text("fine"))
+settings = AgentSettings(provider="openai", base_url=fake.base_url, api_key="sk-x", model="m", request_timeout=5.0,
+                         tools=("probe",))
+
+async def turn():
+    return [event.type async for event in run_agent(messages=[Message("user", "hi")], user_id=None, settings=settings)]
+
+kinds = asyncio.run(turn())
+task = {"id": "t1", "func": "x.y", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01", "success": True}
+taskqueue.task_started(func=None, task=task)
+taskqueue.task_finished(func=None, task=task)
+print(json.dumps({"kinds": kinds, "enabled": tracing.ENABLED, "traceparent": tracing.traceparent(),
+                  "imported": sorted(name for name in sys.modules if name.startswith("opentelemetry"))}))
+fake.stop()
+"""
+
+
+def test_tracing_off_never_imports_opentelemetry(tmp_path):
+    """No collector named: an agent turn with a tool call and a traced task's hooks leave opentelemetry unimported."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "agentsite.settings", "AGENTSITE_DATA_DIR": str(tmp_path)})
+    out = subprocess.run([sys.executable, "-c", OFF_PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["kinds"][-1] == "done" and "tool_result" in found["kinds"]
+    assert (found["enabled"], found["traceparent"], found["imported"]) == (False, None, [])

@@ -26,6 +26,15 @@ same server, non-streaming and streaming; the server's CPU per request over alte
 then runs everything below with the key.
 
     python bench/compat.py --api messages       # /v1/messages side by side with /v1/chat/completions
+    python bench/compat.py --serve [--workers 1,2] [--api-key] [--pace-ms 20]   # under `manage.py serve`
+
+--serve starts agentsite as the README's first command leaves it (`manage.py serve`: a fresh data directory,
+SQLite, the task cluster and the scheduler's timer running, default settings), configured through PATCH
+/api/config by its admin, anonymous (compat_auth local, from loopback) or, with --api-key, with a key made
+through POST /api/keys. The server CPU is summed over serve's whole process tree, and printed per process
+kind (serve itself, daphne, the cluster's processes) idle (--idle-seconds) and over the run. Throughput is
+measured at --concurrency 32,128; --workers 1,2 runs everything for each worker count, serve started afresh
+each time, and ends with one throughput table. --only latency|throughput runs half.
 
 --api messages measures the Anthropic Messages door against the chat completions door on the same server,
 model and upstream: requests to each alternating one by one (latency), then in alternating blocks of 20 (the
@@ -530,7 +539,8 @@ def start_serve(upstream: str, workers: int | None, alias: str | None = None) ->
 def _roles(root: int) -> dict[int, str]:
     """What each process of serve's tree is: serve itself (its supervisor loop and the scheduler's timer), its
     daphne workers, and the task cluster: qcluster's main process, its sentinel, and the sentinel's children
-    (django-q2's pusher, monitor and task workers, told apart by pid, in the order the sentinel made them)."""
+    (django-q2's task workers, monitor and pusher, told apart by pid in the order the sentinel made them: a
+    process it made again later is misnamed)."""
     roles, queue = {root: "serve (supervisor, timer)"}, [(root, 0, "")]
     while queue:
         pid, depth, kind = queue.pop()
@@ -544,7 +554,10 @@ def _roles(root: int) -> dict[int, str]:
                 kind = "daphne" if "daphne" in argv else "qcluster" if "qcluster" in argv else argv[:30]
                 roles[child] = kind if kind != "qcluster" else "qcluster (main)"
             elif kind == "qcluster":
-                roles[child] = "qcluster (sentinel)" if depth == 1 else f"qcluster child {children.index(child) + 1}"
+                # django-q2's sentinel makes its task workers, then the monitor, then the pusher.
+                position = len(children) - children.index(child)
+                roles[child] = "qcluster (sentinel)" if depth == 1 else "qcluster pusher" if position == 1 else \
+                    "qcluster monitor" if position == 2 else "qcluster task workers"
             else:
                 roles[child] = f"{kind} child"
             queue.append((child, depth + 1, kind))

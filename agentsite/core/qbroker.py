@@ -28,6 +28,8 @@ import hashlib
 import select
 import socket
 import time
+from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django_q.brokers.orm import ORM
@@ -67,12 +69,12 @@ class LocalORM(ORM):
     _listener: socket.socket | None = None
     _bind_failed = False
 
-    def enqueue(self, task):  # noqa: ANN001, ANN201 - django-q2's signature
+    def enqueue(self, task: str) -> Any:
         task_id = super().enqueue(task)
         wake_on_commit(self.list_key)
         return task_id
 
-    def dequeue(self):  # noqa: ANN201 - django-q2's signature
+    def dequeue(self) -> list[tuple[Any, str]] | None:
         tasks = self.get_connection().filter(key=self.list_key, lock__lt=self._now())[0:Conf.BULK]
         if tasks:
             taken = []
@@ -85,7 +87,7 @@ class LocalORM(ORM):
         return None
 
     @staticmethod
-    def _now():  # noqa: ANN205 - a datetime
+    def _now() -> datetime:
         from django.utils import timezone
 
         return timezone.now()

@@ -144,6 +144,10 @@ if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
+    if DATABASES["default"]["ENGINE"] == "agentsite.core.db.sqlite3":
+        # One host's database: the pusher waits for a wake from whoever queued a task instead of polling the
+        # table every 0.2 s (agentsite/core/qbroker.py). PostgreSQL without Redis keeps django-q2's polling.
+        Q_CLUSTER["broker_class"] = "agentsite.core.qbroker.LocalORM"
 if env_bool("AGENTSITE_Q_SYNC", False):
     Q_CLUSTER["sync"] = True
 

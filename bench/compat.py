@@ -26,6 +26,15 @@ same server, non-streaming and streaming; the server's CPU per request over alte
 then runs everything below with the key.
 
     python bench/compat.py --api messages       # /v1/messages side by side with /v1/chat/completions
+    python bench/compat.py --serve [--workers 1,2] [--api-key] [--pace-ms 20]   # under `manage.py serve`
+
+--serve starts agentsite as the README's first command leaves it (`manage.py serve`: a fresh data directory,
+SQLite, the task cluster and the scheduler's timer running, default settings), configured through PATCH
+/api/config by its admin, anonymous (compat_auth local, from loopback) or, with --api-key, with a key made
+through POST /api/keys. The server CPU is summed over serve's whole process tree, and printed per process
+kind (serve itself, daphne, the cluster's processes) idle (--idle-seconds) and over the run. Throughput is
+measured at --concurrency 32,128; --workers 1,2 runs everything for each worker count, serve started afresh
+each time, and ends with one throughput table. --only latency|throughput runs half.
 
 --api messages measures the Anthropic Messages door against the chat completions door on the same server,
 model and upstream: requests to each alternating one by one (latency), then in alternating blocks of 20 (the
@@ -433,6 +442,155 @@ def start_agentsite(upstream: str, alias: str | None = None, env: dict[str, str]
     return server, token
 
 
+class ServeServer:
+    """`manage.py serve` as the README's first command leaves it: a fresh data directory, the embedded SQLite
+    default (no DATABASE_URL, no REDIS_URL), the task cluster and the scheduler's timer running, its own
+    output, default settings. `--port 0` picks the port; `workers` None leaves serve's default (one a CPU,
+    at most 8). start() waits for the start message and /api/health; stop() is a Ctrl-C (SIGINT)."""
+
+    def __init__(self, workers: int | None = None, env: dict[str, str] | None = None):
+        self.workers = workers
+        self.data_dir = Path(tempfile.mkdtemp(prefix="agentsite-bench-serve-"))
+        self.extra_env = env or {}
+        self.proc: subprocess.Popen | None = None
+        self.base_url = ""
+
+    def start(self, timeout: float = 120.0) -> ServeServer:
+        import re
+
+        import requests
+
+        env = {key: value for key, value in os.environ.items()
+               if key not in ("DATABASE_URL", "REDIS_URL", "AGENTSITE_Q_SYNC") and not key.startswith("PYTEST")}
+        env.update({"AGENTSITE_DATA_DIR": str(self.data_dir), "PYTHONUNBUFFERED": "1", **self.extra_env})
+        workers = [] if self.workers is None else ["--workers", str(self.workers)]
+        self.log_path = self.data_dir / "serve.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", "0", *workers], cwd=ROOT,
+                                         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited with {self.proc.returncode}:\n{self.log()}")
+            found = re.search(r"serving on (http://[\d.]+:\d+)/", self.log())
+            if found:
+                self.base_url = found.group(1)
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"serve did not start within {timeout:g} s:\n{self.log()}")
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{self.base_url}/api/health", timeout=2).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"serve did not answer /api/health within {timeout:g} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def login(self) -> str:
+        """A dashboard token of the first admin, logged in with the password serve wrote to the data dir."""
+        import requests
+
+        text = (self.data_dir / "initial_admin.txt").read_text()
+        password = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("password: "))
+        answer = requests.post(f"{self.base_url}/api/auth/login", timeout=10,
+                               json={"username": "admin", "password": password})
+        answer.raise_for_status()
+        return answer.json()["token"]
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGINT)  # Ctrl-C: serve stops its children in order
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def start_serve(upstream: str, workers: int | None, alias: str | None = None) -> tuple[ServeServer, str]:
+    """serve (ServeServer) pointed at the upstream through PATCH /api/config as its admin would, with `alias`
+    made for its one model; (server, the admin's dashboard token)."""
+    import requests
+
+    server = ServeServer(workers).start()
+    token = server.login()
+    headers = {"Authorization": f"Bearer {token}"}
+    requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
+        "provider": "openai", "base_url": upstream, "api_key": "sk-bench", "model": "fake-model",
+    }).raise_for_status()
+    if alias:
+        requests.post(f"{server.base_url}/api/aliases", headers=headers, timeout=10,
+                      json={"name": alias, "strategy": "fallback", "targets": [{"model": "default/fake-model"}]},
+                      ).raise_for_status()
+    return server, token
+
+
+def _roles(root: int) -> dict[int, str]:
+    """What each process of serve's tree is: serve itself (its supervisor loop and the scheduler's timer), its
+    daphne workers, and the task cluster: qcluster's main process, its sentinel, and the sentinel's children
+    (django-q2's task workers, monitor and pusher, told apart by pid in the order the sentinel made them: a
+    process it made again later is misnamed)."""
+    roles, queue = {root: "serve (supervisor, timer)"}, [(root, 0, "")]
+    while queue:
+        pid, depth, kind = queue.pop()
+        children = sorted(_children(pid))
+        for child in children:
+            if depth == 0:
+                try:
+                    argv = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                kind = "daphne" if "daphne" in argv else "qcluster" if "qcluster" in argv else argv[:30]
+                roles[child] = kind if kind != "qcluster" else "qcluster (main)"
+            elif kind == "qcluster":
+                # django-q2's sentinel makes its task workers, then the monitor, then the pusher.
+                position = len(children) - children.index(child)
+                roles[child] = "qcluster (sentinel)" if depth == 1 else "qcluster pusher" if position == 1 else \
+                    "qcluster monitor" if position == 2 else "qcluster task workers"
+            else:
+                roles[child] = f"{kind} child"
+            queue.append((child, depth + 1, kind))
+    return roles
+
+
+def cpu_by_role(pid: int) -> dict[str, float]:
+    """utime + stime in seconds of each kind of process in pid's tree (_roles), summed per kind."""
+    totals: dict[str, float] = {}
+    for member, role in _roles(pid).items():
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        totals[role] = totals.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return totals
+
+
+def idle_cpu(pid: int, seconds: float) -> dict[str, float]:
+    """CPU ms per second of wall time that each kind of process in pid's tree uses while nothing is asked."""
+    before = cpu_by_role(pid)
+    time.sleep(seconds)
+    after = cpu_by_role(pid)
+    return {role: (after[role] - before.get(role, 0.0)) * 1000 / seconds for role in after}
+
+
+def print_roles(title: str, figures: dict[str, float], unit: str) -> None:
+    print(f"\n{title}")
+    for role, value in sorted(figures.items(), key=lambda item: -item[1]):
+        print(f"  {role:<38}{value:>9.2f} {unit}")
+    print(f"  {'all of serve':<38}{sum(figures.values()):>9.2f} {unit}")
+
+
 # --- output ---
 
 
@@ -531,16 +689,20 @@ async def run(args: argparse.Namespace) -> dict:
             print_auth_overhead(f"API key vs dashboard token, {kind}, {args.requests} requests each, interleaved",
                                 figures)
             results[f"auth_{kind}"] = figures
-    for stream in (False, True):
+    for stream in (False, True) if args.only != "throughput" else ():
         kind = "streaming" if stream else "non-streaming"
         figures = await latency(args, stream)
         print_latency(f"{kind}, {args.requests} requests each way, interleaved, {args.tokens} tokens each"
                       + (f", paced {args.pace_ms} ms" if args.pace_ms else ""), figures)
+        if stream and figures["server_cpu_ms"] is not None:
+            print(f"server CPU per streamed event: {figures['server_cpu_ms'] * 1000 / max(1, args.tokens):.0f} µs")
         results[kind] = figures
+    if args.only == "latency":
+        return results
     print(f"\nthroughput through the target ({args.seconds:.0f} s per level; requests/s, server CPU ms/request)")
     print(f"{'concurrency':<14}{'streaming':>12}{'CPU':>8}{'non-streaming':>15}{'CPU':>8}")
     results["rps"] = {}
-    for concurrency in (1, 8, 32):
+    for concurrency in args.concurrency:
         streaming, streaming_cpu = await throughput(args, concurrency, True)
         plain, plain_cpu = await throughput(args, concurrency, False)
         print(f"{concurrency:<14}{streaming:>12.1f}{_ms(streaming_cpu):>8}{plain:>15.1f}{_ms(plain_cpu):>8}")
@@ -588,6 +750,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput level")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     parser.add_argument("--serve-upstream", action="store_true", help="only run the fake upstream (--tokens)")
+    parser.add_argument("--serve", action="store_true", help="agentsite under `manage.py serve` as the README "
+                        "starts it (fresh data dir, SQLite, task cluster and timer running), configured through "
+                        "PATCH /api/config; anonymous unless --api-key; CPU summed over serve's process tree")
+    parser.add_argument("--workers", default=None, help="with --serve: serve's --workers (default: serve's own "
+                        "default); a comma-separated list (1,2) measures each in turn and prints one throughput table")
+    parser.add_argument("--concurrency", default=None, help="throughput levels, comma-separated (default 1,8,32; "
+                        "with --serve 32,128)")
+    parser.add_argument("--only", choices=("latency", "throughput"), help="only the latency or the throughput figures")
+    parser.add_argument("--idle-seconds", type=float, default=5.0, help="with --serve: how long serve's idle CPU is "
+                        "measured (per process kind) before the requests")
     parser.add_argument("--metrics", action="store_true", help="two local servers, AGENTSITE_METRICS=1 and off, "
                         "measured side by side (added latency and CPU per request of each); only those figures")
     args = parser.parse_args()
@@ -596,6 +768,16 @@ def main() -> None:
         return
     if args.target and not args.upstream:
         parser.error("--target needs --upstream")
+    levels = args.concurrency or ("32,128" if args.serve else "1,8,32")
+    args.concurrency = [int(level) for level in levels.split(",")]
+    if args.serve:
+        if args.target or args.metrics or args.api:
+            parser.error("--serve measures agentsite's /v1/chat/completions under serve: not with --target, "
+                         "--metrics or --api")
+        main_serve(args)
+        return
+    if args.workers:
+        parser.error("--workers is serve's: with --serve")
     upstream = server = None
     extra_servers: list = []
     try:
@@ -633,6 +815,63 @@ def main() -> None:
         if upstream:
             upstream.terminate()
             upstream.wait(10)
+    if args.json:
+        print(json.dumps(results, indent=2))
+
+
+def main_serve(args: argparse.Namespace) -> None:
+    """--serve: for each worker count, serve started afresh against one fake upstream, then run() through it."""
+    counts: list[int | None] = [int(count) for count in args.workers.split(",")] if args.workers else [None]
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    make_key, upstream = args.api_key == NEW_KEY, None
+    alias = args.model if args.model not in ("fake-model", "default/fake-model") else None
+    if alias and not args.entry:
+        args.entry = "default/fake-model"
+    results: dict = {}
+    try:
+        if not args.upstream:
+            upstream, args.upstream = start_upstream(args.tokens, args.pace_ms)
+        print(f"machine: {machine()}")
+        for count in counts:
+            server, token = start_serve(args.upstream, count, alias)
+            try:
+                if make_key:
+                    args.api_key = make_api_key(server, token)
+                elif args.api_key is None:
+                    args.api_key = "bench"  # not a token nor a key: anonymous, served from loopback (compat_auth)
+                caller = "an API key" if make_key else "a dashboard token" if args.api_key == token else \
+                    "anonymous (compat_auth local, loopback)"
+                args.target, args.server_pid = f"{server.base_url}/v1", server.pid
+                workers = count if count is not None else "serve's default"
+                print(f"\n=== manage.py serve, workers: {workers}, pid {server.pid}, {server.base_url}, "
+                      f"data dir {server.data_dir}; caller: {caller}; upstream {args.upstream}"
+                      + (f" (own process, pid {upstream.pid})" if upstream else ""))
+                time.sleep(2.0)  # the start's own work (the cluster's first looks, the timer's first read) settles
+                if args.idle_seconds > 0:
+                    print_roles(f"serve idle for {args.idle_seconds:g} s: CPU per process kind",
+                                idle_cpu(server.pid, args.idle_seconds), "ms/s")
+                before = cpu_by_role(server.pid)
+                result = asyncio.run(run(args))
+                after = cpu_by_role(server.pid)
+                print_roles("CPU of serve's processes over all the requests above, per kind",
+                            {role: (after[role] - before.get(role, 0.0)) for role in after}, "s")
+                results[str(workers)] = result
+            finally:
+                server.stop()
+                if make_key:
+                    args.api_key = NEW_KEY
+    finally:
+        if upstream:
+            upstream.terminate()
+            upstream.wait(10)
+    if args.only != "latency" and len(results) > 1:
+        print(f"\nthroughput under serve by workers ({args.seconds:.0f} s per level; requests/s, server CPU "
+              f"ms/request{f'; upstream paced {args.pace_ms:g} ms' if args.pace_ms else ''})")
+        print(f"{'workers':<9}{'concurrency':<13}{'streaming':>11}{'CPU':>8}{'non-streaming':>15}{'CPU':>8}")
+        for workers, result in results.items():
+            for level, row in result["rps"].items():
+                print(f"{workers:<9}{level:<13}{row['streaming']:>11.1f}{_ms(row['streaming_cpu_ms']):>8}"
+                      f"{row['non_streaming']:>15.1f}{_ms(row['non_streaming_cpu_ms']):>8}")
     if args.json:
         print(json.dumps(results, indent=2))
 

@@ -2,7 +2,7 @@
 
 `enqueue(func, calls)` queues one task per argument tuple, each exactly the package `django_q.tasks.async_task`
 builds (the same keys, signed the same way, the `pre_enqueue` signal sent for each), but pushed in one round
-trip: one multi-row INSERT on the ORM broker, one pipelined RPUSH on Redis, one `enqueue` a task on any
+trip: one multi-row INSERT on the ORM broker (then a wake for the pusher on SQLite: agentsite/core/qbroker.py), one pipelined RPUSH on Redis, one `enqueue` a task on any
 other broker. `async_task` costs a round trip and, with Redis, a new connection per task: a scheduler tick
 that queued 100 runs spent more time there than in the rest of the tick.
 
@@ -123,13 +123,19 @@ def _push(broker: Any, packs: list[str], conf: Any) -> None:
     from django_q.brokers.orm import ORM
     from django_q.brokers.redis_broker import Redis
 
-    if type(broker) is ORM:
+    from agentsite.core.qbroker import LocalORM
+
+    if type(broker) in (ORM, LocalORM):
         from django.utils import timezone
         from django_q.models import OrmQ
 
         now = timezone.now()
         key = broker.list_key or conf.CLUSTER_NAME
         OrmQ.objects.using(conf.ORM).bulk_create([OrmQ(key=key, payload=pack, lock=now) for pack in packs])
+        if type(broker) is LocalORM:
+            from agentsite.core.qbroker import wake_on_commit
+
+            wake_on_commit(key)  # the pusher looks once the rows are committed, not at its next poll
     elif type(broker) is Redis:
         pipeline = broker.connection.pipeline(transaction=False)
         for pack in packs:

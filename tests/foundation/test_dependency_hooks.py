@@ -285,6 +285,19 @@ def test_django_q2_still_has_what_taskqueue_rebuilds_async_tasks_packages_from()
             f"async_task no longer builds {key}: re-check the package agentsite/core/taskqueue.py builds")
 
 
+def test_django_q2_orm_dequeue_is_still_what_the_sqlite_broker_repeats():
+    """agentsite/core/qbroker.py's LocalORM.dequeue is django-q2's ORM.dequeue with the empty queue's sleep
+    replaced by a wait on a wake socket, and get_broker builds it from Q_CLUSTER's broker_class. Re-check
+    qbroker.py when this fails."""
+    from django_q.brokers import get_broker
+    from django_q.brokers.orm import ORM
+
+    source = inspect.getsource(ORM.dequeue)
+    for part in ("lock__lt=timezone.now()", "Conf.BULK", "update(lock=self.timeout(task))", "sleep(Conf.POLL)"):
+        assert part in source, f"django-q2's ORM.dequeue changed ({part}): re-check agentsite/core/qbroker.py"
+    assert "Conf.BROKER_CLASS" in inspect.getsource(get_broker)
+
+
 def test_asgiref_still_picks_a_sync_calls_thread_from_context_to_thread_executor():
     """agentsite/server/requestthreads.py lends each request a reused thread by putting it into asgiref's
     SyncToAsync.context_to_thread_executor for the request's ThreadSensitiveContext."""

@@ -61,7 +61,9 @@ def secret_of(trigger: WorkflowTrigger | Any) -> str:
 
 # --- the records ---------------------------------------------------------------------------------------
 
-def _checked(workflow: Workflow, changes: dict[str, Any]) -> dict[str, Any]:
+def trigger_changes_check(workflow: Workflow, changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` (of FIELDS) if they are valid for a trigger of `workflow`; raises AppError 400 naming the field.
+    The API and the Django admin both check through here."""
     if changes.get("mode", WorkflowTrigger.SYNC) not in (WorkflowTrigger.SYNC, WorkflowTrigger.ASYNC):
         raise AppError("invalid", "mode must be sync or async.", 400, {"mode": ["sync or async."]})
     version = changes.get("version")
@@ -76,14 +78,14 @@ def _checked(workflow: Workflow, changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def trigger_create(*, workflow: Workflow, changes: dict[str, Any]) -> WorkflowTrigger:
-    changes = _checked(workflow, {key: value for key, value in changes.items() if key in FIELDS})
+    changes = trigger_changes_check(workflow, {key: value for key, value in changes.items() if key in FIELDS})
     if changes.get("rate_per_minute") is None:
         changes["rate_per_minute"] = int(getattr(settings, "AGENTSITE_WEBHOOK_RATE_PER_MIN", 60))
     return WorkflowTrigger.objects.create(workflow=workflow, nonce=secrets.token_hex(32), **changes)
 
 
 def trigger_update(*, trigger: WorkflowTrigger, changes: dict[str, Any]) -> WorkflowTrigger:
-    changes = _checked(trigger.workflow, {key: value for key, value in changes.items() if key in FIELDS})
+    changes = trigger_changes_check(trigger.workflow, {key: value for key, value in changes.items() if key in FIELDS})
     if "rate_per_minute" in changes and changes["rate_per_minute"] is None:
         raise AppError("invalid", "rate_per_minute must be a number.", 400, {"rate_per_minute": ["A number."]})
     for key, value in changes.items():

@@ -276,8 +276,14 @@ STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "max_rounds": "max_t
                 "content_filter": "refusal"}
 
 
-def stop_reason(finish: str) -> str:
-    return STOP_REASONS.get(finish, "end_turn")
+def stop_reason(finish: str, stop_sequence: str | None = None) -> str:
+    return "stop_sequence" if stop_sequence is not None else STOP_REASONS.get(finish, "end_turn")
+
+
+def stop_sequence_of(said: str | None, asked: list[str] | None) -> str | None:
+    """The stop sequence to answer: the one the source said the reply stopped on (Finish.stop_sequence), if the
+    request asked for it; else None (the source did not say: an OpenAI-format upstream, `agent`, a workflow)."""
+    return said if said is not None and said in (asked or ()) else None
 
 
 def message_id() -> str:
@@ -293,11 +299,12 @@ def tool_use_block(call: ToolCall) -> dict[str, Any]:
 
 
 def message_object(*, mid: str, model: str, text: str, calls: list[ToolCall], finish: str,
-                   usage: Usage) -> dict[str, Any]:
+                   usage: Usage, stop_sequence: str | None = None) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     content += [tool_use_block(call) for call in calls]
     return {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": stop_reason(finish), "stop_sequence": None, "usage": _usage(usage)}
+            "stop_reason": stop_reason(finish, stop_sequence), "stop_sequence": stop_sequence,
+            "usage": _usage(usage)}
 
 
 def _event(data: dict[str, Any]) -> bytes:
@@ -305,20 +312,23 @@ def _event(data: dict[str, Any]) -> bytes:
 
 
 async def message_events(first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]], *, mid: str,
-                         model: str) -> AsyncIterator[bytes]:
+                         model: str, stops: list[str] | None = None) -> AsyncIterator[bytes]:
     """The typed events of Anthropic's stream for `first` and then each batch; the events of one batch leave as
     one piece of bytes. A text block stays open until a tool call or the end; a tool call is one tool_use block
-    whose input arrives as one input_json_delta. A client hang-up cancels this and, with it, the upstream."""
+    whose input arrives as one input_json_delta. `message_delta` names the stop sequence of `stops` the reply
+    ended on, when the source said (stop_sequence_of). A client hang-up cancels this and, with it, the
+    upstream."""
     start = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": None,
              "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0}}
     out = [_event({"type": "message_start", "message": start}), _event({"type": "ping"})]
     usage = Usage()
     finish = "stop"
+    stopped_on: str | None = None
     index = -1
     text_open = False
 
     def render(batch: list[StreamEvent]) -> None:
-        nonlocal usage, finish, index, text_open
+        nonlocal usage, finish, stopped_on, index, text_open
         for event in batch:
             if isinstance(event, TextDelta) and event.text:
                 if not text_open:
@@ -344,7 +354,7 @@ async def message_events(first: list[StreamEvent], batches: AsyncIterator[list[S
             elif isinstance(event, Usage):
                 usage = event
             elif isinstance(event, Finish):
-                finish = event.reason
+                finish, stopped_on = event.reason, stop_sequence_of(event.stop_sequence, stops)
 
     try:
         async with aclosing(batches):
@@ -367,8 +377,8 @@ async def message_events(first: list[StreamEvent], batches: AsyncIterator[list[S
         return
     if text_open:
         out.append(_event({"type": "content_block_stop", "index": index}))
-    out.append(_event({"type": "message_delta", "delta": {"stop_reason": stop_reason(finish), "stop_sequence": None},
-                       "usage": _usage(usage)}))
+    out.append(_event({"type": "message_delta", "delta": {"stop_reason": stop_reason(finish, stopped_on),
+                                                          "stop_sequence": stopped_on}, "usage": _usage(usage)}))
     out.append(_event({"type": "message_stop"}))
     yield b"".join(out)
 
@@ -454,15 +464,15 @@ async def _messages(request: HttpRequest) -> HttpResponse:
             first: list[StreamEvent] = await anext(batches)
         except StopAsyncIteration:
             first = []
-        stream = message_events(first, batches, mid=mid, model=completion.model)
+        stream = message_events(first, batches, mid=mid, model=completion.model, stops=body.stop_sequences)
         if credential is not None:  # the stream ends at its next event once the token or key is revoked
             stream = revocable(stream, None, error_event, credential=credential)
         response: HttpResponse = sse_response(stream)
     else:
         reply = await completion.reply()
-        response = JsonResponse(message_object(mid=mid, model=completion.model, text=reply.text,
-                                               calls=reply.tool_calls, finish=reply.finish_reason,
-                                               usage=reply.usage))
+        response = JsonResponse(message_object(
+            mid=mid, model=completion.model, text=reply.text, calls=reply.tool_calls, finish=reply.finish_reason,
+            usage=reply.usage, stop_sequence=stop_sequence_of(reply.stop_sequence, body.stop_sequences)))
     for name, value in completion.headers().items():
         response[name] = value
     return response

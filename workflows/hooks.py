@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from agentsite.agent import usage
 from agentsite.core.dbcall import db
-from agentsite.core.errors import AppError, app_error_response, error_response
+from agentsite.core.errors import AppError, app_error_response
 from agentsite.core.taskqueue import enqueue_with_commit
 from agentsite.core.validation import validated
 from workflows import runs, selectors, services, triggers
@@ -115,33 +115,41 @@ def sync_time_limit() -> float:
 @csrf_exempt
 async def hook(request: HttpRequest, trigger_id: uuid.UUID) -> HttpResponse:
     """Start the trigger's workflow: 200 with the finished run (sync), 202 with the queued run (async), or a
-    refusal in the envelope (logged on `agentsite.audit`)."""
+    refusal in the envelope, recorded in the audit log (workflows.triggers.refusal_record: its flood rule)."""
     if request.method != "POST":
-        response = error_response("method_not_allowed", "Use POST.", 405)
+        response = app_error_response(await _refused(request, trigger_id, AppError(
+            "method_not_allowed", "Use POST.", 405)))
         response["Allow"] = "POST"
         return response
-    remote = request.META.get("REMOTE_ADDR", "")
+    if int(request.META.get("CONTENT_LENGTH") or 0) > triggers.MAX_BODY_BYTES:  # refused before the body is read
+        return app_error_response(await _refused(request, trigger_id, AppError(
+            "payload_too_large", f"The body is over {triggers.MAX_BODY_BYTES} bytes.", 413)))
     try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        if declared > triggers.MAX_BODY_BYTES:
-            raise AppError("payload_too_large", f"The body is over {triggers.MAX_BODY_BYTES} bytes.", 413)
         admitted = await db(triggers.admit, trigger_id=trigger_id, headers=request.headers, body=request.body,
                             content_type=request.content_type or "", charset=request.content_params.get("charset"))
-    except AppError as exc:
-        triggers.audit_refusal(trigger_id, exc, remote)
-        return app_error_response(exc)
+    except AppError as exc:  # admit found the trigger before any other refusal
+        return app_error_response(await _refused(request, trigger_id, exc, known=exc.code != "not_found"))
     caller = usage.Caller(admitted.owner_id, facet="webhook")
     try:
         await usage.check(caller)
         record = await db(_start, admitted)
     except AppError as exc:
-        triggers.audit_refusal(trigger_id, exc, remote)
-        return app_error_response(exc)
+        return app_error_response(await _refused(request, trigger_id, exc, known=True))
     if admitted.mode == WorkflowTrigger.ASYNC:
         return JsonResponse(run_data(record), status=202)
     with usage.calling(caller):
         finished = await runs.workflow_execute(run=record, time_limit=sync_time_limit())
     return JsonResponse(run_data(finished))
+
+
+async def _refused(request: HttpRequest, trigger_id: uuid.UUID, error: AppError, *,
+                   known: bool | None = None) -> AppError:
+    """`error`, after recording it in the audit log (which never fails the refusal)."""
+    try:
+        await db(triggers.refusal_record, trigger_id, error, request, known=known)
+    except Exception:  # a boundary: the refusal is answered whatever the audit's store does
+        logger.exception("A webhook refusal could not be recorded")
+    return error
 
 
 def _start(admitted: triggers.Admitted) -> WorkflowRun:

@@ -1,7 +1,7 @@
 """Webhook triggers: their records, their secrets, and the checks a `POST /hooks/<id>` passes before it runs.
 
-A request is admitted (`admit`) in this order, each refusal an AppError in the envelope, logged on the
-`agentsite.audit` logger (`audit_refusal`), which the audit log records once it exists:
+A request is admitted (`admit`) in this order, each refusal an AppError in the envelope, recorded in the audit
+log as `webhook.refused` under the flood rule of `refusal_record`:
 
 1. the trigger exists (404 `not_found`);
 2. the body is at most MAX_BODY_BYTES (413 `payload_too_large`);
@@ -38,12 +38,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.jsonbody import json_loads_bounded
 from workflows.models import WebhookSignature, Workflow, WorkflowTrigger, WorkflowVersion
 
 logger = logging.getLogger(__name__)
-audit = logging.getLogger("agentsite.audit")
 
 WINDOW_S = 300
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -61,7 +61,9 @@ def secret_of(trigger: WorkflowTrigger | Any) -> str:
 
 # --- the records ---------------------------------------------------------------------------------------
 
-def _checked(workflow: Workflow, changes: dict[str, Any]) -> dict[str, Any]:
+def trigger_changes_check(workflow: Workflow, changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` (of FIELDS) if they are valid for a trigger of `workflow`; raises AppError 400 naming the field.
+    The API and the Django admin both check through here."""
     if changes.get("mode", WorkflowTrigger.SYNC) not in (WorkflowTrigger.SYNC, WorkflowTrigger.ASYNC):
         raise AppError("invalid", "mode must be sync or async.", 400, {"mode": ["sync or async."]})
     version = changes.get("version")
@@ -76,14 +78,14 @@ def _checked(workflow: Workflow, changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def trigger_create(*, workflow: Workflow, changes: dict[str, Any]) -> WorkflowTrigger:
-    changes = _checked(workflow, {key: value for key, value in changes.items() if key in FIELDS})
+    changes = trigger_changes_check(workflow, {key: value for key, value in changes.items() if key in FIELDS})
     if changes.get("rate_per_minute") is None:
         changes["rate_per_minute"] = int(getattr(settings, "AGENTSITE_WEBHOOK_RATE_PER_MIN", 60))
     return WorkflowTrigger.objects.create(workflow=workflow, nonce=secrets.token_hex(32), **changes)
 
 
 def trigger_update(*, trigger: WorkflowTrigger, changes: dict[str, Any]) -> WorkflowTrigger:
-    changes = _checked(trigger.workflow, {key: value for key, value in changes.items() if key in FIELDS})
+    changes = trigger_changes_check(trigger.workflow, {key: value for key, value in changes.items() if key in FIELDS})
     if "rate_per_minute" in changes and changes["rate_per_minute"] is None:
         raise AppError("invalid", "rate_per_minute must be a number.", 400, {"rate_per_minute": ["A number."]})
     for key, value in changes.items():
@@ -121,12 +123,33 @@ class Admitted:
     input_text: str
 
 
-def audit_refusal(trigger_id: uuid.UUID, error: AppError, remote: str) -> None:
-    """Record a refused webhook request on the `agentsite.audit` logger (the audit log picks its records up)."""
-    audit.warning("webhook refused: trigger=%s status=%s code=%s remote=%s: %s", trigger_id, error.status,
-                  error.code, remote, error, extra={"audit": {
-                      "action": "webhook.refused", "trigger": str(trigger_id), "status": error.status,
-                      "code": error.code, "remote": remote}})
+# A wrong, stale or replayed credential is a failed authentication (as a wrong password at log-in); every other
+# refusal is the server refusing a request (as a rate-limited log-in).
+CREDENTIAL_FAILURES = ("signature_invalid", "signature_expired", "signature_replayed")
+
+
+def refusal_record(trigger_id: uuid.UUID, error: AppError, request: Any, *, known: bool | None = None) -> bool:
+    """Record a refused `POST /hooks/<id>` in the audit log, unless one like it was recorded this minute: True
+    when recorded. Sync (database work): the async view calls it through `db`.
+
+    The event: action `webhook.refused`, door `anonymous`, target `trigger:<id>`, outcome `failure` for
+    CREDENTIAL_FAILURES and `refused` for the rest, details `{status, code}`, the client address as the
+    trusted-proxy rule sees it; never a secret, a signature or the body.
+
+    The flood rule (docs/api.md, Webhook triggers): at most one event per trigger, code and minute (a fixed
+    window, shared through Redis when set, else per process); refusals for triggers that do not exist share
+    one bucket per code, so random ids cannot fill the table either. `known` says whether the trigger exists
+    (None: looked up).
+    """
+    if known is None:
+        known = error.code != "not_found" and WorkflowTrigger.objects.filter(pk=trigger_id).exists()
+    if not _first_this_minute(f"{trigger_id if known else 'unknown'}:{error.code}"):
+        logger.debug("webhook refusal not recorded again this minute: trigger=%s code=%s", trigger_id, error.code)
+        return False
+    audit("webhook.refused", outcome="failure" if error.code in CREDENTIAL_FAILURES else "refused",
+          request=request, door="anonymous", target=f"trigger:{trigger_id}",
+          details={"status": error.status, "code": error.code})
+    return True
 
 
 def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str, charset: str | None,
@@ -254,6 +277,36 @@ def _first_sighting(digest: str) -> bool:
         return WebhookSignature.objects.filter(digest=digest, expires_at__lt=now).delete()[0] > 0 and \
             _first_sighting(digest)
     return True
+
+
+def _minute() -> int:
+    return int(time.time() // 60)
+
+
+_recorded: set[str] = set()
+_recorded_minute = [0]
+_recorded_lock = threading.Lock()
+
+
+def _first_this_minute(bucket: str) -> bool:
+    """True for the first sighting of `bucket` in this minute (the audit's flood rule). A store that fails lets
+    the event through: the audit log errs on recording."""
+    minute = _minute()
+    client = _redis()
+    if client is not None:
+        try:
+            return bool(client.set(f"{_prefix()}:hookaudit:{bucket}:{minute}", b"1", nx=True, ex=120))
+        except Exception:  # a boundary: Redis unreachable
+            logger.warning("The webhook audit's flood store (Redis) failed; recording the refusal", exc_info=True)
+            return True
+    with _recorded_lock:
+        if _recorded_minute[0] != minute:
+            _recorded.clear()
+            _recorded_minute[0] = minute
+        if bucket in _recorded:
+            return False
+        _recorded.add(bucket)
+        return True
 
 
 _counts: dict[tuple[str, int], int] = {}

@@ -186,7 +186,13 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "max_ro
 
 @dataclass(frozen=True)
 class Finish:
+    """Why the reply ended. `stop_sequence`: which of the request's `settings.stop` ended it, when the upstream
+    says so (Anthropic's `stop_sequence`; an OpenAI-format server that reports vLLM's `stop_reason` string);
+    None otherwise, including when a stop sequence ended it but the upstream did not say which (OpenAI's
+    `finish_reason: "stop"` alone does not tell it from the model's own end)."""
+
     reason: FinishReason = "stop"
+    stop_sequence: str | None = None
 
 
 StreamEvent = TextDelta | ToolCallEvent | Usage | Finish
@@ -198,3 +204,4 @@ class Completion:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: FinishReason = "stop"
+    stop_sequence: str | None = None  # as Finish.stop_sequence

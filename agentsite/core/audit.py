@@ -28,7 +28,7 @@ ACTIONS = (
     "admin.login", "user.activation", "config.change", "connection.create", "connection.update",
     "connection.delete", "alias.create", "alias.update", "alias.delete", "mcp.connect", "mcp.disconnect",
     "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",
-    "budget.change",
+    "budget.change", "webhook.refused",
 )
 SECRET_KEYS = ("password", "api_key", "secret", "token", "key", "authorization", "headers")
 

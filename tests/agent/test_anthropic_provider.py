@@ -142,3 +142,17 @@ async def test_anthropic_caps_temperature_at_its_range(fake_anthropic, anthropic
     await get_provider(anthropic_settings).complete(hello_request(settings=ModelSettings(temperature=1.7)))
 
     assert fake_anthropic.bodies()[0]["temperature"] == 1.0
+
+
+async def test_anthropic_names_the_stop_sequence_it_stopped_on(fake_anthropic, anthropic_settings):
+    fake_anthropic.script(Text("one END two"), Text("one END two", pieces=["one E", "ND two"]), Text("done"))
+    provider = get_provider(anthropic_settings)
+    request = hello_request(settings=ModelSettings(stop=["END"]))
+
+    whole = await provider.complete(request)
+    events = await events_of(provider, request)
+    natural = await provider.complete(request)
+
+    assert (whole.text, whole.finish_reason, whole.stop_sequence) == ("one ", "stop", "END")
+    assert events[0] == TextDelta("one ") and events[-1] == Finish("stop", "END")
+    assert (natural.finish_reason, natural.stop_sequence) == ("stop", None)

@@ -220,3 +220,23 @@ async def test_a_malformed_chunk_after_good_ones_in_one_read_still_delivers_the_
     else:
         raise AssertionError("the malformed chunk was not refused")
     assert seen == [TextDelta("kept")]
+
+
+async def test_a_servers_stop_reason_names_the_stop_sequence_only_when_it_is_one_asked_for(fake_openai,
+                                                                                         openai_settings):
+    """vLLM's `stop_reason` (a stop string, or a stop token's id) names the sequence; OpenAI's own API has none."""
+    def reply(stop_reason) -> Raw:
+        return Raw(json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "one "},
+                                            "finish_reason": "stop", "stop_reason": stop_reason}]}),
+                   content_type="application/json")
+
+    fake_openai.script(reply("END"), reply("OTHER"), reply(128001), reply(None))
+    provider = get_provider(openai_settings)
+    request = hello_request(settings=ModelSettings(stop=["END"]))
+    said = [(await provider.complete(request)).stop_sequence for _ in range(4)]
+    assert said == ["END", None, None, None]
+
+    fake_openai.reports_stop_reason = True
+    fake_openai.script(Text("one END two", pieces=["one E", "ND two"]))
+    events = await events_of(provider, request)
+    assert events[0] == TextDelta("one ") and events[-1] == Finish("stop", "END")

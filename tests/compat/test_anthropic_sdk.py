@@ -84,6 +84,39 @@ def test_system_blocks_and_a_max_tokens_stop(client, upstream):
     assert (sent["system"] if fake.path == "/v1/messages" else sent["messages"][0]["content"]) == "One.\n\nTwo."
 
 
+@pytest.fixture(params=["anthropic", "openai", "openai+stop_reason"])
+def stopping(request, fake_openai, fake_anthropic):
+    """(model, fake, says): an upstream that cuts the reply at a stop sequence and says which (Anthropic), one
+    that cuts it without saying (OpenAI), and one that says it as vLLM does (`stop_reason`)."""
+    if request.param == "anthropic":
+        return "claude/claude-fake", fake_anthropic, True
+    fake_openai.reports_stop_reason = request.param == "openai+stop_reason"
+    return "fake-model", fake_openai, fake_openai.reports_stop_reason
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
+def test_the_stop_sequence_that_ended_the_reply_is_named_where_the_upstream_says_it(client, stopping, streamed):
+    model, fake, says = stopping
+    fake.script(Text("one two END three STOP four", pieces=["one ", "two E", "ND three", " STOP four"]),
+                Text("no sequence here"))
+    ask = {"model": model, "max_tokens": 50, "stop_sequences": ["STOP", "END"],
+           "messages": [{"role": "user", "content": "count"}]}
+    for expected_text, expected in (("one two ", ("stop_sequence", "END") if says else ("end_turn", None)),
+                                    ("no sequence here", ("end_turn", None))):
+        if streamed:
+            with client.messages.stream(**ask) as stream:
+                events = list(stream)
+                message = stream.get_final_message()
+            delta = next(event for event in events if event.type == "message_delta").delta
+            assert (delta.stop_reason, delta.stop_sequence) == expected
+        else:
+            message = client.messages.create(**ask)
+        assert "".join(block.text for block in message.content) == expected_text
+        assert (message.stop_reason, message.stop_sequence) == expected
+    sent = fake.bodies()[-1]
+    assert (sent["stop_sequences"] if fake.path == "/v1/messages" else sent["stop"]) == ["STOP", "END"]
+
+
 def test_stream_yields_the_typed_events_in_order(client, upstream):
     model, fake = upstream
     fake.script(Text("one two three", pieces=["one ", "two ", "three"], usage=(3, 3)))

@@ -68,3 +68,23 @@ def test_the_stream_events_are_those_the_anthropic_sdk_reads():
     assert json.loads(events[7][1]["delta"]["partial_json"]) == {"x": 1}
     assert events[9][1]["delta"]["stop_reason"] == "tool_use"
     assert events[9][1]["usage"] == {"input_tokens": 3, "output_tokens": 4}
+
+
+@pytest.mark.parametrize(("said", "asked", "expected"), [
+    ("END", ["STOP", "END"], ("stop_sequence", "END")),
+    ("OTHER", ["END"], ("end_turn", None)),  # a sequence the request did not ask for is not named
+    (None, ["END"], ("end_turn", None)),  # the source did not say (OpenAI's own API, the agent, a workflow)
+    ("END", None, ("end_turn", None)),
+])
+def test_message_delta_names_only_a_stop_sequence_the_request_asked_for(said, asked, expected):
+    async def batches():
+        yield [Usage(1, 1), Finish("stop", said)]
+
+    async def collect():
+        stream = message_events([TextDelta("x")], batches(), mid="msg_1", model="m", stops=asked)
+        return b"".join([piece async for piece in stream])
+
+    frames = [json.loads(frame.split("\n")[1][6:]) for frame in asyncio.run(collect()).decode().split("\n\n")
+              if frame]
+    delta = next(frame for frame in frames if frame["type"] == "message_delta")["delta"]
+    assert (delta["stop_reason"], delta["stop_sequence"]) == expected

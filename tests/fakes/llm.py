@@ -163,6 +163,8 @@ class FakeLLMServer(FakeServer):
         if isinstance(reply, Drop):
             return FakeResponse(drop=True)
         stream = bool(body.get("stream"))
+        if isinstance(reply, Text) and self.stops(body):
+            reply = reply.stopped_at(self.stops(body))
         if isinstance(reply, Text | ToolCalls) and (not stream or self.streams_usage(body)):
             with self._lock:
                 self.usage_log.append((time.time(), *reply.usage))
@@ -174,6 +176,10 @@ class FakeLLMServer(FakeServer):
 
     def error_body(self, reply: Error) -> dict[str, Any]:
         raise NotImplementedError
+
+    def stops(self, body: dict[str, Any]) -> list[str]:
+        """The request's stop sequences, which a reply's text is cut at (Text.stopped_at)."""
+        return []
 
     def whole(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         """The non-streaming reply body."""
@@ -201,6 +207,9 @@ class FakeOpenAI(FakeLLMServer):
     """POST {base_url}/chat/completions; `base_url` ends in /v1 like OpenAI's."""
 
     path = "/chat/completions"
+    # OpenAI's own API says only finish_reason "stop" when a stop sequence ended the reply; vLLM's server adds
+    # `stop_reason`, the sequence. True: this fake says it as vLLM does (reset() turns it off).
+    reports_stop_reason = False
 
     @property
     def base_url(self) -> str:
@@ -212,6 +221,19 @@ class FakeOpenAI(FakeLLMServer):
 
     def streams_usage(self, body: dict[str, Any]) -> bool:
         return bool((body.get("stream_options") or {}).get("include_usage"))
+
+    def stops(self, body: dict[str, Any]) -> list[str]:
+        stop = body.get("stop")
+        return [stop] if isinstance(stop, str) else [item for item in stop or [] if isinstance(item, str)]
+
+    def reset(self) -> None:
+        super().reset()
+        self.reports_stop_reason = False
+
+    def _stop_fields(self, reply: Reply) -> dict[str, Any]:
+        if not self.reports_stop_reason:
+            return {}
+        return {"stop_reason": reply.stop_sequence if isinstance(reply, Text) else None}
 
     def problem(self, request: RecordedRequest, body: dict[str, Any]) -> str | None:
         if not body.get("model"):
@@ -258,7 +280,8 @@ class FakeOpenAI(FakeLLMServer):
         else:  # Truncated / StreamError only differ when streamed
             message["content"] = getattr(reply, "text", "")
         return {**self._envelope(body, "chat.completion"),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None,
+                             **self._stop_fields(reply)}],
                 "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                           "total_tokens": usage[0] + usage[1]}}
 
@@ -267,9 +290,10 @@ class FakeOpenAI(FakeLLMServer):
         return {"id": call.id or self.new_id("call_fake"), "type": "function",
                 "function": {"name": call.name, "arguments": arguments}}
 
-    def _chunk(self, body: dict[str, Any], delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def _chunk(self, body: dict[str, Any], delta: dict[str, Any], finish: str | None = None,
+               **extra: Any) -> bytes:
         return sse({**self._envelope(body, "chat.completion.chunk"),
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]})
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None, **extra}]})
 
     def _stream(self, reply: Reply, body: dict[str, Any]) -> FakeResponse:
         chunks = [Chunk(self._chunk(body, {"role": "assistant", "content": ""}))]
@@ -289,7 +313,7 @@ class FakeOpenAI(FakeLLMServer):
         elif isinstance(reply, ToolCalls):
             chunks += self._call_chunks(body, reply)
             finish, usage = "tool_calls", reply.usage
-        chunks.append(Chunk(self._chunk(body, {}, finish)))
+        chunks.append(Chunk(self._chunk(body, {}, finish, **self._stop_fields(reply))))
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append(Chunk(sse({**self._envelope(body, "chat.completion.chunk"), "choices": [],
                                      "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
@@ -358,6 +382,18 @@ class FakeAnthropic(FakeLLMServer):
     def error_body(self, reply: Error) -> dict[str, Any]:
         return {"type": "error", "error": {"type": reply.type, "message": reply.message}}
 
+    def stops(self, body: dict[str, Any]) -> list[str]:
+        return [item for item in body.get("stop_sequences") or [] if isinstance(item, str)]
+
+    @staticmethod
+    def _stop(reply: Reply) -> tuple[str, str | None]:
+        """(stop_reason, stop_sequence) for a text reply, as Anthropic says them."""
+        if not isinstance(reply, Text):
+            return "end_turn", None
+        if reply.stop_sequence is not None:
+            return "stop_sequence", reply.stop_sequence
+        return _STOP_REASONS.get(reply.finish_reason, reply.finish_reason), None
+
     def whole(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         return self._message(reply, body)
 
@@ -366,14 +402,14 @@ class FakeAnthropic(FakeLLMServer):
         text = getattr(reply, "text", "")
         if text:
             content.append({"type": "text", "text": text})
-        stop, usage = "end_turn", (1, 1)
+        (stop, sequence), usage = self._stop(reply), (1, 1)
         if isinstance(reply, Text):
-            stop, usage = _STOP_REASONS.get(reply.finish_reason, reply.finish_reason), reply.usage
+            usage = reply.usage
         elif isinstance(reply, ToolCalls):
             content += [self._tool_use(call) for call in reply.calls]
             stop, usage = "tool_use", reply.usage
         return {"id": self.new_id("msg_fake"), "type": "message", "role": "assistant", "model": body.get("model"),
-                "content": content, "stop_reason": stop, "stop_sequence": None,
+                "content": content, "stop_reason": stop, "stop_sequence": sequence,
                 "usage": {"input_tokens": usage[0], "output_tokens": usage[1]}}
 
     def _tool_use(self, call: Call) -> dict[str, Any]:
@@ -402,13 +438,11 @@ class FakeAnthropic(FakeLLMServer):
             chunks.append(self._event({"type": "error", "error": {"type": "overloaded_error",
                                                                   "message": reply.message}}))
             return FakeResponse(content_type="text/event-stream", chunks=chunks)
-        stop = "end_turn"
-        if isinstance(reply, Text):
-            stop = _STOP_REASONS.get(reply.finish_reason, reply.finish_reason)
-        elif isinstance(reply, ToolCalls):
+        stop, sequence = self._stop(reply)
+        if isinstance(reply, ToolCalls):
             chunks += self._tool_events(reply, first_index=1 if reply.text else 0)
             stop = "tool_use"
-        chunks.append(self._event({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+        chunks.append(self._event({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": sequence},
                                    "usage": {"output_tokens": usage[1]}}))
         chunks.append(self._event({"type": "message_stop"}))
         return FakeResponse(content_type="text/event-stream", chunks=chunks)

@@ -7,7 +7,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tests.fakes.http import RecordedRequest
@@ -20,9 +20,29 @@ class Text:
     delay: float = 0.0  # before each streamed delta
     finish_reason: str = "stop"  # stop | length (in OpenAI's words; the Anthropic fake translates)
     usage: tuple[int, int] = (12, 7)
+    # The request's stop sequence the text was cut at (the fakes set it, stopped_at: as the real services do).
+    stop_sequence: str | None = None
 
     def deltas(self) -> list[str]:
         return self.pieces if self.pieces is not None else split_words(self.text)
+
+    def stopped_at(self, stops: list[str]) -> Text:
+        """This reply as a service that honours stop sequences sends it: cut before the first of `stops` to
+        appear (the one that ends first, as generation meets it), which it leaves out; the deltas cut with it."""
+        found = [(self.text.find(stop) + len(stop), stop) for stop in stops if stop and stop in self.text]
+        if not found:
+            return self
+        end, stop = min(found, key=lambda item: (item[0], -len(item[1])))
+        cut = self.text[:end - len(stop)]
+        pieces, length = [], 0
+        for piece in self.deltas():
+            if length + len(piece) >= len(cut):
+                pieces.append(piece[:len(cut) - length])
+                break
+            pieces.append(piece)
+            length += len(piece)
+        return replace(self, text=cut, pieces=[piece for piece in pieces if piece] or [""], finish_reason="stop",
+                       stop_sequence=stop)
 
 
 @dataclass

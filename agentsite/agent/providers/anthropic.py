@@ -49,6 +49,7 @@ class _Delta(BaseModel):
     text: str | None = None
     partial_json: str | None = None
     stop_reason: str | None = None
+    stop_sequence: str | None = None
 
 
 class _Usage(BaseModel):
@@ -64,6 +65,7 @@ class _Usage(BaseModel):
 class _Message(BaseModel):
     content: list[_Block] = []
     stop_reason: str | None = None
+    stop_sequence: str | None = None
     usage: _Usage | None = None
 
 
@@ -139,7 +141,8 @@ class AnthropicProvider(Provider):
         calls = [ToolCall(block.id or "", block.name or "", block.input or {})
                  for block in reply.content if block.type == "tool_use"]
         usage = Usage(reply.usage.prompt_tokens(), reply.usage.output_tokens or 0) if reply.usage else Usage()
-        return Completion(text, calls, usage, _finish_reason(reply.stop_reason, calls))
+        return Completion(text, calls, usage, _finish_reason(reply.stop_reason, calls),
+                          _stop_sequence(reply.stop_reason, reply.stop_sequence))
 
 
 class _StreamState:
@@ -151,6 +154,7 @@ class _StreamState:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.stop_reason: str | None = None
+        self.stop_sequence: str | None = None
         self.stopped = False
         self.called = False
 
@@ -200,6 +204,7 @@ class _StreamState:
     def _on_message_delta(self, event: _Event) -> None:
         if event.delta and event.delta.stop_reason:
             self.stop_reason = event.delta.stop_reason
+            self.stop_sequence = event.delta.stop_sequence
         if event.usage and event.usage.output_tokens is not None:
             self.completion_tokens = event.usage.output_tokens  # cumulative, not an increment
 
@@ -210,13 +215,19 @@ class _StreamState:
         if not self.stopped:
             raise self.upstream.error("the stream ended before the reply was complete.")
         usage = Usage(self.prompt_tokens, self.completion_tokens)
-        return [usage, Finish(_finish_reason(self.stop_reason, [None] if self.called else []))]
+        return [usage, Finish(_finish_reason(self.stop_reason, [None] if self.called else []),
+                              _stop_sequence(self.stop_reason, self.stop_sequence))]
 
 
 def _finish_reason(stop_reason: str | None, calls: list[Any]) -> str:
     if stop_reason is None:
         return "tool_calls" if calls else "stop"
     return STOP_REASONS.get(stop_reason, stop_reason)
+
+
+def _stop_sequence(stop_reason: str | None, stop_sequence: str | None) -> str | None:
+    """The sequence the reply stopped on: Anthropic names it with stop_reason "stop_sequence" (null otherwise)."""
+    return stop_sequence if stop_reason == "stop_sequence" and isinstance(stop_sequence, str) else None
 
 
 def wire_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:

@@ -89,6 +89,6 @@ async def collect(events: AsyncGenerator[StreamEvent, None]) -> Completion:
         elif isinstance(event, Usage):
             completion.usage = event
         elif isinstance(event, Finish):
-            completion.finish_reason = event.reason
+            completion.finish_reason, completion.stop_sequence = event.reason, event.stop_sequence
     completion.text = "".join(text)
     return completion

@@ -60,6 +60,7 @@ class _ChunkChoice(BaseModel):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
+    stop_reason: str | int | None = None  # vLLM's: the stop string (or token id) that ended the reply
 
 
 class _Usage(BaseModel):
@@ -91,6 +92,7 @@ class _ReplyMessage(BaseModel):
 class _Choice(BaseModel):
     message: _ReplyMessage
     finish_reason: str | None = None
+    stop_reason: str | int | None = None  # as _ChunkChoice's
 
 
 class _Completion(BaseModel):
@@ -142,7 +144,7 @@ class OpenAIProvider(Provider):
 
     async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
         upstream = self._upstream()
-        state = _StreamState(upstream)
+        state = _StreamState(upstream, request)
         async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:
             async for events in events_by_read(reads, state.feed_sse):
                 yield events
@@ -162,17 +164,20 @@ class OpenAIProvider(Provider):
                  for call in choice.message.tool_calls or []]
         usage = Usage(reply.usage.prompt_tokens or 0, reply.usage.completion_tokens or 0) if reply.usage else Usage()
         reason = choice.finish_reason or ("tool_calls" if calls else "stop")
-        return Completion(_reply_text(choice.message.content), calls, usage, reason)
+        return Completion(_reply_text(choice.message.content), calls, usage, reason,
+                          _stop_sequence(reason, choice.stop_reason, request))
 
 
 class _StreamState:
     """Folds chunks into events; tool-call argument fragments are joined per `index` until the call is complete."""
 
-    def __init__(self, upstream: Upstream):
+    def __init__(self, upstream: Upstream, request: ChatRequest | None = None):
         self.upstream = upstream
+        self.request = request
         self.calls: dict[int, dict[str, Any]] = {}
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
+        self.stop_reason: str | int | None = None
         self.done = False
 
     def feed_sse(self, sse: SseEvent) -> list[StreamEvent]:
@@ -203,6 +208,7 @@ class _StreamState:
                 self._add_call_part(part, position)
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+                self.stop_reason = choice.stop_reason
         return events
 
     def _add_call_part(self, part: _ToolCallDelta, position: int) -> None:
@@ -229,8 +235,17 @@ class _StreamState:
         if self.usage:
             events.append(self.usage)
         reason = self.finish_reason or ("tool_calls" if self.calls else "stop")
-        events.append(Finish(reason))
+        events.append(Finish(reason, _stop_sequence(reason, self.stop_reason, self.request)))
         return events
+
+
+def _stop_sequence(finish_reason: str, stop_reason: str | int | None, request: ChatRequest | None) -> str | None:
+    """The request's stop sequence the reply ended on, when the server says which: OpenAI's own API does not
+    (`finish_reason: "stop"` is the model's end and a stop sequence alike); vLLM adds `stop_reason`, the
+    string (or, for a stop token, its id). Only a string the request asked to stop on counts."""
+    if finish_reason != "stop" or not isinstance(stop_reason, str) or request is None:
+        return None
+    return stop_reason if stop_reason in (request.settings.stop or ()) else None
 
 
 def _plain_text(data: str) -> str | None:

@@ -1,4 +1,5 @@
-"""GET /api/health: liveness plus a database round trip."""
+"""GET /api/health: liveness plus a database round trip; GET /metrics, the Prometheus scrape; GET /api/metrics/summary,
+the figures of the dashboard's health strip."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 import agentsite
+from accounts.api import IsAdmin
 from agentsite.core.errors import error_response
 
 STARTED_AT = time.monotonic()
@@ -53,6 +55,33 @@ class HealthView(APIView):
             "uptime_s": round(time.monotonic() - STARTED_AT, 3),
         }
         return Response(body, status=200 if db_ok else 503)
+
+
+SUMMARY_ROUTE = "/api/metrics/summary"
+SUMMARY = inline_serializer("MetricsSummary", {
+    "enabled": serializers.BooleanField(), "at": serializers.FloatField(required=False),
+    "requests": serializers.IntegerField(required=False), "errors": serializers.IntegerField(required=False),
+    "streams_open": serializers.IntegerField(required=False),
+    "first_token": inline_serializer("FirstTokenLatency", {
+        "count": serializers.IntegerField(), "sum": serializers.FloatField(), "buckets": inline_serializer(
+            "FirstTokenBucket", {"le": serializers.CharField(), "count": serializers.IntegerField()}, many=True),
+        "p50": serializers.FloatField(allow_null=True)}, required=False)})
+
+
+class MetricsSummaryView(APIView):
+    """GET /api/metrics/summary: admins only. The health strip's figures (agentsite.core.metrics.summary),
+    cumulative, without this route's own requests; `{"enabled": false}` while AGENTSITE_METRICS is off."""
+
+    permission_classes = [IsAdmin]
+
+    @extend_schema(responses={200: SUMMARY},
+                   description="Cumulative totals since the metrics started, summed over the host's processes: "
+                               "a reader makes rates from two answers (`at`). `{\"enabled\": false}` while "
+                               "AGENTSITE_METRICS is off.")
+    def get(self, request: Request) -> Response:
+        from agentsite.core import metrics
+
+        return Response(metrics.summary(leave_out_route=SUMMARY_ROUTE))
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

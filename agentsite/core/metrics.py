@@ -12,7 +12,8 @@ never paths; methods outside the HTTP set are `other`; a model is a catalogue en
 `other`; upstream statuses are HTTP codes or `ok`/`error` (tests/core/test_metrics.py drives distinct inputs and
 fails when a label's value set grows with them).
 
-Scrape-time values (the task queue's depth) come from collectors that apps register with `on_scrape`.
+Scrape-time values (the task queue's depth) come from collectors that apps register with `on_scrape`. The
+dashboard's health strip (GET /api/metrics/summary) reads the same collectors through `summary()`.
 """
 
 from __future__ import annotations
@@ -199,18 +200,88 @@ class _ScrapeCollector:
                 yield GaugeMetricFamily(metric, help_text, value=value)
 
 
+def _recorded() -> Any:
+    """The registry that holds what every process of the host recorded (multiprocess), or this process's."""
+    from prometheus_client import CollectorRegistry
+
+    metrics = _m()
+    if multiproc_dir() is None:
+        return metrics["registry"]
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
 def render() -> tuple[bytes, str]:
     """The exposition text of every process of the host (multiprocess) or of this process, and its type."""
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-    metrics = _m()
-    if multiproc_dir() is not None:
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-    else:
-        registry = metrics["registry"]
     scrape = CollectorRegistry()
     scrape.register(_ScrapeCollector())
-    return generate_latest(registry) + generate_latest(scrape), CONTENT_TYPE_LATEST
+    return generate_latest(_recorded()) + generate_latest(scrape), CONTENT_TYPE_LATEST
+
+
+# --- the health strip ------------------------------------------------------------------------------------
+
+def summary(*, leave_out_route: str = "") -> dict[str, Any]:
+    """The figures of the dashboard's health strip, read from the same collectors a scrape reads (every process
+    of the host): cumulative since the metrics started, so a reader makes rates from two of them (`at` is this
+    answer's Unix time). `requests` counts HTTP requests answered, `errors` those answered 5xx, both without
+    `leave_out_route` (the strip's own polling); `streams_open` is the open SSE streams; `first_token` the
+    upstream time-to-first-token histogram summed over models (`buckets`: cumulative counts by upper bound
+    `le`, as the exposition format writes them, `+Inf` last) with its median `p50` (null before any call).
+    While metrics are off: `{"enabled": false}` and nothing else is read."""
+    if not ENABLED:
+        return {"enabled": False}
+    import time
+
+    requests = errors = 0.0
+    streams = 0.0
+    buckets: dict[str, float] = {}
+    count = total = 0.0
+    for family in _recorded().collect():
+        for sample in family.samples:
+            name, labels = sample.name, sample.labels
+            if name == "agentsite_http_requests_total" and labels.get("route") != leave_out_route:
+                requests += sample.value
+                if labels.get("status", "").startswith("5"):
+                    errors += sample.value
+            elif name == "agentsite_sse_streams_open":
+                streams += sample.value
+            elif name == "agentsite_llm_time_to_first_token_seconds_bucket":
+                buckets[labels["le"]] = buckets.get(labels["le"], 0.0) + sample.value
+            elif name == "agentsite_llm_time_to_first_token_seconds_count":
+                count += sample.value
+            elif name == "agentsite_llm_time_to_first_token_seconds_sum":
+                total += sample.value
+    ordered = [{"le": le, "count": int(buckets.get(le, 0))} for le in (*(_le(b) for b in LLM_BUCKETS), "+Inf")]
+    return {"enabled": True, "at": round(time.time(), 3), "requests": int(requests), "errors": int(errors),
+            "streams_open": max(int(streams), 0),
+            "first_token": {"count": int(count), "sum": round(total, 6), "buckets": ordered,
+                            "p50": median(ordered)}}
+
+
+def _le(bound: float) -> str:
+    from prometheus_client.utils import floatToGoString
+
+    return str(floatToGoString(bound))
+
+
+def median(buckets: list[dict[str, Any]]) -> float | None:
+    """The 0.5 quantile of a cumulative histogram, as Prometheus' histogram_quantile estimates it: linear within
+    the bucket the middle observation falls in; in the `+Inf` bucket, the largest finite bound. None if empty."""
+    if not buckets or buckets[-1]["count"] <= 0:
+        return None
+    rank = buckets[-1]["count"] / 2
+    lower, below = 0.0, 0
+    for bucket in buckets:
+        if bucket["count"] >= rank:
+            if bucket["le"] == "+Inf":
+                return lower
+            upper = float(bucket["le"])
+            inside = bucket["count"] - below
+            return round(lower + (upper - lower) * ((rank - below) / inside if inside else 1.0), 6)
+        lower, below = float(bucket["le"]), bucket["count"]
+    return lower

@@ -148,6 +148,7 @@ PAGES = [  # (route, something the page shows once loaded)
     ("workflows/{workflow}", ".wf-canvas"),
     ("mcp", f"[data-plugin=\"{PLUGIN_MODULE}\"]"),
     ("keys", "[data-key]"),
+    ("activity", "[data-event]"),  # the audit log: long connection, alias and key names in targets and details
     ("settings", "role=form[name='Agent configuration']"),
 ]
 

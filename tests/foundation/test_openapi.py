@@ -5,7 +5,7 @@ import pytest
 from tests.conftest import client_for
 
 ERROR_STATUSES = {"400", "401", "403", "404", "409", "413", "415", "429", "502", "503"}
-ADMIN_OPERATIONS = {("get", "/api/audit"),
+ADMIN_OPERATIONS = {("get", "/api/audit"), ("get", "/api/metrics/summary"),
                     ("put", "/api/config"), ("patch", "/api/config"), ("post", "/api/mcp/connect"),
                     ("post", "/api/mcp/disconnect"), ("patch", "/api/mcp/servers/{name}"), ("get", "/api/plugins"),
                     ("post", "/api/plugins/reload"),

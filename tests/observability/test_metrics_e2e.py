@@ -72,6 +72,35 @@ def test_one_scrape_sums_every_worker(server):
         assert health_count(scrape(server)) - before == sent
 
 
+def test_the_health_strip_summary_sums_every_worker_too(server):
+    admin = {"Authorization": f"Bearer {server.login()['token']}"}
+
+    def summary() -> dict:
+        response = get(server, "/api/metrics/summary", **admin)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    before = summary()
+    assert before["enabled"] is True
+    workers: set[str] = set()
+    sent = 0
+
+    def both_answered() -> bool:
+        nonlocal sent
+        response = get(server, "/api/health")
+        assert response.status_code == 200
+        sent += 1
+        workers.add(response.headers["X-Agentsite-Worker"])
+        return len(workers) == 2 and sent >= 6
+
+    poll(both_answered, "both workers answered a request", timeout=60, every=0)
+    # Whichever worker answers, it counts the other's requests, and never the summaries asked meanwhile.
+    for _ in range(4):
+        after = summary()
+        assert after["requests"] - before["requests"] == sent
+        assert after["errors"] == before["errors"]
+
+
 def test_request_ids_and_json_log_lines(server):
     offered = f"client-{uuid.uuid4().hex}"
     response = get(server, "/api/no-such-thing", **{"X-Request-Id": offered})

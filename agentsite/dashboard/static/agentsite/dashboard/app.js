@@ -2,7 +2,8 @@
 // page-loading contract every page follows.
 //
 // Routes: #/chat, #/chat/<session_id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
-// #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
+// #/keys, #/usage, #/activity (admins only: its link is not shown to others, and the route is "Not found"
+// for them), #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
 // into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
 // before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout}: `user` is
 // /api/auth/me's object ({id, username, is_admin, date_joined}), `route` the hash parts after the page
@@ -22,6 +23,7 @@ const PAGES = [
   ["mcp", "MCP"],
   ["keys", "Keys"],
   ["usage", "Usage"],
+  ["activity", "Activity", { admin: true }],
   ["settings", "Settings"],
 ];
 const DEFAULT_PAGE = "chat";
@@ -32,6 +34,11 @@ const base = new URL(".", import.meta.url);
 const shell = { user: null, main: null, nav: null, cleanup: null, mounting: 0, styles: new Set() };
 
 // --- routing ---
+
+// The pages this user may open: an admin-only page is left out for everyone else.
+function pages() {
+  return PAGES.filter(([, , options]) => !options?.admin || shell.user?.is_admin);
+}
 
 function parseHash() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -54,7 +61,7 @@ async function route() {
   markCurrent(page);
   const main = shell.main;
   main.replaceChildren(loading());
-  const known = PAGES.find(([name]) => name === page);
+  const known = pages().find(([name]) => name === page);
   if (!known) {
     main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `There is no page "${page}". `,
       h("a", { href: `#/${DEFAULT_PAGE}` }, "Go to the chat"), "."));
@@ -160,7 +167,7 @@ export function toast(message, kind = "info") {
 
 function renderShell() {
   shell.nav = h("nav", { class: "nav", "aria-label": "Main" },
-    h("ul", {}, PAGES.map(([name, label]) => h("li", {}, h("a", { href: `#/${name}`, "data-page": name }, label)))));
+    h("ul", {}, pages().map(([name, label]) => h("li", {}, h("a", { href: `#/${name}`, "data-page": name }, label)))));
   // A long name is cut with an ellipsis; the title holds all of it.
   const who = h("span", { class: "who", title: shell.user.username }, shell.user.username);
   const header = h("header", { class: "topbar" },

@@ -134,7 +134,8 @@ def test_a_killed_daphne_is_swept_by_its_peer_and_a_restart_never_marks_live_wor
     second.start()
     try:
         headers = {"Authorization": f"Bearer {first.login()['token']}"}
-        survivor = slow_workflow(first.base_url, headers, "survivor", 6_000)
+        # Long enough to outlast the kill, the sweep and the restart below on a loaded machine (6 s did not).
+        survivor = slow_workflow(first.base_url, headers, "survivor", 15_000)
         victim = slow_workflow(first.base_url, headers, "victim", 60_000)
         run_in_background(first.base_url, headers, survivor)
         live = running_run(first.base_url, headers, survivor)
@@ -152,7 +153,7 @@ def test_a_killed_daphne_is_swept_by_its_peer_and_a_restart_never_marks_live_wor
         subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=second.env(), check=True, capture_output=True)
         assert run_status(first.base_url, headers, live["id"])["status"] == "running"
         finished = poll(lambda: (found := run_status(first.base_url, headers, live["id"]))["status"] != "running"
-                        and found, "the live run to finish", timeout=20)
+                        and found, "the live run to finish", timeout=30)
         assert finished["status"] == "success", finished
     finally:
         second.stop(drop_database=False)

@@ -4,7 +4,8 @@
 builds (the same keys, signed the same way, the `pre_enqueue` signal sent for each), but pushed in one round
 trip: one multi-row INSERT on the ORM broker (then a wake for the pusher on SQLite: agentsite/core/qbroker.py),
 one pipelined RPUSH on Redis, one `enqueue` a task on any other broker. `async_task` costs a round trip and,
-with Redis, a new connection per task: a scheduler tick that queued 100 runs spent more time there than in the rest of the tick.
+with Redis, a new connection per task: a scheduler tick that queued 100 runs spent more time there than in the
+rest of the tick.
 
 `enqueue_with_commit(func, calls)` is what code that records work in a transaction calls: on the ORM broker the
 tasks are inserted in the caller's transaction (the work and its tasks commit together, or neither does);

@@ -197,11 +197,16 @@ def config_create_default() -> AgentConfig:
         defaults = {"provider": "openai", "api_key": os.environ["OPENAI_API_KEY"]}
     elif os.environ.get("ANTHROPIC_API_KEY"):
         defaults = {"provider": "anthropic", "api_key": os.environ["ANTHROPIC_API_KEY"]}
-    with transaction.atomic():
-        connection = Connection.objects.filter(name=DEFAULT_CONNECTION_NAME).first()
-        if connection is None:
-            connection = Connection.objects.create(name=DEFAULT_CONNECTION_NAME, **defaults)
-        config, _ = AgentConfig.objects.get_or_create(pk=1, defaults={"connection": connection})
+    try:
+        with transaction.atomic():
+            connection = Connection.objects.filter(name=DEFAULT_CONNECTION_NAME).first()
+            if connection is None:
+                connection = Connection.objects.create(name=DEFAULT_CONNECTION_NAME, **defaults)
+            config, _ = AgentConfig.objects.get_or_create(pk=1, defaults={"connection": connection})
+    except IntegrityError:
+        # Another process or thread made them first (20 scheduled runs starting together on a new server did):
+        # it made both in one transaction, so its config is there once its connection is; theirs stands.
+        config = AgentConfig.objects.get(pk=1)
     return config
 
 

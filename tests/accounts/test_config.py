@@ -82,3 +82,35 @@ def test_first_run_config_takes_the_provider_key_from_the_environment(monkeypatc
     config = config_create_default()
     assert (config.connection.name, config.connection.provider, config.connection.api_key) == (
         "default", "openai", "sk-from-env")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_config_made_by_many_at_once_is_made_once_and_every_one_gets_it():
+    # A new server whose first 20 scheduled runs started together made the connection `default` twice: all but
+    # one run failed on the unique name (found by tests/scheduler/test_e2e.py on PostgreSQL).
+    import threading
+
+    from django.db import connection as db_connection
+
+    from accounts.models import Connection
+    from accounts.services import config_create_default
+
+    start, results, failures = threading.Barrier(8), [], []
+
+    def make() -> None:
+        try:
+            start.wait()
+            results.append(config_create_default().connection_id)
+        except Exception as exc:  # noqa: BLE001 - the test reports what each thread met
+            failures.append(repr(exc))
+        finally:
+            db_connection.close()
+
+    threads = [threading.Thread(target=make) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert Connection.objects.filter(name="default").count() == 1 and AgentConfig.objects.count() == 1
+    assert set(results) == {Connection.objects.get(name="default").pk}

@@ -289,6 +289,10 @@ class ConnectionOutputSerializer(serializers.ModelSerializer):
         return config_get().connection_id == connection.pk
 
 
+# Never in a model name or a header value: PostgreSQL refuses a NUL in text, and a line break would split a header.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def _model_names(value):
     if value == Connection.DISCOVER:
         return value
@@ -296,6 +300,8 @@ def _model_names(value):
         raise serializers.ValidationError('Give a list of model names, or "discover".')
     if len(value) > 1000 or any(len(name) > 200 for name in value):
         raise serializers.ValidationError("At most 1000 names of at most 200 characters.")
+    if any(CONTROL_CHARACTERS.search(name) for name in value):
+        raise serializers.ValidationError("A model name may not hold a control character (NUL, a line break, ...).")
     return list(dict.fromkeys(name.strip() for name in value))
 
 
@@ -305,7 +311,7 @@ def _header_values(value):
     for name, item in value.items():
         if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}", name):
             raise serializers.ValidationError(f"{name!r} is not a header name.")
-        if item is not None and (not isinstance(item, str) or len(item) > 4000 or "\n" in item or "\r" in item):
+        if item is not None and (not isinstance(item, str) or len(item) > 4000 or CONTROL_CHARACTERS.search(item)):
             raise serializers.ValidationError(f"The value of {name} must be a one-line string (or null to remove it).")
     return value
 

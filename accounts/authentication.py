@@ -50,7 +50,7 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -75,6 +75,15 @@ class _Entry:
     password_version: str
     expires: float
     revoked: frozenset[str] = frozenset()  # the jti of each unexpired revoked access token of the user
+    loaded_at: float = field(default_factory=time.time)  # wall clock, comparable with a token's `iat`
+
+    def older_than(self, validated_token: Any) -> bool:
+        """Whether the token was issued after this entry was read, naming another password version: the
+        password changed in another process within the cache's lifetime, so the entry, not the token, is
+        stale. (A token older than the entry that names another version is simply stale.)"""
+        issued = validated_token.get("iat")
+        return (validated_token.get(PASSWORD_CLAIM) != self.password_version and isinstance(issued, (int, float))
+                and issued >= self.loaded_at - 1)
 
 
 class UserCache:
@@ -367,7 +376,10 @@ def _revoked_jtis(user: AbstractBaseUser) -> frozenset[str]:
 
 
 def _checked(validated_token: Any, entry: _Entry | None) -> Any:
-    """The user a validated token names, given its cache entry; raises AuthenticationFailed."""
+    """The user a validated token names, given its cache entry (read again when the token is newer than it);
+    raises AuthenticationFailed."""
+    if entry is not None and entry.older_than(validated_token):
+        entry = users.load(_user_id(validated_token))
     return copy.copy(_stands(validated_token, entry).user)
 
 
@@ -505,6 +517,10 @@ async def _astands(validated_token: Any) -> _Entry:
     user_id = _user_id(validated_token)
     hit, entry = users.fresh(user_id)
     if not hit:
+        from agentsite.core.dbcall import db
+
+        entry = await db(users.load, user_id)
+    elif entry is not None and entry.older_than(validated_token):  # a password changed in another process
         from agentsite.core.dbcall import db
 
         entry = await db(users.load, user_id)

@@ -131,7 +131,25 @@ def parse_request(request: HttpRequest) -> ResponseRequest:
         if name not in SUPPORTED and name not in IGNORED:
             raise _invalid(name, "this server's /v1/responses does not support this field (docs/api.md lists "
                            "the supported and the ignored ones).", code="unknown_field")
+    where = _nul_at(body)
+    if where is not None:  # a stored response is JSON in the database, and PostgreSQL refuses a NUL in it
+        raise _invalid(where, "a NUL character (\\u0000) cannot be stored; remove it.")
     return validate_body(body, ResponseRequest)
+
+
+def _nul_at(value: Any, path: str = "") -> str | None:
+    """The path (`input.0.content`) of the first string, as a value or a key, holding a NUL; None without."""
+    if isinstance(value, str):
+        return (path or "body") if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        at = f"{path}.{key}" if path else str(key)
+        if isinstance(key, str) and "\x00" in key:
+            return at
+        found = _nul_at(item, at)
+        if found is not None:
+            return found
+    return None
 
 
 def input_items(body: ResponseRequest) -> list[dict[str, Any]]:

@@ -166,3 +166,17 @@ def test_a_validated_token_is_reused_until_it_expires_and_bad_ones_are_never_kep
     clock.offset = 5 * 60 + 1  # past the token's expiry
     user_for_token(raw)
     assert len(full_checks) == checks + 1  # the cached validation does not outlive the token: checked again
+
+
+@pytest.mark.django_db
+def test_a_token_newer_than_the_cached_user_reads_the_user_again(owner):
+    # Another process changed the password (its announcement not here yet): the token it issued names the new
+    # version, newer than this process's cached entry. It is accepted (the entry read again), and a token of
+    # the old password stays refused.
+    old = token_pair_for(owner)["token"]
+    assert user_for_token(old) is not None  # cached now
+    type(owner).objects.filter(pk=owner.pk).update(password="pbkdf2_sha256$1$other$changed")  # no signal
+    owner.refresh_from_db()
+    new = token_pair_for(owner)["token"]
+    assert user_for_token(new) is not None
+    assert user_for_token(old) is None

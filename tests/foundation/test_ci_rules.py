@@ -22,6 +22,7 @@ CONFIGURATION_SKIPS = {
     "tests/knowledge/test_lexical_stats.py": "PostgreSQL only (SQLite's FTS5 keeps its own statistics)",
     "tests/voice/conftest.py": "no espeak-ng outside CI (runs, and fails, under CI=true)",
     "tests/usage/test_two_processes.py": "PostgreSQL + Redis only (two processes share budgets through Redis)",
+    "tests/foundation/test_qbroker.py": "SQLite without Redis only (the SQLite broker's pusher)",
     "tests/needs.py": "the one place that decides",
     "tests/foundation/test_ci_rules.py": "this file",
 }

@@ -14,7 +14,7 @@ const ACTIONS = [
   "admin.login", "user.activation", "config.change", "connection.create", "connection.update",
   "connection.delete", "alias.create", "alias.update", "alias.delete", "mcp.connect", "mcp.disconnect",
   "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",
-  "budget.change",
+  "budget.change", "webhook.refused",
 ];
 const OUTCOMES = [["", "Any"], ["success", "Success"], ["failure", "Failure"], ["refused", "Refused"]];
 const COLUMNS = ["Time", "Action", "Outcome", "Actor", "Door", "Client", "Target", "Details"];

@@ -17,6 +17,7 @@ from agentsite.core import metrics
 from agentsite.core.errors import AppError
 from agentsite.health import metrics_view
 from tests.fakes.llm import Error, Text
+from tests.observability.conftest import read_during_a_stream
 from tests.server import refusing_port
 
 REQUEST = ChatRequest([Message("user", "Hello?")], settings=ModelSettings(model="ignored"))
@@ -236,13 +237,11 @@ def test_no_label_grows_with_user_input(metrics_on, owner_client, fake_openai, s
 
 @pytest.mark.django_db
 def test_workflow_runs_scheduler_lag_and_open_streams_reach_the_scrape(anon_client, owner, metrics_on):
-    import asyncio
     from datetime import timedelta
 
     from django.utils import timezone
 
     from agentsite.core.processes import current_process_id
-    from agentsite.core.sse import sse_response
     from scheduler import services as scheduler_services
     from scheduler.models import TaskRun
     from workflows import services as workflow_services
@@ -265,21 +264,7 @@ def test_workflow_runs_scheduler_lag_and_open_streams_reach_the_scrape(anon_clie
         seconds=100), status=TaskRun.QUEUED)
     assert len(scheduler_services.runs_claim(run_ids=[late.pk, manual.pk])) == 2
 
-    async def events():
-        yield b"data: 1\n\n"
-        yield b"data: 2\n\n"
-
-    async def first_event_then_scrape():
-        stream = sse_response(events()).streaming_content
-        await anext(stream)
-        from asgiref.sync import sync_to_async
-
-        during = await sync_to_async(scrape)(anon_client)
-        async for _ in stream:
-            pass
-        return during
-
-    during = asyncio.run(first_event_then_scrape())
+    during = read_during_a_stream(lambda: scrape(anon_client))
     after = scrape(anon_client)
     assert delta(before, after, "agentsite_workflow_runs_total", status="success") == 2
     assert delta(before, after, "agentsite_workflow_runs_total", status="error") == 1

@@ -51,10 +51,8 @@ def health_count(samples) -> float:
                         frozenset({"route": "/api/health", "method": "GET", "status": "200"}.items())), 0.0)
 
 
-def test_one_scrape_sums_every_worker(server):
-    assert not (server.data_dir / "metrics" / "counter_999999.db").exists()
-    assert get(server, "/metrics").status_code == 401
-    before = health_count(scrape(server))
+def health_from_both_workers(server) -> int:
+    """Send /api/health until both workers have answered (at least 6 requests); returns how many were sent."""
     workers: set[str] = set()
     sent = 0
 
@@ -67,6 +65,14 @@ def test_one_scrape_sums_every_worker(server):
         return len(workers) == 2 and sent >= 6
 
     poll(both_answered, "both workers answered a request", timeout=60, every=0)
+    return sent
+
+
+def test_one_scrape_sums_every_worker(server):
+    assert not (server.data_dir / "metrics" / "counter_999999.db").exists()
+    assert get(server, "/metrics").status_code == 401
+    before = health_count(scrape(server))
+    sent = health_from_both_workers(server)
     # Whichever worker answers the scrape, it counts the other's requests too.
     for _ in range(4):
         assert health_count(scrape(server)) - before == sent
@@ -82,18 +88,7 @@ def test_the_health_strip_summary_sums_every_worker_too(server):
 
     before = summary()
     assert before["enabled"] is True
-    workers: set[str] = set()
-    sent = 0
-
-    def both_answered() -> bool:
-        nonlocal sent
-        response = get(server, "/api/health")
-        assert response.status_code == 200
-        sent += 1
-        workers.add(response.headers["X-Agentsite-Worker"])
-        return len(workers) == 2 and sent >= 6
-
-    poll(both_answered, "both workers answered a request", timeout=60, every=0)
+    sent = health_from_both_workers(server)
     # Whichever worker answers, it counts the other's requests, and never the summaries asked meanwhile.
     for _ in range(4):
         after = summary()

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from agentsite.core import metrics
-from agentsite.core.sse import sse_response
+from tests.observability.conftest import read_during_a_stream
 from tests.observability.test_metrics import REQUEST, _catalogue, scrape
 
 pytestmark = pytest.mark.django_db
@@ -81,22 +81,8 @@ def test_open_streams_and_the_first_token_median(admin_client, metrics_on, fake_
     from agentsite.agent.routing import Router
     from tests.fakes.llm import Text
 
-    async def events():
-        yield b"data: 1\n\n"
-        yield b"data: 2\n\n"
-
-    async def during_a_stream():
-        from asgiref.sync import sync_to_async
-
-        stream = sse_response(events()).streaming_content
-        await anext(stream)
-        seen = await sync_to_async(summary)(admin_client)
-        async for _ in stream:
-            pass
-        return seen
-
     before = summary(admin_client)
-    during = asyncio.run(during_a_stream())
+    during = read_during_a_stream(lambda: summary(admin_client))
     assert during["streams_open"] - before["streams_open"] == 1
     assert summary(admin_client)["streams_open"] == before["streams_open"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
-from agentsite.agent.usage import Caller, calling, current_caller
+from agentsite.agent.usage import Caller, caller_for, calling, current_caller
 from agentsite.core import tracing
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
@@ -67,7 +67,7 @@ class Interruption:
 
 
 async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interruption: Interruption | None = None,
-                           time_limit: float | None = None) -> WorkflowRun:
+                           time_limit: float | None = None, caller: Caller | None = None) -> WorkflowRun:
     """Run a `running` run to its end and store it. A run past `time_limit` seconds is stopped and stored
     `error` saying so. A run whose task is cancelled is stored before the cancellation goes on: `cancelled`,
     or `error` when `interruption` says the server stopped it for a failure."""
@@ -79,7 +79,7 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
                           RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth,
                                      is_admin=run.admin_rights, run_id=str(run.pk)),
                           done=done, decided=decided)
-    caller = await _run_caller(run)
+    caller = await _run_caller(run, caller)
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     # The run's span (a coroutine, not a generator: tracing.span may wrap it); the nodes' spans are its children.
     with tracing.span("invoke_workflow", **{"gen_ai.operation.name": "invoke_workflow",
@@ -108,10 +108,11 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
     return await _store(run, execution, status, error)
 
 
-async def _run_caller(run: WorkflowRun) -> Caller:
-    """Whom the run's model calls count to: the door's caller when it is running the run now (a sync run), else
-    the one the run recorded when it started (a queued or resumed run: its key, with the key's budget)."""
-    current = current_caller()
+async def _run_caller(run: WorkflowRun, given: Caller | None = None) -> Caller:
+    """Whom the run's model calls count to: the caller starting it now (`given`, or the door's current one) when
+    it is the owner (a sync run), else the one the run recorded when it started (a queued or resumed run: its
+    key, with the key's budget)."""
+    current = given or current_caller()
     if current is not None and current.user_id == run.owner_id:
         return current
     budget = await db(_key_budget, key_id=run.acting_key) if run.acting_key else None
@@ -190,10 +191,7 @@ async def workflow_run_start(*, owner_id: int, input_text: str, workflow_id: uui
     text = check_input(input_text)
     run = await db(_run_create, owner_id=owner_id, workflow_id=workflow_id, name=name, input_text=text,
                    version=version, caller=caller or current_caller())
-    if caller is not None and caller.user_id == owner_id:
-        with calling(caller):
-            return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
-    return await workflow_execute(run=run, emit=emit, time_limit=time_limit)
+    return await workflow_execute(run=run, emit=emit, time_limit=time_limit, caller=caller)
 
 
 def _run_create(*, owner_id: int, workflow_id: uuid.UUID | None, name: str | None, input_text: str,
@@ -246,9 +244,7 @@ def workflow_tool(name: str) -> Tool:
                             f"{MAX_DEPTH} deep (a workflow that reaches itself through its tools loops).")
         # The agent's caller runs it: without admin rights when the agent has none (an API key without the
         # admin scope), its key counting the run's model calls.
-        current = current_caller()
-        caller = current if current is not None and current.user_id == ctx.user_id else Caller(ctx.user_id,
-                                                                                                facet="workflow")
+        caller = caller_for(ctx.user_id, "workflow")
         if ctx.is_admin is False:
             caller = dataclasses.replace(caller, admin=False)
         run = await workflow_run_by_name(owner_id=ctx.user_id, name=name, input_text=arguments["input"],

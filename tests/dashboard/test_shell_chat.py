@@ -176,6 +176,32 @@ def test_a_session_is_created_and_the_reply_streams_in(chat_upstream, logged_in_
     assert page.url.endswith(session_id)
 
 
+def test_a_message_sent_while_the_history_loads_waits_for_it_and_stays_in_the_log(chat_upstream, logged_in_page):
+    # The history arriving after a message was sent replaced the log: the message and its streaming reply
+    # vanished behind "No messages yet" (seen on PostgreSQL, where the load is slower). Here the load is held.
+    page = logged_in_page
+    chat_upstream.script(Text("An answer that stays."))
+    held = []
+    page.route(re.compile(r"/api/sessions/[0-9a-f-]{36}/messages"), lambda route: held.append(route))
+    page.get_by_role("button", name="New chat", exact=True).click()
+    expect(page).to_have_url(re.compile(r"#/chat/[0-9a-f-]{36}$"))
+    for _ in range(200):  # Playwright calls the route handler only while the page is waited on
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the history's request was never made"
+    page.get_by_label("Message").fill("Sent before the history came")
+    page.get_by_label("Message").press("Enter")
+    page.wait_for_timeout(300)
+    assert chat_upstream.bodies() == []  # nothing is sent before the history is shown
+    held[0].continue_()
+    reply = last_reply(page)
+    expect(reply).to_have_attribute("data-status", "complete")
+    expect(reply.locator(".message-body")).to_have_text("An answer that stays.")
+    expect(conversation(page).locator("article.message-user")).to_have_text(re.compile("Sent before the history came"))
+    expect(conversation(page).locator(".chat-empty")).to_have_count(0)
+
+
 def test_stop_hangs_up_and_the_reply_is_kept_as_interrupted(chat_upstream, logged_in_page):
     page = logged_in_page
     chat_upstream.script(Hang("A partial answer that never ends"))

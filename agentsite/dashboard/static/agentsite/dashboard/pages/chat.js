@@ -33,6 +33,7 @@ class ChatPage {
     this.stopped = false;
     this.streaming = null; // the AbortController of the reply being streamed
     this.config = null; // a Promise of /api/config, for the voice providers
+    this.loaded = null; // a Promise of the conversation's history shown in the log (it never rejects)
     this.reader = null; // the read-aloud under way, and the message it reads
     this.reading = null;
     this.uploads = new Uploads(ctx.api);
@@ -60,7 +61,7 @@ class ChatPage {
   async start() {
     this.render();
     this.voiceConfig();
-    await Promise.all([this.sessions.load(), this.loadConversation(), this.models.load()]);
+    await Promise.all([this.sessions.load(), this.reload(), this.models.load()]);
   }
 
   voiceConfig() {
@@ -93,6 +94,13 @@ class ChatPage {
 
   // --- the conversation ---
 
+  // A message sent while the history is loading waits for it: the history replaces the log's content, and
+  // would otherwise wipe the message and the reply streaming into it (a fast typist on a slow server).
+  reload() {
+    this.loaded = this.loadConversation();
+    return this.loaded;
+  }
+
   async loadConversation() {
     if (!this.sessionId) {
       this.log.replaceChildren(h("p", { class: "empty chat-empty" },
@@ -115,7 +123,7 @@ class ChatPage {
         this.log.replaceChildren(errorBox("There is no such chat (it may have been deleted)."));
         this.sessionId = null;
       } else {
-        this.log.replaceChildren(errorBox(`The conversation could not be loaded: ${error.message}`, () => this.loadConversation()));
+        this.log.replaceChildren(errorBox(`The conversation could not be loaded: ${error.message}`, () => this.reload()));
       }
     }
   }
@@ -161,6 +169,8 @@ class ChatPage {
     this.streaming = controller;
     this.setBusy(true);
     try {
+      await this.loaded;
+      if (this.stopped) return;
       if (!this.sessionId) await this.createSessionFor(text);
       this.log.querySelector(".chat-empty")?.remove();
       const mine = new MessageView("user", this.messageHooks);

@@ -33,3 +33,8 @@ if settings.AGENTSITE_LOG_FORMAT == "json":
     from agentsite.server.accesslog import install_json_access_log
 
     install_json_access_log()  # daphne's access log as JSON lines with the request id
+
+from agentsite.server import heap  # noqa: E402
+
+if heap.is_server_process():
+    heap.settle()  # last: the heap the server starts with is frozen (agentsite/server/heap.py)

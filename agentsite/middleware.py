@@ -204,8 +204,9 @@ class ApiErrorEnvelopeMiddleware(_DualMiddleware):
 
 
 def is_token_path(path: str) -> bool:
-    """Paths whose callers authenticate with a bearer token and never use a browser session."""
-    return is_api_path(path) or path == "/v1" or path.startswith("/v1/")
+    """Paths whose callers authenticate with a bearer token (or a webhook's own secret or signature) and never
+    use a browser session."""
+    return is_api_path(path) or path == "/v1" or path.startswith(("/v1/", "/hooks/"))
 
 
 class BrowserOnlyMiddleware:

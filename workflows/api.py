@@ -362,10 +362,11 @@ def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: s
     workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id, version=version)
     if workflow is None:
         raise AppError("not_found", "No such workflow.", 404)
-    with transaction.atomic():
-        record = services.run_create(workflow=workflow, input_text=input_text, queued=queued, caller=caller)
-        if queued:  # with the run's own transaction: a worker always finds the run it is handed
-            enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
+    if not queued:  # one insert: no transaction of its own to open
+        return services.run_create(workflow=workflow, input_text=input_text, caller=caller)
+    with transaction.atomic():  # the run with its task: a worker always finds the run it is handed
+        record = services.run_create(workflow=workflow, input_text=input_text, queued=True, caller=caller)
+        enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
     return record
 
 

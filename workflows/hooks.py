@@ -157,9 +157,9 @@ def _start(admitted: triggers.Admitted) -> WorkflowRun:
                                            version=admitted.version)
     if workflow is None:  # deleted since the trigger was read
         raise AppError("not_found", "No such trigger.", 404)
-    queued = admitted.mode == WorkflowTrigger.ASYNC
-    with transaction.atomic():
-        record = services.run_create(workflow=workflow, input_text=admitted.input_text, queued=queued)
-        if queued:
-            enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
+    if admitted.mode != WorkflowTrigger.ASYNC:  # one insert: no transaction of its own to open
+        return services.run_create(workflow=workflow, input_text=admitted.input_text)
+    with transaction.atomic():  # the run with its task: a worker always finds the run it is handed
+        record = services.run_create(workflow=workflow, input_text=admitted.input_text, queued=True)
+        enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
     return record

@@ -239,12 +239,43 @@ def run_create(*, workflow: Runnable, input_text: str, queued: bool = False,
     else `running` now. `caller`: who starts it, when it is the owner through a door that says more (an API
     key: the run's model calls count to it; no admin rights: its tools never get them)."""
     mine = caller is not None and caller.user_id == workflow.owner_id
-    return WorkflowRun.objects.create(
+    run = WorkflowRun(
         workflow_id=workflow.id, owner_id=workflow.owner_id, input=input_text, graph=workflow.graph.as_dict(),
         version=workflow.version or None, acting_key=caller.key_id if mine else "",
         admin_rights=caller.admin if mine else None,
         status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now(),
         process="" if queued else current_process_id())
+    return _run_insert(run)
+
+
+def _run_insert(run: WorkflowRun) -> WorkflowRun:
+    """Insert a new run by a statement written once, as `Model.save()` would (every concrete field through its
+    own `pre_save` and `get_db_prep_save`: the defaults, `created_at`, the JSON columns). Every run is one of
+    these; through the ORM (an insert query built and compiled each time) it cost ~0.15 ms more of CPU
+    (tests/workflows/test_run_records.py: the row equals the ORM's)."""
+    from django.db import connection
+
+    fields = WorkflowRun._meta.local_concrete_fields
+    values = [field.get_db_prep_save(field.pre_save(run, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(connection.vendor), values)
+    run._state.adding, run._state.db = False, connection.alias
+    return run
+
+
+_statements: dict[tuple[str, str], str] = {}
+
+
+def _insert_sql(vendor: str) -> str:
+    sql = _statements.get(("insert", vendor))
+    if sql is None:
+        from django.db import connection
+
+        quote, meta = connection.ops.quote_name, WorkflowRun._meta
+        columns = [quote(field.column) for field in meta.local_concrete_fields]
+        sql = _statements[("insert", vendor)] = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})")
+    return sql
 
 
 def run_claim(*, run_id: str) -> WorkflowRun | None:
@@ -263,13 +294,37 @@ def run_finish(*, run: WorkflowRun, status: str, outputs: dict[str, Any], output
     still this process's to finish."""
     run.status, run.outputs, run.output, run.error, run.trace = status, outputs, output, error, trace
     run.finished_at = timezone.now()
-    swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
-    stored = WorkflowRun.objects.filter(Q(status=WorkflowRun.RUNNING) | swept_but_mine, pk=run.pk).update(
-        status=status, outputs=outputs, output=output, error=error, trace=trace, finished_at=run.finished_at,
-        state={})
+    changes = {"status": status, "outputs": outputs, "output": output, "error": error, "trace": trace,
+               "finished_at": run.finished_at, "state": {}}
+    stored = _finish_running(run.pk, changes)
+    if not stored:  # rare: not running any more; still ours if a sweep took this process for dead
+        swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
+        stored = WorkflowRun.objects.filter(swept_but_mine, pk=run.pk).update(**changes)
     if stored:
         metrics.workflow_run_finished(status)  # a run's statuses are the model's choices: a bounded label
     return run
+
+
+_FINISHED = ("status", "outputs", "output", "error", "trace", "finished_at", "state")
+
+
+def _finish_running(pk: Any, changes: dict[str, Any]) -> int:
+    """`UPDATE … SET <changes> WHERE pk AND status = running` by a statement written once (every run ends
+    here; through the ORM it cost ~0.35 ms more of CPU): the number of rows changed (0 or 1)."""
+    from django.db import connection
+
+    meta = WorkflowRun._meta
+    sql = _statements.get(("finish", connection.vendor))
+    if sql is None:
+        quote = connection.ops.quote_name
+        assignments = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in _FINISHED)
+        sql = _statements[("finish", connection.vendor)] = (
+            f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s "
+            f"AND {quote(meta.get_field('status').column)} = %s")
+    values = [meta.get_field(name).get_db_prep_save(changes[name], connection) for name in _FINISHED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, meta.pk.get_db_prep_value(pk, connection), WorkflowRun.RUNNING])
+        return cursor.rowcount
 
 
 SWEPT_MESSAGE = "The process running this run stopped (a crash or a kill) before it finished."

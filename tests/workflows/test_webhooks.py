@@ -182,8 +182,6 @@ def test_the_owners_spent_budget_refuses_before_a_run(owner, owner_client, workf
     assert WorkflowRun.objects.count() == 0
 
 
-@pytest.mark.xfail(strict=True, reason="needs '/hooks/' in agentsite.middleware.is_token_path (the lead's file; "
-                   "issue 31 item 5): remove this marker with that line")
 def test_a_webhook_skips_the_browser_middleware(owner_client, workflow_id, monkeypatch):
     """POST /hooks/<id> authenticates by its own secret or signature, never a session or a CSRF cookie: Django's
     browser stack (sessions, CSRF, auth, messages: sync, a thread crossing each on an async view) is not run

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
-
 from agentsite.agent.context import ContextBlock, ContextRequest
+from agentsite.core.dbcall import db
 from knowledge.selectors import context_build
 
 
@@ -13,9 +12,9 @@ async def knowledge_context(request: ContextRequest) -> ContextBlock | None:
     settings = request.settings
     if not settings.kb_enabled or request.user_id is None or not request.query.strip():
         return None
-    context = await sync_to_async(context_build)(
-        owner_id=request.user_id, query=request.query, max_chars=settings.kb_max_chars, top_k=settings.kb_top_k,
-    )
+    # On the pool's threads (agentsite.core.dbcall), whose connections stay open: each turn asks this first.
+    context = await db(context_build, owner_id=request.user_id, query=request.query, max_chars=settings.kb_max_chars,
+                       top_k=settings.kb_top_k)
     if not context.hits:
         return None
     return ContextBlock(text=context.text, sources=[hit.as_source() for hit in context.hits])

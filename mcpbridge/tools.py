@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from agentsite.agent.tools import Tool, ToolContext, ToolResult, ToolSource
+from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ class McpToolSource(ToolSource):
         from mcpbridge.selectors import mcp_server_specs_for
 
         # Only the servers whose access rule lets this caller in are listed (or connected for the listing).
-        stored, specs = await sync_to_async(mcp_server_specs_for)(ctx)
+        stored, specs = await db(mcp_server_specs_for, ctx)  # the pool's threads keep their connections
         if manager.names() - stored:  # removed (by another process) since this one connected them
             await manager.run(lambda: manager.retain(stored))
         listed = await asyncio.gather(*(server_tools(spec) for spec in specs))

@@ -66,6 +66,20 @@ def message_start_reply(*, session: ChatSession, message_id: uuid.UUID) -> ChatM
                           status="streaming", process=current_process_id())
 
 
+@transaction.atomic
+def turn_messages_store(*, session: ChatSession, user_message: ChatMessage, reply_id: uuid.UUID) -> None:
+    """A turn's opening write, in one transaction: the user message (unsaved, as the turn built it) and, right
+    after it, the assistant reply as `streaming` by this process (message_start_reply). Raises
+    ChatSession.DoesNotExist when the session was deleted meanwhile (then nothing is stored)."""
+    locked = ChatSession.objects.select_for_update().get(pk=session.pk)
+    last = locked.messages.aggregate(last=Max("seq"))["last"] or 0
+    user_message.session, user_message.seq = locked, last + 1
+    reply = ChatMessage(id=reply_id, session=locked, role="assistant", content="", seq=last + 2, status="streaming",
+                        process=current_process_id())
+    ChatMessage.objects.bulk_create([user_message, reply])
+    ChatSession.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
+
+
 def _still_generating() -> Q:
     """A reply this process may still write: streaming, or marked `interrupted` by a peer's sweep that took this
     process for dead (its heartbeat stalled) while it was in fact still generating. The sweep keeps `process`
@@ -88,6 +102,12 @@ def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields
     if existing is not None:
         return existing
     return message_append(session=session, message_id=message_id, **fields)
+
+
+def message_finish_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> None:
+    """message_store_reply without reading the stored reply back (a turn's final store: one UPDATE)."""
+    if not ChatMessage.objects.filter(_still_generating(), pk=message_id).update(process="", **fields):
+        message_store_reply(session=session, message_id=message_id, **fields)
 
 
 def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> int:

@@ -1,8 +1,12 @@
 """The agent-turn service: one turn of the agent in a chat session, from the user's message to the stored reply.
 
 `turn_start` does everything that can fail with an HTTP status (the session, the message, the attachments)
-and stores the user message; nothing has been streamed yet. `ChatTurn.events()` then runs the agent and
-stores the assistant turn once, however it ends:
+and stores the user message, with the reply as `streaming`, in one write; nothing has been streamed yet. The chat
+stream does not wait for that write (`turn_start(stored=False)`): it runs beside the turn's first steps (the
+context, the tools, the model's first token), and `ChatTurn.batches()` waits for it before it passes on any
+of the agent's events, so no part of a reply reaches a client before the user message and the `streaming`
+reply are stored. `ChatTurn.events()` then runs the agent and stores the assistant turn once, however it
+ends:
 
 - `complete`: the agent finished (`done`);
 - `error`: the agent ended with an `error` event (an upstream failure mid-stream); what had streamed is kept;
@@ -28,10 +32,8 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
 from agentsite.agent.config import AgentSettings, get_settings
-from agentsite.agent.loop import AgentEvent, Transcript, run_agent
+from agentsite.agent.loop import AgentEvent, Transcript, run_agent_batches
 from agentsite.agent.modelchoice import model_checked
 from agentsite.agent.routing import resolve
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
@@ -42,7 +44,7 @@ from agentsite.core.errors import AppError
 from sessions_app import selectors, services
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
-from sessions_app.models import ChatSession
+from sessions_app.models import ChatMessage, ChatSession
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -53,11 +55,13 @@ CHECKPOINT_S = 1.0
 
 
 class ChatTurn:
-    """A turn whose user message is stored. Iterate `events()` once; `status` says how the reply was stored
-    (None until it was) and `transcript` holds what the agent produced."""
+    """A turn whose user message is stored, or being stored (turn_start(stored=False)). Iterate `events()` or
+    `batches()` once; `status` says how the reply was stored (None until it was) and `transcript` holds what
+    the agent produced."""
 
     def __init__(self, *, session: ChatSession, owner_id: int, messages: list[Message], settings: AgentSettings,
-                 user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None):
+                 user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None,
+                 opening: asyncio.Future | None = None):
         self.session = session
         self.owner_id = owner_id
         self.owner_is_admin = owner_is_admin  # as the request authenticated the owner (an API key's scopes)
@@ -71,6 +75,8 @@ class ChatTurn:
         self._checkpointed_at = 0.0
         self._checkpoint: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # The write of the user message and the `streaming` reply (turn_start); None: stored already.
+        self._opening = opening
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
@@ -80,28 +86,44 @@ class ChatTurn:
 
         Never raises but CancelledError; closing or cancelling it stores the reply as `interrupted`.
         """
-        yield self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})
+        async with aclosing(self.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def batches(self) -> AsyncIterator[list[AgentEvent]]:
+        """events() in lists of those that were ready together (run_agent_batches): the chat stream writes
+        each list at once. `done` and `error` come alone, after the reply is stored."""
+        # The first checkpoint comes CHECKPOINT_S after the start (or after a tool result), not with the first
+        # delta: a reply that ends sooner is stored once, by the final store, with no write racing it.
+        self._checkpointed_at = time.monotonic()
         try:
+            # In the try: a consumer that stops right after `start` still leaves the reply `interrupted`.
+            yield [self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})]
             caller = self.caller or caller_for(self.owner_id, "chat")
-            async with aclosing(run_agent(messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
-                                          settings=self.settings, transcript=self.transcript,
-                                          caller=caller)) as run:
-                async for event in run:
+            async with aclosing(run_agent_batches(
+                    messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
+                    settings=self.settings, transcript=self.transcript, caller=caller)) as run:
+                async for batch in run:
+                    if self._opening is not None and not await self._opened():
+                        yield [self._session_gone()]
+                        return
+                    event = batch[-1]
                     if event.type not in ("done", "error"):
-                        self._maybe_checkpoint(force=event.type == "tool_result")
-                        yield event
+                        self._maybe_checkpoint(force=any(item.type == "tool_result" for item in batch))
+                        yield batch
                         continue
                     stored = await self._store("complete" if event.type == "done" else "error")
                     if not stored:
-                        yield self._session_gone()
+                        yield [self._session_gone()]
                     elif event.type == "done":
-                        yield self.event("done", {"message_id": str(self.reply_id), **event.data})
+                        yield [self.event("done", {"message_id": str(self.reply_id), **event.data})]
                     else:
-                        yield event
+                        yield [event]
                     return
             # The loop ended without done or error (a bug): never lose what streamed.
             await self._store("error")
-            yield self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})
+            yield [self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})]
         finally:
             if self._timer is not None:
                 self._timer.cancel()
@@ -110,6 +132,20 @@ class ChatTurn:
                     await self._store("interrupted")
                 except Exception:  # logged by _log_failure; the close or cancellation in flight goes on
                     pass
+
+    async def _opened(self) -> bool:
+        """Wait for the turn's opening write; False when the session was deleted before it (nothing of the
+        turn is stored, and nothing is to be stored)."""
+        try:
+            await asyncio.shield(self._opening)
+        except ChatSession.DoesNotExist:
+            self.status = "error"
+            return False
+        except Exception:
+            self.status = "error"  # raised on: the stream's boundary reports it; there is no reply row to store
+            raise
+        self._opening = None
+        return True
 
     def _maybe_checkpoint(self, *, force: bool = False) -> None:
         """Save what was generated so far, in the background: at most one write in flight, and at most one
@@ -147,7 +183,7 @@ class ChatTurn:
         self.status = status
         transcript = self.transcript
         usage = transcript.usage.as_dict() if transcript.usage.total_tokens else {}
-        write = asyncio.ensure_future(sync_to_async(services.message_store_reply)(
+        write = asyncio.ensure_future(self._store_after_opening(
             session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text, status=status,
             tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
             finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else "")))
@@ -157,6 +193,14 @@ class ChatTurn:
         except ChatSession.DoesNotExist:
             return False
         return True
+
+
+    async def _store_after_opening(self, **fields: Any) -> None:
+        # A turn that ends before its opening write did (a hang-up right after `start`) waits for it: the reply
+        # is stored after the user message, as the row the opening made, never appended before it.
+        if self._opening is not None:
+            await self._opening
+        await db(services.message_finish_reply, **fields)
 
 
 def _log_checkpoint_failure(write: asyncio.Future) -> None:
@@ -178,8 +222,12 @@ def _log_failure(write: asyncio.Future) -> None:
 
 async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
                      attachments: list[str] | None = None, model: str | None = None,
-                     overrides: dict[str, Any] | None = None) -> ChatTurn:
-    """Check the turn, store the user message, and return the turn ready to run.
+                     overrides: dict[str, Any] | None = None, stored: bool = True) -> ChatTurn:
+    """Check the turn, store the user message (and the reply as `streaming`), and return the turn ready to run.
+
+    `stored` False returns as soon as the checks passed, with the write under way: the turn's events wait
+    for it before the first of the agent's (the chat stream, whose first token should not wait on the write);
+    a session deleted in between then ends the turn with an `error {not_found}` event, with nothing stored.
 
     The turn's model is `model` when given (this turn only: a chat request's or a scheduled task's), else the
     session's `model`, else the agent's default; it answers through the router (fallback, balance).
@@ -190,9 +238,26 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     stored model no longer is), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly
     full); in each case nothing is stored.
     """
-    return await sync_to_async(_turn_prepare)(owner=owner, session_id=session_id, message=message,
-                                              upload_ids=[str(upload) for upload in attachments or []],
-                                              model=model, overrides=overrides or {})
+    upload_ids = [str(upload) for upload in attachments or []]
+    turn, user_message = await db(_turn_prepare, owner=owner, session_id=session_id, message=message,
+                                  upload_ids=upload_ids, model=model, overrides=overrides or {})
+    opening = asyncio.ensure_future(db(services.turn_messages_store, session=turn.session, user_message=user_message,
+                                       reply_id=turn.reply_id))
+    opening.add_done_callback(_log_opening_failure)
+    if not stored:
+        turn._opening = opening
+        return turn
+    try:
+        await asyncio.shield(opening)  # a cancelled caller leaves the write to finish: never half a turn stored
+    except ChatSession.DoesNotExist:
+        raise AppError("not_found", "No such session.", 404) from None
+    return turn
+
+
+def _log_opening_failure(write: asyncio.Future) -> None:
+    error = None if write.cancelled() else write.exception()
+    if error is not None and not isinstance(error, ChatSession.DoesNotExist):
+        logger.error("Storing a turn's user message failed", exc_info=error)
 
 
 def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings) -> AgentSettings:
@@ -206,8 +271,9 @@ def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings
 
 
 def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
-                  model: str | None, overrides: dict[str, Any]) -> ChatTurn:
-    session = selectors.session_get_for(owner=owner, session_id=session_id)
+                  model: str | None, overrides: dict[str, Any]) -> tuple[ChatTurn, ChatMessage]:
+    """The checks and reads of turn_start (nothing written): the turn and its user message, not yet saved."""
+    session, history = selectors.turn_history(owner=owner, session_id=session_id)
     settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     settings = _turn_model(session, model, settings)
     if len(message) > MAX_MESSAGE_CHARS:
@@ -215,13 +281,12 @@ def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: st
                        {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
     free_space_check()
     parts = attachments_resolve(owner=owner, upload_ids=upload_ids)
-    history = list(selectors.message_list_for(session=session))
     # Earlier turns' attachments go with them: a follow-up question about an image still shows the image.
     earlier = [str(upload) for stored in history if stored.role == "user" for upload in stored.attachments]
     parts = {**attachments_resolve(owner=owner, upload_ids=[upload for upload in earlier if upload not in parts],
                                    missing_ok=True), **parts}
-    user_message = services.message_append(session=session, role="user", content=message, attachments=upload_ids)
-    reply = services.message_start_reply(session=session, message_id=uuid.uuid4())
-    return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
-                    settings=settings, user_message_id=user_message.pk, reply_id=reply.pk,
+    user_message = ChatMessage(id=uuid.uuid4(), role="user", content=message, attachments=upload_ids)
+    turn = ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
+                    settings=settings, user_message_id=user_message.pk, reply_id=uuid.uuid4(),
                     owner_is_admin=bool(owner.is_active and owner.is_staff))
+    return turn, user_message

@@ -116,13 +116,30 @@ async def run_agent(*, messages: list[Message], user_id: int | None, settings: A
     this user with the facet `agent`): a refused call ends the run with an `error` event (`budget_exceeded`
     or `rate_limited`).
     """
+    async with aclosing(run_agent_batches(messages=messages, user_id=user_id, settings=settings, use_tools=use_tools,
+                                          max_rounds=max_rounds, provider=provider, transcript=transcript,
+                                          caller=caller, is_admin=is_admin)) as batches:
+        async for batch in batches:
+            for event in batch:
+                yield event
+
+
+async def run_agent_batches(*, messages: list[Message], user_id: int | None, settings: AgentSettings | None = None,
+                            use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
+                            transcript: Transcript | None = None, caller: Caller | None = None,
+                            is_admin: bool | None = None,
+                            ) -> AsyncGenerator[list[AgentEvent], None]:
+    """run_agent's events in lists, in the same order: a list holds the events that were ready together (one
+    network read of the model's reply, or one tool result) and is never empty, so a stream that writes a list
+    out as it comes (the chat stream: one write per list, not per delta) delays no event. The transcript
+    holds a list's events when the list is yielded."""
     settings = settings or await aget_settings()
     run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript(),
                     is_admin)
     run.caller = caller or caller_for(user_id)
-    async with aclosing(run.events()) as events:
-        async for event in events:
-            yield event
+    async with aclosing(run.batches()) as batches:
+        async for batch in batches:
+            yield batch
 
 
 class _AgentRun:
@@ -141,7 +158,7 @@ class _AgentRun:
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
 
-    async def events(self) -> AsyncGenerator[AgentEvent, None]:
+    async def batches(self) -> AsyncGenerator[list[AgentEvent], None]:
         # Each nested generator is closed explicitly (aclosing), so closing the run closes the upstream
         # request at once rather than whenever the garbage collector gets to it.
         # The turn's span (None when tracing is off) is started here, a child of whatever span is current for
@@ -150,18 +167,19 @@ class _AgentRun:
         failure: BaseException | str | None = None
         try:
             async with aclosing(self._rounds()) as rounds:
-                async for event in rounds:
-                    yield event
+                async for batch in rounds:
+                    yield batch
         except AppError as exc:
             failure = exc.code
             data: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if "Retry-After" in exc.headers:  # a budget or rate limit refused the call: when to try again
                 data["retry_after"] = int(exc.headers["Retry-After"])
-            yield self.event("error", data)
+            yield [self.event("error", data)]
         except Exception as exc:  # a boundary: the stream must end with an event the client understands
             failure = exc
             logger.exception("The agent loop failed")
-            yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
+            yield [self.event("error", {"code": "internal_error",
+                                        "message": f"The agent failed: {type(exc).__name__}."})]
         except BaseException as exc:  # closed or cancelled before the end
             failure = exc
             raise
@@ -169,52 +187,59 @@ class _AgentRun:
             if self.span is not None:
                 _agent_span_end(self.span, self.transcript, failure)
 
-    async def _rounds(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _rounds(self) -> AsyncGenerator[list[AgentEvent], None]:
         provider = metered(self.provider or routed_provider(self.settings), self.caller)
         with tracing.current(self.span):  # no yield inside: the context sources' and tool listings' spans are its
-            conversation = await self._conversation()
-            tools = {tool.name: tool for tool in await self._tools()}
+            # Together: each waits on the database (or a knowledge base, an MCP server), neither needs the other.
+            conversation, listed = await asyncio.gather(self._conversation(), self._tools())
+            tools = {tool.name: tool for tool in listed}
         specs = [tool.spec() for tool in tools.values()]
         for round_index in range(self.max_rounds + 1):
             last = round_index == self.max_rounds
             request = ChatRequest(conversation + self.transcript.messages, specs, model_settings(self.settings),
                                   tool_choice="none" if last and specs else None)
             turn = _Turn()
-            async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as events:
-                async for event in events:
-                    yield event
+            async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as batches:
+                async for batch in batches:
+                    yield batch
             self.transcript.streaming_calls = []
             if not turn.calls or last:
-                yield self._finish(turn)
+                yield [self._finish(turn)]
                 return
             self.transcript.messages.append(Message("assistant", turn.text, tool_calls=turn.calls))
             async with aclosing(self._run_tools(turn.calls, tools)) as events:
                 async for event in events:
-                    yield event
+                    yield [event]
 
     async def _stream_turn(self, provider: Provider, request: ChatRequest, turn: _Turn,
-                           announce_calls: bool) -> AsyncGenerator[AgentEvent, None]:
-        async with aclosing(provider.stream(request)) as stream:
+                           announce_calls: bool) -> AsyncGenerator[list[AgentEvent], None]:
+        """The model's reply as events, in lists of those one read of the upstream brought (Provider.stream_batches)."""
+        async with aclosing(provider.stream_batches(request)) as stream:
             while True:
                 try:  # each step under the turn's span: the LLM call's span is its child
-                    item = await tracing.anext_in(self.span, stream)
+                    items = await tracing.anext_in(self.span, stream)
                 except StopAsyncIteration:
                     break
-                if isinstance(item, TextDelta):
-                    text = self._separated(item.text) if not turn.text_parts else item.text
-                    turn.text_parts.append(item.text)
-                    self.transcript.text_parts.append(text)
-                    yield self.event("delta", {"content": text})
-                elif isinstance(item, ToolCallEvent):
-                    turn.calls.append(item.call)
-                    if announce_calls:
-                        call = item.call
-                        self.transcript.streaming_calls.append(call)
-                        yield self.event("tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments})
-                elif isinstance(item, Usage):
-                    self.transcript.usage += item
-                elif isinstance(item, Finish):
-                    turn.finish_reason = item.reason
+                events = []
+                for item in items:
+                    if isinstance(item, TextDelta):
+                        text = self._separated(item.text) if not turn.text_parts else item.text
+                        turn.text_parts.append(item.text)
+                        self.transcript.text_parts.append(text)
+                        events.append(self.event("delta", {"content": text}))
+                    elif isinstance(item, ToolCallEvent):
+                        turn.calls.append(item.call)
+                        if announce_calls:
+                            call = item.call
+                            self.transcript.streaming_calls.append(call)
+                            events.append(self.event("tool_call", {"id": call.id, "name": call.name,
+                                                                   "arguments": call.arguments}))
+                    elif isinstance(item, Usage):
+                        self.transcript.usage += item
+                    elif isinstance(item, Finish):
+                        turn.finish_reason = item.reason
+                if events:
+                    yield events
 
     def _separated(self, text: str) -> str:
         # A later round's text would run on from the last round's ("Let me look.The page says"): the
@@ -342,4 +367,4 @@ class _Turn:
         return "".join(self.text_parts)
 
 
-__all__ = ["MAX_ROUNDS", "AgentEvent", "Transcript", "model_settings", "run_agent"]
+__all__ = ["MAX_ROUNDS", "AgentEvent", "Transcript", "model_settings", "run_agent", "run_agent_batches"]

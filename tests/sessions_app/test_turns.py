@@ -149,3 +149,93 @@ async def test_another_turn_still_streaming_is_not_in_the_history(owner, fake_op
     assert [message.role for message in second.messages] == ["user"]  # both user messages, merged
     [event async for event in second.events()]
     await first_events.aclose()
+
+
+@pytest.fixture
+def opening_gate(monkeypatch):
+    """Holds a turn's opening write (the user message and the `streaming` reply) until the event is set."""
+    import asyncio
+
+    from sessions_app import services, turns
+
+    gate = asyncio.Event()
+    real_db = turns.db
+
+    async def gated(fn, *args, **kwargs):
+        if fn is services.turn_messages_store:
+            await gate.wait()
+        return await real_db(fn, *args, **kwargs)
+
+    monkeypatch.setattr(turns, "db", gated)
+    return gate
+
+
+async def test_a_turn_started_unstored_passes_on_no_event_of_the_agent_before_its_opening_write(
+        owner, fake_openai, opening_gate):
+    """The chat stream's turn: the write runs beside the model's first token, but no part of the reply reaches
+    the client before the user message and the `streaming` reply are stored."""
+    import asyncio
+
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Text("Hello there."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai),
+                            stored=False)
+    assert await stored(session) == []  # returned before the write
+    seen: list[tuple[str, list]] = []
+
+    async def consume() -> None:
+        async for batch in turn.batches():
+            for event in batch:
+                seen.append((event.type, await stored(session) if event.type == "delta" else []))
+
+    consumer = asyncio.create_task(consume())
+    for _ in range(100):  # the model has answered meanwhile
+        if fake_openai.bodies():
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+    assert len(fake_openai.bodies()) == 1 and [kind for kind, _ in seen] == ["start"]
+    opening_gate.set()
+    await consumer
+
+    assert [kind for kind, _ in seen][-1] == "done"
+    first_delta = next(rows for kind, rows in seen if kind == "delta")
+    assert first_delta == [("user", "hi", "complete"), ("assistant", "", "streaming")]
+    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "Hello there.", "complete")]
+
+
+async def test_a_session_deleted_before_the_opening_write_ends_the_turn_not_found_with_nothing_stored(
+        owner, fake_openai, opening_gate):
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Text("Hello there."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai),
+                            stored=False)
+    events = turn.events()
+    assert (await anext(events)).type == "start"
+    await sync_to_async(session.delete)()
+    opening_gate.set()
+    rest = [event async for event in events]
+
+    assert [(event.type, event.data.get("code")) for event in rest] == [("error", "not_found")]
+    assert turn.status == "error"
+    assert await sync_to_async(ChatMessage.objects.filter(session_id=session.pk).count)() == 0
+
+
+async def test_a_turn_closed_before_its_opening_write_stores_the_reply_interrupted_after_the_user_message(
+        owner, fake_openai, opening_gate):
+    import asyncio
+
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Hang(text="partial "))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai),
+                            stored=False)
+    events = turn.events()
+    assert (await anext(events)).type == "start"
+    closing = asyncio.create_task(events.aclose())  # the client hung up: the final store waits for the opening
+    await asyncio.sleep(0.1)
+    assert not closing.done() and await stored(session) == []
+    opening_gate.set()
+    await closing
+
+    assert turn.status == "interrupted"
+    assert await stored(session) == [("user", "story", "complete"), ("assistant", "", "interrupted")]

@@ -38,7 +38,7 @@ from agentsite.agent.modelchoice import model_checked
 from agentsite.agent.routing import resolve
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
 from agentsite.agent.usage import Caller, caller_for
-from agentsite.core.dbcall import db
+from agentsite.core.dbcall import db, db_started
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
 from sessions_app import selectors, services
@@ -163,9 +163,9 @@ class ChatTurn:
             return
         self._checkpointed_at = now
         transcript = self.transcript
-        self._checkpoint = asyncio.ensure_future(db(
-            services.message_checkpoint_reply, message_id=self.reply_id, content=transcript.text,
-            tool_calls=transcript.tool_calls(), sources=transcript.sources))
+        self._checkpoint = db_started(services.message_checkpoint_reply, message_id=self.reply_id,
+                                      content=transcript.text, tool_calls=transcript.tool_calls(),
+                                      sources=transcript.sources)
         self._checkpoint.add_done_callback(_log_checkpoint_failure)
 
     def _on_timer(self) -> None:
@@ -183,10 +183,12 @@ class ChatTurn:
         self.status = status
         transcript = self.transcript
         usage = transcript.usage.as_dict() if transcript.usage.total_tokens else {}
-        write = asyncio.ensure_future(self._store_after_opening(
-            session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text, status=status,
-            tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
-            finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else "")))
+        fields = dict(session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text,
+                      status=status, tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
+                      finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else ""))
+        # Handed to a thread now when the opening write is done (the usual case): `done` waits for it.
+        write = (db_started(services.message_finish_reply, **fields) if self._opening is None
+                 else asyncio.ensure_future(self._store_after_opening(**fields)))
         write.add_done_callback(_log_failure)
         try:
             await asyncio.shield(write)
@@ -198,8 +200,7 @@ class ChatTurn:
     async def _store_after_opening(self, **fields: Any) -> None:
         # A turn that ends before its opening write did (a hang-up right after `start`) waits for it: the reply
         # is stored after the user message, as the row the opening made, never appended before it.
-        if self._opening is not None:
-            await self._opening
+        await self._opening
         await db(services.message_finish_reply, **fields)
 
 

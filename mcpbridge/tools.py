@@ -72,6 +72,21 @@ class McpToolSource(ToolSource):
         listed = await asyncio.gather(*(server_tools(spec) for spec in specs))
         return [tool for tools in listed for tool in tools]
 
+    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
+        """No tools when this caller may use no stored server and this process holds no connection to let go of
+        (the usual case: no MCP server configured); otherwise None, and the registry lists asynchronously."""
+        if _own_tools_only.get():
+            return []
+        from mcpbridge.client import manager
+        from mcpbridge.selectors import mcp_server_specs_for
+
+        stored, specs = mcp_server_specs_for(ctx)
+        try:
+            stale = manager.names() - stored
+        except RuntimeError:  # the manager's loop changed its connections meanwhile
+            return None
+        return None if specs or stale else []
+
 
 @contextlib.contextmanager
 def own_tools_only() -> Iterator[None]:

@@ -133,10 +133,8 @@ async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     data = validated(ChatInputSerializer, json_object_body(request))
     caller = Caller.with_key(user.pk, getattr(request, "api_key", None), "chat")
     await usage_check(caller)  # a spent budget: 429 before anything is stored
-    # stored=False: the user message and the `streaming` reply are written while the turn's first steps run;
-    # the stream passes on none of the agent's events before that write is done (sessions_app.turns).
     turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
-                            model=data.get("model") or None, stored=False)
+                            model=data.get("model") or None)
     turn.caller = caller
     # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
     return sse_response(revocable(chat_stream(turn.batches()), request.headers.get("Authorization")))

@@ -1,12 +1,10 @@
 """The agent-turn service: one turn of the agent in a chat session, from the user's message to the stored reply.
 
 `turn_start` does everything that can fail with an HTTP status (the session, the message, the attachments)
-and stores the user message, with the reply as `streaming`, in one write; nothing has been streamed yet. The chat
-stream does not wait for that write (`turn_start(stored=False)`): it runs beside the turn's first steps (the
-context, the tools, the model's first token), and `ChatTurn.batches()` waits for it before it passes on any
-of the agent's events, so no part of a reply reaches a client before the user message and the `streaming`
-reply are stored. `ChatTurn.events()` then runs the agent and stores the assistant turn once, however it
-ends:
+and stores the user message, with the reply as `streaming`, in one write; nothing has been streamed yet. It
+makes one crossing to a database thread for all of it, and asks the context sources and the tool listing
+there too when they can answer so (agentsite.agent.loop.prepare_now): the run then asks the model at once.
+`ChatTurn.events()` then runs the agent and stores the assistant turn once, however it ends:
 
 - `complete`: the agent finished (`done`);
 - `error`: the agent ended with an `error` event (an upstream failure mid-stream); what had streamed is kept;
@@ -33,7 +31,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.config import AgentSettings, get_settings
-from agentsite.agent.loop import AgentEvent, Transcript, run_agent_batches
+from agentsite.agent.loop import AgentEvent, Prepared, Transcript, prepare_now, run_agent_batches
 from agentsite.agent.modelchoice import model_checked
 from agentsite.agent.routing import resolve
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
@@ -55,13 +53,11 @@ CHECKPOINT_S = 1.0
 
 
 class ChatTurn:
-    """A turn whose user message is stored, or being stored (turn_start(stored=False)). Iterate `events()` or
-    `batches()` once; `status` says how the reply was stored (None until it was) and `transcript` holds what
-    the agent produced."""
+    """A turn whose user message is stored. Iterate `events()` or `batches()` once; `status` says how the reply
+    was stored (None until it was) and `transcript` holds what the agent produced."""
 
     def __init__(self, *, session: ChatSession, owner_id: int, messages: list[Message], settings: AgentSettings,
-                 user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None,
-                 opening: asyncio.Future | None = None):
+                 user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None):
         self.session = session
         self.owner_id = owner_id
         self.owner_is_admin = owner_is_admin  # as the request authenticated the owner (an API key's scopes)
@@ -75,8 +71,7 @@ class ChatTurn:
         self._checkpointed_at = 0.0
         self._checkpoint: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
-        # The write of the user message and the `streaming` reply (turn_start); None: stored already.
-        self._opening = opening
+        self.prepared: Prepared | None = None  # the run's context and tools, asked already (loop.prepare_now)
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
@@ -103,11 +98,8 @@ class ChatTurn:
             caller = self.caller or caller_for(self.owner_id, "chat")
             async with aclosing(run_agent_batches(
                     messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
-                    settings=self.settings, transcript=self.transcript, caller=caller)) as run:
+                    settings=self.settings, transcript=self.transcript, caller=caller, prepared=self.prepared)) as run:
                 async for batch in run:
-                    if self._opening is not None and not await self._opened():
-                        yield [self._session_gone()]
-                        return
                     event = batch[-1]
                     if event.type not in ("done", "error"):
                         self._maybe_checkpoint(force=any(item.type == "tool_result" for item in batch))
@@ -132,20 +124,6 @@ class ChatTurn:
                     await self._store("interrupted")
                 except Exception:  # logged by _log_failure; the close or cancellation in flight goes on
                     pass
-
-    async def _opened(self) -> bool:
-        """Wait for the turn's opening write; False when the session was deleted before it (nothing of the
-        turn is stored, and nothing is to be stored)."""
-        try:
-            await asyncio.shield(self._opening)
-        except ChatSession.DoesNotExist:
-            self.status = "error"
-            return False
-        except Exception:
-            self.status = "error"  # raised on: the stream's boundary reports it; there is no reply row to store
-            raise
-        self._opening = None
-        return True
 
     def _maybe_checkpoint(self, *, force: bool = False) -> None:
         """Save what was generated so far, in the background: at most one write in flight, and at most one
@@ -186,9 +164,7 @@ class ChatTurn:
         fields = dict(session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text,
                       status=status, tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
                       finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else ""))
-        # Handed to a thread now when the opening write is done (the usual case): `done` waits for it.
-        write = (db_started(services.message_finish_reply, **fields) if self._opening is None
-                 else asyncio.ensure_future(self._store_after_opening(**fields)))
+        write = db_started(services.message_finish_reply, **fields)  # handed to a thread now: `done` waits for it
         write.add_done_callback(_log_failure)
         try:
             await asyncio.shield(write)
@@ -196,12 +172,6 @@ class ChatTurn:
             return False
         return True
 
-
-    async def _store_after_opening(self, **fields: Any) -> None:
-        # A turn that ends before its opening write did (a hang-up right after `start`) waits for it: the reply
-        # is stored after the user message, as the row the opening made, never appended before it.
-        await self._opening
-        await db(services.message_finish_reply, **fields)
 
 
 def _log_checkpoint_failure(write: asyncio.Future) -> None:
@@ -223,12 +193,9 @@ def _log_failure(write: asyncio.Future) -> None:
 
 async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
                      attachments: list[str] | None = None, model: str | None = None,
-                     overrides: dict[str, Any] | None = None, stored: bool = True) -> ChatTurn:
+                     overrides: dict[str, Any] | None = None) -> ChatTurn:
     """Check the turn, store the user message (and the reply as `streaming`), and return the turn ready to run.
 
-    `stored` False returns as soon as the checks passed, with the write under way: the turn's events wait
-    for it before the first of the agent's (the chat stream, whose first token should not wait on the write);
-    a session deleted in between then ends the turn with an `error {not_found}` event, with nothing stored.
 
     The turn's model is `model` when given (this turn only: a chat request's or a scheduled task's), else the
     session's `model`, else the agent's default; it answers through the router (fallback, balance).
@@ -239,26 +206,8 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     stored model no longer is), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly
     full); in each case nothing is stored.
     """
-    upload_ids = [str(upload) for upload in attachments or []]
-    turn, user_message = await db(_turn_prepare, owner=owner, session_id=session_id, message=message,
-                                  upload_ids=upload_ids, model=model, overrides=overrides or {})
-    opening = asyncio.ensure_future(db(services.turn_messages_store, session=turn.session, user_message=user_message,
-                                       reply_id=turn.reply_id))
-    opening.add_done_callback(_log_opening_failure)
-    if not stored:
-        turn._opening = opening
-        return turn
-    try:
-        await asyncio.shield(opening)  # a cancelled caller leaves the write to finish: never half a turn stored
-    except ChatSession.DoesNotExist:
-        raise AppError("not_found", "No such session.", 404) from None
-    return turn
-
-
-def _log_opening_failure(write: asyncio.Future) -> None:
-    error = None if write.cancelled() else write.exception()
-    if error is not None and not isinstance(error, ChatSession.DoesNotExist):
-        logger.error("Storing a turn's user message failed", exc_info=error)
+    return await db(_turn_prepare, owner=owner, session_id=session_id, message=message,
+                    upload_ids=[str(upload) for upload in attachments or []], model=model, overrides=overrides or {})
 
 
 def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings) -> AgentSettings:
@@ -272,8 +221,9 @@ def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings
 
 
 def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
-                  model: str | None, overrides: dict[str, Any]) -> tuple[ChatTurn, ChatMessage]:
-    """The checks and reads of turn_start (nothing written): the turn and its user message, not yet saved."""
+                  model: str | None, overrides: dict[str, Any]) -> ChatTurn:
+    """turn_start's work, on one database thread: the checks and reads, the context and tools when they can be
+    asked here, then the one write."""
     session, history = selectors.turn_history(owner=owner, session_id=session_id)
     settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     settings = _turn_model(session, model, settings)
@@ -287,7 +237,15 @@ def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: st
     parts = {**attachments_resolve(owner=owner, upload_ids=[upload for upload in earlier if upload not in parts],
                                    missing_ok=True), **parts}
     user_message = ChatMessage(id=uuid.uuid4(), role="user", content=message, attachments=upload_ids)
-    turn = ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
-                    settings=settings, user_message_id=user_message.pk, reply_id=uuid.uuid4(),
-                    owner_is_admin=bool(owner.is_active and owner.is_staff))
-    return turn, user_message
+    messages = to_agent_messages([*history, user_message], parts)
+    is_admin = bool(owner.is_active and owner.is_staff)
+    turn = ChatTurn(session=session, owner_id=owner.pk, messages=messages, settings=settings,
+                    user_message_id=user_message.pk, reply_id=uuid.uuid4(), owner_is_admin=is_admin)
+    # The context and the tools too, in this same database call, when every source can answer so (no MCP
+    # server to connect): the run does not cross to a database thread again before it asks the model.
+    turn.prepared = prepare_now(messages=messages, user_id=owner.pk, is_admin=is_admin, settings=settings)
+    try:
+        services.turn_messages_store(session=session, user_message=user_message, reply_id=turn.reply_id)
+    except ChatSession.DoesNotExist:  # deleted since it was read
+        raise AppError("not_found", "No such session.", 404) from None
+    return turn

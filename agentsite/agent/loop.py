@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsite.agent.config import AgentSettings, aget_settings
-from agentsite.agent.context import ContextBlock, ContextRequest, context_sources, format_reference
+from agentsite.agent.context import (
+    ContextBlock,
+    ContextRequest,
+    context_sources,
+    context_sources_now,
+    format_reference,
+)
 from agentsite.agent.multimodal import parts_from_tool_content
 from agentsite.agent.providers import Provider
 from agentsite.agent.routing import routed_provider
@@ -95,6 +101,45 @@ class AgentEvent:
         return self.transcript.text if self.transcript else ""
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What a run asks before its first call to the model, asked already (prepare_now): the context sources'
+    blocks and the caller's tools."""
+
+    blocks: list[ContextBlock]
+    tools: list[Tool]
+
+
+def prepare_now(*, messages: list[Message], user_id: int | None, is_admin: bool, settings: AgentSettings,
+                ) -> Prepared | None:
+    """The context blocks and tools a run of these messages would ask for, in this thread (sync: a database
+    thread, such as the one a chat turn reads its session on), or None when a source can only answer
+    asynchronously (an MCP server to connect, a context source without a sync variant): the run then asks
+    them itself. A context source that fails is left out (logged), as in a run."""
+    tools = registry.list_tools_now(ToolContext(user_id, is_admin), settings)
+    if tools is None:
+        return None
+    query = _latest_user_text(messages)
+    sources = context_sources_now() if query.strip() else {}
+    if sources is None:
+        return None
+    request = ContextRequest(user_id, query, settings)
+    blocks = []
+    for name, source in sources.items():
+        try:
+            block = source(request)
+        except Exception:  # a boundary: a broken knowledge base must not break the chat
+            logger.exception("Context source %r failed", name)
+            continue
+        if block is not None:
+            blocks.append(block)
+    return Prepared(blocks, tools)
+
+
+def _latest_user_text(messages: list[Message]) -> str:
+    return next((message.text for message in reversed(messages) if message.role == "user"), "")
+
+
 def model_settings(settings: AgentSettings) -> ModelSettings:
     return ModelSettings(model=settings.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
 
@@ -127,15 +172,17 @@ async def run_agent(*, messages: list[Message], user_id: int | None, settings: A
 async def run_agent_batches(*, messages: list[Message], user_id: int | None, settings: AgentSettings | None = None,
                             use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
                             transcript: Transcript | None = None, caller: Caller | None = None,
-                            is_admin: bool | None = None,
+                            is_admin: bool | None = None, prepared: Prepared | None = None,
                             ) -> AsyncGenerator[list[AgentEvent], None]:
     """run_agent's events in lists, in the same order: a list holds the events that were ready together (one
     network read of the model's reply, or one tool result) and is never empty, so a stream that writes a list
     out as it comes (the chat stream: one write per list, not per delta) delays no event. The transcript
-    holds a list's events when the list is yielded."""
+    holds a list's events when the list is yielded. `prepared` (prepare_now, for the same messages, user,
+    is_admin and settings) replaces the run's own asking of the context sources and the tool listing."""
     settings = settings or await aget_settings()
     run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript(),
                     is_admin)
+    run.prepared = prepared
     run.caller = caller or caller_for(user_id)
     async with aclosing(run.batches()) as batches:
         async for batch in batches:
@@ -154,6 +201,7 @@ class _AgentRun:
         self.transcript = transcript
         self.caller: Caller | None = None
         self.span: Any = None  # the turn's `invoke_agent` span, while tracing is on
+        self.prepared: Prepared | None = None
 
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
@@ -190,8 +238,11 @@ class _AgentRun:
     async def _rounds(self) -> AsyncGenerator[list[AgentEvent], None]:
         provider = metered(self.provider or routed_provider(self.settings), self.caller)
         with tracing.current(self.span):  # no yield inside: the context sources' and tool listings' spans are its
-            # Together: each waits on the database (or a knowledge base, an MCP server), neither needs the other.
-            conversation, listed = await asyncio.gather(self._conversation(), self._tools())
+            if self.prepared is not None:  # asked already, in the caller's database call (prepare_now)
+                conversation = self._with_system(self.prepared.blocks)
+                listed = self.prepared.tools if self.use_tools else []
+            else:  # together: each waits on the database (or an MCP server), neither needs the other
+                conversation, listed = await asyncio.gather(self._conversation(), self._tools())
             tools = {tool.name: tool for tool in listed}
         specs = [tool.spec() for tool in tools.values()]
         for round_index in range(self.max_rounds + 1):
@@ -302,13 +353,15 @@ class _AgentRun:
 
     async def _conversation(self) -> list[Message]:
         """The system prompt (with the context sources' reference material) followed by the messages."""
-        blocks = await self._context_blocks()
+        return self._with_system(await self._context_blocks())
+
+    def _with_system(self, blocks: list[ContextBlock]) -> list[Message]:
         self.transcript.sources = [source for block in blocks for source in block.sources]
         system = "\n\n".join(text for text in (self.settings.system_prompt.strip(), format_reference(blocks)) if text)
         return ([Message("system", system)] if system else []) + list(self.messages)
 
     async def _context_blocks(self) -> list[ContextBlock]:
-        query = next((message.text for message in reversed(self.messages) if message.role == "user"), "")
+        query = _latest_user_text(self.messages)
         sources = context_sources()
         if not query.strip() or not sources:
             return []
@@ -367,4 +420,5 @@ class _Turn:
         return "".join(self.text_parts)
 
 
-__all__ = ["MAX_ROUNDS", "AgentEvent", "Transcript", "model_settings", "run_agent", "run_agent_batches"]
+__all__ = ["MAX_ROUNDS", "AgentEvent", "Prepared", "Transcript", "model_settings", "prepare_now", "run_agent",
+           "run_agent_batches"]

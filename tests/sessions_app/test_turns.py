@@ -151,91 +151,65 @@ async def test_another_turn_still_streaming_is_not_in_the_history(owner, fake_op
     await first_events.aclose()
 
 
-@pytest.fixture
-def opening_gate(monkeypatch):
-    """Holds a turn's opening write (the user message and the `streaming` reply) until the event is set."""
-    import asyncio
 
-    from sessions_app import services, turns
-
-    gate = asyncio.Event()
-    real_db = turns.db
-
-    async def gated(fn, *args, **kwargs):
-        if fn is services.turn_messages_store:
-            await gate.wait()
-        return await real_db(fn, *args, **kwargs)
-
-    monkeypatch.setattr(turns, "db", gated)
-    return gate
-
-
-async def test_a_turn_started_unstored_passes_on_no_event_of_the_agent_before_its_opening_write(
-        owner, fake_openai, opening_gate):
-    """The chat stream's turn: the write runs beside the model's first token, but no part of the reply reaches
-    the client before the user message and the `streaming` reply are stored."""
-    import asyncio
-
-    session = await sync_to_async(session_create)(owner=owner)
-    fake_openai.script(Text("Hello there."))
-    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai),
-                            stored=False)
-    assert await stored(session) == []  # returned before the write
-    seen: list[tuple[str, list]] = []
-
-    async def consume() -> None:
-        async for batch in turn.batches():
-            for event in batch:
-                seen.append((event.type, await stored(session) if event.type == "delta" else []))
-
-    consumer = asyncio.create_task(consume())
-    for _ in range(100):  # the model has answered meanwhile
-        if fake_openai.bodies():
-            break
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.2)
-    assert len(fake_openai.bodies()) == 1 and [kind for kind, _ in seen] == ["start"]
-    opening_gate.set()
-    await consumer
-
-    assert [kind for kind, _ in seen][-1] == "done"
-    first_delta = next(rows for kind, rows in seen if kind == "delta")
-    assert first_delta == [("user", "hi", "complete"), ("assistant", "", "streaming")]
-    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "Hello there.", "complete")]
-
-
-async def test_a_session_deleted_before_the_opening_write_ends_the_turn_not_found_with_nothing_stored(
-        owner, fake_openai, opening_gate):
-    session = await sync_to_async(session_create)(owner=owner)
-    fake_openai.script(Text("Hello there."))
-    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai),
-                            stored=False)
-    events = turn.events()
-    assert (await anext(events)).type == "start"
-    await sync_to_async(session.delete)()
-    opening_gate.set()
-    rest = [event async for event in events]
-
-    assert [(event.type, event.data.get("code")) for event in rest] == [("error", "not_found")]
-    assert turn.status == "error"
-    assert await sync_to_async(ChatMessage.objects.filter(session_id=session.pk).count)() == 0
-
-
-async def test_a_turn_closed_before_its_opening_write_stores_the_reply_interrupted_after_the_user_message(
-        owner, fake_openai, opening_gate):
-    import asyncio
-
+async def test_a_turn_closed_right_after_start_leaves_the_reply_interrupted_not_streaming(owner, fake_openai):
     session = await sync_to_async(session_create)(owner=owner)
     fake_openai.script(Hang(text="partial "))
-    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai),
-                            stored=False)
+    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai))
     events = turn.events()
     assert (await anext(events)).type == "start"
-    closing = asyncio.create_task(events.aclose())  # the client hung up: the final store waits for the opening
-    await asyncio.sleep(0.1)
-    assert not closing.done() and await stored(session) == []
-    opening_gate.set()
-    await closing
+    await events.aclose()  # the client hung up before any of the reply
 
     assert turn.status == "interrupted"
     assert await stored(session) == [("user", "story", "complete"), ("assistant", "", "interrupted")]
+
+
+async def test_a_turn_asks_its_context_and_tools_in_its_own_database_call_and_the_run_uses_them(
+        owner, fake_openai, monkeypatch):
+    """No crossing to a database thread between the turn's start and its request to the model: the context
+    sources and the tool listing were asked in turn_start's database call (agentsite.agent.loop.prepare_now)."""
+    from agentsite.agent import loop
+    from agentsite.agent.tools import ToolContext, registry
+
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Text("Done."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
+    listed = await registry.list_tools(ToolContext(owner.pk, False), turn.settings)
+    assert turn.prepared is not None
+    assert [tool.name for tool in turn.prepared.tools] == [tool.name for tool in listed] != []
+
+    async def not_asked(*args, **kwargs):
+        raise AssertionError("the run asked again what the turn had prepared")
+
+    monkeypatch.setattr(loop._AgentRun, "_tools", not_asked)
+    monkeypatch.setattr(loop._AgentRun, "_conversation", not_asked)
+    events = [event async for event in turn.events()]
+    assert events[-1].type == "done"
+    sent = [tool.get("function", tool)["name"] for tool in fake_openai.bodies()[0]["tools"]]
+    assert sent == [tool.name for tool in listed]
+
+
+async def test_a_tool_source_that_can_only_list_asynchronously_is_asked_by_the_run(owner, fake_openai):
+    from agentsite.agent.tools import ToolSource, registry
+    from tests.agent.conftest import text_tool
+
+    async def echo(arguments, ctx) -> str:
+        return "echo"
+
+    class Remote(ToolSource):  # no list_tools_now: as an MCP server to connect
+        name = "remote-test"
+
+        async def list_tools(self, ctx):
+            return [text_tool("remote_echo", echo, {"type": "object", "properties": {}})]
+
+    registry.register_source(Remote())
+    try:
+        session = await sync_to_async(session_create)(owner=owner)
+        fake_openai.script(Text("Done."))
+        turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
+        assert turn.prepared is None
+        events = [event async for event in turn.events()]
+    finally:
+        registry.unregister_source("remote-test")
+    assert events[-1].type == "done"
+    assert "remote_echo" in [tool.get("function", tool)["name"] for tool in fake_openai.bodies()[0]["tools"]]

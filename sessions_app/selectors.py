@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import uuid
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Count, QuerySet
@@ -28,7 +29,18 @@ def session_get_for(*, owner: AbstractBaseUser, session_id: uuid.UUID) -> ChatSe
     return session
 
 
-def turn_history(*, owner: AbstractBaseUser, session_id: uuid.UUID) -> tuple[ChatSession, list[ChatMessage]]:
+@dataclass(frozen=True, slots=True)
+class HistoryMessage:
+    """A stored message as a turn's history reads it (sessions_app.history takes these and ChatMessage alike)."""
+
+    role: str
+    content: str
+    attachments: list[Any]
+    tool_calls: list[Any]
+    status: str
+
+
+def turn_history(*, owner: AbstractBaseUser, session_id: uuid.UUID) -> tuple[ChatSession, list[HistoryMessage]]:
     """The owner's session (its id, name and model) and its messages, oldest first, with what a turn's history
     is made of (role, content, attachments, tool_calls, status: sessions_app.history), read in one statement.
     Raises AppError 404 for another user's or a missing session, as session_get_for.
@@ -46,9 +58,8 @@ def turn_history(*, owner: AbstractBaseUser, session_id: uuid.UUID) -> tuple[Cha
     session._state.adding, session._state.db = False, DEFAULT_DB_ALIAS
     attachments, tool_calls = (ChatMessage._meta.get_field(name) for name in ("attachments", "tool_calls"))
     return session, [
-        ChatMessage(session=session, role=role, content=content, status=status,
-                    attachments=attachments.from_db_value(stored_attachments, None, connection),
-                    tool_calls=tool_calls.from_db_value(stored_calls, None, connection))
+        HistoryMessage(role, content, attachments.from_db_value(stored_attachments, None, connection),
+                       tool_calls.from_db_value(stored_calls, None, connection), status)
         for _, _, role, content, stored_attachments, stored_calls, status in rows if role is not None]
 
 

@@ -8,12 +8,12 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         from agentsite.agent.context import register_context_source
-        from knowledge.context import knowledge_context
+        from knowledge.context import knowledge_context, knowledge_context_now
         from knowledge.lexical import LexicalRanker
         from knowledge.ranking import register_ranker
         from knowledge.selectors import VectorRanker
 
-        register_context_source("knowledge", knowledge_context)
+        register_context_source("knowledge", knowledge_context, now=knowledge_context_now)
         # The signals `hybrid` fuses, in this order (another app may register more: knowledge.ranking).
         register_ranker(VectorRanker())
         register_ranker(LexicalRanker())

@@ -82,11 +82,19 @@ def chunk_search(*, owner_id: int, query: str, top_k: int = 5, mode: str = DEFAU
     else:
         raise AppError("invalid", f"mode must be one of: {', '.join(MODES)}.", 400,
                        {"mode": [f"Choose one of: {', '.join(MODES)}."]})
-    if top_k < 1:
+    if top_k < 1 or _known_empty(owner_id):
         return []
     ranked = ranking.fuse(rankers, owner_id, query, top_k) if len(rankers) > 1 else rankers[0].rank(
         owner_id, query, top_k)
     return _ranked_hits(owner_id, ranked, embed(query))
+
+
+def _known_empty(owner_id: int) -> bool:
+    """True when the owner's cached matrix is empty and still current (one stamp read): no chunk at all, so no
+    ranker can find one (a chat turn asks on every message, most users have no documents). Not cached yet:
+    False, and the rankers look (the vector ranker caches the matrix)."""
+    cached = index.cached_matrix(owner_id)
+    return cached is not None and cached.size == 0 and cached.stamp == index.stamp_current(owner_id)
 
 
 def _ranked_hits(owner_id: int, ranked: ranking.Ranking, query_vector: np.ndarray) -> list[ChunkHit]:

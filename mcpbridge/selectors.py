@@ -44,6 +44,8 @@ def mcp_servers_visible_to(caller: ToolContext) -> QuerySet[McpServer]:
 def mcp_server_specs_for(caller: ToolContext) -> tuple[set[str], list[ServerSpec]]:
     """(the names of every stored server, the specs of those this caller may use)."""
     names = set(McpServer.objects.values_list("name", flat=True))
+    if not names:  # none stored (the usual case): one query, not two
+        return names, []
     return names, [spec_for(server) for server in mcp_servers_visible_to(caller)]
 
 

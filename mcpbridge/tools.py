@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from agentsite.agent.tools import Tool, ToolContext, ToolResult, ToolSource
+from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
@@ -65,11 +66,26 @@ class McpToolSource(ToolSource):
         from mcpbridge.selectors import mcp_server_specs_for
 
         # Only the servers whose access rule lets this caller in are listed (or connected for the listing).
-        stored, specs = await sync_to_async(mcp_server_specs_for)(ctx)
+        stored, specs = await db(mcp_server_specs_for, ctx)  # the pool's threads keep their connections
         if manager.names() - stored:  # removed (by another process) since this one connected them
             await manager.run(lambda: manager.retain(stored))
         listed = await asyncio.gather(*(server_tools(spec) for spec in specs))
         return [tool for tools in listed for tool in tools]
+
+    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
+        """No tools when this caller may use no stored server and this process holds no connection to let go of
+        (the usual case: no MCP server configured); otherwise None, and the registry lists asynchronously."""
+        if _own_tools_only.get():
+            return []
+        from mcpbridge.client import manager
+        from mcpbridge.selectors import mcp_server_specs_for
+
+        stored, specs = mcp_server_specs_for(ctx)
+        try:
+            stale = manager.names() - stored
+        except RuntimeError:  # the manager's loop changed its connections meanwhile
+            return None
+        return None if specs or stale else []
 
 
 @contextlib.contextmanager

@@ -313,5 +313,8 @@ class PluginToolSource(ToolSource):
         self._get_loader = get_loader
 
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
+        return self.list_tools_now(ctx)
+
+    def list_tools_now(self, ctx: ToolContext) -> list[Tool]:
         loader = self._get_loader()
-        return list(loader.tools()) if loader is not None else []
+        return list(loader.tools()) if loader is not None else []  # a tuple, replaced whole on each change

@@ -137,19 +137,21 @@ async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
                             model=data.get("model") or None)
     turn.caller = caller
     # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
-    return sse_response(revocable(chat_stream(turn.events()), request.headers.get("Authorization")))
+    return sse_response(revocable(chat_stream(turn.batches()), request.headers.get("Authorization")))
 
 
 chat = async_post_view(_chat, schema_view=ChatSchemaView)
 
 
-async def chat_stream(events: AsyncIterator[AgentEvent]) -> AsyncIterator[bytes]:
-    """The turn's events as SSE, with a keep-alive comment whenever the agent is silent for a while."""
+async def chat_stream(batches: AsyncIterator[list[AgentEvent]]) -> AsyncIterator[bytes]:
+    """The turn's events as SSE, with a keep-alive comment whenever the agent is silent for a while. The events
+    that were ready together (ChatTurn.batches: one read of the model's reply) go out in one chunk, each
+    its own SSE event: one write and one credential check per read instead of per delta."""
     try:
         # aclosing: a stream closed between events (a revoked token) stops the turn before it returns.
-        async with aclosing(with_keepalive(events, keepalive_interval())) as paced:
-            async for event in paced:
-                yield KEEPALIVE if event is None else sse_event(event.data, event.type)
+        async with aclosing(with_keepalive(batches, keepalive_interval())) as paced:
+            async for batch in paced:
+                yield KEEPALIVE if batch is None else b"".join(sse_event(event.data, event.type) for event in batch)
     except Exception:  # a boundary: a started stream ends with one error event, never a broken connection
         logger.exception("The chat stream failed")
         yield sse_event({"code": "internal_error", "message": "The reply failed; the error was logged."}, "error")

@@ -7,10 +7,11 @@ from typing import Any
 
 from agentsite.agent.types import ContentPart, Message, TextPart, ToolCall
 from sessions_app.models import ChatMessage
+from sessions_app.selectors import HistoryMessage
 
 
-def to_agent_messages(stored: Iterable[ChatMessage], attachment_parts: dict[str, list[ContentPart]] | None = None,
-                      ) -> list[Message]:
+def to_agent_messages(stored: Iterable[ChatMessage | HistoryMessage],
+                      attachment_parts: dict[str, list[ContentPart]] | None = None) -> list[Message]:
     """The conversation as the agent sees it; an assistant turn expands to its calls, results and reply."""
     parts_by_id = attachment_parts or {}
     messages: list[Message] = []
@@ -41,7 +42,7 @@ def _merge_user_runs(messages: list[Message]) -> list[Message]:
     return merged
 
 
-def _assistant_turn(message: ChatMessage) -> list[Message]:
+def _assistant_turn(message: ChatMessage | HistoryMessage) -> list[Message]:
     calls = [call for call in message.tool_calls if isinstance(call, dict) and call.get("id")]
     turn: list[Message] = []
     answered = [call for call in calls if call.get("result") is not None]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
-from django.db.models import Max, Q
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from agentsite.agent.modelchoice import model_checked
@@ -66,28 +68,105 @@ def message_start_reply(*, session: ChatSession, message_id: uuid.UUID) -> ChatM
                           status="streaming", process=current_process_id())
 
 
-def _still_generating() -> Q:
-    """A reply this process may still write: streaming, or marked `interrupted` by a peer's sweep that took this
+# A chat turn's own writes (its opening, checkpoints, final store) are plain SQL, built once per database vendor
+# and set of columns, with each value prepared by its model field (as the ORM would): they run on every turn,
+# beside the model's first token or before the `done` event, and building ORM queries costs several times what
+# the database takes to answer them.
+
+def turn_messages_store(*, session: ChatSession, user_message: ChatMessage, reply_id: uuid.UUID) -> None:
+    """A turn's opening write, in one transaction: the user message (unsaved, as the turn built it) and, right
+    after it, the assistant reply as `streaming` by this process (message_start_reply), the session's
+    updated_at touched (message_append). Raises ChatSession.DoesNotExist when the session was deleted meanwhile
+    (then nothing is stored)."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    statements = _opening_sql(connection.vendor, connection.features.has_select_for_update)
+    session_id = ChatSession._meta.pk.get_db_prep_value(session.pk, connection)
+    reply = ChatMessage(id=reply_id, session_id=session.pk, role="assistant", content="", status="streaming",
+                        process=current_process_id())
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statements.lock, [session_id])  # two turns of one session never take the same seq
+        if cursor.fetchone() is None:
+            raise ChatSession.DoesNotExist("The session was deleted.")
+        cursor.execute(statements.last_seq, [session_id])
+        last = cursor.fetchone()[0] or 0
+        user_message.session_id, user_message.seq, reply.seq = session.pk, last + 1, last + 2
+        cursor.execute(statements.insert, [*_insert_values(user_message, connection),
+                                           *_insert_values(reply, connection)])
+        cursor.execute(statements.touch, [ChatSession._meta.get_field("updated_at").get_db_prep_save(
+            timezone.now(), connection), session_id])
+
+
+@dataclass(frozen=True)
+class _OpeningSql:
+    lock: str
+    last_seq: str
+    insert: str
+    touch: str
+
+
+@functools.lru_cache(maxsize=8)
+def _opening_sql(vendor: str, for_update: bool) -> _OpeningSql:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    session, message = quote(ChatSession._meta.db_table), quote(ChatMessage._meta.db_table)
+    columns = [field.column for field in ChatMessage._meta.concrete_fields]
+    row = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    return _OpeningSql(
+        lock=f"SELECT 1 FROM {session} WHERE {quote('id')} = %s" + (" FOR UPDATE" if for_update else ""),
+        last_seq=f"SELECT MAX({quote('seq')}) FROM {message} WHERE {quote('session_id')} = %s",
+        insert=f"INSERT INTO {message} ({', '.join(quote(column) for column in columns)}) VALUES {row}, {row}",
+        touch=f"UPDATE {session} SET {quote('updated_at')} = %s WHERE {quote('id')} = %s")
+
+
+def _insert_values(message: ChatMessage, connection: Any) -> list[Any]:
+    return [field.get_db_prep_save(field.pre_save(message, True), connection)
+            for field in ChatMessage._meta.concrete_fields]
+
+
+def _reply_update(message_id: uuid.UUID, fields: dict[str, Any]) -> int:
+    """UPDATE the reply with these fields if this process may still write it; the number of rows (0 or 1).
+
+    A reply this process may still write: streaming, or marked `interrupted` by a peer's sweep that took this
     process for dead (its heartbeat stalled) while it was in fact still generating. The sweep keeps `process`
     for this; a reply stored as final, interrupted included, has it cleared."""
-    return Q(status="streaming") | Q(status="interrupted", finish_reason="interrupted", process=current_process_id())
+    connection = connections[DEFAULT_DB_ALIAS]
+    names = tuple(sorted(fields))
+    values = [ChatMessage._meta.get_field(name).get_db_prep_save(fields[name], connection) for name in names]
+    with connection.cursor() as cursor:
+        cursor.execute(_reply_update_sql(connection.vendor, names), [
+            *values, ChatMessage._meta.pk.get_db_prep_value(message_id, connection), current_process_id()])
+        return cursor.rowcount
+
+
+@functools.lru_cache(maxsize=32)
+def _reply_update_sql(vendor: str, names: tuple[str, ...]) -> str:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    columns = ", ".join(f"{quote(ChatMessage._meta.get_field(name).column)} = %s" for name in names)
+    status, reason, process = quote("status"), quote("finish_reason"), quote("process")
+    return (f"UPDATE {quote(ChatMessage._meta.db_table)} SET {columns} WHERE {quote('id')} = %s AND "
+            f"({status} = 'streaming' OR ({status} = 'interrupted' AND {reason} = 'interrupted' AND {process} = %s))")
 
 
 def message_checkpoint_reply(*, message_id: uuid.UUID, **fields: Any) -> bool:
     """Save what a streaming reply has so far (content, tool_calls, sources); False once it is final."""
-    return bool(ChatMessage.objects.filter(_still_generating(), pk=message_id).update(status="streaming", **fields))
+    return bool(_reply_update(message_id, {**fields, "status": "streaming"}))
 
 
 def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> ChatMessage | None:
     """Store an assistant reply once: the streaming placeholder becomes final; a second store of the same id
     keeps the first; with no placeholder the reply is appended. Raises ChatSession.DoesNotExist when the
     session was deleted meanwhile."""
-    if ChatMessage.objects.filter(_still_generating(), pk=message_id).update(process="", **fields):
+    if _reply_update(message_id, {**fields, "process": ""}):
         return ChatMessage.objects.filter(pk=message_id).first()
     existing = ChatMessage.objects.filter(pk=message_id).first()
     if existing is not None:
         return existing
     return message_append(session=session, message_id=message_id, **fields)
+
+
+def message_finish_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> None:
+    """message_store_reply without reading the stored reply back (a turn's final store: one UPDATE)."""
+    if not _reply_update(message_id, {**fields, "process": ""}):
+        message_store_reply(session=session, message_id=message_id, **fields)
 
 
 def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> int:

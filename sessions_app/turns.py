@@ -1,8 +1,10 @@
 """The agent-turn service: one turn of the agent in a chat session, from the user's message to the stored reply.
 
 `turn_start` does everything that can fail with an HTTP status (the session, the message, the attachments)
-and stores the user message; nothing has been streamed yet. `ChatTurn.events()` then runs the agent and
-stores the assistant turn once, however it ends:
+and stores the user message, with the reply as `streaming`, in one write; nothing has been streamed yet. It
+makes one crossing to a database thread for all of it, and asks the context sources and the tool listing
+there too when they can answer so (agentsite.agent.loop.prepare_now): the run then asks the model at once.
+`ChatTurn.events()` then runs the agent and stores the assistant turn once, however it ends:
 
 - `complete`: the agent finished (`done`);
 - `error`: the agent ended with an `error` event (an upstream failure mid-stream); what had streamed is kept;
@@ -28,21 +30,19 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
 from agentsite.agent.config import AgentSettings, get_settings
-from agentsite.agent.loop import AgentEvent, Transcript, run_agent
+from agentsite.agent.loop import AgentEvent, Prepared, Transcript, prepare_now, run_agent_batches
 from agentsite.agent.modelchoice import model_checked
 from agentsite.agent.routing import resolve
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
 from agentsite.agent.usage import Caller, caller_for
-from agentsite.core.dbcall import db
+from agentsite.core.dbcall import db, db_started
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
 from sessions_app import selectors, services
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
-from sessions_app.models import ChatSession
+from sessions_app.models import ChatMessage, ChatSession
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -53,8 +53,8 @@ CHECKPOINT_S = 1.0
 
 
 class ChatTurn:
-    """A turn whose user message is stored. Iterate `events()` once; `status` says how the reply was stored
-    (None until it was) and `transcript` holds what the agent produced."""
+    """A turn whose user message is stored. Iterate `events()` or `batches()` once; `status` says how the reply
+    was stored (None until it was) and `transcript` holds what the agent produced."""
 
     def __init__(self, *, session: ChatSession, owner_id: int, messages: list[Message], settings: AgentSettings,
                  user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None):
@@ -71,6 +71,7 @@ class ChatTurn:
         self._checkpointed_at = 0.0
         self._checkpoint: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self.prepared: Prepared | None = None  # the run's context and tools, asked already (loop.prepare_now)
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
@@ -80,28 +81,41 @@ class ChatTurn:
 
         Never raises but CancelledError; closing or cancelling it stores the reply as `interrupted`.
         """
-        yield self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})
+        async with aclosing(self.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def batches(self) -> AsyncIterator[list[AgentEvent]]:
+        """events() in lists of those that were ready together (run_agent_batches): the chat stream writes
+        each list at once. `done` and `error` come alone, after the reply is stored."""
+        # The first checkpoint comes CHECKPOINT_S after the start (or after a tool result), not with the first
+        # delta: a reply that ends sooner is stored once, by the final store, with no write racing it.
+        self._checkpointed_at = time.monotonic()
         try:
+            # In the try: a consumer that stops right after `start` still leaves the reply `interrupted`.
+            yield [self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})]
             caller = self.caller or caller_for(self.owner_id, "chat")
-            async with aclosing(run_agent(messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
-                                          settings=self.settings, transcript=self.transcript,
-                                          caller=caller)) as run:
-                async for event in run:
+            async with aclosing(run_agent_batches(
+                    messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
+                    settings=self.settings, transcript=self.transcript, caller=caller, prepared=self.prepared)) as run:
+                async for batch in run:
+                    event = batch[-1]
                     if event.type not in ("done", "error"):
-                        self._maybe_checkpoint(force=event.type == "tool_result")
-                        yield event
+                        self._maybe_checkpoint(force=any(item.type == "tool_result" for item in batch))
+                        yield batch
                         continue
                     stored = await self._store("complete" if event.type == "done" else "error")
                     if not stored:
-                        yield self._session_gone()
+                        yield [self._session_gone()]
                     elif event.type == "done":
-                        yield self.event("done", {"message_id": str(self.reply_id), **event.data})
+                        yield [self.event("done", {"message_id": str(self.reply_id), **event.data})]
                     else:
-                        yield event
+                        yield [event]
                     return
             # The loop ended without done or error (a bug): never lose what streamed.
             await self._store("error")
-            yield self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})
+            yield [self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})]
         finally:
             if self._timer is not None:
                 self._timer.cancel()
@@ -127,9 +141,9 @@ class ChatTurn:
             return
         self._checkpointed_at = now
         transcript = self.transcript
-        self._checkpoint = asyncio.ensure_future(db(
-            services.message_checkpoint_reply, message_id=self.reply_id, content=transcript.text,
-            tool_calls=transcript.tool_calls(), sources=transcript.sources))
+        self._checkpoint = db_started(services.message_checkpoint_reply, message_id=self.reply_id,
+                                      content=transcript.text, tool_calls=transcript.tool_calls(),
+                                      sources=transcript.sources)
         self._checkpoint.add_done_callback(_log_checkpoint_failure)
 
     def _on_timer(self) -> None:
@@ -147,16 +161,17 @@ class ChatTurn:
         self.status = status
         transcript = self.transcript
         usage = transcript.usage.as_dict() if transcript.usage.total_tokens else {}
-        write = asyncio.ensure_future(sync_to_async(services.message_store_reply)(
-            session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text, status=status,
-            tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
-            finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else "")))
+        fields = dict(session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text,
+                      status=status, tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
+                      finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else ""))
+        write = db_started(services.message_finish_reply, **fields)  # handed to a thread now: `done` waits for it
         write.add_done_callback(_log_failure)
         try:
             await asyncio.shield(write)
         except ChatSession.DoesNotExist:
             return False
         return True
+
 
 
 def _log_checkpoint_failure(write: asyncio.Future) -> None:
@@ -179,7 +194,8 @@ def _log_failure(write: asyncio.Future) -> None:
 async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
                      attachments: list[str] | None = None, model: str | None = None,
                      overrides: dict[str, Any] | None = None) -> ChatTurn:
-    """Check the turn, store the user message, and return the turn ready to run.
+    """Check the turn, store the user message (and the reply as `streaming`), and return the turn ready to run.
+
 
     The turn's model is `model` when given (this turn only: a chat request's or a scheduled task's), else the
     session's `model`, else the agent's default; it answers through the router (fallback, balance).
@@ -190,9 +206,8 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     stored model no longer is), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly
     full); in each case nothing is stored.
     """
-    return await sync_to_async(_turn_prepare)(owner=owner, session_id=session_id, message=message,
-                                              upload_ids=[str(upload) for upload in attachments or []],
-                                              model=model, overrides=overrides or {})
+    return await db(_turn_prepare, owner=owner, session_id=session_id, message=message,
+                    upload_ids=[str(upload) for upload in attachments or []], model=model, overrides=overrides or {})
 
 
 def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings) -> AgentSettings:
@@ -207,7 +222,9 @@ def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings
 
 def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
                   model: str | None, overrides: dict[str, Any]) -> ChatTurn:
-    session = selectors.session_get_for(owner=owner, session_id=session_id)
+    """turn_start's work, on one database thread: the checks and reads, the context and tools when they can be
+    asked here, then the one write."""
+    session, history = selectors.turn_history(owner=owner, session_id=session_id)
     settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
     settings = _turn_model(session, model, settings)
     if len(message) > MAX_MESSAGE_CHARS:
@@ -215,13 +232,20 @@ def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: st
                        {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
     free_space_check()
     parts = attachments_resolve(owner=owner, upload_ids=upload_ids)
-    history = list(selectors.message_list_for(session=session))
     # Earlier turns' attachments go with them: a follow-up question about an image still shows the image.
     earlier = [str(upload) for stored in history if stored.role == "user" for upload in stored.attachments]
     parts = {**attachments_resolve(owner=owner, upload_ids=[upload for upload in earlier if upload not in parts],
                                    missing_ok=True), **parts}
-    user_message = services.message_append(session=session, role="user", content=message, attachments=upload_ids)
-    reply = services.message_start_reply(session=session, message_id=uuid.uuid4())
-    return ChatTurn(session=session, owner_id=owner.pk, messages=to_agent_messages([*history, user_message], parts),
-                    settings=settings, user_message_id=user_message.pk, reply_id=reply.pk,
-                    owner_is_admin=bool(owner.is_active and owner.is_staff))
+    user_message = ChatMessage(id=uuid.uuid4(), role="user", content=message, attachments=upload_ids)
+    messages = to_agent_messages([*history, user_message], parts)
+    is_admin = bool(owner.is_active and owner.is_staff)
+    turn = ChatTurn(session=session, owner_id=owner.pk, messages=messages, settings=settings,
+                    user_message_id=user_message.pk, reply_id=uuid.uuid4(), owner_is_admin=is_admin)
+    # The context and the tools too, in this same database call, when every source can answer so (no MCP
+    # server to connect): the run does not cross to a database thread again before it asks the model.
+    turn.prepared = prepare_now(messages=messages, user_id=owner.pk, is_admin=is_admin, settings=settings)
+    try:
+        services.turn_messages_store(session=session, user_message=user_message, reply_id=turn.reply_id)
+    except ChatSession.DoesNotExist:  # deleted since it was read
+        raise AppError("not_found", "No such session.", 404) from None
+    return turn

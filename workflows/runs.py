@@ -236,6 +236,11 @@ class WorkflowToolSource(ToolSource):
         names = await db(selectors.workflow_names_for, owner_id=ctx.user_id)
         return [workflow_tool(name) for name in names]
 
+    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
+        if ctx.user_id is None:
+            return []
+        return [workflow_tool(name) for name in selectors.workflow_names_for(owner_id=ctx.user_id)]
+
 
 def workflow_tool(name: str) -> Tool:
     async def call(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -1,7 +1,9 @@
 """Context sources: facets (the knowledge base) add text to the prompt for the latest user message.
 
 A source is an async callable taking a ContextRequest and returning a ContextBlock or None. Facets
-register theirs in AppConfig.ready(); the agent loop asks every registered source on each turn.
+register theirs in AppConfig.ready(); the agent loop asks every registered source on each turn. A source may
+also register a sync variant (`now`: the same answer, reading only the database, called on a database thread):
+a chat turn then asks it in the one database call that reads its session (agentsite.agent.loop.prepare_now).
 """
 
 from __future__ import annotations
@@ -27,16 +29,31 @@ class ContextBlock:
 
 
 ContextSource = Callable[[ContextRequest], Awaitable[ContextBlock | None]]
+ContextSourceNow = Callable[[ContextRequest], ContextBlock | None]
 
 _sources: dict[str, ContextSource] = {}
+_now: dict[str, ContextSourceNow] = {}
 
 
-def register_context_source(name: str, source: ContextSource) -> None:
+def register_context_source(name: str, source: ContextSource, now: ContextSourceNow | None = None) -> None:
     _sources[name] = source
+    if now is None:
+        _now.pop(name, None)
+    else:
+        _now[name] = now
 
 
 def unregister_context_source(name: str) -> None:
     _sources.pop(name, None)
+    _now.pop(name, None)
+
+
+def context_sources_now() -> dict[str, ContextSourceNow] | None:
+    """Every source's sync variant, or None when a source has none (the loop then asks them asynchronously)."""
+    sources, now = dict(_sources), dict(_now)
+    if any(name not in now for name in sources):
+        return None
+    return {name: now[name] for name in sources}
 
 
 def context_sources() -> dict[str, ContextSource]:

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsite.agent.config import AgentSettings, aget_settings
-from agentsite.agent.context import ContextBlock, ContextRequest, context_sources, format_reference
+from agentsite.agent.context import (
+    ContextBlock,
+    ContextRequest,
+    context_sources,
+    context_sources_now,
+    format_reference,
+)
 from agentsite.agent.multimodal import parts_from_tool_content
 from agentsite.agent.providers import Provider
 from agentsite.agent.routing import routed_provider
@@ -95,6 +101,45 @@ class AgentEvent:
         return self.transcript.text if self.transcript else ""
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What a run asks before its first call to the model, asked already (prepare_now): the context sources'
+    blocks and the caller's tools."""
+
+    blocks: list[ContextBlock]
+    tools: list[Tool]
+
+
+def prepare_now(*, messages: list[Message], user_id: int | None, is_admin: bool, settings: AgentSettings,
+                ) -> Prepared | None:
+    """The context blocks and tools a run of these messages would ask for, in this thread (sync: a database
+    thread, such as the one a chat turn reads its session on), or None when a source can only answer
+    asynchronously (an MCP server to connect, a context source without a sync variant): the run then asks
+    them itself. A context source that fails is left out (logged), as in a run."""
+    tools = registry.list_tools_now(ToolContext(user_id, is_admin), settings)
+    if tools is None:
+        return None
+    query = _latest_user_text(messages)
+    sources = context_sources_now() if query.strip() else {}
+    if sources is None:
+        return None
+    request = ContextRequest(user_id, query, settings)
+    blocks = []
+    for name, source in sources.items():
+        try:
+            block = source(request)
+        except Exception:  # a boundary: a broken knowledge base must not break the chat
+            logger.exception("Context source %r failed", name)
+            continue
+        if block is not None:
+            blocks.append(block)
+    return Prepared(blocks, tools)
+
+
+def _latest_user_text(messages: list[Message]) -> str:
+    return next((message.text for message in reversed(messages) if message.role == "user"), "")
+
+
 def model_settings(settings: AgentSettings) -> ModelSettings:
     return ModelSettings(model=settings.model, temperature=settings.temperature, max_tokens=settings.max_tokens)
 
@@ -116,13 +161,32 @@ async def run_agent(*, messages: list[Message], user_id: int | None, settings: A
     this user with the facet `agent`): a refused call ends the run with an `error` event (`budget_exceeded`
     or `rate_limited`).
     """
+    async with aclosing(run_agent_batches(messages=messages, user_id=user_id, settings=settings, use_tools=use_tools,
+                                          max_rounds=max_rounds, provider=provider, transcript=transcript,
+                                          caller=caller, is_admin=is_admin)) as batches:
+        async for batch in batches:
+            for event in batch:
+                yield event
+
+
+async def run_agent_batches(*, messages: list[Message], user_id: int | None, settings: AgentSettings | None = None,
+                            use_tools: bool = True, max_rounds: int = MAX_ROUNDS, provider: Provider | None = None,
+                            transcript: Transcript | None = None, caller: Caller | None = None,
+                            is_admin: bool | None = None, prepared: Prepared | None = None,
+                            ) -> AsyncGenerator[list[AgentEvent], None]:
+    """run_agent's events in lists, in the same order: a list holds the events that were ready together (one
+    network read of the model's reply, or one tool result) and is never empty, so a stream that writes a list
+    out as it comes (the chat stream: one write per list, not per delta) delays no event. The transcript
+    holds a list's events when the list is yielded. `prepared` (prepare_now, for the same messages, user,
+    is_admin and settings) replaces the run's own asking of the context sources and the tool listing."""
     settings = settings or await aget_settings()
     run = _AgentRun(messages, user_id, settings, use_tools, max_rounds, provider, transcript or Transcript(),
                     is_admin)
+    run.prepared = prepared
     run.caller = caller or caller_for(user_id)
-    async with aclosing(run.events()) as events:
-        async for event in events:
-            yield event
+    async with aclosing(run.batches()) as batches:
+        async for batch in batches:
+            yield batch
 
 
 class _AgentRun:
@@ -137,11 +201,12 @@ class _AgentRun:
         self.transcript = transcript
         self.caller: Caller | None = None
         self.span: Any = None  # the turn's `invoke_agent` span, while tracing is on
+        self.prepared: Prepared | None = None
 
     def event(self, kind: str, data: dict[str, Any], result: ToolResult | None = None) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript, result)
 
-    async def events(self) -> AsyncGenerator[AgentEvent, None]:
+    async def batches(self) -> AsyncGenerator[list[AgentEvent], None]:
         # Each nested generator is closed explicitly (aclosing), so closing the run closes the upstream
         # request at once rather than whenever the garbage collector gets to it.
         # The turn's span (None when tracing is off) is started here, a child of whatever span is current for
@@ -150,18 +215,19 @@ class _AgentRun:
         failure: BaseException | str | None = None
         try:
             async with aclosing(self._rounds()) as rounds:
-                async for event in rounds:
-                    yield event
+                async for batch in rounds:
+                    yield batch
         except AppError as exc:
             failure = exc.code
             data: dict[str, Any] = {"code": exc.code, "message": exc.message}
             if "Retry-After" in exc.headers:  # a budget or rate limit refused the call: when to try again
                 data["retry_after"] = int(exc.headers["Retry-After"])
-            yield self.event("error", data)
+            yield [self.event("error", data)]
         except Exception as exc:  # a boundary: the stream must end with an event the client understands
             failure = exc
             logger.exception("The agent loop failed")
-            yield self.event("error", {"code": "internal_error", "message": f"The agent failed: {type(exc).__name__}."})
+            yield [self.event("error", {"code": "internal_error",
+                                        "message": f"The agent failed: {type(exc).__name__}."})]
         except BaseException as exc:  # closed or cancelled before the end
             failure = exc
             raise
@@ -169,52 +235,62 @@ class _AgentRun:
             if self.span is not None:
                 _agent_span_end(self.span, self.transcript, failure)
 
-    async def _rounds(self) -> AsyncGenerator[AgentEvent, None]:
+    async def _rounds(self) -> AsyncGenerator[list[AgentEvent], None]:
         provider = metered(self.provider or routed_provider(self.settings), self.caller)
         with tracing.current(self.span):  # no yield inside: the context sources' and tool listings' spans are its
-            conversation = await self._conversation()
-            tools = {tool.name: tool for tool in await self._tools()}
+            if self.prepared is not None:  # asked already, in the caller's database call (prepare_now)
+                conversation = self._with_system(self.prepared.blocks)
+                listed = self.prepared.tools if self.use_tools else []
+            else:  # together: each waits on the database (or an MCP server), neither needs the other
+                conversation, listed = await asyncio.gather(self._conversation(), self._tools())
+            tools = {tool.name: tool for tool in listed}
         specs = [tool.spec() for tool in tools.values()]
         for round_index in range(self.max_rounds + 1):
             last = round_index == self.max_rounds
             request = ChatRequest(conversation + self.transcript.messages, specs, model_settings(self.settings),
                                   tool_choice="none" if last and specs else None)
             turn = _Turn()
-            async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as events:
-                async for event in events:
-                    yield event
+            async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as batches:
+                async for batch in batches:
+                    yield batch
             self.transcript.streaming_calls = []
             if not turn.calls or last:
-                yield self._finish(turn)
+                yield [self._finish(turn)]
                 return
             self.transcript.messages.append(Message("assistant", turn.text, tool_calls=turn.calls))
             async with aclosing(self._run_tools(turn.calls, tools)) as events:
                 async for event in events:
-                    yield event
+                    yield [event]
 
     async def _stream_turn(self, provider: Provider, request: ChatRequest, turn: _Turn,
-                           announce_calls: bool) -> AsyncGenerator[AgentEvent, None]:
-        async with aclosing(provider.stream(request)) as stream:
+                           announce_calls: bool) -> AsyncGenerator[list[AgentEvent], None]:
+        """The model's reply as events, in lists of those one read of the upstream brought (Provider.stream_batches)."""
+        async with aclosing(provider.stream_batches(request)) as stream:
             while True:
                 try:  # each step under the turn's span: the LLM call's span is its child
-                    item = await tracing.anext_in(self.span, stream)
+                    items = await tracing.anext_in(self.span, stream)
                 except StopAsyncIteration:
                     break
-                if isinstance(item, TextDelta):
-                    text = self._separated(item.text) if not turn.text_parts else item.text
-                    turn.text_parts.append(item.text)
-                    self.transcript.text_parts.append(text)
-                    yield self.event("delta", {"content": text})
-                elif isinstance(item, ToolCallEvent):
-                    turn.calls.append(item.call)
-                    if announce_calls:
-                        call = item.call
-                        self.transcript.streaming_calls.append(call)
-                        yield self.event("tool_call", {"id": call.id, "name": call.name, "arguments": call.arguments})
-                elif isinstance(item, Usage):
-                    self.transcript.usage += item
-                elif isinstance(item, Finish):
-                    turn.finish_reason = item.reason
+                events = []
+                for item in items:
+                    if isinstance(item, TextDelta):
+                        text = self._separated(item.text) if not turn.text_parts else item.text
+                        turn.text_parts.append(item.text)
+                        self.transcript.text_parts.append(text)
+                        events.append(self.event("delta", {"content": text}))
+                    elif isinstance(item, ToolCallEvent):
+                        turn.calls.append(item.call)
+                        if announce_calls:
+                            call = item.call
+                            self.transcript.streaming_calls.append(call)
+                            events.append(self.event("tool_call", {"id": call.id, "name": call.name,
+                                                                   "arguments": call.arguments}))
+                    elif isinstance(item, Usage):
+                        self.transcript.usage += item
+                    elif isinstance(item, Finish):
+                        turn.finish_reason = item.reason
+                if events:
+                    yield events
 
     def _separated(self, text: str) -> str:
         # A later round's text would run on from the last round's ("Let me look.The page says"): the
@@ -277,13 +353,15 @@ class _AgentRun:
 
     async def _conversation(self) -> list[Message]:
         """The system prompt (with the context sources' reference material) followed by the messages."""
-        blocks = await self._context_blocks()
+        return self._with_system(await self._context_blocks())
+
+    def _with_system(self, blocks: list[ContextBlock]) -> list[Message]:
         self.transcript.sources = [source for block in blocks for source in block.sources]
         system = "\n\n".join(text for text in (self.settings.system_prompt.strip(), format_reference(blocks)) if text)
         return ([Message("system", system)] if system else []) + list(self.messages)
 
     async def _context_blocks(self) -> list[ContextBlock]:
-        query = next((message.text for message in reversed(self.messages) if message.role == "user"), "")
+        query = _latest_user_text(self.messages)
         sources = context_sources()
         if not query.strip() or not sources:
             return []
@@ -342,4 +420,5 @@ class _Turn:
         return "".join(self.text_parts)
 
 
-__all__ = ["MAX_ROUNDS", "AgentEvent", "Transcript", "model_settings", "run_agent"]
+__all__ = ["MAX_ROUNDS", "AgentEvent", "Prepared", "Transcript", "model_settings", "prepare_now", "run_agent",
+           "run_agent_batches"]

@@ -152,6 +152,12 @@ class ToolSource:
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         raise NotImplementedError
 
+    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
+        """list_tools without waiting on anything but the database (sync, called on a database thread), or None
+        when this listing needs more (an MCP server to connect): the registry then lists asynchronously. A
+        chat turn lists the tools this way in the one database call that reads its session."""
+        return None
+
 
 class StaticToolSource(ToolSource):
     """A fixed list of tools (the built-ins, a plugin, a test)."""
@@ -165,6 +171,10 @@ class StaticToolSource(ToolSource):
 
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         return self.tools()
+
+    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
+        # A subclass that lists its own way (an overridden list_tools) is asked that way.
+        return self.tools() if type(self).list_tools is StaticToolSource.list_tools else None
 
 
 class ToolRegistry:
@@ -197,6 +207,28 @@ class ToolRegistry:
             settings = await aget_settings()
         ctx = await resolve_caller(ctx)
         listed = await asyncio.gather(*(self._list_source(source, ctx) for source in self._sources.values()))
+        return self._merged(listed, settings if enabled_only else None)
+
+    def list_tools_now(self, ctx: ToolContext, settings: AgentSettings) -> list[Tool] | None:
+        """list_tools (enabled only) for a resolved caller, from every source's list_tools_now, in this thread (a
+        database thread: sources read the database); None when a source cannot list that way, or ctx is not
+        resolved."""
+        if ctx.is_admin is None:
+            return None
+        listed = []
+        for source in list(self._sources.values()):
+            try:
+                tools = source.list_tools_now(ctx)
+            except Exception:
+                logger.exception("Tool source %r could not list its tools", source.name)
+                tools = []
+            if tools is None:
+                return None
+            listed.append(self._allowed(tools, ctx))
+        return self._merged(listed, settings)
+
+    def _merged(self, listed: list[list[Tool]], settings: AgentSettings | None) -> list[Tool]:
+        """The sources' listings as one: first name wins; only the tools the settings enable (None: all)."""
         tools: dict[str, Tool] = {}
         for source_tools in listed:
             for tool in source_tools:
@@ -204,7 +236,7 @@ class ToolRegistry:
                     logger.warning("Tool %r from %r is shadowed by the one from %r", tool.name, tool.source,
                                    tools[tool.name].source)
                     continue
-                if not enabled_only or settings.tool_enabled(tool.name):  # type: ignore[union-attr]
+                if settings is None or settings.tool_enabled(tool.name):
                     tools[tool.name] = tool
         return list(tools.values())
 
@@ -217,6 +249,11 @@ class ToolRegistry:
         except Exception:
             logger.exception("Tool source %r could not list its tools", source.name)
             return []
+        return self._allowed(tools, ctx)
+
+    @staticmethod
+    def _allowed(tools: list[Tool], ctx: ToolContext) -> list[Tool]:
+        """The tools less those reserved for admins, unless the (resolved) caller is one."""
         if ctx.is_admin:
             return tools
         reserved = admin_only_tools()

@@ -53,13 +53,20 @@ def _executor() -> ThreadPoolExecutor:
 
 async def db(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run fn(*args, **kwargs) (sync, database work) off the event loop; see the module docstring."""
+    return await db_started(fn, *args, **kwargs)
+
+
+def db_started(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+    """db(), with the work handed to a thread before this returns (a task that awaits db() starts it only at its
+    first step, after whatever else the event loop had ready): a write that something waits for at once (a
+    chat turn's final store, before its `done` event). Call it from the event loop."""
     if threads() <= 0:
         from asgiref.sync import sync_to_async
 
-        return await sync_to_async(fn)(*args, **kwargs)
+        return asyncio.ensure_future(sync_to_async(fn)(*args, **kwargs))
     context = contextvars.copy_context()
     call = functools.partial(context.run, _call, fn, args, kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_executor(), call)
+    return asyncio.get_running_loop().run_in_executor(_executor(), call)
 
 
 def _call(fn: Callable[..., T], args: tuple, kwargs: dict) -> T:

@@ -280,3 +280,30 @@ async def test_the_offline_default_answers_with_a_done_event(use_tools):
     assert set(event.type for event in events[:-1]) == {"delta"}
     assert events[-1].data["finish_reason"] == "stop"
     assert events[-1].data["usage"]["total_tokens"] > 0
+
+
+async def test_the_events_of_one_upstream_read_come_in_one_list_and_run_agent_flattens_them(upstream):
+    """run_agent_batches: the chat stream writes each list at once (one write per read of the model's reply,
+    not per delta); run_agent gives the same events one by one."""
+    from agentsite.agent.loop import run_agent_batches
+    from agentsite.agent.providers.base import Provider
+    from agentsite.agent.types import Finish, TextDelta, Usage
+
+    class TwoReads(Provider):
+        name, default_model = "two-reads", "m"
+
+        async def stream(self, request):  # pragma: no cover - stream_batches is what the loop asks
+            raise AssertionError("asked one event at a time")
+
+        async def stream_batches(self, request):
+            yield [TextDelta("One "), TextDelta("two ")]
+            yield [TextDelta("three."), Usage(3, 3), Finish("stop")]
+
+    _, settings = upstream
+    batches = [[(event.type, event.data.get("content")) for event in batch] async for batch in run_agent_batches(
+        messages=[Message("user", "Count.")], user_id=None, settings=settings, use_tools=False, provider=TwoReads())]
+    assert batches == [[("delta", "One "), ("delta", "two ")], [("delta", "three.")],
+                       [("done", "One two three.")]]
+    flat = [(event.type, event.data.get("content")) async for event in run_agent(
+        messages=[Message("user", "Count.")], user_id=None, settings=settings, use_tools=False, provider=TwoReads())]
+    assert flat == [item for batch in batches for item in batch]

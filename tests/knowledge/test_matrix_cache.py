@@ -109,3 +109,21 @@ def test_search_stays_correct_when_writes_here_and_elsewhere_interleave(owner):
     services.document_ingest(owner_id=owner.pk, filename="moon2.txt", content=MOON)
     assert sorted(filenames(owner.pk, "Moon astronauts bread")) == ["bread.txt", "moon.txt", "moon2.txt"]
     assert index.cached_matrix(owner.pk).size == 3
+
+
+def test_an_owner_with_no_chunks_is_answered_without_ranking_until_another_process_adds_one(owner, monkeypatch):
+    """A chat turn asks the knowledge base on every message: an owner known (from a current cached matrix) to
+    have no chunks is answered from one stamp read; a document added by another process still shows."""
+    from knowledge import ranking
+
+    fused = []
+    real_fuse = ranking.fuse
+    monkeypatch.setattr(ranking, "fuse", lambda *args, **kwargs: fused.append(args) or real_fuse(*args, **kwargs))
+    assert filenames(owner.pk, "Moon astronauts") == []  # nothing cached yet: the rankers look, and cache it
+    assert fused and index.cached_matrix(owner.pk).size == 0
+    fused.clear()
+    assert filenames(owner.pk, "Moon astronauts") == []
+    assert fused == [], "an owner known to have no chunks was ranked"
+
+    in_another_process(owner.pk, "add", f"moon.txt|{MOON}")
+    assert filenames(owner.pk, "Moon astronauts") == ["moon.txt"]

@@ -149,3 +149,67 @@ async def test_another_turn_still_streaming_is_not_in_the_history(owner, fake_op
     assert [message.role for message in second.messages] == ["user"]  # both user messages, merged
     [event async for event in second.events()]
     await first_events.aclose()
+
+
+
+async def test_a_turn_closed_right_after_start_leaves_the_reply_interrupted_not_streaming(owner, fake_openai):
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Hang(text="partial "))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai))
+    events = turn.events()
+    assert (await anext(events)).type == "start"
+    await events.aclose()  # the client hung up before any of the reply
+
+    assert turn.status == "interrupted"
+    assert await stored(session) == [("user", "story", "complete"), ("assistant", "", "interrupted")]
+
+
+async def test_a_turn_asks_its_context_and_tools_in_its_own_database_call_and_the_run_uses_them(
+        owner, fake_openai, monkeypatch):
+    """No crossing to a database thread between the turn's start and its request to the model: the context
+    sources and the tool listing were asked in turn_start's database call (agentsite.agent.loop.prepare_now)."""
+    from agentsite.agent import loop
+    from agentsite.agent.tools import ToolContext, registry
+
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Text("Done."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
+    listed = await registry.list_tools(ToolContext(owner.pk, False), turn.settings)
+    assert turn.prepared is not None
+    assert [tool.name for tool in turn.prepared.tools] == [tool.name for tool in listed] != []
+
+    async def not_asked(*args, **kwargs):
+        raise AssertionError("the run asked again what the turn had prepared")
+
+    monkeypatch.setattr(loop._AgentRun, "_tools", not_asked)
+    monkeypatch.setattr(loop._AgentRun, "_conversation", not_asked)
+    events = [event async for event in turn.events()]
+    assert events[-1].type == "done"
+    sent = [tool.get("function", tool)["name"] for tool in fake_openai.bodies()[0]["tools"]]
+    assert sent == [tool.name for tool in listed]
+
+
+async def test_a_tool_source_that_can_only_list_asynchronously_is_asked_by_the_run(owner, fake_openai):
+    from agentsite.agent.tools import ToolSource, registry
+    from tests.agent.conftest import text_tool
+
+    async def echo(arguments, ctx) -> str:
+        return "echo"
+
+    class Remote(ToolSource):  # no list_tools_now: as an MCP server to connect
+        name = "remote-test"
+
+        async def list_tools(self, ctx):
+            return [text_tool("remote_echo", echo, {"type": "object", "properties": {}})]
+
+    registry.register_source(Remote())
+    try:
+        session = await sync_to_async(session_create)(owner=owner)
+        fake_openai.script(Text("Done."))
+        turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
+        assert turn.prepared is None
+        events = [event async for event in turn.events()]
+    finally:
+        registry.unregister_source("remote-test")
+    assert events[-1].type == "done"
+    assert "remote_echo" in [tool.get("function", tool)["name"] for tool in fake_openai.bodies()[0]["tools"]]

@@ -173,7 +173,6 @@ class ChatTurn:
         return True
 
 
-
 def _log_checkpoint_failure(write: asyncio.Future) -> None:
     if not write.cancelled() and write.exception() is not None:
         logger.warning("Checkpointing a streaming reply failed (the final store still follows)",
@@ -195,7 +194,6 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
                      attachments: list[str] | None = None, model: str | None = None,
                      overrides: dict[str, Any] | None = None) -> ChatTurn:
     """Check the turn, store the user message (and the reply as `streaming`), and return the turn ready to run.
-
 
     The turn's model is `model` when given (this turn only: a chat request's or a scheduled task's), else the
     session's `model`, else the agent's default; it answers through the router (fallback, balance).

@@ -60,6 +60,11 @@ def context_sources() -> dict[str, ContextSource]:
     return dict(_sources)
 
 
+def context_source_now(name: str) -> ContextSourceNow | None:
+    """The sync variant registered with a source, if any (to register the source again as it was)."""
+    return _now.get(name)
+
+
 # How the loop hands context to the model: one block in the system prompt, fenced so that a model (and the
 # offline provider, which answers from it) can tell reference material from instructions.
 REFERENCE_START = "<reference>"

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 from agentsite.agent.config import AgentSettings
-from agentsite.agent.context import context_sources, register_context_source, unregister_context_source
+from agentsite.agent.context import (
+    context_source_now,
+    context_sources,
+    register_context_source,
+    unregister_context_source,
+)
 from agentsite.agent.tools import StaticToolSource, Tool, ToolContext, ToolResult, registry
 
 API_KEY = "sk-test-0123456789-secret-key"
@@ -22,6 +27,7 @@ def runtime_registries_without_facets() -> Iterator[None]:
     aside for each test and put back after it, so these tests never touch their databases or servers.
     """
     contexts = context_sources()
+    nows = {name: context_source_now(name) for name in contexts}  # put back with them: a chat turn's fast path
     tool_sources = [registry.source(name) for name in registry.sources() if name != "builtin"]
     for name in contexts:
         unregister_context_source(name)
@@ -29,7 +35,7 @@ def runtime_registries_without_facets() -> Iterator[None]:
         registry.unregister_source(source.name)
     yield
     for name, source in contexts.items():
-        register_context_source(name, source)
+        register_context_source(name, source, now=nows[name])
     for source in tool_sources:
         registry.register_source(source)
 

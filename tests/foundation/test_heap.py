@@ -74,8 +74,11 @@ def test_settle_runs_once_and_is_undone_by_unfreeze(monkeypatch):
         assert heap.settle() is True
         assert gc.get_freeze_count() > 0 and gc.get_threshold()[0] == heap.YOUNG_THRESHOLD
         frozen = gc.get_freeze_count()
+        made_since = [[] for _ in range(10_000)]  # tracked objects a second freeze would take
         assert heap.settle() is False  # once per process
-        assert gc.get_freeze_count() == frozen
+        # Frozen objects freed by other threads leave the count, so it is not exact; a second freeze would
+        # have added the 10,000 lists.
+        assert gc.get_freeze_count() < frozen + len(made_since)
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)

@@ -151,7 +151,6 @@ async def test_another_turn_still_streaming_is_not_in_the_history(owner, fake_op
     await first_events.aclose()
 
 
-
 async def test_a_turn_closed_right_after_start_leaves_the_reply_interrupted_not_streaming(owner, fake_openai):
     session = await sync_to_async(session_create)(owner=owner)
     fake_openai.script(Hang(text="partial "))

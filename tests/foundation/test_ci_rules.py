@@ -51,3 +51,15 @@ def test_every_skip_in_the_suite_is_about_configuration_or_goes_through_tests_ne
         if hits and name not in CONFIGURATION_SKIPS:
             found[name] = hits
     assert not found, f"skips outside tests/needs.py (use tests.needs.unavailable or program): {found}"
+
+
+def test_every_app_package_goes_into_the_wheel():
+    """Each top-level Python package of the project (an app) is in pyproject.toml's package list: the usage app
+    was left out, and only the wheel check (.ci/package_check) found it, after the whole suite had passed."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        include = tomllib.load(file)["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests", "bench", "examples"}
+    assert packages, "no package found at the top level"
+    assert sorted(name for name in packages if f"{name}*" not in include) == []

@@ -43,12 +43,19 @@ async def test_a_turn_stores_the_user_message_before_any_event_and_the_reply_com
     assert reply.finish_reason == "stop"
 
 
-async def test_a_turn_closed_mid_reply_is_stored_interrupted_and_hangs_up_on_the_upstream(owner, fake_openai):
+async def _started_on_a_hanging_upstream(owner, fake_openai):
+    """A session, its turn on "story" against an upstream that sends "partial " and hangs, and the turn's events
+    with `start` read."""
     session = await sync_to_async(session_create)(owner=owner)
     fake_openai.script(Hang(text="partial "))
     turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai))
     events = turn.events()
     assert (await anext(events)).type == "start"
+    return session, turn, events
+
+
+async def test_a_turn_closed_mid_reply_is_stored_interrupted_and_hangs_up_on_the_upstream(owner, fake_openai):
+    session, turn, events = await _started_on_a_hanging_upstream(owner, fake_openai)
     assert (await anext(events)).data == {"content": "partial "}
 
     await events.aclose()
@@ -152,11 +159,7 @@ async def test_another_turn_still_streaming_is_not_in_the_history(owner, fake_op
 
 
 async def test_a_turn_closed_right_after_start_leaves_the_reply_interrupted_not_streaming(owner, fake_openai):
-    session = await sync_to_async(session_create)(owner=owner)
-    fake_openai.script(Hang(text="partial "))
-    turn = await turn_start(owner=owner, session_id=session.pk, message="story", overrides=upstream(fake_openai))
-    events = turn.events()
-    assert (await anext(events)).type == "start"
+    session, turn, events = await _started_on_a_hanging_upstream(owner, fake_openai)
     await events.aclose()  # the client hung up before any of the reply
 
     assert turn.status == "interrupted"

@@ -26,7 +26,7 @@ from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, T
 from agentsite.agent.types import Completion as Reply
 from agentsite.agent.usage import Caller, metered
 from agentsite.core.errors import AppError, openai_envelope, openai_param
-from agentsite.core.sse import sse_event
+from agentsite.core.sse import json_text, sse_event
 from compat import translate
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 
@@ -214,7 +214,7 @@ async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEv
         nonlocal usage, finish, tool_index
         for event in batch:
             if isinstance(event, TextDelta) and event.text:
-                out.append(head + json.dumps(event.text).encode() + tail)
+                out.append(head + json_text(event.text) + tail)
             elif isinstance(event, ToolCallEvent):
                 out.append(chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]}))
                 tool_index += 1

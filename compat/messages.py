@@ -45,7 +45,7 @@ from agentsite.agent.types import (
 )
 from agentsite.agent.usage import CHARS_PER_TOKEN, Caller, prompt_chars
 from agentsite.core.errors import AppError, anthropic_envelope
-from agentsite.core.sse import sse_event, sse_response
+from agentsite.core.sse import json_text, sse_event, sse_response
 from agentsite.core.validation import json_object_body
 from compat import engine
 from compat.schemas import WireModel
@@ -340,7 +340,7 @@ async def message_events(first: list[StreamEvent], batches: AsyncIterator[list[S
                 # and encoding the object each time.
                 out.append(b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": '
                            + str(index).encode() + b', "delta": {"type": "text_delta", "text": '
-                           + json.dumps(event.text).encode() + b"}}\n\n")
+                           + json_text(event.text) + b"}}\n\n")
             elif isinstance(event, ToolCallEvent):
                 if text_open:
                     out.append(_event({"type": "content_block_stop", "index": index}))

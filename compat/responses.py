@@ -51,7 +51,7 @@ from agentsite.agent.types import (
 from agentsite.agent.usage import Caller, metered
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
-from agentsite.core.sse import sse_event, sse_response
+from agentsite.core.sse import json_text, sse_event, sse_response
 from agentsite.core.validation import json_object_body
 from compat import engine
 from compat.schemas import ChatCompletionRequest, WireModel
@@ -392,14 +392,13 @@ def output_items(reply: Completion) -> list[dict[str, Any]]:
 _TEXT, _NUMBER = "\x00text\x00", 999_999_999_999
 
 
-def _delta_template(item_id: str, index: int) -> tuple[bytes, bytes, bytes]:
-    """(head, middle, tail) of a response.output_text.delta event: head + JSON text + middle + number + tail."""
+def _delta_template(item_id: str, index: int) -> bytes:
+    """A response.output_text.delta event of this item as a %-template: `template % (JSON text, number)` is
+    byte for byte what emit("response.output_text.delta", ...) gives, without building and encoding it."""
     kind = "response.output_text.delta"
     whole = sse_event({"type": kind, "item_id": item_id, "output_index": index, "content_index": 0,
-                       "delta": _TEXT, "logprobs": [], "sequence_number": _NUMBER}, kind)
-    head, rest = whole.split(json.dumps(_TEXT).encode())
-    middle, tail = rest.split(str(_NUMBER).encode())
-    return head, middle, tail
+                       "delta": _TEXT, "logprobs": [], "sequence_number": _NUMBER}, kind).replace(b"%", b"%%")
+    return whole.replace(json.dumps(_TEXT).encode(), b"%s", 1).replace(str(_NUMBER).encode(), b"%d", 1)
 
 
 async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]]
@@ -417,8 +416,10 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
         out.append(sse_event({"type": kind, **fields, "sequence_number": sequence}, kind))
         sequence += 1
 
+    delta_template: bytes | None = None  # the open message's
+
     def close_message() -> None:
-        nonlocal open_message
+        nonlocal open_message, delta_template
         if open_message is None:
             return
         index, item_id, whole = len(output), open_message["id"], "".join(text)
@@ -429,10 +430,8 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
         item = message_item(item_id, whole)
         emit("response.output_item.done", output_index=index, item=item)
         output.append(item)
-        open_message = None
+        open_message = delta_template = None
         text.clear()
-
-    delta_template: tuple[str, bytes, bytes, bytes] | None = None
 
     def render(batch: list[StreamEvent]) -> None:
         nonlocal usage, finish, open_message, delta_template, sequence
@@ -445,12 +444,10 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                          content_index=0, part={"type": "output_text", "text": "", "annotations": [],
                                                 "logprobs": []})
                 text.append(event.text)
-                # Most of a stream's events: this item's one template around the text and the number, byte for
-                # byte what emit("response.output_text.delta", ...) gives, without building and encoding it.
-                if delta_template is None or delta_template[0] != open_message["id"]:
-                    delta_template = (open_message["id"], *_delta_template(open_message["id"], len(output)))
-                _, head, middle, tail = delta_template
-                out.append(head + json.dumps(event.text).encode() + middle + str(sequence).encode() + tail)
+                # Most of a stream's events: one template per message item (its id and index are fixed).
+                if delta_template is None:
+                    delta_template = _delta_template(open_message["id"], len(output))
+                out.append(delta_template % (json_text(event.text), sequence))
                 sequence += 1
             elif isinstance(event, ToolCallEvent):
                 close_message()

@@ -20,6 +20,7 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.http import StreamingHttpResponse
@@ -39,6 +40,12 @@ def sse_event(data: Any, event: str | None = None) -> bytes:
     # ensure_ascii: text from a model or a tool may hold a lone surrogate, which UTF-8 cannot encode.
     payload = data if isinstance(data, str) else json.dumps(data)
     return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def json_text(text: str) -> bytes:
+    """A string as JSON, byte for byte what json.dumps(text).encode() gives (ASCII, escaped), for the text of
+    a stream's many delta events: json.dumps' own dispatch costs ~1 us, about four times the escaping."""
+    return encode_basestring_ascii(text).encode()
 
 
 def error_event(exc: AppError) -> bytes:

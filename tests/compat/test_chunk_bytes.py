@@ -9,12 +9,14 @@ import re
 import pytest
 
 from agentsite.agent.types import Finish, TextDelta
-from agentsite.core.sse import sse_event
+from agentsite.core.sse import json_text, sse_event
 from compat import translate
 from compat.engine import _chunks
+from compat.messages import message_events
+from compat.responses import _events as response_events
 
 TEXTS = ["plain", 'quotes " and \\ backslashes', "line\nbreaks\tand tabs", "ünïcödé 漢字 🙂", "\ud800 lone",
-         "\x00 nul", "</script>"]
+         "\x00 nul", "</script>", "100% %s %d %%", ""]
 
 
 async def _batches(size: int):
@@ -38,7 +40,7 @@ async def test_text_chunks_are_byte_for_byte_the_encoded_chunk_objects():
     pieces = await _pieces(1, cid="chatcmpl-1", model='a "model"', include_usage=False)
     events = _sse_events(b"".join(pieces))
     created = json.loads(events[0][len(b"data: "):])["created"]
-    for text, got in zip(TEXTS, events[1:1 + len(TEXTS)], strict=True):
+    for text, got in zip([text for text in TEXTS if text], events[1:len(TEXTS)], strict=True):
         expected = sse_event(translate.chunk_object(cid="chatcmpl-1", created=created, model='a "model"',
                                                     delta={"content": text}))
         assert got == expected
@@ -49,10 +51,73 @@ async def test_events_ready_together_leave_as_one_piece_with_the_same_bytes():
     one_by_one = await _pieces(1, cid="c", model="m", include_usage=True)
     together = await _pieces(3, cid="c", model="m", include_usage=True)
     # A piece per batch that holds text (the role chunk goes with the first), then the finish, usage and [DONE].
-    assert len(one_by_one) == len(TEXTS) + 1 and len(together) == -(-(len(TEXTS) + 1) // 3) + 1
+    # A batch with no text to send (the empty text alone, the Finish) adds no piece.
+    texts = [text for text in TEXTS if text]
+    batches_with_text = len({index // 3 for index, text in enumerate(TEXTS) if text})
+    assert len(one_by_one) == len(texts) + 1 and len(together) == batches_with_text + 1
     strip = [_created_zeroed(event) for event in _sse_events(b"".join(one_by_one))]
     assert strip == [_created_zeroed(event) for event in _sse_events(b"".join(together))]
     assert strip[-1] == b"data: [DONE]\n\n"
+
+
+def test_json_text_is_byte_for_byte_json_dumps():
+    for text in [*TEXTS, "\u2028\u2029", "\x7f\x1f", "\udfff\ud800\udc00"]:
+        assert json_text(text) == json.dumps(text).encode()
+
+
+class _Run:
+    """What the Responses stream asks of its run: the response object (its fields do not matter here)."""
+
+    def response(self, **fields) -> dict:
+        fields.pop("usage")  # a Usage: the real run renders it
+        return {"id": "resp_1", "object": "response", **fields}
+
+    async def store(self, response: dict) -> None:
+        pass
+
+
+def _objects(body: bytes) -> list[tuple[str, dict]]:
+    """(event name, data) of each event."""
+    out = []
+    for event in _sse_events(body):
+        name, data = event.split(b"\n", 1)
+        assert name.startswith(b"event: ") and data.startswith(b"data: ")
+        out.append((name[len(b"event: "):].decode(), json.loads(data[len(b"data: "):])))
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 4])
+async def test_responses_text_deltas_are_byte_for_byte_the_encoded_events(size):
+    batches = _batches(size)
+    first = await anext(batches)
+    body = b"".join([piece async for piece in response_events(_Run(), first, batches)])
+    events = _sse_events(body)
+    objects = _objects(body)
+    deltas = [(raw, data) for raw, (name, data) in zip(events, objects, strict=True)
+              if name == "response.output_text.delta"]
+    assert [data["delta"] for _, data in deltas] == [text for text in TEXTS if text]
+    for raw, data in deltas:
+        kind = "response.output_text.delta"
+        assert raw == sse_event({"type": kind, "item_id": data["item_id"], "output_index": 0, "content_index": 0,
+                                 "delta": data["delta"], "logprobs": [],
+                                 "sequence_number": data["sequence_number"]}, kind)
+    assert [data["sequence_number"] for _, data in objects] == list(range(len(objects)))
+    done = [data for name, data in objects if name == "response.output_text.done"]
+    assert [entry["text"] for entry in done] == ["".join(TEXTS)]
+
+
+@pytest.mark.parametrize("size", [1, 4])
+async def test_messages_text_deltas_are_byte_for_byte_the_encoded_events(size):
+    batches = _batches(size)
+    first = await anext(batches)
+    body = b"".join([piece async for piece in message_events(first, batches, mid="msg_1", model="m")])
+    deltas = [(raw, data) for raw, (name, data) in zip(_sse_events(body), _objects(body), strict=True)
+              if name == "content_block_delta"]
+    assert [data["delta"]["text"] for _, data in deltas] == [text for text in TEXTS if text]
+    for raw, data in deltas:
+        assert raw == sse_event({"type": "content_block_delta", "index": data["index"],
+                                 "delta": {"type": "text_delta", "text": data["delta"]["text"]}},
+                                "content_block_delta")
 
 
 def _created_zeroed(event: bytes) -> bytes:

@@ -20,7 +20,7 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.http import StreamingHttpResponse

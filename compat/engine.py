@@ -110,11 +110,6 @@ class Completion:
             headers[ATTEMPTS_HEADER] = provider.attempts.summary()
         return headers
 
-    def chat_request(self) -> ChatRequest:
-        """What the catalogue's model is asked: `request` (a door that builds its own, compat.responses, sets
-        it once its dialect's fields are read)."""
-        return self.request
-
     def _answered_here(self) -> AsyncIterator[StreamEvent]:
         """The events of a model answered inside the server: the agent, or a facet's (a workflow)."""
         if self.source is not None:

@@ -4,7 +4,7 @@
 The request's items (a string, or messages with input_text/input_image parts, function_call and
 function_call_output items; `instructions`; a stored `previous_response_id`'s conversation) become the runtime's
 Messages; its function tools, tool_choice, temperature, max_output_tokens and `text.format` become a ChatRequest.
-`ResponseRun` is an `engine.Completion` whose `chat_request()` carries them, so the catalogue's router, the
+`ResponseRun` is an `engine.Completion` whose `request` carries them, so the catalogue's router, the
 `agent` and `workflow:*` models, usage metering, budgets and hang-ups work exactly as on /v1/chat/completions.
 The runtime's stream events are rendered as a response object or as the typed `response.*` SSE events, each with
 its `sequence_number`.
@@ -29,7 +29,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from pydantic import ConfigDict, Field
 
 from agentsite.agent.config import aget_settings
-from agentsite.agent.providers import collect
 from agentsite.agent.types import (
     MAX_MESSAGE_CHARS,
     ChatRequest,
@@ -48,13 +47,13 @@ from agentsite.agent.types import (
     Usage,
     supports_response_format,
 )
-from agentsite.agent.usage import Caller, metered
+from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from agentsite.core.sse import json_text, sse_event, sse_response
 from agentsite.core.validation import json_object_body
 from compat import engine
-from compat.schemas import ChatCompletionRequest, WireModel
+from compat.schemas import WireModel
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -272,11 +271,6 @@ class ResponseRun(engine.Completion):
 
     def __init__(self, body: ResponseRequest, history: list[dict[str, Any]], *, settings: AgentSettings,
                  user: AbstractBaseUser | None, caller: Caller):
-        chat = ChatCompletionRequest.model_construct(
-            model=body.model, messages=[], stream=body.stream, temperature=body.temperature, max_tokens=None,
-            max_completion_tokens=body.max_output_tokens, tools=None, tool_choice=None, stop=None,
-            stream_options=None, n=1)
-        super().__init__(chat, settings=settings, user=user, caller=caller)
         self.spec = body
         self.rid = new_id("resp")
         self.created = int(time.time())
@@ -289,11 +283,17 @@ class ResponseRun(engine.Completion):
         if body.instructions:
             _check_length("instructions", len(body.instructions))
             messages.insert(0, Message("system", body.instructions))
-        self.messages = messages
-        self.tools = [ToolSpec(tool.name, tool.description or "",
-                               tool.parameters or {"type": "object", "properties": {}}) for tool in body.tools or []]
+        tools = [ToolSpec(tool.name, tool.description or "",
+                          tool.parameters or {"type": "object", "properties": {}}) for tool in body.tools or []]
+        self.tools = tools
         self.tool_choice = _tool_choice(body.tool_choice)
         self.response_format = _response_format(body)
+        # What the engine's shared paths (the router, the agent, workflows) are given: this dialect's request.
+        request = ChatRequest(messages=messages, tools=tools, tool_choice=self.tool_choice,
+                              response_format=self.response_format,
+                              settings=ModelSettings(model=body.model, temperature=body.temperature,
+                                                     max_tokens=body.max_output_tokens))
+        super().__init__(None, settings=settings, user=user, caller=caller, request=request)
         if self.provider is None:  # the agent or a workflow: they answer with their own tools and text
             if self.tools:
                 raise _invalid("tools", f"the model {body.model!r} runs its own tools; send tools to a catalogue "
@@ -306,19 +306,6 @@ class ResponseRun(engine.Completion):
             if unable:
                 raise _invalid("text.format", f"structured output ({self.response_format['type']}) is not "
                                f"supported by the upstream of {', '.join(unable)}.")
-        # What the engine's shared paths (the router, the agent, workflows) are given: this dialect's request.
-        self.request = self.chat_request()
-
-    def chat_request(self) -> ChatRequest:
-        settings = ModelSettings(model=self.body.model, temperature=self.spec.temperature,
-                                 max_tokens=self.spec.max_output_tokens)
-        return ChatRequest(messages=self.messages, tools=self.tools, settings=settings,
-                           tool_choice=self.tool_choice, response_format=self.response_format)
-
-    async def reply(self) -> Completion:
-        if self.provider is None:
-            return await collect(self._answered_here())
-        return await metered(self.provider, self.caller).complete(self.chat_request())
 
     def response(self, *, status: str, output: list[dict[str, Any]], usage: Usage | None,
                  finish: str = "stop", error: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -430,11 +430,10 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                     emit("response.content_part.added", item_id=open_message["id"], output_index=len(output),
                          content_index=0, part={"type": "output_text", "text": "", "annotations": [],
                                                 "logprobs": []})
-                text.append(event.text)
-                # Most of a stream's events: one template per message item (its id and index are fixed).
-                if delta_template is None:
+                    # Most of a stream's events: one template per message item (its id and index are fixed).
                     delta_template = _delta_template(open_message["id"], len(output))
-                out.append(delta_template % (json_text(event.text), sequence))
+                text.append(event.text)
+                out.append(delta_template % (json_text(event.text), sequence))  # type: ignore[operator]
                 sequence += 1
             elif isinstance(event, ToolCallEvent):
                 close_message()

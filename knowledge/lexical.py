@@ -244,6 +244,64 @@ _PG_TERMS_SCHEMA = (
 )
 
 
+PG_POSTINGS = "knowledge_lexicalpostings"
+
+# Migration 0007 (PostgreSQL): the index's postings, a row per (owner, lexeme, chunk) with the lexeme's count in
+# the chunk (tf) and the chunk's length, kept by statement triggers on the index like the tables above. The
+# primary key carries tf and length, so BM25 over a lexeme's chunks is one index-only range scan: no chunk's
+# tsvector is read and decoded per query (4-7x faster than scoring from the tsvectors through the GIN index,
+# bench/RESULTS.md), at the cost of a row per distinct lexeme of each chunk (about 4x the index's own size).
+_PG_POSTINGS_SCHEMA = (
+    [
+        f"CREATE TABLE {PG_POSTINGS} (owner_id integer NOT NULL, lexeme text NOT NULL, chunk_id bigint NOT NULL, "
+        "tf integer NOT NULL, length integer NOT NULL, PRIMARY KEY (owner_id, lexeme, chunk_id) INCLUDE (tf, length))",
+        f"INSERT INTO {PG_POSTINGS} (owner_id, lexeme, chunk_id, tf, length) "
+        "SELECT l.owner_id, u.lexeme, l.chunk_id, coalesce(array_length(u.positions, 1), 1), l.length "
+        f"FROM {PG_TABLE} l, unnest(l.terms) AS u",
+        f"CREATE FUNCTION {PG_POSTINGS}_add() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO {PG_POSTINGS} (owner_id, lexeme, chunk_id, tf, length) "
+        "SELECT a.owner_id, u.lexeme, a.chunk_id, coalesce(array_length(u.positions, 1), 1), a.length "
+        "FROM added a, unnest(a.terms) AS u; RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_POSTINGS}_add AFTER INSERT ON {PG_TABLE} REFERENCING NEW TABLE AS added "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_POSTINGS}_add()",
+        # By primary key: the gone rows' own lexemes name their postings.
+        f"CREATE FUNCTION {PG_POSTINGS}_remove() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"DELETE FROM {PG_POSTINGS} p USING (SELECT o.owner_id, u.lexeme, o.chunk_id FROM gone o, "
+        "unnest(o.terms) AS u) g WHERE p.owner_id = g.owner_id AND p.lexeme = g.lexeme AND p.chunk_id = g.chunk_id; "
+        "RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_POSTINGS}_remove AFTER DELETE ON {PG_TABLE} REFERENCING OLD TABLE AS gone "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_POSTINGS}_remove()",
+        f"CREATE FUNCTION {PG_POSTINGS}_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"TRUNCATE {PG_POSTINGS}; RETURN NULL; END $$",
+        f"CREATE TRIGGER {PG_POSTINGS}_truncate AFTER TRUNCATE ON {PG_TABLE} "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {PG_POSTINGS}_truncate()",
+    ],
+    [
+        f"DROP TRIGGER IF EXISTS {PG_POSTINGS}_truncate ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_POSTINGS}_remove ON {PG_TABLE}",
+        f"DROP TRIGGER IF EXISTS {PG_POSTINGS}_add ON {PG_TABLE}",
+        f"DROP FUNCTION IF EXISTS {PG_POSTINGS}_truncate()",
+        f"DROP FUNCTION IF EXISTS {PG_POSTINGS}_remove()",
+        f"DROP FUNCTION IF EXISTS {PG_POSTINGS}_add()",
+        f"DROP TABLE IF EXISTS {PG_POSTINGS}",
+    ],
+)
+
+
+def postings_schema_create(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_POSTINGS_SCHEMA[0]:
+                cursor.execute(statement)
+
+
+def postings_schema_drop(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _PG_POSTINGS_SCHEMA[1]:
+                cursor.execute(statement)
+
+
 def terms_schema_create(connection: BaseDatabaseWrapper) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -359,26 +417,26 @@ def _pg_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
     """BM25 over the query's lexemes that are in at most COMMON_CHUNKS of the owner's chunks (SQLite's rule).
 
     The document frequency of each distinct lexeme of the query is read from knowledge_lexicalterms (one
-    primary-key probe per lexeme, exact). The scoring statement then reads only the chunks holding a kept
-    lexeme (at most COMMON_CHUNKS per lexeme). When every lexeme is common, the chunks holding all of them are
-    ranked if they are at most COMMON_CHUNKS (counted through the GIN index, stopping past it); otherwise [].
+    primary-key probe per lexeme, exact). The scoring statement then reads only the kept lexemes' postings
+    (knowledge_lexicalpostings: at most COMMON_CHUNKS rows per lexeme, from the primary key alone). When every
+    lexeme is common, the chunks holding all of them are ranked if they are at most COMMON_CHUNKS (counted
+    through the GIN index, stopping past it), their postings read by primary key; otherwise [].
     """
     cursor.execute(_PG_COUNT_SQL, {"owner": owner_id, "text": " ".join(words)})
     counted = [(lexeme, df) for lexeme, df in cursor.fetchall() if df > 0]
     if not counted:
         return []
     rare = [(lexeme, df) for lexeme, df in counted if df <= COMMON_CHUNKS]
-    if rare:
-        operator = " | "
-    else:
+    statement = _PG_SCORE_SQL
+    if not rare:
         rare = counted
         cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
                                      "cap": COMMON_CHUNKS + 1})
         if cursor.fetchone()[0] > COMMON_CHUNKS:
             return []
-        operator = " & "
-    cursor.execute(_PG_SCORE_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
-                                   "dfs": [float(df) for _, df in rare], "op": operator, "k": k})
+        statement = _PG_SCORE_ALL_SQL
+    cursor.execute(statement, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
+                               "dfs": [float(df) for _, df in rare], "k": k})
     return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
@@ -395,22 +453,28 @@ SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AN
     {_PG_TSQUERY.replace("%(op)s", "' & '")} LIMIT %(cap)s) s
 """
 
-# Each candidate's query lexemes with their positions (tf): setweight marks them A and ts_filter keeps them, in
-# C, instead of unnesting the whole tsvector (the index stores to_tsvector's output: every lexeme weighs D).
+# BM25 of the chunks holding any of the lexemes, from their postings (knowledge_lexicalpostings): an index-only
+# range scan per lexeme (each in at most COMMON_CHUNKS chunks), no chunk's tsvector read.
 _PG_SCORE_SQL = f"""
 WITH q AS (SELECT * FROM unnest(%(lexemes)s::text[], %(dfs)s::float[]) AS q(lexeme, df)),
 stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
                  coalesce(max(length)::float / nullif(max(chunks), 0), 1)::float AS avglen
-          FROM {PG_STATS} WHERE owner_id = %(owner)s),
-m AS (SELECT l.chunk_id, l.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-      FROM {PG_TABLE} l, unnest(ts_filter(setweight(l.terms, 'A', %(lexemes)s::text[]), '{{a}}')) AS u
-      WHERE l.owner_id = %(owner)s AND l.terms @@ {_PG_TSQUERY})
-SELECT m.chunk_id,
-       sum(ln(1 + (stats.n - q.df + 0.5) / (q.df + 0.5)) * m.tf * {BM25_K1 + 1}
-           / (m.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * m.length / greatest(stats.avglen, 1)))) AS score
-FROM m JOIN q USING (lexeme), stats
-GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id LIMIT %(k)s
+          FROM {PG_STATS} WHERE owner_id = %(owner)s)
+SELECT p.chunk_id,
+       sum(ln(1 + (stats.n - q.df + 0.5) / (q.df + 0.5)) * p.tf * {BM25_K1 + 1}
+           / (p.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * p.length / greatest(stats.avglen, 1)))) AS score
+FROM q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s AND p.lexeme = q.lexeme, stats
+GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s
 """
+
+# The same for the chunks holding all of the lexemes (every one common, at most COMMON_CHUNKS such chunks: found
+# through the GIN index), their postings read by primary key.
+_PG_SCORE_ALL_SQL = _PG_SCORE_SQL.replace(
+    f"FROM q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s AND p.lexeme = q.lexeme, stats",
+    f"FROM (SELECT l.chunk_id FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AND l.terms @@ "
+    f"""{_PG_TSQUERY.replace("%(op)s", "' & '")}) hits CROSS JOIN q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s """
+    "AND p.lexeme = q.lexeme AND p.chunk_id = hits.chunk_id, stats")
+assert _PG_SCORE_ALL_SQL != _PG_SCORE_SQL
 
 
 class LexicalRanker(Ranker):

@@ -47,6 +47,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -458,8 +459,16 @@ _validated_tokens: dict[str, Any] = {}
 _validated_lock = threading.Lock()
 
 
+# A JWT's compact form: three base64url segments (the signature may be empty). What is not one is no token,
+# without the validation's exception: an anonymous /v1 caller's placeholder key ("sk-...", "x") on every request.
+_JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+
+
 def _validated(raw: str | bytes) -> Any | None:
     """The validated access token (signature, expiry, type: CPU only), or None."""
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    if _JWT_SHAPE.fullmatch(text) is None:
+        return None
     try:
         return JWTAuthentication().get_validated_token(raw.encode() if isinstance(raw, str) else raw)
     except Exception:  # any invalid or expired token is simply "no token"

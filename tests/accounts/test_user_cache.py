@@ -180,3 +180,31 @@ def test_a_token_newer_than_the_cached_user_reads_the_user_again(owner):
     new = token_pair_for(owner)["token"]
     assert user_for_token(new) is not None
     assert user_for_token(old) is None
+
+
+@pytest.mark.parametrize("placeholder", ["sk-anything", "x", "sk-proj-abc.def", "a.b", "a.b.c.d", "not a token",
+                                         "é.é.é", ""])
+def test_what_is_no_jwt_is_no_token_without_a_validation(owner, monkeypatch, placeholder):
+    """An anonymous /v1 caller's placeholder key (any string) costs no signature check and no exception."""
+    from accounts.authentication import JWTAuthentication, _validated, credential_of
+
+    validations = []
+
+    def counted(self, raw_token):
+        validations.append(raw_token)
+        raise AssertionError("a placeholder is validated")  # (_validated takes any exception for "no token")
+
+    monkeypatch.setattr(JWTAuthentication, "get_validated_token", counted)
+    assert _validated(placeholder) is None
+    assert credential_of(f"Bearer {placeholder}") is None
+    assert validations == []
+
+
+def test_a_jwt_shaped_string_is_still_validated(owner):
+    from accounts.authentication import _validated
+
+    raw = token_pair_for(owner)["token"]
+    assert _validated(raw) is not None
+    head, payload, signature = raw.split(".")
+    assert _validated(f"{head}.{payload}.") is None  # no signature: refused by the check, not by the shape
+    assert _validated(f"{head}.{payload}x.{signature}") is None

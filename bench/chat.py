@@ -19,35 +19,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compat import _client, cpu_seconds, machine, one_request, percentile, start_serve, start_upstream  # noqa: E402
+from compat import (  # noqa: E402
+    _client,
+    _timed,
+    cpu_seconds,
+    machine,
+    one_request,
+    percentile,
+    start_serve,
+    start_upstream,
+)
+
+# The chat stream's first token and an error event, found in each network read (bench/compat.py's reader: the
+# client's cost per read, as for the /v1 rows beside it).
+CHAT_TOKEN = re.compile(rb'event: delta\ndata: \{"content": ?"[^"]')
+CHAT_ERROR = re.compile(rb"(^|\n)event: error\n")
 
 
 async def chat_turn(client: aiohttp.ClientSession, base: str, session_id: str) -> tuple[float, float]:
-    """(time to first token, total) in seconds for one chat turn on the session."""
-    started = time.perf_counter()
-    first, event = None, None
-    async with client.post(f"{base}/api/sessions/{session_id}/chat", json={"message": "Count for me."}) as response:
-        response.raise_for_status()
-        async for raw in response.content:
-            line = raw.decode().rstrip("\r\n")
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                if event == "delta" and first is None and json.loads(line[6:]).get("content"):
-                    first = time.perf_counter() - started
-                elif event == "done":
-                    break
-                elif event == "error":
-                    raise RuntimeError(f"the chat turn failed: {line}")
-    total = time.perf_counter() - started
-    return (first if first is not None else total), total
+    """(time to first token, total) in seconds for one chat turn on the session, to the end of its body."""
+    return await _timed(client, f"{base}/api/sessions/{session_id}/chat", {"message": "Count for me."}, CHAT_TOKEN,
+                        stream=True, error=CHAT_ERROR)
 
 
 class Sessions:

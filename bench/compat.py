@@ -145,25 +145,27 @@ RESPONSES_TOKEN = re.compile(rb'"type": ?"response\.output_text\.delta"')
 MESSAGES_TOKEN = re.compile(rb'"type": ?"text_delta"')
 
 
-async def _timed(client: aiohttp.ClientSession, url: str, body: dict, first_token: re.Pattern[bytes]
-                 ) -> tuple[float, float]:
-    """(time to first token, total) in seconds for one POST; without `stream` in the body, both are the time to
-    the whole JSON reply, parsed."""
+async def _timed(client: aiohttp.ClientSession, url: str, body: dict, first_token: re.Pattern[bytes], *,
+                 stream: bool | None = None, error: re.Pattern[bytes] | None = None) -> tuple[float, float]:
+    """(time to first token, total) in seconds for one POST; unless the reply streams (`stream`, by default the
+    body's), both are the time to the whole JSON reply, parsed. A streamed reply in which `error` is found
+    raises."""
     started = time.perf_counter()
     async with client.post(url, json=body) as response:
         response.raise_for_status()
-        if not body.get("stream"):
+        if not (body.get("stream") if stream is None else stream):
             await response.json()
             total = time.perf_counter() - started
             return total, total
         first = None
         tail = b""
         async for chunk in response.content.iter_any():
-            if first is None:
-                window = tail + chunk  # a token split between two reads is still found
-                if first_token.search(window):
-                    first = time.perf_counter() - started
-                tail = window[-128:]
+            window = tail + chunk  # a token split between two reads is still found
+            if first is None and first_token.search(window):
+                first = time.perf_counter() - started
+            if error is not None and error.search(window):
+                raise RuntimeError(f"the stream reported an error: {window[-300:]!r}")
+            tail = window[-128:]
     total = time.perf_counter() - started
     return (first if first is not None else total), total
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.db.models import Q, QuerySet
 
 from agentsite.agent.tools import Tool, ToolContext, admin_only_tools, registry, resolve_caller
@@ -43,10 +44,18 @@ def mcp_servers_visible_to(caller: ToolContext) -> QuerySet[McpServer]:
 
 def mcp_server_specs_for(caller: ToolContext) -> tuple[set[str], list[ServerSpec]]:
     """(the names of every stored server, the specs of those this caller may use)."""
-    names = set(McpServer.objects.values_list("name", flat=True))
+    names = _server_names()
     if not names:  # none stored (the usual case): one query, not two
         return names, []
     return names, [spec_for(server) for server in mcp_servers_visible_to(caller)]
+
+
+def _server_names() -> set[str]:
+    """Every stored server's name, by a statement written once: every chat turn and /v1 agent run asks this
+    (the ORM's query compilation cost ~4 times the query)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT name FROM {connection.ops.quote_name(McpServer._meta.db_table)}")
+        return {row[0] for row in cursor.fetchall()}
 
 
 def mcp_server_get(*, name: str) -> McpServer:

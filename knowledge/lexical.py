@@ -288,46 +288,36 @@ _PG_POSTINGS_SCHEMA = (
 )
 
 
-def postings_schema_create(connection: BaseDatabaseWrapper) -> None:
+def _on_postgresql(connection: BaseDatabaseWrapper, statements: list[str]) -> None:
+    """Run a PostgreSQL-only schema's statements (migrations 0005-0007); nothing on another database."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            for statement in _PG_POSTINGS_SCHEMA[0]:
+            for statement in statements:
                 cursor.execute(statement)
+
+
+def postings_schema_create(connection: BaseDatabaseWrapper) -> None:
+    _on_postgresql(connection, _PG_POSTINGS_SCHEMA[0])
 
 
 def postings_schema_drop(connection: BaseDatabaseWrapper) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for statement in _PG_POSTINGS_SCHEMA[1]:
-                cursor.execute(statement)
+    _on_postgresql(connection, _PG_POSTINGS_SCHEMA[1])
 
 
 def terms_schema_create(connection: BaseDatabaseWrapper) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for statement in _PG_TERMS_SCHEMA[0]:
-                cursor.execute(statement)
+    _on_postgresql(connection, _PG_TERMS_SCHEMA[0])
 
 
 def terms_schema_drop(connection: BaseDatabaseWrapper) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for statement in _PG_TERMS_SCHEMA[1]:
-                cursor.execute(statement)
+    _on_postgresql(connection, _PG_TERMS_SCHEMA[1])
 
 
 def stats_schema_create(connection: BaseDatabaseWrapper) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for statement in _PG_STATS_SCHEMA[0]:
-                cursor.execute(statement)
+    _on_postgresql(connection, _PG_STATS_SCHEMA[0])
 
 
 def stats_schema_drop(connection: BaseDatabaseWrapper) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for statement in _PG_STATS_SCHEMA[1]:
-                cursor.execute(statement)
+    _on_postgresql(connection, _PG_STATS_SCHEMA[1])
 
 
 def supported(connection: BaseDatabaseWrapper) -> bool:
@@ -453,9 +443,10 @@ SELECT count(*) FROM (SELECT 1 FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AN
     {_PG_TSQUERY.replace("%(op)s", "' & '")} LIMIT %(cap)s) s
 """
 
-# BM25 of the chunks holding any of the lexemes, from their postings (knowledge_lexicalpostings): an index-only
-# range scan per lexeme (each in at most COMMON_CHUNKS chunks), no chunk's tsvector read.
-_PG_SCORE_SQL = f"""
+def _pg_score_sql(postings: str) -> str:
+    """BM25 of the chunks whose postings (knowledge_lexicalpostings, as `p`, joined to the query's lexemes `q`)
+    the `postings` FROM clause gives: from the postings alone, no chunk's tsvector read."""
+    return f"""
 WITH q AS (SELECT * FROM unnest(%(lexemes)s::text[], %(dfs)s::float[]) AS q(lexeme, df)),
 stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
                  coalesce(max(length)::float / nullif(max(chunks), 0), 1)::float AS avglen
@@ -463,18 +454,20 @@ stats AS (SELECT coalesce(max(chunks), 0)::float AS n,
 SELECT p.chunk_id,
        sum(ln(1 + (stats.n - q.df + 0.5) / (q.df + 0.5)) * p.tf * {BM25_K1 + 1}
            / (p.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * p.length / greatest(stats.avglen, 1)))) AS score
-FROM q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s AND p.lexeme = q.lexeme, stats
+FROM {postings}, stats
 GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s
 """
 
-# The same for the chunks holding all of the lexemes (every one common, at most COMMON_CHUNKS such chunks: found
-# through the GIN index), their postings read by primary key.
-_PG_SCORE_ALL_SQL = _PG_SCORE_SQL.replace(
-    f"FROM q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s AND p.lexeme = q.lexeme, stats",
-    f"FROM (SELECT l.chunk_id FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AND l.terms @@ "
-    f"""{_PG_TSQUERY.replace("%(op)s", "' & '")}) hits CROSS JOIN q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s """
-    "AND p.lexeme = q.lexeme AND p.chunk_id = hits.chunk_id, stats")
-assert _PG_SCORE_ALL_SQL != _PG_SCORE_SQL
+
+# The chunks holding any of the lexemes: an index-only range scan per lexeme (each in at most COMMON_CHUNKS).
+_PG_SCORE_SQL = _pg_score_sql(f"q JOIN {PG_POSTINGS} p ON p.owner_id = %(owner)s AND p.lexeme = q.lexeme")
+
+# The chunks holding all of them (every one common, at most COMMON_CHUNKS such chunks: found through the GIN
+# index), their postings read by primary key.
+_PG_SCORE_ALL_SQL = _pg_score_sql(
+    f"(SELECT l.chunk_id FROM {PG_TABLE} l WHERE l.owner_id = %(owner)s AND l.terms @@ "
+    f"""{_PG_TSQUERY.replace("%(op)s", "' & '")}) hits CROSS JOIN q JOIN {PG_POSTINGS} p """
+    "ON p.owner_id = %(owner)s AND p.lexeme = q.lexeme AND p.chunk_id = hits.chunk_id")
 
 
 class LexicalRanker(Ranker):

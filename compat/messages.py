@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import uuid
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any, Literal
@@ -287,7 +287,7 @@ def stop_sequence_of(said: str | None, asked: list[str] | None) -> str | None:
 
 
 def message_id() -> str:
-    return f"msg_{uuid.uuid4().hex}"
+    return f"msg_{secrets.token_hex(16)}"
 
 
 def _usage(usage: Usage) -> dict[str, int]:

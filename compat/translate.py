@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
 from typing import Any
 
 from agentsite.agent.types import (
@@ -78,7 +78,7 @@ def to_chat_request(request: ChatCompletionRequest, model: str, messages: list[M
 
 
 def completion_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
+    return f"chatcmpl-{secrets.token_hex(16)}"
 
 
 def tool_call_out(call: ToolCall, index: int | None = None) -> dict[str, Any]:

@@ -102,6 +102,10 @@ async def test_responses_text_deltas_are_byte_for_byte_the_encoded_events(size):
                                  "delta": data["delta"], "logprobs": [],
                                  "sequence_number": data["sequence_number"]}, kind)
     assert [data["sequence_number"] for _, data in objects] == list(range(len(objects)))
+    # Every event, templated or not (created and in_progress share one encoding of the response): the bytes
+    # that encoding its object gives.
+    assert events == [sse_event(data, name) for name, data in objects]
+    assert [name for name, _ in objects[:2]] == ["response.created", "response.in_progress"]
     done = [data for name, data in objects if name == "response.output_text.done"]
     assert [entry["text"] for entry in done] == ["".join(TEXTS)]
 

@@ -138,15 +138,23 @@ class Completion:
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),
                                            usage=reply.usage.as_dict())
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The stream's SSE bytes, started: the upstream's first event has arrived (or it failed, and the
-        AppError is raised here), so an upstream that refuses the connection is a proper 502, not an error
-        chunk after a success status. Events that were ready together leave in one piece of bytes."""
+    async def opened(self) -> tuple[list[StreamEvent], AsyncIterator[list[StreamEvent]]]:
+        """The stream, opened: (its first list, the rest). Returns once the upstream has answered with a success
+        status (the first list then empty: nothing is ready yet, Provider.stream_batches) or sent its first
+        events, so a door starts its reply while the model thinks; an upstream that cannot be reached or
+        answers with an error status raises the AppError here, a proper HTTP error (502; 429 for a budget), not
+        an error event after a 200. The agent and workflows open with their first event."""
         batches = self.batches()
         try:
             first: list[StreamEvent] = await anext(batches)
         except StopAsyncIteration:
             first = []
+        return first, batches
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The stream's SSE bytes, opened (see opened()). Events that were ready together leave in one piece of
+        bytes."""
+        first, batches = await self.opened()
         options = self.body.stream_options if self.body is not None else None
         return _chunks(first, batches, cid=self.cid, model=self.model,
                        include_usage=bool(options and options.include_usage))

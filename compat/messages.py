@@ -459,11 +459,7 @@ async def _messages(request: HttpRequest) -> HttpResponse:
     completion, credential, body = await _completion(request, MessagesRequest)
     mid = message_id()
     if body.stream:
-        batches = completion.batches()
-        try:  # the first events: an upstream that refuses is a proper error status, not an event after a 200
-            first: list[StreamEvent] = await anext(batches)
-        except StopAsyncIteration:
-            first = []
+        first, batches = await completion.opened()  # an upstream that refuses: an error status, not an event
         stream = message_events(first, batches, mid=mid, model=completion.model, stops=body.stop_sequences)
         if credential is not None:  # the stream ends at its next event once the token or key is revoked
             stream = revocable(stream, None, error_event, credential=credential)

@@ -349,13 +349,9 @@ class ResponseRun(engine.Completion):
         await db(save)
 
     async def events(self) -> AsyncIterator[bytes]:
-        """The typed SSE events, started: the upstream's first events have arrived (or its failure is raised
-        here as the AppError, a proper HTTP error). A hang-up closes this and, with it, the upstream."""
-        batches = self.batches()
-        try:
-            first: list[StreamEvent] = await anext(batches)
-        except StopAsyncIteration:
-            first = []
+        """The typed SSE events, opened (engine.Completion.opened: a failure to answer is raised here as the
+        AppError, a proper HTTP error). A hang-up closes this and, with it, the upstream."""
+        first, batches = await self.opened()
         return _events(self, first, batches)
 
 

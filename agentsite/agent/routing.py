@@ -25,11 +25,13 @@ The contract other code uses (stable):
 
 **Router** (`Router`): sends one request along a route. Fallback is exact: the next target is tried only when
 the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
-malformed first event: `UpstreamError.retryable`); once a batch of events has been yielded nothing is retried,
-and the failure reaches the caller as it happened. Any other error (a 4xx: bad request, bad key) is raised at
-once, untried elsewhere. A target that failed is skipped for `AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by
-later requests unless every target of the route is cooling down. Each request's attempts go into an `Attempts`
-record (also logged), whose `answered` names the entry that answered.
+malformed first event, also after its success status: `UpstreamError.retryable`); once an event has been
+yielded nothing is retried, and the failure reaches the caller as it happened. The empty list that says an
+upstream answered (Provider.stream_batches) is handed on once, for the first target that answers. Any other
+error (a 4xx: bad request, bad key) is raised at once, untried elsewhere. A target that failed is skipped for
+`AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by later requests unless every target of the route is cooling
+down. Each request's attempts go into an `Attempts` record (also logged), whose `answered` names the entry that
+answered.
 """
 
 from __future__ import annotations
@@ -383,9 +385,12 @@ class Router:
 
     async def stream_batches(self, route: Route, request: ChatRequest,
                              attempts: Attempts | None = None) -> AsyncGenerator[list[StreamEvent], None]:
-        """The first target that gets its first batch out answers; see the class docstring."""
+        """The first target that gets its first event out answers; see the class docstring. The first list may
+        be empty (Provider.stream_batches: an upstream answered, no event yet); it is passed on once, and a
+        target that fails after it is still one that failed before its first event."""
         attempts = attempts if attempts is not None else Attempts()
         targets = self.order(route)
+        announced = False
         for index, target in enumerate(targets):
             last = index == len(targets) - 1
             self._count(target.entry, 1)
@@ -399,6 +404,11 @@ class Router:
                 async with aclosing(batches):
                     try:
                         with tracing.current(span):  # the request goes out here: traceparent names the span
+                            first = await anext(batches)
+                        if not first:  # answered, nothing ready: the caller may start its reply
+                            if not announced:
+                                announced = True
+                                yield first  # (outside the span's context: a generator's caller would see it)
                             first = await anext(batches)
                     except StopAsyncIteration:
                         first = []

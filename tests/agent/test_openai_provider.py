@@ -187,7 +187,9 @@ async def test_events_sent_together_come_in_one_batch_and_paced_ones_each_at_onc
     events = [event for batch in batches for event in batch]
     assert events == await events_of(provider, hello_request())
     assert events[:2] == [TextDelta("w0 "), TextDelta("w1 ")] and events[-2:] == [Usage(3, 40), Finish("stop")]
-    assert all(batches) and len(batches) <= 3  # 42 events in one read: one list (and the ending), not 42
+    # 42 events in one read: one list (and the ending), not 42; only the first may be empty (the upstream
+    # answered before its body came: Provider.stream_batches).
+    assert all(batches[1:]) and len([batch for batch in batches if batch]) <= 3
 
     # Paced by the reader: each piece is sent only once the batch before it has come out, so an event held
     # back for a later read would never come out at all (the read it waits for is not sent).
@@ -240,3 +242,37 @@ async def test_a_servers_stop_reason_names_the_stop_sequence_only_when_it_is_one
     fake_openai.script(Text("one END two", pieces=["one E", "ND two"]))
     events = await events_of(provider, request)
     assert events[0] == TextDelta("one ") and events[-1] == Finish("stop", "END")
+
+
+# What each wire format sends first (no event of the runtime's) and then, held, its first token and its end.
+OPENINGS = {
+    "openai": ('data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n',
+               'data: {"choices": [{"index": 0, "delta": {"content": "held"}, "finish_reason": "stop"}]}\n\n'
+               "data: [DONE]\n\n"),
+    "anthropic": ('event: message_start\ndata: {"type": "message_start", "message": {"id": "msg_1", "usage": '
+                  '{"input_tokens": 3, "output_tokens": 0}}}\n\n',
+                  'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, "content_block": '
+                  '{"type": "text", "text": ""}}\n\nevent: content_block_delta\ndata: {"type": "content_block_delta",'
+                  ' "index": 0, "delta": {"type": "text_delta", "text": "held"}}\n\nevent: content_block_stop\ndata: '
+                  '{"type": "content_block_stop", "index": 0}\n\nevent: message_delta\ndata: {"type": '
+                  '"message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}\n\n'
+                  'event: message_stop\ndata: {"type": "message_stop"}\n\n'),
+}
+
+
+async def test_an_upstream_that_answers_and_thinks_gives_an_empty_first_list_at_once(upstream):
+    """The upstream's success status (and an opening that holds no event) comes out at once as an empty first
+    list, so a door can start its reply while the model thinks; the first token follows in its own list.
+    The fake holds the token until the test releases it, which it does only on seeing the first list."""
+    fake, settings = upstream
+    opening, held = OPENINGS[settings.provider]
+    step = threading.Semaphore(0)
+    fake.script(Raw("", pieces=[opening, held], step=step))
+    batches = []
+    async with asyncio.timeout(10):  # failure bound: without the empty list nothing comes for 30 s
+        async for batch in get_provider(settings).stream_batches(hello_request()):
+            batches.append(batch)
+            step.release()
+    assert batches[0] == [] and all(batches[1:])
+    assert [event for batch in batches for event in batch if isinstance(event, TextDelta)] == [TextDelta("held")]
+    assert isinstance(batches[-1][-1], Finish)

@@ -3,6 +3,8 @@ fallback rules, balance by weight, the cool-down, discovery, and the agent loop 
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections import Counter
 from collections.abc import Iterator
 
@@ -180,6 +182,43 @@ async def test_the_last_targets_failure_is_raised_when_all_fail(hosted, local):
         await stream_text(Router(cooldown_s=30), catalogue(hosted, local).resolve("smart"), attempts)
     assert "local down" in caught.value.message
     assert [a.outcome for a in attempts.tries] == ["failed", "failed"]
+
+
+ROLE = 'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n'
+BROKEN = 'data: {"error": {"message": "Overloaded.", "type": "server_error"}}\n\n'
+
+
+async def test_a_target_that_answered_and_failed_before_its_first_event_still_falls_back(hosted, local):
+    """The empty list says an upstream answered (a door starts its reply); the target failing after it has
+    still sent no event, so the next one answers, and the caller sees the empty list once."""
+    step = threading.Semaphore(0)
+    hosted.script(Raw("", pieces=[ROLE, BROKEN], step=step))  # the error only once the caller saw the []
+    local.script(Raw("", pieces=[ROLE, 'data: {"choices": [{"index": 0, "delta": {"content": "the local '
+                                       'answer"}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'], step=step))
+    attempts = Attempts()
+    batches = []
+    async with asyncio.timeout(10):  # failure bound: the fakes hold their second piece for 30 s
+        async for batch in Router(cooldown_s=30).stream_batches(catalogue(hosted, local).resolve("smart"), REQUEST,
+                                                                attempts):
+            batches.append(batch)
+            step.release()
+            step.release()
+    assert batches[0] == [] and all(batches[1:])
+    assert "".join(e.text for batch in batches for e in batch if isinstance(e, TextDelta)) == "the local answer"
+    assert [(a.entry, a.outcome) for a in attempts.tries] == [("hosted/big", "failed"), ("local/small", "answered")]
+
+    # When every target answers and then fails, the caller has its empty list and then the last failure.
+    hosted.script(Raw("", pieces=[ROLE, BROKEN], step=step))
+    local.script(Raw("", pieces=[ROLE, BROKEN], step=step))
+    seen = []
+    with pytest.raises(AppError) as caught:
+        async with asyncio.timeout(10):
+            async for batch in Router(cooldown_s=30).stream_batches(catalogue(hosted, local).resolve("smart"),
+                                                                    REQUEST):
+                seen.append(batch)
+                step.release()
+                step.release()
+    assert seen == [[]] and caught.value.code == "upstream_error" and "Overloaded." in caught.value.message
 
 
 async def test_a_cooling_target_is_skipped_then_tried_again_after_the_cool_down(hosted, local):

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
 
 from tests.e2e import server_with_fake_upstream
-from tests.fakes.llm import Text
+from tests.fakes.llm import Raw, Text
 
 GAP = 0.15  # seconds between two deltas at the upstream
 PIECES = [f"part{number} " for number in range(6)]
@@ -118,3 +120,60 @@ def test_a_v1_stream_sends_each_chunk_as_the_upstream_produces_it(live, fake_ope
                 if _kind(data) == "content"]
     assert [text for _, text in contents] == PIECES
     assert_deltas_arrived_as_produced([moment for moment, _ in contents])
+
+
+ROLE = 'data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}\n\n'
+HELD = ('data: {"choices": [{"index": 0, "delta": {"content": "held words"}}]}\n\n'
+        'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
+# Each door: its path, body and the name (or chat chunk kind) of its opening event.
+DOORS = {
+    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Think"}]}, "role"),
+    "responses": ("/v1/responses", {"input": "Think", "store": False}, "response.created"),
+    "messages": ("/v1/messages", {"max_tokens": 50, "messages": [{"role": "user", "content": "Think"}]},
+                 "message_start"),
+}
+
+
+def _first_event(lines: Iterator[str]) -> tuple[str, Any]:
+    """The first event's name (a chat chunk's kind) and data, read byte by byte: what the client has now."""
+    name, data = None, []
+    for line in lines:
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and data:
+            decoded = json.loads("\n".join(data))
+            return name or _kind(decoded), decoded
+    raise AssertionError("the stream ended before its first event")
+
+
+BROKEN = 'data: {"error": {"message": "Overloaded while thinking.", "type": "server_error"}}\n\n'
+# How each door ends a stream whose upstream failed after answering (no other target to try).
+FAILED = {"chat": '"error"', "responses": "event: response.failed", "messages": "event: error"}
+
+
+@pytest.mark.parametrize("then", ["answers", "fails"])
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_a_v1_door_answers_while_the_model_thinks(live, fake_openai, door, then):
+    """The upstream answers (200, its role chunk) and holds its first token until the test has read the door's
+    opening event: the reply starts when the upstream answers, not when its first token comes (a model that
+    thinks for seconds; a paced stream's first token then costs only its own bytes). Without that, the
+    client would wait for the status line until the fake gives up holding (30 s) and the read timeout fails
+    this test. An upstream that fails after answering ends the started stream with the door's error event."""
+    server, headers = live
+    path, body, opening = DOORS[door]
+    step = threading.Semaphore(0)
+    fake_openai.script(Raw("", pieces=[ROLE, HELD if then == "answers" else BROKEN], step=step))
+    with requests.post(f"{server.base_url}{path}", headers=headers, stream=True, timeout=(5, 5),
+                       json={"model": "fake-model", "stream": True, **body}) as response:
+        assert response.status_code == 200, response.text
+        lines = response.iter_lines(chunk_size=1, decode_unicode=True)
+        name, _ = _first_event(lines)
+        assert name == opening
+        step.release()  # now the first token
+        rest = "\n".join(lines)
+    if then == "answers":
+        assert "held words" in rest
+    else:
+        assert FAILED[door] in rest and "Overloaded while thinking." in rest and "held words" not in rest

@@ -47,9 +47,11 @@ class Provider(ABC):
 
     def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
         """stream()'s events in lists, in the same order: each list holds events that were ready together (a
-        network read's worth) and is never empty, so writing a list out as it comes delays no event. A
-        provider whose upstream delivers several events per read overrides this (and builds stream() on it);
-        the default gives one event per list."""
+        network read's worth), so writing a list out as it comes delays no event. Only the first list may be
+        empty: it then says the upstream has answered (a success status) and no event is ready yet, so a door
+        can start its reply while the model thinks. A failure raised after it is still one before the first
+        event (the router may try another target). A provider whose upstream delivers several events per read
+        overrides this (and builds stream() on it); the default gives one event per list."""
         return one_per_list(self.stream(request))
 
     async def complete(self, request: ChatRequest) -> Completion:

@@ -259,9 +259,11 @@ class SseEvent:
 
 async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncGenerator[list[SseEvent], None]:
     """POST a JSON body and yield the reply's server-sent events, a list per network read: the events that
-    read completed (never an empty list). Nothing waits for a later read, so a consumer that writes a list out
-    at once delays no event; events a fast upstream sent together cost one step instead of one each.
-    Raises the upstream AppError.
+    read completed. Nothing waits for a later read, so a consumer that writes a list out at once delays no
+    event; events a fast upstream sent together cost one step instead of one each. The first list is what came
+    with the upstream's success status, at once: it is empty when no event came with it (a model still
+    thinking), so a consumer knows the upstream answered; later lists are never empty. Raises the upstream
+    AppError (before the first list: it did not answer).
 
     Leaving the generator early (a cancelled consumer, aclose()) closes the connection (a half-read one is
     never returned to the pool); one read to its end goes back to the pool.
@@ -276,6 +278,8 @@ async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncG
         if response.status >= 400:
             raise upstream.error(error_text(await _read_capped(response)), status=response.status)
         decoder = SseDecoder()
+        ready = response.content.read_nowait()  # what came with the headers, without waiting for more
+        yield decoder.feed(ready) if ready else []
         async for chunk in response.content.iter_any():
             events = decoder.feed(chunk)
             if events:
@@ -297,8 +301,10 @@ async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncG
 async def events_by_read(reads: AsyncGenerator[list[SseEvent], None],
                          feed: Callable[[SseEvent], list[Any]]) -> AsyncGenerator[list[Any], None]:
     """stream_sse_batches' reads turned into a provider's stream events by `feed` (one SSE event in, its stream
-    events out), a list per read, never empty. When feed raises AppError, the events that read gave before the
-    failing one still come out first."""
+    events out), a list per read. The first list comes at once, empty when the first read gave no event (the
+    upstream answered: Provider.stream_batches); later ones are never empty. When feed raises AppError, the
+    events that read gave before the failing one still come out first."""
+    first = True
     async for read in reads:
         events: list[Any] = []
         try:
@@ -308,8 +314,9 @@ async def events_by_read(reads: AsyncGenerator[list[SseEvent], None],
             if events:
                 yield events
             raise
-        if events:
+        if events or first:
             yield events
+        first = False
 
 
 _LINE_BREAK = re.compile("\r\n|\r|\n")

@@ -22,8 +22,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.authentication import KeyCredential, authenticate_key, credential_of, credential_problem, key_digest
-from accounts.models import AgentConfig, ApiKey
+from accounts.models import AgentConfig, ApiKey, AuditEvent
 from tests.conftest import PASSWORD, client_for
+from tests.e2e import poll
 
 pytestmark = pytest.mark.django_db
 
@@ -235,6 +236,9 @@ def test_an_unknown_or_malformed_key_is_refused_on_each_header_even_where_anonym
     assert _key_client("ask-" + "A" * 43).get("/api/auth/me").status_code == 401
 
 
+# Committed (transaction=True): an async door writes its audit row on a thread of its own, which a test's open
+# transaction would hold at SQLite's busy timeout (10 s a request) and PostgreSQL's foreign-key check.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("scopes", "door"), [(["api"], "v1"), (["mcp"], "v1"), (["v1"], "api"), (["mcp"], "api")])
 def test_a_key_out_of_its_scopes_is_a_403_in_the_paths_envelope(owner, scopes, door):
     secret = _make(owner, scopes=scopes)
@@ -245,12 +249,17 @@ def test_a_key_out_of_its_scopes_is_a_403_in_the_paths_envelope(owner, scopes, d
                 assert answer.status_code == 403, (header, path)
                 assert answer.json()["error"]["type"] == "permission_error"
                 assert answer.json()["error"]["code"] == "key_scope"
-        return
-    for answer in (_key_client(secret).get("/api/auth/me"), _key_client(secret).get("/api/keys"),
-                   Client().post(f"/api/sessions/{uuid.uuid4()}/chat", {"message": "hi"},
-                                 content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")):
-        assert answer.status_code == 403
-        assert answer.json()["error"]["code"] == "key_scope" and "'api'" in answer.json()["error"]["message"]
+        refusals = 4
+    else:
+        for answer in (_key_client(secret).get("/api/auth/me"), _key_client(secret).get("/api/keys"),
+                       Client().post(f"/api/sessions/{uuid.uuid4()}/chat", {"message": "hi"},
+                                     content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}")):
+            assert answer.status_code == 403
+            assert answer.json()["error"]["code"] == "key_scope" and "'api'" in answer.json()["error"]["message"]
+        refusals = 3
+    # Each refusal is audited, the async doors' too (their rows are written off the event loop).
+    poll(lambda: AuditEvent.objects.filter(action="key.scope_refused").count() == refusals,
+         f"{refusals} key.scope_refused audit rows", timeout=10)
 
 
 def test_x_api_key_carries_only_keys_never_a_dashboard_token(owner):

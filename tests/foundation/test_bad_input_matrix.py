@@ -18,6 +18,7 @@ import json
 
 import pytest
 from django.apps import apps
+from django.db import connection
 from django.test import Client
 
 from tests.foundation.test_authz_matrix import OBJECT_ROUTES, routes
@@ -71,8 +72,15 @@ RECORDS_REFUSALS = {"accounts.AuditEvent"}
 
 
 def _counts() -> dict[str, int]:
-    return {model._meta.label: model._default_manager.count() for model in apps.get_models()
-            if model._meta.managed and not model._meta.proxy and model._meta.label not in RECORDS_REFUSALS}
+    """The rows of every table, in one statement (a COUNT a model was ~60 round trips a request, twice)."""
+    models = [model for model in apps.get_models()
+              if model._meta.managed and not model._meta.proxy and model._meta.label not in RECORDS_REFUSALS]
+    quote = connection.ops.quote_name
+    sql = " UNION ALL ".join(f"SELECT {index}, COUNT(*) FROM {quote(model._meta.db_table)}"
+                             for index, model in enumerate(models))
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return {models[index]._meta.label: count for index, count in cursor.fetchall()}
 
 
 @pytest.fixture

@@ -27,7 +27,9 @@ The contract other code uses (stable):
 the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
 malformed first event, also after its success status: `UpstreamError.retryable`); once an event has been
 yielded nothing is retried, and the failure reaches the caller as it happened. The empty list that says an
-upstream answered (Provider.stream_batches) is handed on once, for the first target that answers. Any other
+upstream answered (Provider.stream_batches) is handed on once, for the first target that answers, which is
+then `answered` (a caller names it in its reply's headers and `model`); should it fail before its first event
+after all, its try is recorded failed and the next target's answer replaces it. Any other
 error (a 4xx: bad request, bad key) is raised at once, untried elsewhere. A target that failed is skipped for
 `AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by later requests unless every target of the route is cooling
 down. Each request's attempts go into an `Attempts` record (also logged), whose `answered` names the entry that
@@ -402,10 +404,13 @@ class Router:
             try:
                 batches = self.provider(target).stream_batches(self._request_for(target, request))
                 async with aclosing(batches):
+                    provisional = False  # its success status made it the answering entry, no event yet
                     try:
                         with tracing.current(span):  # the request goes out here: traceparent names the span
                             first = await anext(batches)
-                        if not first:  # answered, nothing ready: the caller may start its reply
+                        if not first:  # answered, nothing ready: the caller may start its reply, naming it
+                            self._answered(attempts, target)
+                            provisional = True
                             if not announced:
                                 announced = True
                                 yield first  # (outside the span's context: a generator's caller would see it)
@@ -413,6 +418,9 @@ class Router:
                     except StopAsyncIteration:
                         first = []
                     except AppError as exc:
+                        if provisional:  # failed before its first event after all: a failed try, not both
+                            attempts.tries.pop()
+                            attempts.answered = None
                         self._failed(attempts, target, exc)
                         status = metric_status(exc)
                         if last or not getattr(exc, "retryable", False):
@@ -421,7 +429,8 @@ class Router:
                         metrics.upstream_fallback()
                         continue
                     metrics.llm_first_token(label, time.perf_counter() - started)
-                    self._answered(attempts, target)
+                    if not provisional:
+                        self._answered(attempts, target)
                     if first:
                         _count_tokens(label, first)
                         _span_saw(span, first, usage, texts)

@@ -197,13 +197,16 @@ async def test_a_target_that_answered_and_failed_before_its_first_event_still_fa
                                        'answer"}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'], step=step))
     attempts = Attempts()
     batches = []
+    answering = []  # what `answered` said as each list came (a door names it in its headers and `model`)
     async with asyncio.timeout(10):  # failure bound: the fakes hold their second piece for 30 s
         async for batch in Router(cooldown_s=30).stream_batches(catalogue(hosted, local).resolve("smart"), REQUEST,
                                                                 attempts):
             batches.append(batch)
+            answering.append(attempts.answered)
             step.release()
             step.release()
     assert batches[0] == [] and all(batches[1:])
+    assert answering[0] == "hosted/big" and set(answering[1:]) == {"local/small"}
     assert "".join(e.text for batch in batches for e in batch if isinstance(e, TextDelta)) == "the local answer"
     assert [(a.entry, a.outcome) for a in attempts.tries] == [("hosted/big", "failed"), ("local/small", "answered")]
 

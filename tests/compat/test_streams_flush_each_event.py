@@ -177,3 +177,27 @@ def test_a_v1_door_answers_while_the_model_thinks(live, fake_openai, door, then)
         assert "held words" in rest
     else:
         assert FAILED[door] in rest and "Overloaded while thinking." in rest and "held words" not in rest
+
+
+def test_a_stream_started_while_the_model_thinks_names_the_entry_that_answered(live, fake_openai):
+    """Through an alias, the reply starts before any token: its X-Agentsite-Upstream header and its chunks'
+    `model` already name the catalogue entry whose success status started it (not the alias)."""
+    server, headers = live
+    made = requests.post(f"{server.base_url}/api/aliases", headers=headers, timeout=10, json={
+        "name": "thinker", "strategy": "fallback", "targets": [{"model": "default/fake-model"}]})
+    assert made.status_code in (201, 400), made.text  # 400: made by an earlier run of this module's server
+    step = threading.Semaphore(0)
+    fake_openai.script(Raw("", pieces=[ROLE, HELD], step=step))
+    with requests.post(f"{server.base_url}/v1/chat/completions", headers=headers, stream=True, timeout=(5, 5),
+                       json={"model": "thinker", "stream": True, "messages": [{"role": "user", "content": "Think"}]}
+                       ) as response:
+        assert response.status_code == 200, response.text
+        assert response.headers["X-Agentsite-Upstream"] == "default/fake-model"
+        lines = response.iter_lines(chunk_size=1, decode_unicode=True)
+        name, data = _first_event(lines)
+        assert name == "role" and data["model"] == "default/fake-model"
+        step.release()
+        rest = [json.loads(line[5:]) for line in lines if line.startswith("data:") and "[DONE]" not in line]
+    assert {chunk["model"] for chunk in rest} == {"default/fake-model"}
+    assert "held words" in "".join(chunk["choices"][0]["delta"].get("content", "") for chunk in rest
+                                   if chunk["choices"])

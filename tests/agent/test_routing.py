@@ -211,6 +211,7 @@ async def test_a_target_that_answered_and_failed_before_its_first_event_still_fa
     assert [(a.entry, a.outcome) for a in attempts.tries] == [("hosted/big", "failed"), ("local/small", "answered")]
 
     # When every target answers and then fails, the caller has its empty list and then the last failure.
+    step = threading.Semaphore(0)  # a fresh one: the first part's spare releases would let BROKEN go at once
     hosted.script(Raw("", pieces=[ROLE, BROKEN], step=step))
     local.script(Raw("", pieces=[ROLE, BROKEN], step=step))
     seen = []

@@ -29,7 +29,7 @@ def server_with_fake_upstream(fake_openai, **env: str) -> tuple[LiveServer, dict
 
 def sse_events(response: requests.Response, on_event: Callable[[str, Any], bool] | None = None,
                ) -> Iterator[tuple[str, Any]]:
-    """(event, data) pairs of an SSE response; comments come as ("comment", text)."""
+    """(event, data) pairs of an SSE response; comments come as ("comment", text), OpenAI's `[DONE]` as text."""
     event, data = None, []
     for raw in response.iter_lines(chunk_size=1, decode_unicode=True):
         line = raw if isinstance(raw, str) else raw.decode()
@@ -41,7 +41,8 @@ def sse_events(response: requests.Response, on_event: Callable[[str, Any], bool]
             data.append(line[5:].strip())
         elif line == "" and (event or data):
             payload = "\n".join(data)
-            yield event or "message", (json.loads(payload) if payload and payload[0] in "{[" else payload)
+            yield event or "message", (json.loads(payload) if payload[:1] in ("{", "[") and payload != "[DONE]"
+                                         else payload)
             event, data = None, []
 
 

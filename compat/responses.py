@@ -312,11 +312,19 @@ class ResponseRun(engine.Completion):
     def response(self, *, status: str, output: list[dict[str, Any]], usage: Usage | None,
                  finish: str = "stop", error: dict[str, Any] | None = None) -> dict[str, Any]:
         """The response object. A reply cut by max_output_tokens is `incomplete`, as OpenAI has it."""
-        incomplete = None
-        if status == "completed" and finish in ("length", "max_rounds"):
-            status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+        status, incomplete = _status(status, finish)
         return {**self._fixed, "status": status, "error": error, "incomplete_details": incomplete, "output": output,
                 "usage": None if usage is None else usage_out(usage)}
+
+    def response_json(self, *, status: str, output: list[bytes], usage: Usage | None) -> bytes:
+        """json.dumps(self.response(status=status, output=..., usage=usage)) byte for byte, for a stream's
+        opening and closing events, given the output items already encoded: the fields a run does not change
+        are encoded once per run, a stream's items once each (tests/compat/test_chunk_bytes.py holds the
+        bytes). `status` is the one _status gives (no error: a failed stream uses response())."""
+        incomplete = b"null" if status != "incomplete" else b'{"reason": "max_output_tokens"}'
+        return b"".join((self._fixed_head, b', "status": "', status.encode(), b'", "error": null, '
+                         b'"incomplete_details": ', incomplete, b', "output": [', b", ".join(output), b'], "usage": ',
+                         b"null" if usage is None else json.dumps(usage_out(usage)).encode(), b"}"))
 
     @cached_property
     def _fixed(self) -> dict[str, Any]:
@@ -332,6 +340,11 @@ class ResponseRun(engine.Completion):
             "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []],
             "truncation": "disabled", "metadata": {}, "user": None,
         }
+
+    @cached_property
+    def _fixed_head(self) -> bytes:
+        """The fixed fields encoded, as the start of a response object (`{...` without its closing brace)."""
+        return json.dumps(self._fixed).encode()[:-1]
 
     async def store(self, response: dict[str, Any]) -> None:
         if not self.spec.store:
@@ -353,6 +366,13 @@ class ResponseRun(engine.Completion):
         AppError, a proper HTTP error). A hang-up closes this and, with it, the upstream."""
         first, batches = await self.opened()
         return _events(self, first, batches)
+
+
+def _status(status: str, finish: str) -> tuple[str, dict[str, Any] | None]:
+    """(status, incomplete_details): a completed reply cut by max_output_tokens is `incomplete`."""
+    if status == "completed" and finish in ("length", "max_rounds"):
+        return "incomplete", {"reason": "max_output_tokens"}
+    return status, None
 
 
 def usage_out(usage: Usage) -> dict[str, Any]:
@@ -386,17 +406,30 @@ def _delta_template(item_id: str, index: int) -> bytes:
             % (item_id.encode(), index))
 
 
-def _wrapped(kind: str, name: str, value: str, sequence: int) -> bytes:
+def _wrapped(kind: str, name: str, value: bytes, sequence: int) -> bytes:
     """sse_event({"type": kind, name: value, "sequence_number": sequence}, kind) for a value already encoded
     (`json.dumps(value)`): the created and in_progress events carry the same response object, encoded once."""
-    return f'event: {kind}\ndata: {{"type": "{kind}", "{name}": {value}, "sequence_number": {sequence}}}\n\n'.encode()
+    return b'event: %s\ndata: {"type": "%s", "%s": %s, "sequence_number": %d}\n\n' % (
+        kind.encode(), kind.encode(), name.encode(), value, sequence)
+
+
+# The events that close a message item, as %-templates (item id, output index, the whole text's JSON, sequence
+# number; the part and the item already encoded): the whole text is encoded once, not four times (these three
+# and the response object that ends the stream).
+_TEXT_DONE = (b'event: response.output_text.done\ndata: {"type": "response.output_text.done", "item_id": "%s", '
+              b'"output_index": %d, "content_index": 0, "text": %s, "logprobs": [], "sequence_number": %d}\n\n')
+_PART_DONE = (b'event: response.content_part.done\ndata: {"type": "response.content_part.done", "item_id": "%s", '
+              b'"output_index": %d, "content_index": 0, "part": %s, "sequence_number": %d}\n\n')
+_ITEM_DONE = (b'event: response.output_item.done\ndata: {"type": "response.output_item.done", "output_index": %d, '
+              b'"item": %s, "sequence_number": %d}\n\n')
 
 
 async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]]
                   ) -> AsyncIterator[bytes]:
     sequence = 0
     out: list[bytes] = []
-    output: list[dict[str, Any]] = []
+    output: list[dict[str, Any]] = []  # the response's items, and each encoded (the closing event's bytes)
+    encoded: list[bytes] = []
     usage = Usage()
     finish = "stop"
     text: list[str] = []
@@ -410,17 +443,19 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
     delta_template: bytes | None = None  # the open message's
 
     def close_message() -> None:
-        nonlocal open_message, delta_template
+        nonlocal open_message, delta_template, sequence
         if open_message is None:
             return
         index, item_id, whole = len(output), open_message["id"], "".join(text)
-        part = {"type": "output_text", "text": whole, "annotations": [], "logprobs": []}
-        emit("response.output_text.done", item_id=item_id, output_index=index, content_index=0, text=whole,
-             logprobs=[])
-        emit("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
-        item = message_item(item_id, whole)
-        emit("response.output_item.done", output_index=index, item=item)
-        output.append(item)
+        whole_json, raw_id = json_text(whole), item_id.encode()
+        part = b'{"type": "output_text", "text": %s, "annotations": [], "logprobs": []}' % whole_json
+        item = (b'{"type": "message", "id": "%s", "status": "completed", "role": "assistant", "content": [%s]}'
+                % (raw_id, part))
+        out.extend((_TEXT_DONE % (raw_id, index, whole_json, sequence),
+                    _PART_DONE % (raw_id, index, part, sequence + 1), _ITEM_DONE % (index, item, sequence + 2)))
+        sequence += 3
+        output.append(message_item(item_id, whole))
+        encoded.append(item)
         open_message = delta_template = None
         text.clear()
 
@@ -451,12 +486,13 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                      name=event.call.name, arguments=arguments)
                 emit("response.output_item.done", output_index=index, item=item)
                 output.append(item)
+                encoded.append(json.dumps(item).encode())
             elif isinstance(event, Usage):
                 usage = event
             elif isinstance(event, Finish):
                 finish = event.reason
 
-    opening = json.dumps(run.response(status="in_progress", output=[], usage=None))
+    opening = run.response_json(status="in_progress", output=[], usage=None)
     out += [_wrapped("response.created", "response", opening, 0), _wrapped("response.in_progress", "response",
                                                                            opening, 1)]
     sequence = 2
@@ -466,13 +502,23 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
             yield b"".join(out)
             out.clear()
             async for batch in batches:
+                # Most batches are one text delta of the open message (a model streams a token per read): its
+                # template, without render's dispatch and the join (render gives the same bytes).
+                if delta_template is not None and len(batch) == 1:
+                    event = batch[0]
+                    if type(event) is TextDelta and event.text:
+                        text.append(event.text)
+                        yield delta_template % (json_text(event.text), sequence)
+                        sequence += 1
+                        continue
                 render(batch)
                 if out:
                     yield b"".join(out)
                     out.clear()
         close_message()
-        response = run.response(status="completed", output=output, usage=usage, finish=finish)
-        await run.store(response)
+        status = _status("completed", finish)[0]
+        if run.spec.store:
+            await run.store(run.response(status="completed", output=output, usage=usage, finish=finish))
     except AppError as exc:
         emit("response.failed", response=run.response(status="failed", output=output, usage=None,
                                                       error={"code": exc.code, "message": exc.message}))
@@ -484,7 +530,8 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
             "code": "internal_error", "message": "The server failed; the error was logged."}))
         yield b"".join(out)
         return
-    emit("response.completed" if response["status"] == "completed" else "response.incomplete", response=response)
+    kind = "response.completed" if status == "completed" else "response.incomplete"
+    out.append(_wrapped(kind, "response", run.response_json(status=status, output=encoded, usage=usage), sequence))
     yield b"".join(out)
 
 

@@ -8,11 +8,14 @@ import re
 
 import pytest
 
-from agentsite.agent.types import Finish, TextDelta
+from agentsite.agent.config import AgentSettings
+from agentsite.agent.types import Finish, TextDelta, ToolCall, ToolCallEvent, Usage
+from agentsite.agent.usage import Caller
 from agentsite.core.sse import json_text, sse_event
 from compat import translate
 from compat.engine import _chunks
 from compat.messages import message_events
+from compat.responses import ResponseRequest, ResponseRun, call_item, message_item
 from compat.responses import _events as response_events
 
 TEXTS = ["plain", 'quotes " and \\ backslashes', "line\nbreaks\tand tabs", "ünïcödé 漢字 🙂", "\ud800 lone",
@@ -65,15 +68,10 @@ def test_json_text_is_byte_for_byte_json_dumps():
         assert json_text(text) == json.dumps(text).encode()
 
 
-class _Run:
-    """What the Responses stream asks of its run: the response object (its fields do not matter here)."""
-
-    def response(self, **fields) -> dict:
-        fields.pop("usage")  # a Usage: the real run renders it
-        return {"id": "resp_1", "object": "response", **fields}
-
-    async def store(self, response: dict) -> None:
-        pass
+def _run(**fields) -> ResponseRun:
+    """A real run of the `agent` model (nothing is asked of it here: the events are given), store false."""
+    body = ResponseRequest.model_validate({"model": "agent", "input": "hi", "store": False, **fields})
+    return ResponseRun(body, [], settings=AgentSettings(), user=None, caller=Caller(None, facet="v1"))
 
 
 def _objects(body: bytes) -> list[tuple[str, dict]]:
@@ -90,7 +88,7 @@ def _objects(body: bytes) -> list[tuple[str, dict]]:
 async def test_responses_text_deltas_are_byte_for_byte_the_encoded_events(size):
     batches = _batches(size)
     first = await anext(batches)
-    body = b"".join([piece async for piece in response_events(_Run(), first, batches)])
+    body = b"".join([piece async for piece in response_events(_run(), first, batches)])
     events = _sse_events(body)
     objects = _objects(body)
     deltas = [(raw, data) for raw, (name, data) in zip(events, objects, strict=True)
@@ -108,6 +106,49 @@ async def test_responses_text_deltas_are_byte_for_byte_the_encoded_events(size):
     assert [name for name, _ in objects[:2]] == ["response.created", "response.in_progress"]
     done = [data for name, data in objects if name == "response.output_text.done"]
     assert [entry["text"] for entry in done] == ["".join(TEXTS)]
+    assert objects[-1][0] == "response.completed"
+    assert objects[-1][1]["response"]["output"][0]["content"][0]["text"] == "".join(TEXTS)
+
+
+async def test_every_responses_event_of_text_tools_and_a_cut_reply_is_its_encoded_object():
+    """Text, a tool call, more text and a reply cut by max_output_tokens: every event (the closing ones
+    templated around the whole text, encoded once) is the bytes its object encodes to."""
+    call = ToolCall("call_1", "look_up", {"q": 'a "quoted" 100% query'})
+
+    async def batches():
+        yield [TextDelta("before \n the call")]
+        yield [ToolCallEvent(call), TextDelta("after "), TextDelta("ünï")]
+        yield [Usage(3, 4), Finish("length")]
+
+    run = _run(instructions="be brief", max_output_tokens=9, temperature=0.5)
+    stream = batches()
+    body = b"".join([piece async for piece in response_events(run, await anext(stream), stream)])
+    events, objects = _sse_events(body), _objects(body)
+    assert events == [sse_event(data, name) for name, data in objects]
+    assert [data["sequence_number"] for _, data in objects] == list(range(len(objects)))
+    name, last = objects[-1]
+    assert name == "response.incomplete" and last["response"]["status"] == "incomplete"
+    output = last["response"]["output"]
+    assert [item["type"] for item in output] == ["message", "function_call", "message"]
+    assert output[1] == call_item(call)
+    assert output[2] == message_item(output[2]["id"], "after ünï")
+    # The closing object is the one response() builds, byte for byte.
+    expected = run.response(status="completed", output=output, usage=Usage(3, 4), finish="length")
+    assert last["response"] == json.loads(json.dumps(expected))
+    assert last["response"]["usage"]["total_tokens"] == 7
+
+
+@pytest.mark.parametrize("status", ["in_progress", "completed", "incomplete"])
+def test_a_response_object_encoded_from_its_parts_is_the_encoded_object(status):
+    run = _run(instructions='say "hi"', previous_response_id="resp_" + "0" * 32)
+    items = [message_item("msg_1", "one \u2028 two"), call_item(ToolCall("c", "f", {"a": [1]}))]
+    for usage in (None, Usage(1, 2)):
+        finish = "length" if status == "incomplete" else "stop"
+        obj = run.response(status="completed" if status == "incomplete" else status, output=items, usage=usage,
+                           finish=finish)
+        assert obj["status"] == status
+        got = run.response_json(status=status, output=[json.dumps(item).encode() for item in items], usage=usage)
+        assert got == json.dumps(obj).encode()
 
 
 @pytest.mark.parametrize("size", [1, 4])

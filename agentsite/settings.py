@@ -31,8 +31,10 @@ DEBUG = env_bool("DEBUG", False)
 # The Host (DNS-rebinding) defence: loopback names only unless the operator lists others (README, .env.example).
 ALLOWED_HOSTS = env_list("AGENTSITE_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 
+# No "daphne" app: all it adds is its own runserver (unused: `serve` starts daphne), and importing it (Twisted
+# and its reactor) cost every Django process ~0.35 s of CPU at start: serve, the task cluster, each manage.py
+# command, the tests' servers. `python -m daphne` imports what it needs itself.
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PREPARE = ("import django; django.setup(); from django.core.management import call_command; "
            "call_command('migrate', interactive=False, verbosity=0); call_command('initadmin'); "
            "call_command('recover')")
-MIGRATE = ("import django; django.setup(); from django.core.management import call_command; "
-           "call_command('migrate', interactive=False, verbosity=0)")
+# What a template database gets (_MigratedTemplates): PREPARE without `recover`, whose schedules would be
+# overdue by the time a copy starts (serve runs it on each start; a daphne-only server runs no task cluster).
+TEMPLATE = ("import django; django.setup(); from django.core.management import call_command; "
+            "call_command('migrate', interactive=False, verbosity=0); call_command('initadmin')")
 
 
 def listening_socket(port: int = 0) -> socket.socket:
@@ -93,24 +95,29 @@ def listeners_on(port: int) -> set[int]:
 
 
 class _MigratedTemplates:
-    """A database migrated once per test process, which each new server's database starts as a copy of.
+    """A database prepared once per test process, which each new server's database starts as a copy of.
 
-    Migrating an empty database costs a server ~2 s on SQLite and ~3 s on PostgreSQL; copying a migrated
-    one, milliseconds. A server started on a copy still runs its whole start path: `migrate` runs and finds
-    nothing to do, and the initial admin, the start-up hooks and the secrets are its own. First starts on an
-    empty database stay covered by the servers whose callers pass their own data_dir (test_serve.py).
+    Prepared: migrated and with the initial admin made (TEMPLATE), its `initial_admin.txt` kept beside it
+    and copied with it. Migrating an empty database costs a server ~2 s on SQLite and ~3 s on PostgreSQL;
+    copying a prepared one, milliseconds. A `serve` server started on a copy still runs its whole start path
+    (`migrate` finds nothing to do, the admin exists, the start-up hooks run). A daphne-only server's first
+    start on a copy skips PREPARE, a Django start of ~2.5 s of CPU that would find nothing to do: the copy
+    is migrated and has its admin, no process ever ran work on it for `recover` to mark, and the schedules
+    `recover` ensures are read only by a task cluster, which a daphne-only server does not run. A restart
+    runs PREPARE (recovery then has work to find). First starts on an empty database stay covered by the
+    servers whose callers pass their own data_dir (test_serve.py).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sqlite: Path | None = None
-        self._postgres: dict[str, str] = {}  # the server's admin URL -> the template database's name
+        self._postgres: dict[str, tuple[str, Path]] = {}  # admin URL -> (template database, its data dir)
 
     def sqlite_copy_to(self, data_dir: Path) -> None:
         with self._lock:
             if self._sqlite is None:
                 directory = Path(tempfile.mkdtemp(prefix="agentsite-e2e-template-"))
-                _migrate(directory, database_url="")
+                _prepare(directory, database_url="")
                 path = directory / "db.sqlite3"
                 # WAL mode: what a connection left in db.sqlite3-wal goes into the file first, so that the
                 # file alone is the whole database.
@@ -120,23 +127,26 @@ class _MigratedTemplates:
         target = data_dir / "db.sqlite3"
         shutil.copyfile(self._sqlite, target)
         target.chmod(0o600)
+        _copy_admin_file(self._sqlite.parent, data_dir)
 
-    def postgres_template(self, admin_url: str, database_url_for: Callable[[str], str]) -> str:
-        """The name of the migrated template database on the server at admin_url (made on first use)."""
+    def postgres_template(self, admin_url: str, database_url_for: Callable[[str], str]) -> tuple[str, Path]:
+        """The migrated template database on the server at admin_url (made on first use) and the data dir
+        that holds its initial_admin.txt."""
         import psycopg
 
         with self._lock:
             if admin_url not in self._postgres:
                 name = f"agentsite_e2e_template_{secrets.token_hex(4)}"
+                directory = Path(tempfile.mkdtemp(prefix="agentsite-e2e-template-"))
                 with psycopg.connect(admin_url, autocommit=True) as conn:
                     conn.execute(f'CREATE DATABASE "{name}"')
                 try:
-                    with tempfile.TemporaryDirectory(prefix="agentsite-e2e-template-") as directory:
-                        _migrate(Path(directory), database_url=database_url_for(name))
+                    _prepare(directory, database_url=database_url_for(name))
                 except BaseException:
                     _drop_database(admin_url, name)
+                    shutil.rmtree(directory, ignore_errors=True)
                     raise
-                self._postgres[admin_url] = name
+                self._postgres[admin_url] = (name, directory)
             return self._postgres[admin_url]
 
     def drop(self) -> None:
@@ -145,16 +155,23 @@ class _MigratedTemplates:
             if self._sqlite is not None:
                 shutil.rmtree(self._sqlite.parent, ignore_errors=True)
                 self._sqlite = None
-            for admin_url, name in self._postgres.items():
+            for admin_url, (name, directory) in self._postgres.items():
                 _drop_database(admin_url, name)
+                shutil.rmtree(directory, ignore_errors=True)
             self._postgres.clear()
 
 
-def _migrate(data_dir: Path, *, database_url: str) -> None:
+def _prepare(data_dir: Path, *, database_url: str) -> None:
     env = LiveServer(data_dir=str(data_dir), database_url=database_url, migrated=False).env()
-    done = subprocess.run([sys.executable, "-c", MIGRATE], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", TEMPLATE], cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode:
-        raise RuntimeError(f"migrating the template database failed:\n{(done.stdout + done.stderr)[-5000:]}")
+        raise RuntimeError(f"preparing the template database failed:\n{(done.stdout + done.stderr)[-5000:]}")
+
+
+def _copy_admin_file(source: Path, data_dir: Path) -> None:
+    target = data_dir / "initial_admin.txt"
+    shutil.copyfile(source / "initial_admin.txt", target)
+    target.chmod(0o600)
 
 
 def _drop_database(admin_url: str, name: str) -> None:
@@ -199,9 +216,13 @@ class LiveServer:
         self.log_path = self.data_dir / "server.log"
         self._log = None
         self._own_database: str | None = None
+        # Whether the database is a copy of the prepared template that no server has started on yet: a
+        # daphne-only server's first start then skips PREPARE (templates above).
+        self._fresh_copy = False
         self.database_url = database_url if database_url is not None else self._database_url()
         if self.migrated and not self.database_url and not (self.data_dir / "db.sqlite3").exists():
             templates.sqlite_copy_to(self.data_dir)
+            self._fresh_copy = True
 
     @property
     def listener(self) -> socket.socket:
@@ -237,10 +258,13 @@ class LiveServer:
         def url_for(database: str) -> str:
             return urlunparse(parsed._replace(path=f"/{database}"))
 
-        template = f' TEMPLATE "{templates.postgres_template(admin_url, url_for)}"' if self.migrated else ""
+        template = templates.postgres_template(admin_url, url_for) if self.migrated else None
         with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"{template}')
+            conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template[0]}"' if template else ""))
         self._own_database = name
+        if template is not None:
+            _copy_admin_file(template[1], self.data_dir)
+            self._fresh_copy = True
         self._admin_url = admin_url
         return url_for(name)
 
@@ -279,10 +303,12 @@ class LiveServer:
         if self.command == "serve":
             args = [sys.executable, "manage.py", "serve", "--fd", str(fd), "--workers", str(self.workers)]
         else:
-            # One process for both steps: each Django start costs ~3 s of imports on these machines.
-            subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=self.env(), check=True,
-                           capture_output=True)
+            if not self._fresh_copy:  # a prepared copy's first start has nothing for PREPARE to do
+                # One process for its steps: each Django start costs ~2.5 s of CPU on these machines.
+                subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=self.env(), check=True,
+                               capture_output=True)
             args = [sys.executable, "-m", "daphne", "--fd", str(fd), "agentsite.asgi:application"]
+        self._fresh_copy = False
         if "stdout" not in popen:
             if self._log is None:
                 self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.config import AgentSettings
@@ -84,8 +85,12 @@ class Completion:
         self.settings = settings
         self.user = user
         self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
-        self.cid = translate.completion_id()
         self.messages = request.messages
+
+    @cached_property
+    def cid(self) -> str:
+        """The chat.completion id, made when first asked for (the other doors' runs have ids of their own)."""
+        return translate.completion_id()
 
     @property
     def is_agent(self) -> bool:

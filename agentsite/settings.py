@@ -141,6 +141,10 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": 1000,
     "label": "Task queue",
+    # The sentinel's round (its workers alive? a task over its time?), which also writes the cluster's status
+    # to the cache each time: 0.5 s by default, the largest part of an idle serve's CPU (bench/RESULTS.md,
+    # "Idle"). 2 s keeps the status continuous (django-q2 keeps it 3 s) for qinfo and qmonitor.
+    "guard_cycle": 2,
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL

@@ -17,7 +17,7 @@ class SchedulerConfig(AppConfig):
 
         on_process_death("scheduled runs", runs_mark_crashed)
         on_service_start("scheduler tick schedule", tick_schedule_ensure)
-        on_service_loop("scheduler timer", timer.run)
+        on_service_loop("scheduler timer", timer.run, wake=timer.wake)
         # Any save of a task (the API, Django admin) wakes the timers once committed; the tick's own updates
         # are raw SQL and wake nobody.
         post_save.connect(task_saved, sender=ScheduledTask, dispatch_uid="scheduler-task-saved")

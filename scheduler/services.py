@@ -157,12 +157,11 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
 
 
 def task_saved(sender: type, instance: ScheduledTask, **kwargs: Any) -> None:
-    """post_save of a task: once committed, wake the scheduler's timers (this process's, and with Redis
-    every process's) so that they read its next instant."""
-    from agentsite.core.invalidation import announce
-    from scheduler.timer import TOPIC
+    """post_save of a task: once committed, wake the scheduler's timers (this process's, the host's on SQLite,
+    every process's with Redis) so that they read its next instant."""
+    from scheduler.timer import announce_change
 
-    transaction.on_commit(lambda: announce(TOPIC, instance.pk), robust=True)
+    transaction.on_commit(lambda: announce_change(instance.pk), robust=True)
 
 
 def task_delete(*, task: ScheduledTask) -> None:

@@ -6,15 +6,23 @@ pieces itself runs `manage.py clock`: agentsite.core.startup.on_service_loop). I
 1. reads the earliest `next_run_at` of the enabled tasks (one indexed MIN query);
 2. when that instant has come, runs the tick (scheduler.services.tick) at once, and again while due tasks
    remain (a tick takes at most 1,000);
-3. otherwise sleeps until that instant, or until it is woken: a task saved in this process, or, through
-   the invalidation channel (agentsite/core/invalidation.py, with `REDIS_URL`), in any process, wakes it
-   (topic TOPIC); a deployment without Redis has no channel, so the timer reads the database again every
-   POLL_S (1 s) instead: a task made in another process, due within the second, is still found on time.
+3. otherwise sleeps until that instant, or until it is woken: a task saved in any process wakes it once
+   committed (scheduler.services.task_saved), through
+   - the invalidation channel (agentsite/core/invalidation.py, topic TOPIC) with `REDIS_URL`;
+   - on SQLite, the timer's doorbell (agentsite/core/localwake.py): every process that can save a task is
+     on this host;
+   - with neither (PostgreSQL without Redis: other hosts), nothing: the timer reads the database again
+     every POLL_S (1 s) instead, so a task made in another process, due within the second, is still found
+     on time.
+
+   Woken by a channel or its doorbell, the timer still reads the database every CONNECTED_IDLE_S (30 s): that
+   bounds what a change no announcement reaches costs (a queryset update(), raw SQL).
 
 Exactly once per occurrence stays the tick's guarantee, not the timer's: several timers (several hosts, a
 `clock` and a `serve`) and django-q2's fallback schedule (TICK_SCHEDULE_NAME, every
 AGENTSITE_SCHEDULER_TICK_S) may tick at the same instant, and the `(task, scheduled_for)` unique constraint
-lets one of them record the run.
+lets one of them record the run. A second timer on one host does not get the doorbell (its first one holds
+it) and reads the database every POLL_S.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from django.db import close_old_connections
 from django.db.models import Min
 from django.utils import timezone
 
-from agentsite.core import invalidation
+from agentsite.core import invalidation, localwake
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +47,21 @@ CONNECTED_IDLE_S = 30.0  # with it: a change wakes the timer; this bounds what a
 BUSY_RETRY_S = 0.05  # due tasks another tick holds (skip_locked): look again this soon
 
 _wake = threading.Event()
+DOORBELL = localwake.Doorbell("scheduler-timer")
 
 
 def wake(_key: object = None) -> None:
-    """Wake this process's timer (a task changed): it reads the earliest instant again."""
+    """Wake this process's timer (a task changed, or it is told to stop): it reads the earliest instant again."""
     _wake.set()
+    if localwake.available():
+        DOORBELL.ring()
+
+
+def announce_change(task_id: object) -> None:
+    """A task was saved and committed: wake the timers, wherever they run (see the module docstring)."""
+    invalidation.announce(TOPIC, task_id)  # this process's timer; with Redis, every process's
+    if localwake.available():
+        DOORBELL.ring()  # on SQLite: the host's timer, whichever process runs it
 
 
 def earliest_next_run() -> datetime | None:
@@ -58,6 +76,7 @@ def run(stop: threading.Event, *, now: Callable[[], datetime] = timezone.now) ->
 
     invalidation.subscribe(TOPIC, wake)
     invalidation.listen()
+    ringable = localwake.available() and DOORBELL.listen()
     logger.info("Scheduler timer started")
     while not stop.is_set():
         _wake.clear()
@@ -66,18 +85,24 @@ def run(stop: threading.Event, *, now: Callable[[], datetime] = timezone.now) ->
         earliest = earliest_next_run()
         if earliest is not None and earliest <= instant:
             if not tick(now=instant):  # another tick holds them, or recorded them first
-                _sleep(stop, BUSY_RETRY_S)
+                _sleep(stop, BUSY_RETRY_S, ringable)
             continue
-        idle = CONNECTED_IDLE_S if invalidation.connected() else POLL_S
+        idle = CONNECTED_IDLE_S if ringable or invalidation.connected() else POLL_S
         wait = idle if earliest is None else min(idle, (earliest - instant).total_seconds())
-        _sleep(stop, wait)
+        _sleep(stop, wait, ringable)
     logger.info("Scheduler timer stopped")
 
 
-def _sleep(stop: threading.Event, seconds: float) -> None:
-    """Until `seconds` have passed, a wake, or stop (looked at every half second)."""
+def _sleep(stop: threading.Event, seconds: float, ringable: bool) -> None:
+    """Until `seconds` have passed, a wake, or stop. On the doorbell a wake (stop included: the service loops
+    call `wake` after setting it) ends the sleep at once; without it, stop is looked at every half second."""
     deadline = time.monotonic() + max(0.0, seconds)
     while not stop.is_set():
         left = deadline - time.monotonic()
-        if left <= 0 or _wake.wait(min(left, 0.5)):
+        if left <= 0 or _wake.is_set():
+            return
+        if ringable:
+            if DOORBELL.wait(left):
+                return
+        elif _wake.wait(min(left, 0.5)):
             return

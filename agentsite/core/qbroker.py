@@ -5,12 +5,12 @@ django-q2's ORM broker finds queued tasks by polling: its pusher reads the queue
 (bench/RESULTS.md, Under serve) and a wait of up to 0.2 s before a queued task started. A SQLite database is
 one host's, so every process that queues a task can tell the pusher directly:
 
-- the pusher (`dequeue`) binds a Unix datagram socket in Linux's abstract namespace, named after the database
-  file and the queue, and when the queue is empty waits on it for at most IDLE_POLL_S (1 s) instead of
-  sleeping `poll`: tasks whose retry lock runs out (a task lost with its worker) and wakes that got lost are
-  still found within that second;
-- whoever queues a task (`enqueue`, and agentsite.core.taskqueue's batched insert) sends one empty datagram
-  there once the task's row is committed (`transaction.on_commit`: before, the pusher would not see it).
+- the pusher (`dequeue`) holds the queue's doorbell (agentsite/core/localwake.py: a Unix datagram socket
+  named after the database file and the queue) and when the queue is empty waits on it for at most
+  IDLE_POLL_S (5 s) instead of sleeping `poll`: tasks whose retry lock runs out (a task lost with its worker,
+  after `retry`, 660 s) and wakes that got lost are still found within those seconds;
+- whoever queues a task (`enqueue`, and agentsite.core.taskqueue's batched insert) rings it once the task's
+  row is committed (`transaction.on_commit`: before, the pusher would not see it).
 
 A wake is only a hint to look now: the table stays the queue, so nothing is lost when a datagram is (a full
 socket buffer, a pusher restarting). When the socket cannot be had (not Linux, another cluster's pusher on the
@@ -24,50 +24,47 @@ transaction commits; with no wake at all a queued task is still taken within IDL
 
 from __future__ import annotations
 
-import hashlib
-import select
-import socket
 import time
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 
-IDLE_POLL_S = 1.0  # the pusher's longest wait on an empty queue (a lost wake, a retry lock that ran out)
+from agentsite.core.localwake import Doorbell
+
+IDLE_POLL_S = 5.0  # the pusher's longest wait on an empty queue (a lost wake, a retry lock that ran out)
 WAKE_BOUND_S = 0.05  # what the tests allow between a commit and the pusher's next look
+
+_doorbells: dict[tuple[str, str], Doorbell] = {}
+
+
+def doorbell(list_key: str) -> Doorbell:
+    """The pusher's doorbell for this queue on this database (agentsite/core/localwake.py)."""
+    using = Conf.ORM or "default"
+    bell = _doorbells.get((using, list_key))
+    if bell is None:
+        bell = _doorbells[(using, list_key)] = Doorbell(f"taskqueue:{list_key}", using)
+    return bell
 
 
 def wake_address(list_key: str) -> bytes:
     """The abstract socket name of the pusher of this database file and queue."""
-    from django.db import connections
-
-    database = str(connections[Conf.ORM or "default"].settings_dict["NAME"])
-    digest = hashlib.sha256(f"{database}\0{list_key}".encode()).hexdigest()[:24]
-    return b"\0agentsite-taskqueue-" + digest.encode()
+    return doorbell(list_key).address()
 
 
 def wake(list_key: str) -> None:
     """Tell the pusher of this queue to look now (no-op when none listens)."""
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.setblocking(False)
-            sock.sendto(b"", wake_address(list_key))
-    except OSError:  # no pusher bound (not started, another platform), or its buffer is full: it looks anyway
-        pass
+    doorbell(list_key).ring()
 
 
 def wake_on_commit(list_key: str) -> None:
     """Wake the pusher once the current transaction commits (at once outside one)."""
-    transaction.on_commit(lambda: wake(list_key), using=Conf.ORM)
+    doorbell(list_key).ring_on_commit()
 
 
 class LocalORM(ORM):
     """django-q2's ORM broker for a database on this host (see the module docstring)."""
-
-    _listener: socket.socket | None = None
-    _bind_failed = False
 
     def enqueue(self, task: str) -> Any:
         task_id = super().enqueue(task)
@@ -94,28 +91,8 @@ class LocalORM(ORM):
 
     def _wait(self) -> None:
         """Until a wake or IDLE_POLL_S; `poll` seconds when this process holds no wake socket."""
-        listener = self._wake_listener()
-        if listener is None:
+        bell = doorbell(self.list_key)
+        if not bell.listen():
             time.sleep(Conf.POLL)
             return
-        readable, _, _ = select.select([listener], [], [], IDLE_POLL_S)
-        if readable:
-            try:
-                while True:  # every wake sent so far: one look serves them all
-                    listener.recv(16)
-            except BlockingIOError:
-                pass
-
-    def _wake_listener(self) -> socket.socket | None:
-        if self._listener is None and not self._bind_failed:
-            sock = None
-            try:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-                sock.bind(wake_address(self.list_key))
-                sock.setblocking(False)
-                type(self)._listener = sock
-            except (OSError, AttributeError):  # taken by another pusher, or no AF_UNIX / abstract names here
-                if sock is not None:
-                    sock.close()
-                type(self)._bind_failed = True
-        return self._listener
+        bell.wait(IDLE_POLL_S)

@@ -6,7 +6,8 @@ And loops a facet runs while the service runs, one per host (the scheduler's tim
 each on a thread of its own beside its task cluster; a deployment that starts the pieces itself runs
 `manage.py clock` (docs/deploying.md). A loop is `loop(stop)`: it runs until the `threading.Event` stop is
 set, returns soon after, and handles its own errors (one that escapes is logged, and the loop is started
-again a second later)."""
+again a second later). A loop that sleeps on something other than its stop event (a socket) registers a
+`wake()` too, which stopping calls once the event is set, so that the loop sees it at once."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 _hooks: dict[str, Callable[[], object]] = {}
 _loops: dict[str, Callable[[threading.Event], object]] = {}
+_loop_wakes: dict[str, Callable[[], object]] = {}
 LOOP_RESTART_S = 1.0
 
 
@@ -41,9 +43,14 @@ def run_start_hooks() -> dict[str, object]:
     return results
 
 
-def on_service_loop(name: str, loop: Callable[[threading.Event], object]) -> None:
-    """Register `loop(stop)` (see the module docstring) under a name, replacing an earlier one of that name."""
+def on_service_loop(name: str, loop: Callable[[threading.Event], object],
+                    wake: Callable[[], object] | None = None) -> None:
+    """Register `loop(stop)` (see the module docstring) under a name, replacing an earlier one of that name;
+    `wake()`, when given, interrupts the loop's sleep."""
     _loops[name] = loop
+    _loop_wakes.pop(name, None)
+    if wake is not None:
+        _loop_wakes[name] = wake
 
 
 class ServiceLoops:
@@ -66,6 +73,11 @@ class ServiceLoops:
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
+        for name, wake in list(_loop_wakes.items()):
+            try:
+                wake()
+            except Exception:  # a boundary: the loop then stops at the end of its sleep
+                logger.exception("Could not wake the service loop %r to stop it", name)
         for thread in self.threads:
             thread.join(timeout)
 

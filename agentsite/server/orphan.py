@@ -5,6 +5,7 @@ its parent-death signal. That SIGTERM starts a graceful stop, which the cluster 
 busy worker to finish its task (up to `AGENTSITE_Q_TIMEOUT`, 600 s), serving nobody meanwhile. So each child's
 main process also runs this guard: a thread that notices serve is gone (its parent pid changed) and, once
 `AGENTSITE_ORPHAN_GRACE_S` (15 s, serve's own stop grace) have passed, kills its whole process group. The
+guard sleeps on a pidfd of serve, which wakes it when serve exits; where there is none, it looks every POLL_S. The
 work it cuts off is marked by the next start's recovery, like any other crash's.
 
 Invariant: the guard runs only in a process serve itself started (serve's pid in `AGENTSITE_SERVE_PID` is its
@@ -15,6 +16,7 @@ cluster has no thread of it (fork copies none), and a worker spawned afresh has 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -40,7 +42,23 @@ def guard_if_child_of_serve() -> bool:
     return True
 
 
+def _wait_for_exit(serve_pid: int) -> None:
+    """Until serve has exited, without waking meanwhile: a pidfd (Linux 5.3+) becomes readable when its process
+    exits. Returns at once where there is none; the caller's poll of the parent pid then does the waiting."""
+    try:
+        pidfd = os.pidfd_open(serve_pid)
+    except (AttributeError, OSError):
+        return
+    try:
+        if os.getppid() != serve_pid:
+            return  # serve was gone before the pidfd was opened: it may name another process
+        select.select([pidfd], [], [])
+    finally:
+        os.close(pidfd)
+
+
 def _watch(serve_pid: int, grace: float) -> None:
+    _wait_for_exit(serve_pid)
     while os.getppid() == serve_pid:
         time.sleep(POLL_S)
     # serve is gone; the kernel has sent this process SIGTERM, and a graceful stop gets `grace` seconds.

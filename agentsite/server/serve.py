@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -24,6 +25,9 @@ STOP_GRACE_S = 15
 RESTART_FIRST_S = 1.0
 RESTART_MAX_S = 30.0
 RESTART_STABLE_S = 60.0
+# The supervisor sleeps until a signal (a child exited: SIGCHLD; Ctrl-C, SIGTERM), a restart or a sweep is due;
+# at most this long, should a SIGCHLD ever go missing.
+SUPERVISE_MAX_SLEEP_S = 5.0
 MAX_DEFAULT_WORKERS = 8
 
 
@@ -134,6 +138,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+        signals = _SignalWakeup()
         started = {name: time.monotonic() for name in children}
         backoff = {name: RESTART_FIRST_S for name in children}
         restart_at: dict[str, float] = {}
@@ -159,7 +164,9 @@ class Command(BaseCommand):
                 if now >= at:
                     del restart_at[name]
                     children[name], started[name] = self._spawn(name, commands[name]), now
-            time.sleep(0.2)
+            due = min([next_sweep, *restart_at.values()]) - time.monotonic()
+            signals.wait(min(max(0.0, due), SUPERVISE_MAX_SLEEP_S))
+        signals.close()
         self.stdout.write("agentsite: stopping ...")
         _stop_all(children)
         self.stdout.write("agentsite: stopped.")
@@ -172,6 +179,38 @@ class Command(BaseCommand):
             sweep_dead()
         except Exception as exc:  # a boundary: the database may be what failed; the next sweep catches up
             self.stderr.write(f"agentsite: could not mark the stopped process's work yet ({exc}).")
+
+
+class _SignalWakeup:
+    """A sleep that every signal ends at once: a child that exits (SIGCHLD), Ctrl-C, SIGTERM. Python runs its
+    signal handlers between bytecodes of the main thread; the wakeup fd makes the signal also end the select
+    the main thread sleeps in, instead of that sleep going on to its end (an idle serve then wakes only when
+    something is due, not five times a second)."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        # A Python handler, so that the C-level one writes to the wakeup fd; the supervisor polls its children.
+        self._previous_chld = signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def wait(self, seconds: float) -> None:
+        try:
+            select.select([self._read], [], [], seconds)
+        except InterruptedError:
+            return
+        try:
+            while os.read(self._read, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        signal.signal(signal.SIGCHLD, self._previous_chld)
+        signal.set_wakeup_fd(self._previous_fd)
+        os.close(self._read)
+        os.close(self._write)
 
 
 def _listen(host: str, port: int) -> socket.socket:

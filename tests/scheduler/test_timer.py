@@ -9,6 +9,8 @@ timer's thread, with the recording runner: `started_at` is when a worker would h
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentsite.core import localwake
 from scheduler import services, timer
 from scheduler.models import ScheduledTask, TaskRun
 from tests.e2e import poll
@@ -39,6 +42,7 @@ def running_timers(count: int = 1) -> Iterator[None]:
         yield
     finally:
         stop.set()
+        timer.wake()  # as the service loops do when they stop: a timer asleep on its doorbell returns
         for thread in threads:
             thread.join(5)
         assert not any(thread.is_alive() for thread in threads), "a timer did not stop"
@@ -67,6 +71,30 @@ def test_a_saved_task_wakes_the_sleeping_timer_and_runs_at_its_instant(owner, mo
         [run] = poll(lambda: finished_runs(task), "the run finished", timeout=5)
     assert run.trigger == TaskRun.SCHEDULE and run.status == TaskRun.SUCCESS
     assert run.scheduled_for == task.next_run_at
+    assert 0 <= lag_of(run) < 1.0, lag_of(run)
+
+
+def test_on_sqlite_a_task_saved_in_another_process_rings_the_timer_awake(owner, monkeypatch):
+    """On SQLite every process that saves a task is on this host: its commit rings the timer's doorbell, so
+    the timer sleeps CONNECTED_IDLE_S, not POLL_S, and still starts the run on time. On PostgreSQL (other
+    hosts may save tasks) the timer has no doorbell and keeps looking every POLL_S."""
+    monkeypatch.setattr(timer, "POLL_S", 30.0)
+    monkeypatch.setattr(timer, "CONNECTED_IDLE_S", 30.0)
+    task = far_task(owner)
+    with running_timers():
+        poll(lambda: not timer._wake.is_set(), "the timer asleep", timeout=5)
+        held = timer.DOORBELL._held is not None  # bound by the timer's thread, in this process
+        assert held is localwake.available()
+        if not held:
+            return
+        instant = timezone.now() + timedelta(seconds=0.8)
+        ScheduledTask.objects.filter(pk=task.pk).update(next_run_at=instant)  # no signal in this process
+        # What task_saved does in another process once its commit is done: ring the doorbell's address.
+        subprocess.run([sys.executable, "-c", "import socket, sys; socket.socket(socket.AF_UNIX, "
+                        "socket.SOCK_DGRAM).sendto(b'', bytes.fromhex(sys.argv[1]))", timer.DOORBELL.address().hex()],
+                       check=True, timeout=30)
+        [run] = poll(lambda: finished_runs(task), "the run finished", timeout=5)
+    assert run.scheduled_for == instant
     assert 0 <= lag_of(run) < 1.0, lag_of(run)
 
 

@@ -6,10 +6,11 @@ the row each time cost a query and, from async views, a crossing to a database t
 `/v1` request's server time. `UserCache` keeps each user's row per process instead:
 
 - an entry is dropped at once, in every process, when the user is saved or deleted (`post_save`/`post_delete`
-  -> `agentsite.core.invalidation`, which reaches the other processes through Redis when `REDIS_URL` is set),
-  so a password change, a deactivation or a lost admin flag stops the old token at once;
-- an entry lives at most `AGENTSITE_AUTH_CACHE_S` (2 s), which bounds a change no announcement reaches (the
-  embedded default has no Redis: `manage.py changepassword` in another process; a queryset `update()`);
+  -> `agentsite.core.invalidation`, which reaches the other processes through Redis when `REDIS_URL` is set, or
+  on SQLite through the host's channel), so a password change, a deactivation or a lost admin flag stops the
+  old token at once;
+- an entry lives at most `AGENTSITE_AUTH_CACHE_S` (2 s), connected or not, which bounds a change no
+  announcement reaches (a queryset `update()`; any change in another process on PostgreSQL without Redis);
 - a load that raced a drop is not stored (a generation counter), so a drop is never undone by an older read;
 - callers get a copy of the cached row, never the row itself, so a request that changes its user (a password
   change) changes nothing another request sees;

@@ -6,11 +6,14 @@ import threading
 import time
 
 from accounts.models import AgentConfig, Connection, ModelAlias
+from agentsite.core import invalidation
 
 # The config is read on every chat turn and every /v1 request; a per-process copy avoids a query and a
-# database thread each time. A save anywhere drops it at once in this process and, through Redis
-# (agentsite.core.invalidation), in every other; without Redis, other processes (the task cluster) pick a change
-# up within CONFIG_TTL_S. A load that raced a drop is not kept (the generation counter).
+# database thread each time. A save anywhere drops it at once in this process and, through the invalidation
+# channel (agentsite.core.invalidation: Redis, or the host's on SQLite), in every other; a process with no channel
+# (PostgreSQL without Redis) picks a change up within CONFIG_TTL_S, and one with a channel keeps its copy for
+# invalidation.ttl() (a minute), which only a change no signal announces waits for. A load that raced a drop
+# is not kept (the generation counter).
 CONFIG_TTL_S = 2.0
 TOPIC = "config"
 # (config, settings, loaded at): replaced whole, so a reader on the event loop needs no lock.
@@ -42,7 +45,7 @@ def settings_get():
 
 def _fresh() -> tuple[object, object] | None:
     entry = _entry
-    if entry is not None and time.monotonic() - entry[2] < CONFIG_TTL_S:
+    if entry is not None and time.monotonic() - entry[2] < invalidation.ttl(CONFIG_TTL_S):
         return entry[0], entry[1]
     return None
 
@@ -52,8 +55,6 @@ def _cached() -> tuple[object, object]:
     entry = _fresh()
     if entry is not None:
         return entry
-    from agentsite.core import invalidation
-
     invalidation.listen()
     with _lock:
         generation = _generation

@@ -8,16 +8,24 @@ changes what it caches calls `announce(topic, key)` once the change is committed
 - at once in the announcing process, and
 - in every other process of the deployment when `REDIS_URL` is set: the announcement is published on one
   Redis channel (`<AGENTSITE_CACHE_PREFIX>:invalidate`), which a listener thread in each process that
-  subscribed receives and applies, within milliseconds on a local network.
+  subscribed receives and applies, within milliseconds on a local network;
+- without Redis on SQLite (one host: `serve --workers N`, its task cluster, `manage.py` commands), in every
+  other process of the host: each process that subscribed listens on a Unix datagram socket of its own (Linux's
+  abstract namespace) and registers its name as an empty file in `<DATA_DIR>/run/invalidate/`; an
+  announcement is sent to every name registered there, and a name nobody listens on any more (a process that
+  died) is removed by the first announcement that finds it so. A process registers before its first load, so
+  a change committed after that load is announced to it.
 
 `drop(None)` means "drop everything": the listener calls it whenever it (re)connects, because
 announcements sent while it was not connected are lost (Redis pub/sub keeps nothing).
+PostgreSQL without Redis has no channel (its processes may be on several hosts): `connected()` is False.
 
 Contract for a cache that subscribes:
 - `drop` is cheap, thread-safe, and never raises (it runs on the listener's thread);
 - entries still expire after a time to live of the cache's own choosing: it bounds how long a change made
-  where no announcement reaches (the embedded default has no Redis: `manage.py changepassword` in another
-  process, a queryset `update()` that sends no signal) stays unseen.
+  where no announcement reaches (a queryset `update()` that sends no signal; any change in another process on
+  PostgreSQL without Redis) stays unseen. A cache may live longer while `connected()` (`ttl()`), when only
+  such a change stays unseen: not one that bounds a credential's rights (accounts' caches keep theirs).
 
 Invariants: an announcement made after a commit is applied in this process before `announce` returns;
 with Redis, a process that subscribed has either received every later announcement or dropped everything
@@ -26,13 +34,16 @@ since (tested in tests/foundation/test_invalidation.py).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
+import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -73,6 +84,8 @@ def announce(topic: str, key: object = None) -> None:
     _apply(topic, key_text)
     url = getattr(settings, "REDIS_URL", "")
     if not url:
+        if _local_dir() is not None:
+            _local_send(json.dumps([topic, key_text, _origin()]).encode())
         return
     try:
         _redis(url).publish(channel(), json.dumps([topic, key_text, _origin()]))
@@ -82,8 +95,22 @@ def announce(topic: str, key: object = None) -> None:
 
 
 def connected() -> bool:
-    """Whether this process's listener is subscribed (always False without Redis)."""
-    return _connected.is_set()
+    """Whether this process's listener receives the others' announcements (Redis subscribed, or the host's
+    channel on SQLite); always False on PostgreSQL without Redis, and in a forked child until it listens."""
+    local = _local
+    if local is not None:
+        return local[0] == os.getpid()
+    listener = _listener
+    return _connected.is_set() and listener is not None and listener[0] == os.getpid()
+
+
+CONNECTED_TTL_S = 60.0
+
+
+def ttl(base: float) -> float:
+    """A cache's time to live: `base`, or CONNECTED_TTL_S when longer and this process hears every announced
+    change (connected): only a change no announcement reaches then waits for it."""
+    return max(base, CONNECTED_TTL_S) if connected() else base
 
 
 def _apply(topic: str, key: str | None) -> None:
@@ -126,11 +153,14 @@ def _redis(url: str) -> redis.Redis:
 
 
 def listen() -> None:
-    """Start this process's listener thread once (per pid), when Redis is configured. A cache calls it before
-    it loads anything: a process that never caches never listens (manage.py commands, migrations)."""
+    """Start this process's listener thread once (per pid): on Redis when configured, else on the host's
+    channel on SQLite. A cache calls it before it loads anything: a process that never caches never listens
+    (manage.py commands, migrations)."""
     global _listener
     url = getattr(settings, "REDIS_URL", "")
     if not url:
+        if _local_dir() is not None:
+            _local_listen()
         return
     with _lock:
         if _listener is not None and _listener[0] == os.getpid() and _listener[1].is_alive():
@@ -179,3 +209,92 @@ def _listen_forever(url: str) -> None:
                     pubsub.close()
                 except Exception:  # noqa: BLE001
                     pass
+
+
+# --- the host's channel (SQLite without Redis) ---------------------------------------------------------------
+
+_ADDRESS_PREFIX = b"\0agentsite-invalidate-"
+_local: tuple[int, socket.socket, Path] | None = None  # (pid, socket, registration file) of this process
+SEND_TIMEOUT_S = 0.2  # a listener whose buffer is full gets this long to read before the announcement is lost
+
+
+def _local_dir() -> Path | None:
+    """Where the host's listeners register (None: no host channel here: Redis, or not SQLite)."""
+    if getattr(settings, "REDIS_URL", ""):
+        return None
+    from agentsite.core import localwake
+
+    return Path(settings.DATA_DIR) / "run" / "invalidate" if localwake.available() else None
+
+
+def _local_address(name: str) -> bytes:
+    return _ADDRESS_PREFIX + name.encode()
+
+
+def _local_listen() -> None:
+    """Bind this process's socket, register it, then start its listener thread (once per pid)."""
+    global _local
+    with _lock:
+        if _local is not None and _local[0] == os.getpid():
+            return
+        directory = _local_dir()
+        if directory is None:
+            return
+        name = _origin()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            sock.bind(_local_address(name))
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            registration = directory / name
+            registration.touch(mode=0o600)
+        except OSError:
+            sock.close()
+            logger.warning("Could not join this host's invalidation channel; other processes' changes are seen "
+                           "when this one's caches expire.", exc_info=True)
+            return
+        # Registered before any load of this process: every change committed later reaches it.
+        _local = (os.getpid(), sock, registration)
+        atexit.register(_local_leave, os.getpid(), registration)
+    threading.Thread(target=_local_receive, args=(sock,), name="agentsite-invalidation", daemon=True).start()
+
+
+def _local_receive(sock: socket.socket) -> None:
+    while True:
+        try:
+            data = sock.recv(65536)
+            topic, key, origin = json.loads(data)
+        except OSError:
+            return  # closed (tests); a process that lost it re-registers on its next listen()
+        except (ValueError, TypeError):
+            continue  # not an announcement
+        if origin != _origin():
+            _apply(topic, key)
+
+
+def _local_send(message: bytes) -> None:
+    """Send an announcement to every listener registered on this host but this process."""
+    directory = _local_dir()
+    if directory is None:
+        return
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return  # nobody has listened yet
+    me = _origin()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(SEND_TIMEOUT_S)
+        for name in names:
+            if name == me:
+                continue
+            try:
+                sock.sendto(message, _local_address(name))
+            except (ConnectionRefusedError, FileNotFoundError):
+                (directory / name).unlink(missing_ok=True)  # its process is gone
+            except OSError:
+                logger.warning("Could not announce a change to process %s of this host (its buffer stayed full); "
+                               "its caches expire within their time to live.", name, exc_info=True)
+
+
+def _local_leave(pid: int, registration: Path) -> None:
+    if os.getpid() == pid:
+        registration.unlink(missing_ok=True)

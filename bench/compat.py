@@ -36,6 +36,11 @@ kind (serve itself, daphne, the cluster's processes) idle (--idle-seconds) and o
 measured at --concurrency 32,128; --workers 1,2 runs everything for each worker count, serve started afresh
 each time, and ends with one throughput table. --only latency|throughput runs half.
 
+    python bench/compat.py --serve --workers 1,2 --only throughput --light --pace-ms 5   # issue 30's item 4
+
+--light measures throughput with bench/loadgen.py's client and (with --only throughput) its upstream, which
+cost a fraction of the default harness's CPU: on 2 cores that harness left a second worker no core to run on.
+
 --api messages measures the Anthropic Messages door against the chat completions door on the same server,
 model and upstream: requests to each alternating one by one (latency), then in alternating blocks of 20 (the
 server's CPU per request for each), non-streaming and streaming; then it stops.
@@ -350,6 +355,19 @@ def make_api_key(server, token: str) -> str:
 
 async def throughput(args: argparse.Namespace, concurrency: int, stream: bool) -> tuple[float, float | None]:
     """(requests/s through the target, server CPU ms per request) at this concurrency."""
+    if args.light:
+        import loadgen
+
+        cpu_before, upstream_before = cpu_seconds(args.server_pid), cpu_seconds(getattr(args, "upstream_pid", None))
+        client_before = time.process_time()
+        done, elapsed = await loadgen.throughput(args.target, args.api_key, args.model, concurrency, args.seconds,
+                                                 stream)
+        cpu = cpu_seconds(args.server_pid) - cpu_before
+        harness = (time.process_time() - client_before
+                   + cpu_seconds(getattr(args, "upstream_pid", None)) - upstream_before) / elapsed
+        print(f"  ({'streaming' if stream else 'non-streaming'}, concurrency {concurrency}: the server used "
+              f"{cpu / elapsed:.2f} cores, this client and the upstream {harness:.2f})")
+        return done / elapsed, (cpu * 1000 / done if args.server_pid and done else None)
     done = 0
     deadline = time.perf_counter() + args.seconds
     async with _client(args.api_key, concurrency) as client:
@@ -388,9 +406,12 @@ def serve_upstream(tokens: int, pace_ms: float = 0.0) -> None:
         stop.wait()
 
 
-def start_upstream(tokens: int, pace_ms: float = 0.0) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve-upstream", "--tokens", str(tokens), "--pace-ms",
-                             str(pace_ms)], cwd=ROOT,
+def start_upstream(tokens: int, pace_ms: float = 0.0, light: bool = False) -> tuple[subprocess.Popen, str]:
+    """The fake upstream in a process of its own: tests/fakes' FakeOpenAI, or with `light` loadgen's
+    TickerUpstream (bench/loadgen.py); (its process, its base URL)."""
+    command = [sys.executable, str(Path(__file__).with_name("loadgen.py")), "upstream"] if light else \
+        [sys.executable, __file__, "--serve-upstream"]
+    proc = subprocess.Popen([*command, "--tokens", str(tokens), "--pace-ms", str(pace_ms)], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     base_url = proc.stdout.readline().strip()
@@ -752,6 +773,10 @@ def main() -> None:
     parser.add_argument("--concurrency", default=None, help="throughput levels, comma-separated (default 1,8,32; "
                         "with --serve 32,128)")
     parser.add_argument("--only", choices=("latency", "throughput"), help="only the latency or the throughput figures")
+    parser.add_argument("--light", action="store_true", help="throughput with bench/loadgen.py's light client (raw "
+                        "HTTP/1.1, kept-alive connections, reading only to each reply's end) and, with --only "
+                        "throughput and no --upstream, its light upstream (one timer writes each tick's token to "
+                        "every open stream): on a small machine the default harness takes cores the server needs")
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="with --serve: how long serve's idle CPU is "
                         "measured (per process kind) before the requests")
     parser.add_argument("--metrics", action="store_true", help="two local servers, AGENTSITE_METRICS=1 and off, "
@@ -778,7 +803,8 @@ def main() -> None:
         if not args.target:
             os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
             if not args.upstream:
-                upstream, args.upstream = start_upstream(args.tokens, args.pace_ms)
+                upstream, args.upstream = start_upstream(args.tokens, args.pace_ms,
+                                                         light=args.light and args.only == "throughput")
             alias = args.model if args.model not in ("fake-model", "default/fake-model") else None
             if alias and not args.entry:
                 args.entry = "default/fake-model"
@@ -824,7 +850,9 @@ def main_serve(args: argparse.Namespace) -> None:
     results: dict = {}
     try:
         if not args.upstream:
-            upstream, args.upstream = start_upstream(args.tokens, args.pace_ms)
+            upstream, args.upstream = start_upstream(args.tokens, args.pace_ms,
+                                                     light=args.light and args.only == "throughput")
+            args.upstream_pid = upstream.pid
         print(f"machine: {machine()}")
         for count in counts:
             server, token = start_serve(args.upstream, count, alias)

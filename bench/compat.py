@@ -47,7 +47,7 @@ server's CPU per request for each), non-streaming and streaming; then it stops.
 
 Direct and through-target requests alternate one by one (in alternating order), so both see the same
 machine state. Prints time to first token and total time (p50/p99) for streaming and non-streaming, the
-server's CPU time per request over each phase (utime+stime from /proc of the server process and its
+server's CPU time per request over each phase (schedstat from /proc: every thread of the server process and its
 children: agentsite's daphne, or --server-pid on this machine), requests per second at concurrency 1, 8
 and 32 through the target, and the server's resident memory (VmRSS) at the end.
 """
@@ -110,17 +110,26 @@ def process_tree(pid: int) -> list[int]:
 
 
 def cpu_seconds(pid: int | None) -> float:
-    """utime + stime of pid and its descendants, all threads, in seconds (0 without a pid)."""
+    """CPU seconds of pid and its descendants, all their threads (_cpu_of; 0 without a pid)."""
     if pid is None:
         return 0.0
-    total = 0
-    for member in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return total / CLOCK_TICKS
+    return sum(_cpu_of(member) for member in process_tree(pid))
+
+
+def _cpu_of(pid: int) -> float:
+    """The CPU seconds pid's live threads have run, to the nanosecond (schedstat's first field: the scheduler's
+    own account). utime and stime count in 10 ms ticks, too coarse for an idle process's few ms a second; they
+    are the fallback where schedstat is missing (they also count threads that have exited)."""
+    try:
+        return sum(int((task / "schedstat").read_text().split()[0]) for task in Path(f"/proc/{pid}/task").iterdir()
+                   ) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14 and 15 of stat(5)
 
 
 def rss_mib(pid: int | None) -> float | None:
@@ -565,14 +574,10 @@ def _roles(root: int) -> dict[int, str]:
 
 
 def cpu_by_role(pid: int) -> dict[str, float]:
-    """utime + stime in seconds of each kind of process in pid's tree (_roles), summed per kind."""
+    """CPU seconds of each kind of process in pid's tree (_roles), summed per kind (_cpu_of)."""
     totals: dict[str, float] = {}
     for member, role in _roles(pid).items():
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        totals[role] = totals.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        totals[role] = totals.get(role, 0.0) + _cpu_of(member)
     return totals
 
 

@@ -48,6 +48,7 @@ BUSY_RETRY_S = 0.05  # due tasks another tick holds (skip_locked): look again th
 
 _wake = threading.Event()
 DOORBELL = localwake.Doorbell("scheduler-timer")
+_doorbell_sleeper = threading.Lock()  # held by the one timer thread of this process that sleeps on DOORBELL
 
 
 def wake(_key: object = None) -> None:
@@ -72,11 +73,21 @@ def earliest_next_run() -> datetime | None:
 
 def run(stop: threading.Event, *, now: Callable[[], datetime] = timezone.now) -> None:
     """The timer's loop (a service loop: until stop is set)."""
-    from scheduler.services import tick
-
     invalidation.subscribe(TOPIC, wake)
     invalidation.listen()
-    ringable = localwake.available() and DOORBELL.listen()
+    # One timer thread a process sleeps on the doorbell: a ring wakes one sleeper, so a second one could miss
+    # it (a stop among them). Another timer of this process (tests) waits on the event, looking every 0.5 s.
+    ringable = localwake.available() and DOORBELL.listen() and _doorbell_sleeper.acquire(blocking=False)
+    try:
+        _loop(stop, now, ringable)
+    finally:
+        if ringable:
+            _doorbell_sleeper.release()
+
+
+def _loop(stop: threading.Event, now: Callable[[], datetime], ringable: bool) -> None:
+    from scheduler.services import tick
+
     logger.info("Scheduler timer started")
     while not stop.is_set():
         _wake.clear()

@@ -4,7 +4,10 @@ limit, and a run's budget of sandbox time (retries included)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +19,7 @@ from workflows.graph import Graph
 from workflows.nodes import RunContext
 from workflows.sandbox import RunBudget, SandboxError, SandboxPool
 from workflows.sandbox import pool as pool_module
+from workflows.sandbox.process import SandboxWorker, WorkerLost
 from workflows.sandbox.scheduling import FairQueue
 
 SPIN = "while (true) {}"
@@ -135,6 +139,33 @@ def test_an_evaluation_that_waits_too_long_for_a_worker_fails_busy() -> None:
         assert pool.run_code_sync("return 'served'", owner="b") == "served"
     finally:
         pool.close()
+
+
+def test_a_read_whose_pipe_the_pool_closed_meanwhile_is_a_lost_worker_not_an_os_error() -> None:
+    """pool.close() from another thread closes a busy worker's pipes and kills it: the caller blocked reading its
+    answer then reads a closed descriptor. That is the worker lost (a SandboxError to the caller), never an
+    OSError escaping the evaluation (seen in CI: EBADF in the holder's thread)."""
+    popen = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.stdin.readline(); time.sleep(30)"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    worker = SandboxWorker(popen)
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            worker.request({"op": "run"}, deadline=time.monotonic() + 20)
+        except BaseException as exc:  # noqa: BLE001 - what escapes is the point
+            raised.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    time.sleep(0.3)  # blocked in select on the answer
+    worker.forget()  # what the pool's close does to its end of the pipes, between the select and the read
+    popen.kill()  # the end of the pipe: the select returns, the read meets the closed descriptor
+    asker.join(10)
+    popen.wait(10)
+    assert len(raised) == 1 and isinstance(raised[0], WorkerLost), raised
+    with pytest.raises(WorkerLost):
+        worker.request({"op": "run"}, deadline=time.monotonic() + 1)  # its file closed too: still lost
 
 
 # --- a run's budget -------------------------------------------------------------------------------------------

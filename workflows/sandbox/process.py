@@ -91,14 +91,20 @@ class SandboxWorker:
         return answer
 
     def _read_line(self, deadline: float) -> bytes:
-        fd = self.popen.stdout.fileno()  # type: ignore[union-attr]
+        try:
+            fd = self.popen.stdout.fileno()  # type: ignore[union-attr]
+        except ValueError:
+            raise WorkerLost("the worker was closed") from None
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise WorkerLost("the worker did not answer in time", timed_out=True)
-            readable, _, _ = select.select([fd], [], [], remaining)
-            if readable:
-                chunk = os.read(fd, READ_CHUNK)
+            try:
+                readable, _, _ = select.select([fd], [], [], remaining)
+                chunk = os.read(fd, READ_CHUNK) if readable else None
+            except (OSError, ValueError):  # the pool closed its end meanwhile (pool.close() from another thread)
+                raise WorkerLost("the worker was closed") from None
+            if chunk is not None:
                 if not chunk:
                     raise WorkerLost(self._exit_description())
                 self._buffer += chunk

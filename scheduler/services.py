@@ -157,11 +157,12 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
 
 
 def task_saved(sender: type, instance: ScheduledTask, **kwargs: Any) -> None:
-    """post_save of a task: once committed, wake the scheduler's timers (this process's, the host's on SQLite,
-    every process's with Redis) so that they read its next instant."""
-    from scheduler.timer import announce_change
+    """post_save of a task: once committed, wake the scheduler's timers (this process's, and through the
+    invalidation channel every process's: Redis, or on SQLite the host's) so that they read its next instant."""
+    from agentsite.core.invalidation import announce
+    from scheduler.timer import TOPIC
 
-    transaction.on_commit(lambda: announce_change(instance.pk), robust=True)
+    transaction.on_commit(lambda: announce(TOPIC, instance.pk), robust=True)
 
 
 def task_delete(*, task: ScheduledTask) -> None:

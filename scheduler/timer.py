@@ -6,23 +6,22 @@ pieces itself runs `manage.py clock`: agentsite.core.startup.on_service_loop). I
 1. reads the earliest `next_run_at` of the enabled tasks (one indexed MIN query);
 2. when that instant has come, runs the tick (scheduler.services.tick) at once, and again while due tasks
    remain (a tick takes at most 1,000);
-3. otherwise sleeps until that instant, or until it is woken: a task saved in any process wakes it once
-   committed (scheduler.services.task_saved), through
-   - the invalidation channel (agentsite/core/invalidation.py, topic TOPIC) with `REDIS_URL`;
-   - on SQLite, the timer's doorbell (agentsite/core/localwake.py): every process that can save a task is
-     on this host;
-   - with neither (PostgreSQL without Redis: other hosts), nothing: the timer reads the database again
-     every POLL_S (1 s) instead, so a task made in another process, due within the second, is still found
-     on time.
+3. otherwise sleeps until that instant, or until it is woken: a task saved in any process is announced once
+   committed (scheduler.services.task_saved) on the invalidation channel (agentsite/core/invalidation.py,
+   topic TOPIC: Redis with `REDIS_URL`, else on SQLite the host's own), and `wake` ends the sleep. On
+   SQLite the timer sleeps on a doorbell (agentsite/core/localwake.py) that `wake` rings, so that it wakes
+   for nothing else; elsewhere on an event it looks at every half second. With no channel (PostgreSQL
+   without Redis: other hosts) the timer reads the database again every POLL_S (1 s) instead, so a task
+   made in another process, due within the second, is still found on time.
 
-   Woken by a channel or its doorbell, the timer still reads the database every CONNECTED_IDLE_S (30 s): that
-   bounds what a change no announcement reaches costs (a queryset update(), raw SQL).
+   With a channel, the timer still reads the database every CONNECTED_IDLE_S (30 s): that bounds what a
+   change no announcement reaches costs (a queryset update(), raw SQL).
 
 Exactly once per occurrence stays the tick's guarantee, not the timer's: several timers (several hosts, a
 `clock` and a `serve`) and django-q2's fallback schedule (TICK_SCHEDULE_NAME, every
 AGENTSITE_SCHEDULER_TICK_S) may tick at the same instant, and the `(task, scheduled_for)` unique constraint
-lets one of them record the run. A second timer on one host does not get the doorbell (its first one holds
-it) and reads the database every POLL_S.
+lets one of them record the run. One timer thread a process sleeps on the doorbell; another (a second
+process's, or the tests' several in one) waits on the event.
 """
 
 from __future__ import annotations
@@ -56,13 +55,6 @@ def wake(_key: object = None) -> None:
     _wake.set()
     if localwake.available():
         DOORBELL.ring()
-
-
-def announce_change(task_id: object) -> None:
-    """A task was saved and committed: wake the timers, wherever they run (see the module docstring)."""
-    invalidation.announce(TOPIC, task_id)  # this process's timer; with Redis, every process's
-    if localwake.available():
-        DOORBELL.ring()  # on SQLite: the host's timer, whichever process runs it
 
 
 def earliest_next_run() -> datetime | None:

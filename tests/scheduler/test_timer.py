@@ -9,20 +9,24 @@ timer's thread, with the recording runner: `started_at` is when a worker would h
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from agentsite.core import localwake
 from scheduler import services, timer
 from scheduler.models import ScheduledTask, TaskRun
 from tests.e2e import poll
+from tests.server import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,26 +78,40 @@ def test_a_saved_task_wakes_the_sleeping_timer_and_runs_at_its_instant(owner, mo
     assert 0 <= lag_of(run) < 1.0, lag_of(run)
 
 
-def test_on_sqlite_a_task_saved_in_another_process_rings_the_timer_awake(owner, monkeypatch):
-    """On SQLite every process that saves a task is on this host: its commit rings the timer's doorbell, so
-    the timer sleeps CONNECTED_IDLE_S, not POLL_S, and still starts the run on time. On PostgreSQL (other
-    hosts may save tasks) the timer has no doorbell and keeps looking every POLL_S."""
+ANNOUNCER = """
+import sys
+import django
+django.setup()
+from agentsite.core import invalidation
+from scheduler.timer import TOPIC
+invalidation.announce(TOPIC, sys.argv[1])
+"""
+
+
+def test_on_sqlite_a_task_saved_in_another_process_wakes_the_timer_through_the_host_channel(owner, monkeypatch):
+    """On SQLite every process that saves a task is on this host: its commit is announced on the host's
+    invalidation channel, the timer's process hears it and rings the timer's doorbell, so the timer sleeps
+    CONNECTED_IDLE_S, not POLL_S, and still starts the run on time. On PostgreSQL (other hosts may save tasks)
+    the timer holds no doorbell."""
     monkeypatch.setattr(timer, "POLL_S", 30.0)
     monkeypatch.setattr(timer, "CONNECTED_IDLE_S", 30.0)
     task = far_task(owner)
     with running_timers():
-        poll(lambda: not timer._wake.is_set(), "the timer asleep", timeout=5)
-        held = timer.DOORBELL._held is not None  # bound by the timer's thread, in this process
-        assert held is localwake.available()
-        if not held:
+        if not localwake.available():
+            time.sleep(0.5)  # the timer has started its loop
+            assert timer.DOORBELL._held is None and not timer._doorbell_sleeper.locked()
             return
-        instant = timezone.now() + timedelta(seconds=0.8)
+        poll(timer._doorbell_sleeper.locked, "the timer asleep on its doorbell", timeout=5)
+        # Far enough ahead for another Python process to start (django.setup) and announce before it.
+        instant = timezone.now() + timedelta(seconds=10)
         ScheduledTask.objects.filter(pk=task.pk).update(next_run_at=instant)  # no signal in this process
-        # What task_saved does in another process once its commit is done: ring the doorbell's address.
-        subprocess.run([sys.executable, "-c", "import socket, sys; socket.socket(socket.AF_UNIX, "
-                        "socket.SOCK_DGRAM).sendto(b'', bytes.fromhex(sys.argv[1]))", timer.DOORBELL.address().hex()],
-                       check=True, timeout=30)
-        [run] = poll(lambda: finished_runs(task), "the run finished", timeout=5)
+        # What task_saved does in another process of this data directory once its commit is done.
+        env = {**os.environ, "AGENTSITE_DATA_DIR": str(settings.DATA_DIR), "REDIS_URL": "",
+               "DJANGO_SETTINGS_MODULE": "agentsite.settings", "PYTHONPATH": str(ROOT)}
+        env.pop("DATABASE_URL", None)
+        subprocess.run([sys.executable, "-c", ANNOUNCER, str(task.pk)], cwd=ROOT, env=env, check=True, timeout=60)
+        assert timezone.now() < instant, "the other process took longer than the test allows"
+        [run] = poll(lambda: finished_runs(task), "the run finished", timeout=15)
     assert run.scheduled_for == instant
     assert 0 <= lag_of(run) < 1.0, lag_of(run)
 

@@ -60,6 +60,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -517,14 +518,15 @@ class ServeServer:
         return answer.json()["token"]
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGINT)  # Ctrl-C: serve stops its children in order
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        """Ctrl-C, then its data directory removed (a run of this benchmark starts serve several times)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # Ctrl-C: serve stops its children in order
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def start_serve(upstream: str, workers: int | None, alias: str | None = None) -> tuple[ServeServer, str]:
@@ -804,6 +806,7 @@ def main() -> None:
         parser.error("--workers is serve's: with --serve")
     upstream = server = None
     extra_servers: list = []
+    metrics_dir = None
     try:
         if not args.target:
             os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
@@ -837,6 +840,8 @@ def main() -> None:
             server.stop()
         for other in extra_servers:
             other.stop()
+        if metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         if upstream:
             upstream.terminate()
             upstream.wait(10)

@@ -10,7 +10,7 @@ from functools import cache
 import pytest
 from rest_framework.test import APIClient
 
-from tests.server import LiveServer, templates
+from tests.server import LiveServer, remove_made_data_dirs, templates
 
 pytest_plugins = ["tests.fakes.fixtures"]
 
@@ -93,6 +93,7 @@ def _unmarked(request, command: str) -> str:
 
 def pytest_sessionfinish(session, exitstatus):
     templates.drop()  # the migrated databases live servers were copied from
+    remove_made_data_dirs()  # the live servers' data directories
 
 
 def _flush_postgres_by_delete() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import shutil
@@ -183,9 +184,25 @@ def _drop_database(admin_url: str, name: str) -> None:
 
 templates = _MigratedTemplates()
 
+# The data directories LiveServer made (not those a caller passed): removed when the test run or the
+# benchmark ends (remove_made_data_dirs), not at stop(), since a test may start a stopped server again on
+# its directory, start a second server on it, or read what the first one left there.
+_made_data_dirs: list[Path] = []
+
+
+def remove_made_data_dirs() -> None:
+    """Remove every data directory LiveServer made in this process (at the end of the test session, and at
+    exit for a benchmark): each holds a database, logs and uploads, and a day of runs left gigabytes."""
+    while _made_data_dirs:
+        shutil.rmtree(_made_data_dirs.pop(), ignore_errors=True)
+
+
+atexit.register(remove_made_data_dirs)
+
 
 class LiveServer:
-    """Start with start(); base_url, admin_password and data_dir are then set. stop() leaves nothing behind.
+    """Start with start(); base_url, admin_password and data_dir are then set. stop() leaves no process, port
+    or database behind; a data directory this object made goes at the end of the run (remove_made_data_dirs).
 
     The port: the server inherits a listening socket that this object binds (listening_socket) on first use
     of `port`, `base_url` or start(), and holds until stop(): no other process can take the port between
@@ -208,6 +225,8 @@ class LiveServer:
         self.workers = workers
         self.migrated = data_dir is None if migrated is None else migrated
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="agentsite-e2e-"))
+        if data_dir is None:
+            _made_data_dirs.append(self.data_dir)
         self.command = command
         self._wanted_port = port or 0
         self._listener: socket.socket | None = None

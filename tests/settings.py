@@ -10,10 +10,14 @@ suite's time. Live servers (tests/server.py) run the real settings, so end-to-en
 against the production count.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
-os.environ.setdefault("AGENTSITE_DATA_DIR", tempfile.mkdtemp(prefix="agentsite-test-data-"))
+if "AGENTSITE_DATA_DIR" not in os.environ:  # the process that makes the directory removes it when it ends
+    os.environ["AGENTSITE_DATA_DIR"] = tempfile.mkdtemp(prefix="agentsite-test-data-")
+    atexit.register(shutil.rmtree, os.environ["AGENTSITE_DATA_DIR"], ignore_errors=True)
 os.environ.setdefault("AGENTSITE_Q_SYNC", "1")
 os.environ["AGENTSITE_CACHE_PREFIX"] = f"test-{os.getpid()}"
 # Tests make many accounts from 127.0.0.1, in this process and on the live servers (which inherit this

@@ -529,12 +529,13 @@ class ServeServer:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_serve(upstream: str, workers: int | None, alias: str | None = None) -> tuple[ServeServer, str]:
+def start_serve(upstream: str, workers: int | None, alias: str | None = None, env: dict[str, str] | None = None,
+                ) -> tuple[ServeServer, str]:
     """serve (ServeServer) pointed at the upstream through PATCH /api/config as its admin would, with `alias`
-    made for its one model; (server, the admin's dashboard token)."""
+    made for its one model; (server, the admin's dashboard token). `env`: more of serve's environment."""
     import requests
 
-    server = ServeServer(workers).start()
+    server = ServeServer(workers, env).start()
     token = server.login()
     headers = {"Authorization": f"Bearer {token}"}
     requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={

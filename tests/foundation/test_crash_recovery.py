@@ -4,11 +4,14 @@ touched (agentsite/core/processes.py)."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+from urllib.parse import urlsplit
 
 import requests
 
@@ -37,6 +40,15 @@ def run_in_background(base_url: str, headers: dict, workflow_id: str) -> None:
             pass  # the server was killed under it
 
     threading.Thread(target=call, daemon=True).start()
+
+
+def run_held_open(base_url: str, headers: dict, workflow_id: str) -> http.client.HTTPConnection:
+    """A synchronous run whose caller waits for the answer until the returned connection is closed: the hang-up
+    cancels the run (docs/api.md), so a test ends a long run when it has seen what it needed."""
+    conn = http.client.HTTPConnection(urlsplit(base_url).netloc, timeout=10)
+    conn.request("POST", f"/api/workflows/{workflow_id}/run", body=json.dumps({"input": "x"}),
+                 headers={**headers, "Content-Type": "application/json"})
+    return conn
 
 
 def running_run(base_url: str, headers: dict, workflow_id: str) -> dict:
@@ -134,10 +146,11 @@ def test_a_killed_daphne_is_swept_by_its_peer_and_a_restart_never_marks_live_wor
     second.start()
     try:
         headers = {"Authorization": f"Bearer {first.login()['token']}"}
-        # Long enough to outlast the kill, the sweep and the restart below on a loaded machine (6 s did not).
-        survivor = slow_workflow(first.base_url, headers, "survivor", 15_000)
+        # The survivor runs until this test hangs up on it (far longer than the kill, the sweep and the restart
+        # below take on a loaded machine: a 15 s run once finished before the restart did).
+        survivor = slow_workflow(first.base_url, headers, "survivor", 120_000)
         victim = slow_workflow(first.base_url, headers, "victim", 60_000)
-        run_in_background(first.base_url, headers, survivor)
+        caller = run_held_open(first.base_url, headers, survivor)
         live = running_run(first.base_url, headers, survivor)
         run_in_background(second.base_url, headers, victim)
         killed = running_run(second.base_url, headers, victim)
@@ -152,9 +165,10 @@ def test_a_killed_daphne_is_swept_by_its_peer_and_a_restart_never_marks_live_wor
         # A restart of the second server (its start-up recovery) leaves the first server's live run alone.
         subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=second.env(), check=True, capture_output=True)
         assert run_status(first.base_url, headers, live["id"])["status"] == "running"
+        caller.close()  # the hang-up ends the live run as its own (cancelled), not as a dead process's (error)
         finished = poll(lambda: (found := run_status(first.base_url, headers, live["id"]))["status"] != "running"
-                        and found, "the live run to finish", timeout=30)
-        assert finished["status"] == "success", finished
+                        and found, "the live run to end when its caller hung up", timeout=30)
+        assert finished["status"] == "cancelled", finished
     finally:
         second.stop(drop_database=False)
         first.stop()

@@ -358,6 +358,12 @@ if AGENTSITE_LOG_FORMAT not in ("text", "json"):
     raise ImproperlyConfigured(f"AGENTSITE_LOG_FORMAT must be text or json, not {AGENTSITE_LOG_FORMAT!r}.")
 LOGGING = logging_config(AGENTSITE_LOG_FORMAT, env_str("AGENTSITE_LOG_LEVEL", "INFO"))
 
+# AGENTSITE_EVENT_LOOP: the HTTP workers' event loop, `uvloop` (the default) or `asyncio`
+# (agentsite/server/daphne_worker.py reads it; read here too so that `serve` refuses a bad value before it starts one).
+from agentsite.server.daphne_worker import event_loop_choice  # noqa: E402
+
+AGENTSITE_EVENT_LOOP = event_loop_choice()
+
 # Prometheus metrics at GET /metrics (agentsite/core/metrics.py): off unless AGENTSITE_METRICS=1; a scrape needs
 # `Authorization: Bearer <AGENTSITE_METRICS_TOKEN>`, or comes from loopback when no token is set.
 AGENTSITE_METRICS = env_bool("AGENTSITE_METRICS", False)

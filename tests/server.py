@@ -326,7 +326,8 @@ class LiveServer:
                 # One process for its steps: each Django start costs ~2.5 s of CPU on these machines.
                 subprocess.run([sys.executable, "-c", PREPARE], cwd=ROOT, env=self.env(), check=True,
                                capture_output=True)
-            args = [sys.executable, "-m", "daphne", "--fd", str(fd), "agentsite.asgi:application"]
+            args = [sys.executable, "-m", "agentsite.server.daphne_worker", "--fd", str(fd),
+                    "agentsite.asgi:application"]
         self._fresh_copy = False
         if "stdout" not in popen:
             if self._log is None:

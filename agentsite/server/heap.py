@@ -32,11 +32,11 @@ _settled = False
 
 
 def is_server_process() -> bool:
-    """True in a daphne process: `python -m daphne …` (serve's workers, the tests' live servers) or the
-    `daphne` console script."""
+    """True in a daphne process: `python -m agentsite.server.daphne_worker …` (serve's workers, the tests' live
+    servers), `python -m daphne …` or the `daphne` console script (a deployment that runs daphne itself)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name.partition(".")[0] == "daphne":
+    if spec is not None and (spec.name == "agentsite.server.daphne_worker" or spec.name.partition(".")[0] == "daphne"):
         return True
     return os.path.basename(sys.argv[0] if sys.argv else "") == "daphne"
 

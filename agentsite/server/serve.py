@@ -115,7 +115,7 @@ class Command(BaseCommand):
         # each daphne accepts on that one socket: whichever is free takes the next connection, and
         # connections wait in the socket's backlog while a worker restarts.
         bind = ["-b", host, "-p", str(port)] if self.fd is None else ["--fd", str(self.fd)]
-        daphne = [sys.executable, "-m", "daphne", *bind, "agentsite.asgi:application"]
+        daphne = [sys.executable, "-m", "agentsite.server.daphne_worker", *bind, "agentsite.asgi:application"]
         if self.workers == 1:
             commands["daphne"] = daphne
         else:

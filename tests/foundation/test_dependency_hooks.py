@@ -377,3 +377,42 @@ def test_drf_spectacular_still_registers_components_as_compat_schema_does():
                                   schema={"type": "object"})
     registry.register_on_missing(component)
     assert component in registry and registry[component].schema == {"type": "object"}, "re-check compat/schema.py"
+
+
+def test_twisted_ports_accept_one_connection_a_wake_under_the_daphne_worker(monkeypatch):
+    """agentsite/server/daphne_worker.py `accept_one_at_a_time` relies on `tcp.Port.doRead` accepting
+    `self.numberAccepts` connections a call: a real listening socket with three connections waiting gives
+    three to Twisted's own loop, and one a call once the hook is in."""
+    import socket
+    from types import SimpleNamespace
+
+    from twisted.internet import tcp
+
+    from agentsite.server.daphne_worker import accept_one_at_a_time
+
+    monkeypatch.setattr(tcp.Port, "numberAccepts", tcp.Port.__dict__.get("numberAccepts", 100), raising=False)
+
+    def accepted_per_call(calls: int) -> list[int]:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.setblocking(False)  # as Twisted's fd endpoint (daphne --fd) makes the socket it adopts
+        built: list[object] = []
+        factory = SimpleNamespace(doStart=lambda: None, doStop=lambda: None, buildProtocol=lambda addr: built.append(
+            addr))  # None: the port closes the connection at once
+        reactor = SimpleNamespace(addReader=lambda reader: None, removeReader=lambda reader: None)
+        port = tcp.Port._fromListeningDescriptor(reactor, listener.fileno(), socket.AF_INET, factory)
+        port.startListening()
+        clients = [socket.create_connection(listener.getsockname()) for _ in range(3)]
+        counts = []
+        for _ in range(calls):
+            before = len(built)
+            port.doRead()
+            counts.append(len(built) - before)
+        for client in clients:
+            client.close()
+        port.socket.close()
+        listener.close()
+        return counts
+
+    assert accepted_per_call(1) == [3], "re-check accept_one_at_a_time in agentsite/server/daphne_worker.py"
+    accept_one_at_a_time()
+    assert accepted_per_call(3) == [1, 1, 1]

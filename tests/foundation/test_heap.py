@@ -37,9 +37,10 @@ def _env(tmp_path) -> dict[str, str]:
 
 
 @pytest.mark.e2e
-def test_a_daphne_process_freezes_its_startup_heap_and_raises_the_young_threshold(tmp_path):
+@pytest.mark.parametrize("entry", ["agentsite.server.daphne_worker", "daphne"])  # serve's workers; daphne run by hand
+def test_a_daphne_process_freezes_its_startup_heap_and_raises_the_young_threshold(tmp_path, entry):
     (tmp_path / "heap_probe_app.py").write_text(APP)
-    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0",
+    server = subprocess.Popen([sys.executable, "-m", entry, "-b", "127.0.0.1", "-p", "0",
                                "heap_probe_app:application"], cwd=tmp_path, env=_env(tmp_path),
                               stderr=subprocess.PIPE, text=True)
     try:

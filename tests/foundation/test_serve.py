@@ -180,7 +180,7 @@ def test_health_is_503_degraded_when_the_database_does_not_answer(tmp_path):
     listener = listening_socket()
     env = {**LiveServer(data_dir=str(tmp_path), database_url="").env(),
            "DATABASE_URL": f"postgres://postgres@127.0.0.1:{refusing_port()}/nothing"}
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "--fd", str(listener.fileno()),
+    proc = subprocess.Popen([sys.executable, "-m", "agentsite.server.daphne_worker", "--fd", str(listener.fileno()),
                              "agentsite.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(listener.fileno(),))
     try:

@@ -13,7 +13,9 @@ Connections: `serve --workers N` runs N of these on one listening socket, and ea
 wake-up** (`accept_one_at_a_time`). Twisted's listening port accepts up to 100 at a time, and more the more it
 finds: the first worker to wake took most of a burst (seen: 91/37, 128/0 of 128 kept-alive connections), and
 kept-alive connections stay where they landed. One at a time, a busy worker takes its next connection only
-after the work of its loop's turn, so an idle one takes more: the load spreads by how busy each worker is.
+after the rest of its loop's turn, so the others get a share of a burst. The split is closer, not even (on
+average 16 connections of 128 off an even split, against 29: bench/RESULTS.md): a worker already running
+still accepts before an idle one has woken.
 
 Contract: the loop is chosen before anything imports daphne's server module. daphne makes its loop (and
 installs Twisted's asyncio reactor on it) when that module is first imported, with whatever policy is set

@@ -72,8 +72,11 @@ def test_an_admin_connects_and_disconnects_an_mcp_server_and_reloads_a_fixed_plu
     expect(row.locator("td").nth(3)).to_have_text("2")
     expect(page.locator(".mcp-tools")).to_contain_text("get_current_time")
 
-    # The plugins: the broken one with its error, reloaded once fixed.
-    page.get_by_role("button", name="Reload all plugins").click()
+    # The plugins: the broken one with its error, reloaded once fixed. Their list loads beside the MCP calls
+    # above; on a loaded machine it once took longer than a click's 5 s (CI, 2026-11-26).
+    reload_all = page.get_by_role("button", name="Reload all plugins")
+    expect(reload_all).to_be_visible(timeout=15_000)
+    reload_all.click()
     broken = page.locator('[data-plugin="broken"]')
     expect(broken.locator(".badge")).to_have_text("error")
     expect(broken.locator(".plugin-error")).not_to_be_empty()

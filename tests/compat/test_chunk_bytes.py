@@ -138,6 +138,30 @@ async def test_every_responses_event_of_text_tools_and_a_cut_reply_is_its_encode
     assert last["response"]["usage"]["total_tokens"] == 7
 
 
+# Requests that set each of the response object's fixed fields, for the template that encodes them.
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
+REQUESTS = [
+    {},
+    {"instructions": 'say "hi" \u2028 ünï', "previous_response_id": "resp_" + "0" * 32},
+    {"max_output_tokens": 9, "temperature": 0.5, "store": True},
+    {"temperature": 1, "tool_choice": "required", "text": {"format": {"type": "text"}}},
+    {"tools": [{"type": "function", "name": "look_up", "description": "d", "parameters": SCHEMA, "strict": True}],
+     "tool_choice": {"type": "function", "name": "look_up"}},
+    {"tools": [{"type": "function", "name": "f"}], "tool_choice": "none", "temperature": 0.0},
+    {"text": {"format": {"type": "json_schema", "name": "n", "schema": SCHEMA, "strict": True}}},
+    {"text": {"format": {"type": "json_object"}, "verbosity": "low"}},
+]
+
+
+@pytest.mark.parametrize("fields", REQUESTS)
+def test_the_fixed_fields_template_is_the_encoded_fields(fields):
+    run = ResponseRun(ResponseRequest.model_validate({"model": "fake-model", "input": "hi", **fields}), [],
+                      settings=AgentSettings(provider="openai", base_url="http://127.0.0.1:9/v1", api_key="sk-x",
+                                             model="fake-model"), user=None, caller=Caller(None, facet="v1"))
+    assert run._fixed_head == json.dumps(run._fixed).encode()[:-1]
+    assert json.loads(run._fixed_head + b"}")["model"] == "fake-model"
+
+
 @pytest.mark.parametrize("status", ["in_progress", "completed", "incomplete"])
 def test_a_response_object_encoded_from_its_parts_is_the_encoded_object(status):
     run = _run(instructions='say "hi"', previous_response_id="resp_" + "0" * 32)

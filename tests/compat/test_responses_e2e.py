@@ -138,6 +138,8 @@ def test_previous_response_id_continues_a_stored_conversation(upstream):
     assert second.previous_response_id == first.id
     assert _user_texts(fake.bodies()[-1])[-3:] == ["What is your name?", "My name is Bot.", "What did I ask?"]
     assert client.responses.retrieve(second.id).output_text == "You asked my name."
+    # What was sent (encoded from the run's parts) is what was stored (the object, encoded by the ORM).
+    assert client.responses.retrieve(second.id).model_dump() == second.model_dump()
     client.responses.delete(first.id)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(first.id)

@@ -231,7 +231,11 @@ class SandboxPool:
         except BaseException:
             self.queue.release(owner)
             raise
-        return await asyncio.shield(asyncio.wrap_future(future))
+        running = asyncio.wrap_future(future)
+        # A cancelled caller leaves the call's outcome to nobody: read it, or asyncio logs an error the call
+        # already reported to its run (a spent budget, a timeout) as "Future exception was never retrieved".
+        running.add_done_callback(_read_outcome)
+        return await asyncio.shield(running)
 
     # --- workers --------------------------------------------------------------------------------------------
 
@@ -311,6 +315,11 @@ class SandboxPool:
         for worker in list(self._workers):
             worker.forget()
         self._reset()
+
+
+def _read_outcome(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
 
 
 def _run_message(kind: str, source: str, input: Any, context: Any) -> dict[str, Any]:

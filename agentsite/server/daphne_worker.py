@@ -69,11 +69,20 @@ def accept_one_at_a_time() -> None:
     tcp.Port.numberAccepts = property(lambda port: 1, lambda port, value: None)  # type: ignore[assignment]
 
 
+def no_websocket_accelerator() -> None:
+    """autobahn (daphne's WebSocket layer) without its native UTF-8 validator and XOR masker, unless the
+    environment asks (AUTOBAHN_USE_NVX, autobahn's own switch). Loading them parses C declarations with cffi's
+    pycparser at import: ~80 ms of CPU for every worker start. agentsite serves no WebSocket (an upgrade is
+    refused at the handshake, agentsite/server/asgi_limits.py), so nothing runs them."""
+    os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
+
+
 def main() -> None:
     if "daphne.server" in sys.modules:  # the contract above: too late to choose
         raise RuntimeError("daphne's server module was imported before the event loop was chosen")
     loop = install_event_loop(event_loop_choice())
     accept_one_at_a_time()
+    no_websocket_accelerator()
     print(f"agentsite: HTTP worker {os.getpid()} on the {loop} event loop", file=sys.stderr, flush=True)
     from daphne.cli import CommandLineInterface
 

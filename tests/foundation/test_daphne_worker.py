@@ -21,7 +21,9 @@ from tests.server import ROOT, LiveServer
 PROBE = """
 import sys
 from twisted.internet import reactor
+from autobahn.websocket import USES_NVX
 loop = reactor._asyncioEventloop
+print(f"WEBSOCKET accelerator {USES_NVX}, pycparser loaded {'pycparser' in sys.modules}", file=sys.stderr, flush=True)
 print(f"LOOP {type(loop).__module__}.{type(loop).__name__}", file=sys.stderr, flush=True)
 
 async def application(scope, receive, send):
@@ -60,6 +62,8 @@ def test_daphnes_reactor_runs_on_the_loop_the_variable_names(tmp_path, event_loo
     found, output = _reactor_loop(tmp_path, event_loop)
     assert found.startswith(expected), output
     assert f"on the {'uvloop' if event_loop is None else event_loop} event loop" in output  # said at start
+    # No WebSocket is served: autobahn's native accelerator is not loaded, nor the C parser that loads it.
+    assert "WEBSOCKET accelerator False, pycparser loaded False" in output
 
 
 @pytest.mark.e2e

@@ -28,7 +28,7 @@ ENV_READ = re.compile(r"(?:env_[a-z_]+|environ\.get|getenv|environ\.setdefault|e
 # Variables the code reads that are not settings of the server: set by serve for its children, by the
 # platform (CI, the dashboard tests' display), or by libraries' own conventions.
 NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "AGENTSITE_SERVE_PID", "CI", "DISPLAY", "PATH", "HOME", "LANG",
-                "OPENBLAS_NUM_THREADS", "PYTHONPATH", "AGENTSITE_Q_SYNC"}
+                "OPENBLAS_NUM_THREADS", "PYTHONPATH", "AGENTSITE_Q_SYNC", "AUTOBAHN_USE_NVX"}
 
 
 def tracked_files() -> list[Path]:

@@ -139,12 +139,26 @@ class Context:
     counter: int = 0
     mcp_server: str | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
+    # The snapshot taken after the last refused request, while nothing else has written: the next request's
+    # "before" (a snapshot costs more than most requests). Taken by state_before(); anything that may write
+    # (an accepted request, a helper's own call) leaves it unset. A stale one could only report a change the
+    # request did not make, never hide one it did.
+    state: dict[str, Any] | None = None
+
+    def state_before(self) -> dict[str, Any]:
+        state, self.state = self.state, None
+        return state if state is not None else snapshot(self.server)
+
+    def state_after(self) -> dict[str, Any]:
+        self.state = snapshot(self.server)
+        return self.state
 
     def unique(self, prefix: str = "fz") -> str:
         self.counter += 1
         return f"{prefix}{self.counter}-{uuid.uuid4().hex[:6]}"
 
     def post(self, path: str, body: dict, role: str = "user") -> requests.Response:
+        self.state = None
         return requests.post(self.server.base_url + path, json=body, timeout=60,
                              headers={"Authorization": f"Bearer {self.tokens[role]}"})
 
@@ -608,6 +622,7 @@ def concrete_path(path: str, context: Context) -> str:
 
 
 def send(context: Context, method: str, path: str, bad: Bad, role: str) -> requests.Response:
+    context.state = None  # it may write (judge takes its snapshots around it)
     headers = {"Authorization": f"Bearer {context.tokens[role]}"}
     if bad.content_type is not None:
         headers["Content-Type"] = bad.content_type
@@ -638,7 +653,7 @@ def envelope_problem(path: str, response: requests.Response) -> str | None:
 
 def judge(context: Context, method: str, path: str, bad: Bad, role: str) -> str | None:
     """Send one bad request; what went wrong with its answer, or None."""
-    before = snapshot(context.server)
+    before = context.state_before()
     response = send(context, method, concrete_path(path, context), bad, role)
     status = response.status_code
     bad.accepted = status < 400
@@ -657,8 +672,9 @@ def judge(context: Context, method: str, path: str, bad: Bad, role: str) -> str 
         return f"{where}: {problem}"
     if bad.code is not None and response.json()["error"]["code"] != bad.code:
         return f"{where}: refused as {response.json()['error']['code']}, not {bad.code}"
-    changed = changed_tables(before, snapshot(context.server))
+    changed = changed_tables(before, context.state_after())
     if changed:
+        context.state = None
         return f"{where}: refused, but changed {changed}"
     return None
 
@@ -777,13 +793,14 @@ def _send_raw_url(context: Context, method: str, url: str, role: str, body: dict
     request = requests.Request(method, url, headers={"Authorization": f"Bearer {context.tokens[role]}"},
                                json=body).prepare()
     request.url = url
+    context.state = None  # it may write (_judge_url takes its snapshots around it)
     with requests.Session() as session:
         return session.send(request, timeout=60)
 
 
 def _judge_url(context: Context, method: str, path: str, url: str, role: str, body: dict | None,
                allowed: set[int]) -> str | None:
-    before = snapshot(context.server)
+    before = context.state_before()
     response = _send_raw_url(context, method, url, role, body)
     where = f"{method.upper()} {url.removeprefix(context.server.base_url)[:150]}: {response.status_code}"
     if response.status_code not in allowed:
@@ -791,7 +808,9 @@ def _judge_url(context: Context, method: str, path: str, url: str, role: str, bo
     problem = envelope_problem(path, response)
     if problem:
         return f"{where}: {problem}"
-    changed = changed_tables(before, snapshot(context.server))
+    changed = changed_tables(before, context.state_after())
+    if changed:
+        context.state = None
     return f"{where}: refused, but changed {changed}" if changed else None
 
 

@@ -674,7 +674,6 @@ def judge(context: Context, method: str, path: str, bad: Bad, role: str) -> str 
         return f"{where}: refused as {response.json()['error']['code']}, not {bad.code}"
     changed = changed_tables(before, context.state_after())
     if changed:
-        context.state = None
         return f"{where}: refused, but changed {changed}"
     return None
 
@@ -809,8 +808,6 @@ def _judge_url(context: Context, method: str, path: str, url: str, role: str, bo
     if problem:
         return f"{where}: {problem}"
     changed = changed_tables(before, context.state_after())
-    if changed:
-        context.state = None
     return f"{where}: refused, but changed {changed}" if changed else None
 
 

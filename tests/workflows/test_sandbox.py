@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -528,8 +529,6 @@ async def test_a_cancelled_evaluation_does_not_poison_the_next() -> None:
 async def test_a_call_that_fails_after_its_caller_was_cancelled_is_not_logged_as_a_lost_error() -> None:
     """Its failure was the run's to report, and the run has gone: asyncio must not find an exception nobody
     read ("Future exception was never retrieved", once seen in CI's log at exit)."""
-    import gc
-
     lost: list[dict] = []
     asyncio.get_running_loop().set_exception_handler(lambda _loop, context: lost.append(context))
     pool = SandboxPool(size=1, time_limit_s=5)

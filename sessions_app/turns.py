@@ -15,6 +15,12 @@ The reply exists from the start as a `streaming` message owned by this process, 
 is checkpointed into it at most every CHECKPOINT_S and after each tool result; if the process dies, the
 sweep of dead processes' work (agentsite.core.processes) turns it into `interrupted` with its last checkpoint.
 
+Invariant: in a live process, every reply the opening write stores ends final. A turn belongs to the task
+that called `turn_start` until `batches()` starts, then to the task running it; when the task it belongs to
+ends with the reply not stored, the reply is stored `interrupted`. This covers a caller cancelled while the
+opening write was in flight on its thread (the write lands, nobody receives the turn) and a turn dropped
+before it ran (a client that hung up between the opening write and the stream's first step).
+
 The chat stream and scheduled prompts that name a session both call this; code that runs the agent with
 no session (/v1's `agent` model, a workflow's `llm` node) calls `agentsite.agent.loop.run_agent` itself,
 with the same `AgentEvent` and `Transcript` types.
@@ -23,6 +29,7 @@ with the same `AgentEvent` and `Transcript` types.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -36,7 +43,7 @@ from agentsite.agent.modelchoice import model_checked
 from agentsite.agent.routing import resolve
 from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
 from agentsite.agent.usage import Caller, caller_for
-from agentsite.core.dbcall import db, db_started
+from agentsite.core.dbcall import db_started
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
 from sessions_app import selectors, services
@@ -72,6 +79,15 @@ class ChatTurn:
         self._checkpoint: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.prepared: Prepared | None = None  # the run's context and tools, asked already (loop.prepare_now)
+        self._owner: asyncio.Task | None = None  # the task whose end, with the reply not stored, interrupts it
+
+    def _belong_to(self, task: asyncio.Task) -> None:
+        self._owner = task
+        task.add_done_callback(self._on_owner_done)
+
+    def _on_owner_done(self, task: asyncio.Task) -> None:
+        if self.status is None and self._owner is task:  # nothing runs the turn any more, nor ever will
+            self._store_started("interrupted")
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
@@ -92,6 +108,9 @@ class ChatTurn:
         # The first checkpoint comes CHECKPOINT_S after the start (or after a tool result), not with the first
         # delta: a reply that ends sooner is stored once, by the final store, with no write racing it.
         self._checkpointed_at = time.monotonic()
+        runner = asyncio.current_task()
+        if runner is not None and runner is not self._owner:  # the chat stream runs it in a task of its own
+            self._belong_to(runner)
         try:
             # In the try: a consumer that stops right after `start` still leaves the reply `interrupted`.
             yield [self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})]
@@ -158,19 +177,23 @@ class ChatTurn:
         # Marked first, so that a hang-up during the write cannot store the reply a second time; shielded,
         # so that the write finishes even when this task is cancelled meanwhile (the cancellation still
         # reaches the caller, and is never replaced by another exception).
+        try:
+            await asyncio.shield(self._store_started(status))
+        except ChatSession.DoesNotExist:
+            return False
+        return True
+
+    def _store_started(self, status: str) -> asyncio.Future:
+        """_store's write, handed to a database thread before this returns (`done` waits for it); from the loop."""
         self.status = status
         transcript = self.transcript
         usage = transcript.usage.as_dict() if transcript.usage.total_tokens else {}
         fields = dict(session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text,
                       status=status, tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
                       finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else ""))
-        write = db_started(services.message_finish_reply, **fields)  # handed to a thread now: `done` waits for it
+        write = db_started(services.message_finish_reply, **fields)
         write.add_done_callback(_log_failure)
-        try:
-            await asyncio.shield(write)
-        except ChatSession.DoesNotExist:
-            return False
-        return True
+        return write
 
 
 def _log_checkpoint_failure(write: asyncio.Future) -> None:
@@ -203,9 +226,24 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     owner's uploads), 400 `invalid` (`model` is not in the catalogue), 404 `model_not_found` (the session's
     stored model no longer is), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly
     full); in each case nothing is stored.
+
+    The turn belongs to the calling task: run it there, or start its `events()`/`batches()` in another task,
+    before the calling task ends; else its reply is stored `interrupted` unrun (see the module docstring).
     """
-    return await db(_turn_prepare, owner=owner, session_id=session_id, message=message,
-                    upload_ids=[str(upload) for upload in attachments or []], model=model, overrides=overrides or {})
+    opening = db_started(_turn_prepare, owner=owner, session_id=session_id, message=message,
+                         upload_ids=[str(upload) for upload in attachments or []], model=model,
+                         overrides=overrides or {})
+    caller = asyncio.current_task()
+    if caller is not None:
+        # Added before the caller can see the turn, and called even when the caller was cancelled meanwhile:
+        # the write goes on in its thread (agentsite.core.dbcall), and the reply it stores must not stay streaming.
+        opening.add_done_callback(functools.partial(_opened, caller=caller))
+    return await asyncio.shield(opening)
+
+
+def _opened(opening: asyncio.Future, *, caller: asyncio.Task) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result()._belong_to(caller)  # a caller already gone: its reply is stored interrupted at once
 
 
 def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings) -> AgentSettings:

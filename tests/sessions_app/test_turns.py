@@ -215,3 +215,83 @@ async def test_a_tool_source_that_can_only_list_asynchronously_is_asked_by_the_r
         registry.unregister_source("remote-test")
     assert events[-1].type == "done"
     assert "remote_echo" in [tool.get("function", tool)["name"] for tool in fake_openai.bodies()[0]["tools"]]
+
+
+async def _reply_settled(reply_id) -> ChatMessage:
+    """The reply once it is no longer `streaming` (polled, 5 s)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + 5
+    while True:
+        reply = await sync_to_async(ChatMessage.objects.get)(pk=reply_id)
+        if reply.status != "streaming":
+            return reply
+        if time.monotonic() > deadline:
+            raise AssertionError("within 5 s: the reply left `streaming` (its turn was dropped, not finished)")
+        await asyncio.sleep(0.02)
+
+
+async def test_a_turn_cancelled_while_its_opening_write_is_in_flight_leaves_the_reply_interrupted(owner, monkeypatch):
+    """A client that hangs up while turn_start's database call runs: the write lands on its thread after the
+    caller has gone, and the reply it stored must still end, `interrupted` and empty, in this live process."""
+    import asyncio
+    import threading
+
+    from sessions_app import services
+
+    written, release = threading.Event(), threading.Event()
+    store = services.turn_messages_store
+
+    def store_then_hold(**kwargs):
+        store(**kwargs)
+        written.set()
+        assert release.wait(5), "the test never let the opening write return"
+
+    monkeypatch.setattr(services, "turn_messages_store", store_then_hold)
+    session = await sync_to_async(session_create)(owner=owner)
+    opening = asyncio.create_task(turn_start(owner=owner, session_id=session.pk, message="hi"))
+    assert await asyncio.to_thread(written.wait, 5), "the opening write never ran"
+
+    opening.cancel()  # the hang-up, with the write done in its thread and its call not yet returned
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    release.set()
+
+    [(_, _, user_status), (_, _, reply_status)] = await stored(session)
+    reply = await _reply_settled((await sync_to_async(list)(
+        ChatMessage.objects.filter(session=session, role="assistant").values_list("pk", flat=True)))[0])
+    assert (user_status, reply.status, reply.content, reply.finish_reason) == ("complete", "interrupted", "",
+                                                                               "interrupted")
+    assert reply.process == ""  # final: no later write of this process may change it
+
+
+async def test_a_turn_whose_task_ends_without_running_it_leaves_the_reply_interrupted(owner):
+    """turn_start returned, but the task that started the turn ended before running it (a hang-up between the
+    opening write and the stream's first step): the reply is still finished, as `interrupted`."""
+    import asyncio
+
+    session = await sync_to_async(session_create)(owner=owner)
+
+    async def start_and_drop():
+        return (await turn_start(owner=owner, session_id=session.pk, message="hi")).reply_id
+
+    reply = await _reply_settled(await asyncio.create_task(start_and_drop()))
+    assert (reply.status, reply.content, reply.finish_reason) == ("interrupted", "", "interrupted")
+    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "", "interrupted")]
+
+
+async def test_a_turn_run_by_another_task_than_the_one_that_started_it_is_stored_once_complete(owner, fake_openai):
+    """The chat stream runs the turn in a task of its own (sse.with_keepalive): the task that started it
+    waiting meanwhile does not make it abandoned."""
+    import asyncio
+
+    session = await sync_to_async(session_create)(owner=owner)
+    fake_openai.script(Text("Hello."))
+    turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
+
+    async def run():
+        return [event.type async for event in turn.events()]
+
+    assert (await asyncio.create_task(run()))[-1] == "done"
+    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "Hello.", "complete")]

@@ -44,7 +44,8 @@ class ChatPage {
     this.sessions = new SessionList({ ctx, current: () => this.sessionId, onCurrent: (session) => {
       this.setTitle(session.name);
       this.models.show(session.model);
-    } });
+    }, onNew: () => this.newChat() });
+    this.opening = 0; // counts New chat clicks: only the latest one's chat is shown
     this.composer = new Composer({ ctx, voiceConfig: () => this.voiceConfig(), onSend: () => this.send(),
       onStop: () => this.streaming?.abort() });
   }
@@ -128,6 +129,46 @@ class ChatPage {
     }
   }
 
+  // "New chat" opens the new chat in this page. Navigating to it mounted the page again once the session
+  // existed, and a message sent in between went to the chat shown before (or started one of its own) and was
+  // hung up by the remount. Here the page is the new chat from the click on: the composer keeps what is
+  // typed, and a message sent before the session exists waits for it (send awaits `loaded`) and goes there.
+  newChat() {
+    this.streaming?.abort();
+    this.streaming = null;
+    this.reader?.stop();
+    const ticket = ++this.opening;
+    // From a chat, Back returns to it (hashchange mounts the page for it); #/chat is only replaced.
+    if (this.sessionId) history.pushState(null, "", "#/chat");
+    else history.replaceState(null, "", "#/chat");
+    this.sessionId = null;
+    this.setTitle("New conversation");
+    this.models.show("");
+    this.sessions.render();
+    this.sessions.toggle(false);
+    this.log.replaceChildren(loading("Starting a new chat…"));
+    this.composer.input.focus();
+    this.loaded = this.openNewSession(ticket);
+  }
+
+  async openNewSession(ticket) {
+    let session;
+    try {
+      session = await this.ctx.api("/api/sessions", { method: "POST", body: {} });
+    } catch (error) {
+      if (this.stopped || ticket !== this.opening) return;
+      this.ctx.toast(`A new chat could not be created: ${error.message}`, "error");
+      await this.loadConversation(); // the page stays a chat not started: a message sent starts one
+      return;
+    }
+    if (this.stopped || ticket !== this.opening) return;
+    this.sessionId = session.id;
+    this.setTitle(session.name);
+    history.replaceState(null, "", `#/chat/${encodeURIComponent(session.id)}`);
+    this.sessions.load();
+    await this.loadConversation();
+  }
+
   // A stored message, as the log shows it.
   messageView(message) {
     const view = new MessageView(message.role, this.messageHooks);
@@ -170,7 +211,8 @@ class ChatPage {
     this.setBusy(true);
     try {
       await this.loaded;
-      if (this.stopped) return;
+      // New chat clicked meanwhile: what was typed stays in the composer, unsent, for the new chat.
+      if (this.stopped || controller.signal.aborted) return;
       if (!this.sessionId) await this.createSessionFor(text);
       this.log.querySelector(".chat-empty")?.remove();
       const mine = new MessageView("user", this.messageHooks);
@@ -191,7 +233,7 @@ class ChatPage {
     } finally {
       if (this.streaming === controller) this.streaming = null;
       if (!this.stopped) {
-        this.setBusy(false);
+        if (!this.streaming) this.setBusy(false); // New chat hung this one up, and another may be sending
         this.sessions.load();
       }
     }

@@ -4,10 +4,11 @@ import { listAll } from "../../api.js";
 import { confirmDialog, errorBox, formatTime, h, loading } from "../../ui.js";
 
 // options: ctx (the page's), current() -> the id of the chat shown (or null), onCurrent(session) when the
-// list has the shown chat's record (its name, after a rename too).
+// list has the shown chat's record (its name, after a rename too), onNew() for the New chat button (the page
+// opens the new chat itself: see ChatPage.newChat).
 export class SessionList {
-  constructor({ ctx, current, onCurrent }) {
-    Object.assign(this, { ctx, current, onCurrent });
+  constructor({ ctx, current, onCurrent, onNew }) {
+    Object.assign(this, { ctx, current, onCurrent, onNew });
     this.sessions = [];
     this.stopped = false;
     this.toggleButton = h("button", { type: "button", class: "chat-list-toggle", "aria-expanded": "false",
@@ -15,7 +16,7 @@ export class SessionList {
     this.list = h("ul", { class: "session-list" });
     this.state = h("div", { class: "session-state" }, loading("Loading chats…"));
     this.element = h("nav", { id: "chat-sessions", class: "chat-sessions", "aria-label": "Chats" },
-      h("button", { type: "button", class: "primary new-chat", onclick: () => this.newChat() }, "New chat"),
+      h("button", { type: "button", class: "primary new-chat", onclick: () => this.onNew() }, "New chat"),
       this.state, this.list);
     if (!current()) this.element.classList.add("open");
   }
@@ -61,15 +62,6 @@ export class SessionList {
         h("button", { type: "button", class: "small danger", "aria-label": `Delete ${session.name}`,
           onclick: () => this.remove(session) }, "Delete")));
     return item;
-  }
-
-  async newChat() {
-    try {
-      const session = await this.ctx.api("/api/sessions", { method: "POST", body: {} });
-      this.ctx.navigate(`#/chat/${session.id}`);
-    } catch (error) {
-      this.ctx.toast(`A new chat could not be created: ${error.message}`, "error");
-    }
   }
 
   renameForm(item, session) {

@@ -258,12 +258,12 @@ async def test_a_turn_cancelled_while_its_opening_write_is_in_flight_leaves_the_
         await opening
     release.set()
 
-    [(_, _, user_status), (_, _, reply_status)] = await stored(session)
-    reply = await _reply_settled((await sync_to_async(list)(
-        ChatMessage.objects.filter(session=session, role="assistant").values_list("pk", flat=True)))[0])
-    assert (user_status, reply.status, reply.content, reply.finish_reason) == ("complete", "interrupted", "",
-                                                                               "interrupted")
+    reply_id = await sync_to_async(ChatMessage.objects.values_list("pk", flat=True).get)(session=session,
+                                                                                       role="assistant")
+    reply = await _reply_settled(reply_id)
+    assert (reply.status, reply.content, reply.finish_reason) == ("interrupted", "", "interrupted")
     assert reply.process == ""  # final: no later write of this process may change it
+    assert await stored(session) == [("user", "hi", "complete"), ("assistant", "", "interrupted")]
 
 
 async def test_a_turn_whose_task_ends_without_running_it_leaves_the_reply_interrupted(owner):

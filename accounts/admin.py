@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from accounts.models import AgentConfig, ApiKey, AuditEvent, Connection, ModelAlias
-from agentsite.agent.providers.urls import credentials_problem, is_masked_form_of, mask_url
+from agentsite.agent.providers.urls import credentials_problem, mask_url, unmask_url
 
 
 class AgentConfigForm(forms.ModelForm):
@@ -49,7 +49,7 @@ class ConnectionForm(forms.ModelForm):
     def clean_base_url(self) -> str:
         value = self.cleaned_data.get("base_url") or ""
         stored = self.instance.base_url if self.instance and self.instance.pk else ""
-        return stored if is_masked_form_of(value, stored) else value  # sent back as shown: the stored one
+        return unmask_url(value, stored)  # sent back as shown (***): the stored credentials
 
     def clean(self) -> dict:
         data = super().clean()

@@ -20,7 +20,7 @@ from accounts.models import AgentConfig, Connection, ModelAlias
 from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
 from accounts.selectors import alias_get, alias_list, config_get, connection_get, connection_list
 from accounts.tokens import token_pair_for
-from agentsite.agent.providers.urls import credentials_problem, is_masked_form_of, mask_url, url_secrets
+from agentsite.agent.providers.urls import credentials_problem, mask_url, unmask_url, url_secrets
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
@@ -304,11 +304,11 @@ class ConfigView(APIView):
 # --- connections, aliases, the model list -----------------------------------------------------------------
 
 def base_url_checked(changes: dict, current: Connection | None) -> dict:
-    """`changes` (provider, base_url, api_key of a connection) with a base URL sent back as it was shown (masked)
-    meaning the stored one. Raises AppError 400 `invalid` naming base_url and api_key when they cannot both be
-    sent (providers.urls.credentials_problem)."""
-    if current is not None and is_masked_form_of(changes.get("base_url", ""), current.base_url):
-        changes["base_url"] = current.base_url
+    """`changes` (provider, base_url, api_key of a connection) with a base URL's `***` sent back as it was shown
+    meaning the stored credentials (providers.urls.unmask_url). Raises AppError 400 `invalid` naming base_url
+    and api_key when they cannot both be sent (providers.urls.credentials_problem)."""
+    if current is not None and "base_url" in changes:
+        changes["base_url"] = unmask_url(changes["base_url"], current.base_url)
     problem = credentials_problem(changes.get("provider", current.provider if current else "openai"),
                                   changes.get("base_url", current.base_url if current else ""),
                                   changes.get("api_key", current.api_key if current else ""))

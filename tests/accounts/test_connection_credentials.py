@@ -65,14 +65,16 @@ def test_connections_show_their_base_url_masked_and_a_masked_one_sent_back_keeps
     for response in (admin_client.get("/api/connections"), admin_client.get(path)):
         assert_no_secret(response.content.decode())
 
-    patched = admin_client.patch(f"/api/connections/{created.json()['id']}", {"base_url": shown, "timeout_s": 9},
-                                 format="json")
+    patched = admin_client.patch(path, {"base_url": shown, "timeout_s": 9}, format="json")
     assert patched.status_code == 200, patched.content
     assert Connection.objects.get(name="gw").base_url == url  # not "***"
 
-    other = credentialed("http://gw2.example/v1")
-    admin_client.patch(f"/api/connections/{created.json()['id']}", {"base_url": other}, format="json")
-    assert Connection.objects.get(name="gw").base_url == other
+    moved = admin_client.patch(path, {"base_url": "http://bob:***@gw2.example/v2?key=***"}, format="json")
+    assert moved.status_code == 200, moved.content  # edited around its masked parts: the credentials stay
+    assert Connection.objects.get(name="gw").base_url == credentialed("http://gw2.example/v2")
+
+    admin_client.patch(path, {"base_url": "http://gw3.example/v1"}, format="json")
+    assert Connection.objects.get(name="gw").base_url == "http://gw3.example/v1"
 
 
 def test_the_admin_site_shows_base_urls_masked(admin):

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from agentsite.agent.providers import get_provider
-from agentsite.agent.providers.urls import join_url, mask_url
+from agentsite.agent.providers.urls import join_url, mask_url, unmask_url
 from agentsite.agent.routing import Connection
 from agentsite.agent.types import ChatRequest, Message
 from agentsite.core.errors import AppError
@@ -128,6 +128,15 @@ def test_a_base_url_is_shown_with_its_password_and_query_values_masked():
     assert mask_url("https://token@h/v1") == "https://***@h/v1"
     assert mask_url("https://h/v1") == "https://h/v1"
     assert mask_url("http://[::1") == "***"  # does not parse: nothing of it is shown
+
+
+def test_a_masked_url_sent_back_gets_the_stored_credentials_where_it_shows_stars():
+    stored = "http://bob:pw@h/v1?key=K1&key=K2&v=2024&LONE"
+    assert unmask_url(mask_url(stored), stored) == stored
+    assert unmask_url("https://bob:***@h2/v2?key=***&new=1", stored) == "https://bob:pw@h2/v2?key=K1&new=1"
+    assert unmask_url("http://alice:***@h/v1", stored) == "http://alice:***@h/v1"  # another user: not bob's
+    assert unmask_url("http://***@h/v1", "http://tok@h/v1") == "http://tok@h/v1"
+    assert unmask_url("http://h/v1?key=***", "http://h/v1") == "http://h/v1?key=***"  # nothing behind it
 
 
 def test_endpoints_join_onto_the_path_and_keep_the_query_after_it():

@@ -49,10 +49,42 @@ def _masked_pair(pair: str) -> str:
     return f"{name}={MASK if value else ''}"
 
 
-def is_masked_form_of(given: str, stored: str) -> bool:
-    """True when `given` is what `mask_url(stored)` shows while `stored` holds something masked: a client that
-    sends back the URL it was shown means the stored one, not `***`."""
-    return bool(stored) and given != stored and given == mask_url(stored)
+def unmask_url(given: str, stored: str) -> str:
+    """`given` with each `***` that stands where `mask_url(stored)` put one replaced by what `stored` holds there
+    (the password of the same user, the value of the same query parameter, in order): a URL sent back as it was
+    shown, or edited around its masked parts, keeps the stored credentials (as an edit that leaves the API key
+    out keeps the key). A `***` with nothing stored behind it stays as sent."""
+    if MASK not in given or not stored:
+        return given
+    new, old = _split(given), _split(stored)
+    if new is None or old is None:
+        return given
+    netloc = _unmasked_netloc(new.netloc, old.netloc)
+    stored_values: dict[str, list[str]] = {}
+    for pair in old.query.split("&") if old.query else ():
+        name, equals, value = pair.partition("=")
+        stored_values.setdefault(name if equals else "", []).append(value if equals else name)
+    pairs = []
+    for pair in new.query.split("&") if new.query else ():
+        name, equals, value = pair.partition("=")
+        key, shown = (name, value) if equals else ("", name)
+        if shown == MASK and stored_values.get(key):
+            shown = stored_values[key].pop(0)
+        pairs.append(f"{name}={shown}" if equals else shown)
+    fragment = old.fragment if new.fragment == MASK and old.fragment else new.fragment
+    return urllib.parse.urlunsplit((new.scheme, netloc, new.path, "&".join(pairs), fragment))
+
+
+def _unmasked_netloc(new: str, old: str) -> str:
+    if "@" not in new or "@" not in old:
+        return new
+    new_user, new_colon, new_password = new.rpartition("@")[0].partition(":")
+    old_user, old_colon, old_password = old.rpartition("@")[0].partition(":")
+    if new_colon and old_colon and new_password == MASK and new_user == old_user:
+        return f"{new_user}:{old_password}@{_host(new)}"
+    if not new_colon and not old_colon and new_user == MASK:
+        return f"{old_user}@{_host(new)}"
+    return new
 
 
 @functools.lru_cache(maxsize=256)  # every request builds its endpoint: parse a base URL once

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from accounts.models import AgentConfig, ApiKey, AuditEvent, Connection, ModelAlias
+from agentsite.agent.providers.urls import credentials_problem, mask_url, unmask_url
 
 
 class AgentConfigForm(forms.ModelForm):
@@ -42,6 +43,20 @@ class ConnectionForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.initial["headers"] = None
+        if self.instance and self.instance.pk:  # its credentials (a password, query values) shown as ***
+            self.initial["base_url"] = mask_url(self.instance.base_url)
+
+    def clean_base_url(self) -> str:
+        value = self.cleaned_data.get("base_url") or ""
+        stored = self.instance.base_url if self.instance and self.instance.pk else ""
+        return unmask_url(value, stored)  # sent back as shown (***): the stored credentials
+
+    def clean(self) -> dict:
+        data = super().clean()
+        problem = credentials_problem(data.get("provider") or "", data.get("base_url") or "", data.get("api_key") or "")
+        if problem:
+            self.add_error("base_url", problem)
+        return data
 
     def clean_api_key(self) -> str:
         value = self.cleaned_data.get("api_key") or ""
@@ -59,8 +74,12 @@ class ConnectionForm(forms.ModelForm):
 @admin.register(Connection)
 class ConnectionAdmin(admin.ModelAdmin):
     form = ConnectionForm
-    list_display = ["name", "provider", "base_url", "enabled", "discovery_error"]
+    list_display = ["name", "provider", "shown_base_url", "enabled", "discovery_error"]
     readonly_fields = ["header_names", "discovered", "discovery_error", "discovered_at"]
+
+    @admin.display(description="Base URL")
+    def shown_base_url(self, obj: Connection) -> str:
+        return mask_url(obj.base_url)
 
     @admin.display(description="Header names")
     def header_names(self, obj: Connection) -> str:

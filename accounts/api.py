@@ -6,7 +6,8 @@ import re
 
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.request import Request
@@ -19,6 +20,7 @@ from accounts.models import AgentConfig, Connection, ModelAlias
 from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
 from accounts.selectors import alias_get, alias_list, config_get, connection_get, connection_list
 from accounts.tokens import token_pair_for
+from agentsite.agent.providers.urls import credentials_problem, mask_url, unmask_url, url_secrets
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
@@ -76,29 +78,64 @@ def _auth_result(user) -> dict:
     return {**token_pair_for(user), "user": UserSerializer(user).data}
 
 
+# The config output's fields that describe its connection: an administrator's only (docs/api.md).
+CONNECTION_FIELDS = ("provider", "base_url", "api_key_set", "connection")
+
+
+def _is_admin(request: Request | None) -> bool:
+    user = getattr(request, "user", None)
+    return bool(user and user.is_authenticated and user.is_staff)
+
+
+class _AdminOnly(serializers.Field):
+    """An output field read from the whole config, which the schema marks optional (not read-only, which
+    drf-spectacular makes required): ConfigOutputSerializer leaves it out for users who are not administrators."""
+
+    def __init__(self, read, **kwargs):
+        self.read = read
+        super().__init__(source="*", required=False, **kwargs)
+
+    def to_representation(self, value):
+        return self.read(value)
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class _AdminOnlyText(_AdminOnly):
+    pass
+
+
+@extend_schema_field(OpenApiTypes.BOOL)
+class _AdminOnlyFlag(_AdminOnly):
+    pass
+
+
+@extend_schema_field({"type": "integer", "nullable": True})
+class _AdminOnlyId(_AdminOnly):
+    pass
+
+
 class ConfigOutputSerializer(serializers.ModelSerializer):
-    # provider, base_url and api_key_set are the config's connection's (its `default` one after an upgrade).
-    provider = serializers.SerializerMethodField()
-    base_url = serializers.SerializerMethodField()
-    api_key_set = serializers.SerializerMethodField()
-    connection = serializers.SerializerMethodField(help_text="The id of the connection a bare model name resolves "
-                                                             "against (null: none).")
+    # provider, base_url, api_key_set and connection are the config's connection's (its `default` one after an
+    # upgrade): an administrator's only (context `request`); the base URL is shown masked.
+    provider = _AdminOnlyText(lambda config: config.connection.provider if config.connection else "offline",
+                              help_text="Administrators only.")
+    base_url = _AdminOnlyText(lambda config: mask_url(config.connection.base_url) if config.connection else "",
+                              help_text="Administrators only; credentials in it (a password, query values) as ***.")
+    api_key_set = _AdminOnlyFlag(lambda config: bool(config.connection and config.connection.api_key),
+                                 help_text="Administrators only.")
+    connection = _AdminOnlyId(lambda config: config.connection_id, help_text="Administrators only: the id of the "
+                              "connection a bare model name resolves against (null: none).")
 
     class Meta:
         model = AgentConfig
         exclude = ["id"]
 
-    def get_provider(self, config: AgentConfig) -> str:
-        return config.connection.provider if config.connection else "offline"
-
-    def get_base_url(self, config: AgentConfig) -> str:
-        return config.connection.base_url if config.connection else ""
-
-    def get_api_key_set(self, config: AgentConfig) -> bool:
-        return bool(config.connection and config.connection.api_key)
-
-    def get_connection(self, config: AgentConfig) -> int | None:
-        return config.connection_id
+    def to_representation(self, instance: AgentConfig) -> dict:
+        data = super().to_representation(instance)
+        if not _is_admin(self.context.get("request")):
+            for name in CONNECTION_FIELDS:
+                data.pop(name, None)
+        return data
 
 
 class ConfigInputSerializer(serializers.ModelSerializer):
@@ -238,7 +275,7 @@ class ConfigView(APIView):
 
     @extend_schema(responses={200: ConfigOutputSerializer})
     def get(self, request: Request) -> Response:
-        return Response(ConfigOutputSerializer(config_get()).data)
+        return Response(ConfigOutputSerializer(config_get(), context={"request": request}).data)
 
     @extend_schema(request=ConfigInputSerializer, responses={200: ConfigOutputSerializer})
     def put(self, request: Request) -> Response:
@@ -256,16 +293,33 @@ class ConfigView(APIView):
             raise AppError("unknown_field", f"Not a config field: {', '.join(unknown)}.", 400,
                            {"fields": unknown, "allowed": list(services.CONFIG_FIELDS)})
         # Every listed field is optional: PUT and PATCH both take any subset (docs/api.md).
-        changes = validated(ConfigInputSerializer, request.data, partial=True)
-        config = services.config_update(changes=dict(changes))
+        changes = base_url_checked(dict(validated(ConfigInputSerializer, request.data, partial=True)),
+                                   config_get().connection)
+        config = services.config_update(changes=changes)
         audit("config.change", request=request, target="config", details={"fields": sorted(changes)})
-        return Response(ConfigOutputSerializer(config).data)
+        return Response(ConfigOutputSerializer(config, context={"request": request}).data)
 
 
 
 # --- connections, aliases, the model list -----------------------------------------------------------------
 
+def base_url_checked(changes: dict, current: Connection | None) -> dict:
+    """`changes` (provider, base_url, api_key of a connection) with a base URL's `***` sent back as it was shown
+    meaning the stored credentials (providers.urls.unmask_url). Raises AppError 400 `invalid` naming base_url
+    and api_key when they cannot both be sent (providers.urls.credentials_problem)."""
+    if current is not None and "base_url" in changes:
+        changes["base_url"] = unmask_url(changes["base_url"], current.base_url)
+    problem = credentials_problem(changes.get("provider", current.provider if current else "openai"),
+                                  changes.get("base_url", current.base_url if current else ""),
+                                  changes.get("api_key", current.api_key if current else ""))
+    if problem:
+        raise AppError("invalid", problem, 400, {"base_url": [problem], "api_key": [problem]})
+    return changes
+
+
 class ConnectionOutputSerializer(serializers.ModelSerializer):
+    base_url = serializers.SerializerMethodField(help_text="Credentials in it (a password, query values) as ***.")
+    discovery_error = serializers.SerializerMethodField()
     api_key_set = serializers.SerializerMethodField()
     header_names = serializers.SerializerMethodField(help_text="The extra headers' names (values are write-only).")
     models = serializers.SerializerMethodField(help_text='The model names, or "discover".')
@@ -278,6 +332,16 @@ class ConnectionOutputSerializer(serializers.ModelSerializer):
 
     def get_api_key_set(self, connection: Connection) -> bool:
         return bool(connection.api_key)
+
+    def get_base_url(self, connection: Connection) -> str:
+        return mask_url(connection.base_url)
+
+    def get_discovery_error(self, connection: Connection) -> str:
+        # Scrubbed when stored (providers.http); again here for one stored before that was so.
+        text = connection.discovery_error
+        for secret in sorted(url_secrets(connection.base_url), key=len, reverse=True):
+            text = text.replace(secret, "[redacted]") if len(secret) >= 4 else text
+        return text
 
     def get_header_names(self, connection: Connection) -> list[str]:
         return sorted(connection.headers or {})
@@ -352,7 +416,7 @@ class ConnectionListView(APIView):
     @extend_schema(request=ConnectionInputSerializer, responses={
         201: ConnectionOutputSerializer, 409: OpenApiResponse(description="`conflict`: the name is taken")})
     def post(self, request: Request) -> Response:
-        data = _connection_data(validated(ConnectionInputSerializer, request.data))
+        data = base_url_checked(_connection_data(validated(ConnectionInputSerializer, request.data)), None)
         if isinstance(data.get("headers"), dict):
             data["headers"] = {name: value for name, value in data["headers"].items() if value is not None}
         connection = services.connection_create(data=data)
@@ -371,7 +435,8 @@ class ConnectionDetailView(APIView):
     @extend_schema(request=ConnectionInputSerializer, responses={200: ConnectionOutputSerializer})
     def patch(self, request: Request, connection_id: str) -> Response:
         connection = connection_get(connection_id=connection_id)
-        changes = _connection_data(validated(ConnectionInputSerializer, request.data, partial=True))
+        changes = base_url_checked(_connection_data(validated(ConnectionInputSerializer, request.data,
+                                                              partial=True)), connection)
         connection = services.connection_update(connection=connection, changes=changes)
         audit("connection.update", request=request, target=f"connection:{connection.name}",
               details={"fields": sorted(changes)})

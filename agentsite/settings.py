@@ -302,6 +302,10 @@ AGENTSITE_SCHEDULER_RUN_TIMEOUT_S = env_float("AGENTSITE_SCHEDULER_RUN_TIMEOUT_S
 # Webhook triggers (workflows.triggers): a sync run's time limit, and a new trigger's default rate.
 AGENTSITE_WEBHOOK_SYNC_TIMEOUT_S = env_float("AGENTSITE_WEBHOOK_SYNC_TIMEOUT_S", 30.0, minimum=0.01)
 AGENTSITE_WEBHOOK_RATE_PER_MIN = env_int("AGENTSITE_WEBHOOK_RATE_PER_MIN", 60, minimum=1)
+# Workflow run retention (workflows.services.runs_prune, hourly): each owner's newest this many runs stay, and
+# with a number of days, runs older than that go too; a live run (queued, running, waiting) always stays. 0: off.
+AGENTSITE_WORKFLOW_RUNS_KEEP = env_int("AGENTSITE_WORKFLOW_RUNS_KEEP", 1000, minimum=0)
+AGENTSITE_WORKFLOW_RUNS_MAX_AGE_DAYS = env_int("AGENTSITE_WORKFLOW_RUNS_MAX_AGE_DAYS", 0, minimum=0)
 AGENTSITE_SCHEDULER_RUNNER = env_str("AGENTSITE_SCHEDULER_RUNNER")
 # Runs a worker runs side by side: a tick queues its runs in chunks of this size.
 AGENTSITE_SCHEDULER_RUN_CONCURRENCY = env_int("AGENTSITE_SCHEDULER_RUN_CONCURRENCY", 8, minimum=1)

@@ -10,11 +10,13 @@ class WorkflowsConfig(AppConfig):
         from agentsite.agent.model_sources import register_model_source
         from agentsite.agent.tools import registry
         from agentsite.core.processes import on_process_death
+        from agentsite.core.startup import on_service_start
         from workflows.runs import WorkflowModelSource, WorkflowToolSource
-        from workflows.services import runs_mark_crashed
+        from workflows.services import runs_mark_crashed, runs_prune_schedule_ensure
 
         # Each workflow is the tool workflow__<name> (the agent, MCP clients and other workflows call it) and
         # the /v1 model workflow:<name>.
         registry.register_source(WorkflowToolSource())
         register_model_source(WorkflowModelSource())
         on_process_death("workflow runs", runs_mark_crashed)
+        on_service_start("workflow run retention schedule", runs_prune_schedule_ensure)

@@ -114,8 +114,9 @@ def sync_time_limit() -> float:
 
 @csrf_exempt
 async def hook(request: HttpRequest, trigger_id: uuid.UUID) -> HttpResponse:
-    """Start the trigger's workflow: 200 with the finished run (sync), 202 with the queued run (async), or a
-    refusal in the envelope, recorded in the audit log (workflows.triggers.refusal_record: its flood rule)."""
+    """Start the trigger's workflow: 200 with the finished run (sync), 202 with the queued run (async), each as
+    hook_run_data shows it, or a refusal in the envelope, recorded in the audit log
+    (workflows.triggers.refusal_record: its flood rule)."""
     if request.method != "POST":
         response = app_error_response(await _refused(request, trigger_id, AppError(
             "method_not_allowed", "Use POST.", 405)))
@@ -123,7 +124,7 @@ async def hook(request: HttpRequest, trigger_id: uuid.UUID) -> HttpResponse:
         return response
     if int(request.META.get("CONTENT_LENGTH") or 0) > triggers.MAX_BODY_BYTES:  # refused before the body is read
         return app_error_response(await _refused(request, trigger_id, AppError(
-            "payload_too_large", f"The body is over {triggers.MAX_BODY_BYTES} bytes.", 413)))
+            "payload_too_large", triggers.body_too_large(), 413, {"limit_chars": runs.MAX_INPUT_CHARS})))
     try:
         admitted = await db(triggers.admit, trigger_id=trigger_id, headers=request.headers, body=request.body,
                             content_type=request.content_type or "", charset=request.content_params.get("charset"))
@@ -136,10 +137,20 @@ async def hook(request: HttpRequest, trigger_id: uuid.UUID) -> HttpResponse:
     except AppError as exc:
         return app_error_response(await _refused(request, trigger_id, exc, known=True))
     if admitted.mode == WorkflowTrigger.ASYNC:
-        return JsonResponse(run_data(record), status=202)
+        return JsonResponse(hook_run_data(record), status=202)
     with usage.calling(caller):
         finished = await runs.workflow_execute(run=record, time_limit=sync_time_limit())
-    return JsonResponse(run_data(finished))
+    return JsonResponse(hook_run_data(finished))
+
+
+def hook_run_data(run: WorkflowRun) -> dict[str, Any]:
+    """The run as a webhook answers it: a `workflow_run` without the input the caller sent, nor each node's
+    `outputs` (the input node's is that input again), but with `input_chars`; the owner reads both at
+    /api/workflows/runs/<id>."""
+    data = run_data(run)
+    del data["input"], data["outputs"]
+    data["input_chars"] = len(run.input)
+    return data
 
 
 async def _refused(request: HttpRequest, trigger_id: uuid.UUID, error: AppError, *,

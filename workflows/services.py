@@ -9,10 +9,12 @@ details name the node (`node:<id>`), the edge (`edge:<from>-><to>`) or the `work
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Q, Value
+from django.db.models import Count, DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -340,3 +342,42 @@ def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
     if count:
         logger.warning("Marked %d workflow run(s) left running by a stopped process as error", count)
     return count
+
+
+# --- retention ------------------------------------------------------------------------------------------
+
+LIVE = (WorkflowRun.QUEUED, WorkflowRun.RUNNING, WorkflowRun.WAITING)  # never pruned: something will still write
+PRUNE_SCHEDULE_NAME = "agentsite workflow run retention"
+
+
+def runs_prune(*, now: datetime | None = None) -> int:
+    """Delete each owner's runs past AGENTSITE_WORKFLOW_RUNS_KEEP (their newest that many stay) and, when
+    AGENTSITE_WORKFLOW_RUNS_MAX_AGE_DAYS is set, those older than that; a live run (queued, running, waiting for
+    approvals) is never deleted, nor counted out. 0 turns a rule off. The number of runs deleted."""
+    keep = int(getattr(settings, "AGENTSITE_WORKFLOW_RUNS_KEEP", 1000))
+    days = int(getattr(settings, "AGENTSITE_WORKFLOW_RUNS_MAX_AGE_DAYS", 0))
+    finished = WorkflowRun.objects.exclude(status__in=LIVE)
+    deleted = 0
+    if days > 0:
+        deleted += finished.filter(created_at__lt=(now or timezone.now()) - timedelta(days=days)).delete()[1].get(
+            WorkflowRun._meta.label, 0)
+    if keep > 0:
+        crowded = (WorkflowRun.objects.values("owner_id").annotate(runs=Count("id")).filter(runs__gt=keep)
+                   .values_list("owner_id", flat=True))
+        for owner_id in list(crowded):
+            newest = WorkflowRun.objects.filter(owner_id=owner_id).order_by("-created_at", "-id").values("id")[:keep]
+            deleted += finished.filter(owner_id=owner_id).exclude(id__in=newest).delete()[1].get(
+                WorkflowRun._meta.label, 0)
+    if deleted:
+        logger.info("Workflow run retention deleted %d run(s)", deleted)
+    return deleted
+
+
+def runs_prune_schedule_ensure() -> str:
+    """The hourly django-q2 schedule that runs runs_prune (made or updated at service start)."""
+    from django_q.models import Schedule
+
+    Schedule.objects.update_or_create(name=PRUNE_SCHEDULE_NAME, defaults={
+        "func": "workflows.tasks.workflow_runs_prune_task", "repeats": -1, "schedule_type": Schedule.HOURLY,
+        "cron": None})
+    return "hourly"

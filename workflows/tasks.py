@@ -26,3 +26,10 @@ def approval_timeout_task(approval_id: str) -> str:
     from workflows import approvals
 
     return approvals.approval_time_out(approval_id=approval_id)
+
+
+def workflow_runs_prune_task() -> int:
+    """The hourly retention of workflow runs (services.runs_prune)."""
+    from workflows import services
+
+    return services.runs_prune()

@@ -4,7 +4,8 @@ A request is admitted (`admit`) in this order, each refusal an AppError in the e
 log as `webhook.refused` under the flood rule of `refusal_record`:
 
 1. the trigger exists (404 `not_found`);
-2. the body is at most MAX_BODY_BYTES (413 `payload_too_large`);
+2. the body is at most MAX_BODY_BYTES (413 `payload_too_large`): 4 bytes a character, so no body of
+   MAX_INPUT_CHARS UTF-8 characters is refused here;
 3. the credential: `Authorization: Bearer <secret>`, or `X-Agentsite-Timestamp: <unix seconds>` with
    `X-Agentsite-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + raw body)>`; a wrong or missing
    one is 401 `signature_invalid`, a timestamp more than WINDOW_S away 401 `signature_expired`, a signature
@@ -12,7 +13,8 @@ log as `webhook.refused` under the flood rule of `refusal_record`:
    REDIS_URL is set, else the database; an entry expires after the window);
 4. the trigger is enabled (403 `trigger_disabled`);
 5. the content type: `application/json` (a JSON document: the run's input is its text) or `text/plain` (the
-   text), UTF-8; anything else 415 `unsupported_media_type`;
+   text), UTF-8; anything else 415 `unsupported_media_type`; a text over the run API's input limit
+   (runs.MAX_INPUT_CHARS characters) 413 `payload_too_large` naming it;
 6. the trigger's rate (`rate_per_minute`, a fixed minute window; shared through Redis when set, else per
    process): 429 `rate_limited` with Retry-After.
 
@@ -42,14 +44,22 @@ from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.jsonbody import json_loads_bounded
 from workflows.models import WebhookSignature, Workflow, WorkflowTrigger, WorkflowVersion
+from workflows.runs import MAX_INPUT_CHARS
 
 logger = logging.getLogger(__name__)
 
 WINDOW_S = 300
-MAX_BODY_BYTES = 10 * 1024 * 1024
+# A UTF-8 character is at most 4 bytes: a longer body holds more than MAX_INPUT_CHARS characters, refused before
+# it is read.
+MAX_BODY_BYTES = 4 * MAX_INPUT_CHARS
 SECRET_PREFIX = "whsec_"
 FIELDS = ("enabled", "mode", "version", "rate_per_minute")
 MAX_RATE = 1_000_000
+
+
+def body_too_large() -> str:
+    return (f"The body is over {MAX_BODY_BYTES} bytes: a run's input may be at most {MAX_INPUT_CHARS} characters "
+            "(of at most 4 bytes each).")
 
 
 def secret_of(trigger: WorkflowTrigger | Any) -> str:
@@ -162,7 +172,7 @@ def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str
     pk = WorkflowTrigger._meta.pk.to_python(raw_pk)
     workflow_id = Workflow._meta.pk.to_python(raw_workflow_id)
     if len(body) > MAX_BODY_BYTES:
-        raise AppError("payload_too_large", f"The body is over {MAX_BODY_BYTES} bytes.", 413)
+        raise AppError("payload_too_large", body_too_large(), 413, {"limit_chars": MAX_INPUT_CHARS})
     secret = secret_of(_Key(pk, nonce))
     _authenticate(pk, secret, headers, body, time.time() if now is None else now)
     if not enabled:
@@ -227,6 +237,9 @@ def _input(body: bytes, content_type: str, charset: str | None) -> str:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise AppError("invalid", "The body is not UTF-8 text.", 400) from None
+    if len(text) > MAX_INPUT_CHARS:  # the run API's limit (runs.check_input), for the same stored input
+        raise AppError("payload_too_large", f"The input is {len(text)} characters; a run's input may be at most "
+                       f"{MAX_INPUT_CHARS}.", 413, {"limit_chars": MAX_INPUT_CHARS, "chars": len(text)})
     if content_type == "application/json":
         json_loads_bounded(body)  # raises AppError 400 `invalid` for anything not JSON
     return text

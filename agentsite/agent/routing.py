@@ -72,7 +72,7 @@ class Connection:
 
     name: str
     provider: str  # openai | anthropic | offline
-    base_url: str = ""
+    base_url: str = field(default="", repr=False)  # may hold credentials (providers.urls): never shown raw
     api_key: str = field(default="", repr=False)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     timeout_s: float = 120.0

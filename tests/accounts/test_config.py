@@ -7,17 +7,18 @@ from agentsite.agent.config import get_settings
 pytestmark = pytest.mark.django_db
 
 
-def test_config_is_readable_by_any_user_and_hides_the_api_key(owner_client):
+def test_config_is_readable_by_any_user_and_hides_the_api_key(owner_client, admin_client):
     config_update(changes={"api_key": "sk-secret-value"})  # the config's connection's key
     response = owner_client.get("/api/config")
     assert response.status_code == 200
     body = response.json()
-    assert body["api_key_set"] is True
-    assert "api_key" not in body
+    assert "api_key" not in body and "api_key_set" not in body  # the connection's details: admins' only
     assert "sk-secret-value" not in response.content.decode()
-    assert body["provider"] == "offline"
     assert body["compat_auth"] == "local"
     assert body["allow_registration"] is True
+    shown = admin_client.get("/api/config")
+    assert (shown.json()["api_key_set"], shown.json()["provider"]) == (True, "offline")
+    assert "sk-secret-value" not in shown.content.decode()
 
 
 def test_admin_can_patch_and_put_config_fields(admin_client):

@@ -449,6 +449,18 @@ def test_a_failing_hosted_service_is_a_502_that_never_shows_the_key(owner_client
     assert SECRET not in str(error)
 
 
+def test_hosted_stt_keeps_the_base_urls_query_after_the_path_and_never_shows_its_credentials(owner_client, fake_audio,
+                                                                                            spoken):
+    scheme, rest = fake_audio.base_url.split("://", 1)
+    configure(provider="openai", base_url=f"{scheme}://bob:pw-Secret-77@{rest}?key=qk-Secret-55", api_key="")
+    fake_audio.script(FakeResponse.json({"error": {"message": "overloaded"}}, 500))
+    error = error_of(post_file(owner_client, spoken, provider="hosted"), 502, "upstream_error")
+    (request,) = fake_audio.requests
+    assert (request.path, request.query) == ("/v1/audio/transcriptions", {"key": ["qk-Secret-55"]})
+    assert request.headers["authorization"] == "Basic " + base64.b64encode(b"bob:pw-Secret-77").decode()
+    assert "pw-Secret-77" not in str(error) and "qk-Secret-55" not in str(error) and "key=***" in str(error)
+
+
 def test_a_silent_hosted_service_is_a_502_at_the_time_limit(owner_client, fake_audio, spoken, settings):
     hosted(fake_audio)
     settings.AGENTSITE_SPEECH_TIMEOUT_S = 0.3

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from accounts.models import AuditEvent
 from tests.workflows.conftest import graph, node
 from workflows.models import WorkflowRun
+from workflows.runs import MAX_INPUT_CHARS
 from workflows.tasks import workflow_run_task
 
 pytestmark = pytest.mark.django_db
@@ -68,7 +69,8 @@ def test_bearer_starts_a_sync_run_and_answers_it(owner_client, workflow_id):
     response = send(trigger)
     assert response.status_code == 200, response.content
     run = response.json()
-    assert (run["status"], run["output"], run["version"], run["input"]) == ("success", "42", 1, '{"n": 21}')
+    assert (run["status"], run["output"], run["version"], run["input_chars"]) == ("success", "42", 1, 9)
+    assert "input" not in run and "outputs" not in run  # the body is not echoed (the input node's output is it)
     refused(send(trigger, secret="whsec_" + "0" * 64), 401, "signature_invalid")
     refused(send(trigger, headers={"HTTP_AUTHORIZATION": "Basic abc"}), 401, "signature_invalid")
     refused(APIClient().post(f"/hooks/{trigger['id']}", {"n": 1}, format="json"), 401, "signature_invalid")
@@ -198,3 +200,41 @@ def test_a_webhook_skips_the_browser_middleware(owner_client, workflow_id, monke
     assert send(trigger).status_code == 200
     APIClient().get("/admin/login/")  # a browser page: through the stack (the spy sees it)
     assert seen == ["/admin/login/"]
+
+
+def padded(chars: int, pad: str = "x") -> str:
+    """A JSON body for DOUBLE of exactly `chars` characters (`pad` a one-character string)."""
+    head = '{"n": 21, "pad": "'
+    return head + pad * (chars - len(head) - 2) + '"}'
+
+
+@pytest.mark.parametrize("pad", ["x", "\u00e9", "\U0001f600"])  # 1, 2 and 4 bytes a character in UTF-8
+def test_an_input_at_the_run_limit_runs_and_one_character_more_is_a_413_naming_it(owner_client, workflow_id, pad):
+    trigger = make_trigger(owner_client, workflow_id, rate_per_minute=100)
+    at_limit = padded(MAX_INPUT_CHARS, pad)
+    response = send(trigger, at_limit)
+    assert response.status_code == 200, response.content[:500]
+    assert (response.json()["output"], response.json()["input_chars"]) == ("42", MAX_INPUT_CHARS)
+    assert at_limit[:50] not in response.content.decode()  # the input is not echoed back
+    assert len(WorkflowRun.objects.get().input) == MAX_INPUT_CHARS
+
+    response = send(trigger, padded(MAX_INPUT_CHARS + 1, pad))
+    refused(response, 413, "payload_too_large")
+    assert response.json()["error"]["details"]["limit_chars"] == MAX_INPUT_CHARS
+    assert str(MAX_INPUT_CHARS) in response.json()["error"]["message"]
+    assert WorkflowRun.objects.count() == 1
+
+
+def test_a_body_too_long_to_hold_the_limits_characters_is_refused_before_it_is_read(owner_client, workflow_id):
+    trigger = make_trigger(owner_client, workflow_id)
+    response = send(trigger, "x" * (4 * MAX_INPUT_CHARS + 1), "text/plain")
+    refused(response, 413, "payload_too_large")
+    assert response.json()["error"]["details"]["limit_chars"] == MAX_INPUT_CHARS
+    assert WorkflowRun.objects.count() == 0
+
+
+def test_an_async_webhook_answers_without_echoing_the_input(owner_client, workflow_id):
+    trigger = make_trigger(owner_client, workflow_id, mode="async")
+    response = send(trigger, '{"n": 4, "note": "do not echo me"}')
+    assert response.status_code == 202, response.content
+    assert "do not echo me" not in response.content.decode() and response.json()["input_chars"] == 34

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from agentsite.agent.multimodal import anthropic_content
 from agentsite.agent.providers.base import Provider, flatten
 from agentsite.agent.providers.http import Upstream, events_by_read, get_json, model_ids, post_json, stream_sse_batches
+from agentsite.agent.providers.urls import join_url
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -86,18 +87,17 @@ class AnthropicProvider(Provider):
     default_model = "claude-sonnet-4-5"
     default_base_url = "https://api.anthropic.com"
 
-    def _upstream(self) -> Upstream:
-        # Accept a base URL given with or without its /v1, as people copy either from the docs.
-        root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
-        headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION}
+    def _upstream(self, path: str = "v1/messages") -> Upstream:
+        headers = {"Content-Type": "application/json", "anthropic-version": API_VERSION, **self.auth_headers()}
         if self._api_key:
             headers["x-api-key"] = self._api_key
         headers.update(self._headers)
-        return Upstream(self.name, f"{root}/v1/messages", headers, self._api_key, self.timeout)
+        # Accept a base URL given with or without its /v1, as people copy either from the docs.
+        return Upstream(self.name, join_url(self.base_url, path, drop_suffix="/v1"), headers, self._api_key,
+                        self.timeout, secrets=self.secrets())
 
     async def list_models(self) -> list[str]:
-        upstream = self._upstream()
-        upstream.url = upstream.url.removesuffix("/messages") + "/models"
+        upstream = self._upstream("v1/models")
         return model_ids(upstream, await get_json(upstream))
 
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:

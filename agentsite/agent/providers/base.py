@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import ClassVar
 
+from agentsite.agent.providers.urls import basic_auth, mask_url, url_secrets
 from agentsite.agent.types import ChatRequest, Completion, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
 
 
@@ -24,6 +25,11 @@ class Provider(ABC):
     relies on these two. Cancelling the task that iterates `stream()` closes the upstream request at once.
 
     `headers` are extra HTTP headers sent with every request (a connection's own: an API gateway's key).
+
+    `base_url` may hold credentials (agentsite.agent.providers.urls): endpoints are joined onto its path with
+    its query kept after them, and a `user:password@` goes as `Authorization: Basic` unless the provider's own
+    key takes that header (OpenAI's Bearer key does: the key wins; Anthropic's `x-api-key` does not). The
+    connection's `headers` override both. Its credentials are scrubbed out of every error like the key.
     """
 
     name: ClassVar[str]
@@ -37,6 +43,16 @@ class Provider(ABC):
         self._headers = dict(headers or {})
         self.model = model or self.default_model
         self.timeout = timeout
+
+    def auth_headers(self) -> dict[str, str]:
+        """`Authorization: Basic` for a base URL's userinfo (empty without one); a provider adds its key after."""
+        basic = basic_auth(self.base_url)
+        return {"Authorization": basic} if basic else {}
+
+    def secrets(self) -> tuple[str, ...]:
+        """What no message may show: the base URL's credentials and the extra headers' values (and the key,
+        which Upstream scrubs on its own)."""
+        return (*url_secrets(self.base_url), *self._headers.values())
 
     def model_for(self, request: ChatRequest) -> str:
         return request.settings.model or self.model
@@ -62,7 +78,7 @@ class Provider(ABC):
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r})"
+        return f"{type(self).__name__}(base_url={mask_url(self.base_url)!r}, model={self.model!r})"
 
 
 async def one_per_list(events: AsyncGenerator[StreamEvent, None]) -> AsyncGenerator[list[StreamEvent], None]:

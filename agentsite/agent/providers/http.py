@@ -1,8 +1,10 @@
 """HTTP plumbing the network providers share: one pooled client per event loop, SSE parsing, error mapping.
 
 Every failure leaves here as one `UpstreamError` (an `AppError("upstream_error", status=502)`) whose message
-names the provider and carries the upstream's own words, with the API key scrubbed out, and which says whether
-another upstream may be tried (`retryable`; the Provider base class states the rule).
+names the provider and carries the upstream's own words, with every credential scrubbed out (the API key, the
+base URL's password and query values, the connection's header values: `Upstream.secrets`; a URL is named only
+as `urls.mask_url` shows it), and which says whether another upstream may be tried (`retryable`; the Provider
+base class states the rule).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import aiohttp
 import certifi
 import httpx
 
+from agentsite.agent.providers.urls import mask_url
 from agentsite.core import tracing
 from agentsite.core.errors import AppError
 
@@ -88,18 +91,37 @@ class UpstreamError(AppError):
         return status is None or status == 429 or status >= 500
 
 
+# A credential shorter than this is not scrubbed out of free text (it would blank common words); the URLs it is
+# in are still shown masked. The API key is scrubbed whatever its length.
+MIN_SCRUBBED = 4
+
+
 @dataclass
 class Upstream:
-    """One provider's endpoint: who it is (for messages), where, with which headers, and the key to scrub."""
+    """One provider's endpoint: who it is (for messages), where (`url`: no userinfo, maybe a query), with which
+    headers, and what to scrub out of every message: the key and `secrets` (Provider.secrets())."""
 
     provider: str
-    url: str
+    url: str = field(repr=False)
     headers: dict[str, str] = field(repr=False)
     api_key: str = field(default="", repr=False)
     timeout: float = 120.0
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def shown_url(self) -> str:
+        return mask_url(self.url)
+
+    def scrub(self, text: str) -> str:
+        text = text.replace(self.url, self.shown_url) if self.url else text
+        text = scrub(text, self.api_key)
+        for secret in sorted(self.secrets, key=len, reverse=True):  # a longer one may contain a shorter one
+            if len(secret) >= MIN_SCRUBBED:
+                text = text.replace(secret, "[redacted]")
+        return text
 
     def error(self, message: str, *, status: int | None = None) -> UpstreamError:
-        text = scrub(message, self.api_key)[:MAX_MESSAGE_CHARS]
+        text = self.scrub(message)[:MAX_MESSAGE_CHARS]
         where = f"The LLM provider ({self.provider})"
         sentence = f"{where} answered {status}: {text}" if status else f"{where} failed: {text}"
         details: dict[str, Any] = {"provider": self.provider}
@@ -138,11 +160,12 @@ def error_text(body: bytes) -> str:
 
 def transport_error(upstream: Upstream, exc: BaseException) -> AppError:
     if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors
-        return upstream.error(f"no answer from {upstream.url} within {upstream.timeout:g} s ({type(exc).__name__}).")
+        return upstream.error(f"no answer from {upstream.shown_url} within {upstream.timeout:g} s "
+                              f"({type(exc).__name__}).")
     if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError):
-        return upstream.error(f"could not connect to {upstream.url}: {connect_failure(exc.os_error)}.")
+        return upstream.error(f"could not connect to {upstream.shown_url}: {connect_failure(exc.os_error)}.")
     if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.InvalidURL):
-        return upstream.error(f"could not connect to {upstream.url}: {exc or type(exc).__name__}.")
+        return upstream.error(f"could not connect to {upstream.shown_url}: {exc or type(exc).__name__}.")
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError):
         return upstream.error(f"the connection broke before the reply was complete ({exc or type(exc).__name__}).")
     return upstream.error(f"{type(exc).__name__}: {exc}")

@@ -22,6 +22,7 @@ from agentsite.agent.providers.http import (
     post_json,
     stream_sse_batches,
 )
+from agentsite.agent.providers.urls import join_url
 from agentsite.agent.types import (
     ChatRequest,
     Completion,
@@ -107,16 +108,16 @@ class OpenAIProvider(Provider):
     default_model = "gpt-4o-mini"
     default_base_url = "https://api.openai.com/v1"
 
-    def _upstream(self) -> Upstream:
-        headers = {"Content-Type": "application/json"}
+    def _upstream(self, path: str = "chat/completions") -> Upstream:
+        headers = {"Content-Type": "application/json", **self.auth_headers()}
         if self._api_key:  # local servers (Ollama, llama.cpp) need none
             headers["Authorization"] = f"Bearer {self._api_key}"
         headers.update(self._headers)
-        return Upstream(self.name, f"{self.base_url}/chat/completions", headers, self._api_key, self.timeout)
+        return Upstream(self.name, join_url(self.base_url, path), headers, self._api_key, self.timeout,
+                        secrets=self.secrets())
 
     async def list_models(self) -> list[str]:
-        upstream = self._upstream()
-        upstream.url = f"{self.base_url}/models"
+        upstream = self._upstream("models")
         return model_ids(upstream, await get_json(upstream))
 
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:

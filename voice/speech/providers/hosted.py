@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentsite.agent.providers.http import error_text, scrub, shared_client
 from agentsite.agent.providers.openai import OpenAIProvider
+from agentsite.agent.providers.urls import basic_auth, join_url, mask_url, url_secrets
 from agentsite.core.errors import AppError
 from voice.speech.audio import NoSound, NotAudio, audio_output
 from voice.speech.providers.base import Speech, SpeechSettings, SpeechToText, TextToSpeech, Transcript
@@ -52,11 +53,18 @@ class HostedEndpoint:
         return cls(base_url, settings.api_key, settings.timeout_s)
 
     def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        # As the LLM provider's: a base URL's user:password@ is Basic auth, unless the key takes the header.
+        if self.api_key:
+            return {"Authorization": f"Bearer {self.api_key}"}
+        basic = basic_auth(self.base_url)
+        return {"Authorization": basic} if basic else {}
 
     def error(self, path: str, message: str, *, status: int | None = None) -> AppError:
-        text = scrub(message, self.api_key)[:500]
-        where = f"The hosted speech service ({self.base_url}{path})"
+        text = scrub(message, self.api_key)
+        for secret in sorted(url_secrets(self.base_url), key=len, reverse=True):
+            text = text.replace(secret, "[redacted]") if len(secret) >= 4 else text
+        where = f"The hosted speech service ({mask_url(join_url(self.base_url, path))})"
+        text = text[:500]
         sentence = f"{where} answered {status}: {text}" if status else f"{where} failed: {text}"
         logger.warning("%s", sentence)
         details = {"provider": "hosted", **({"status": status} if status else {})}
@@ -66,7 +74,7 @@ class HostedEndpoint:
         """POST and return the reply's body (at most `limit` bytes) within the time limit; raises the upstream
         AppError (502) for a transport failure, a time-out, an error status or a reply that is too large."""
         request = shared_client().build_request(
-            "POST", self.base_url + path, headers=self.headers(),
+            "POST", join_url(self.base_url, path), headers=self.headers(),
             timeout=httpx.Timeout(self.timeout_s, connect=min(self.timeout_s, CONNECT_TIMEOUT)), **kwargs)
         try:
             async with asyncio.timeout(self.timeout_s):

@@ -30,6 +30,9 @@ const CONFIG_FIELDS = [
     options: [["local", "Local: anonymous calls from this machine only"], ["key", "Key: an API key or a dashboard token"], ["public", "Public: anyone, with any key"]] },
 ];
 
+// The config's connection (its provider, base URL and key): GET /api/config shows it to admins only.
+const CONNECTION_FIELDS = new Set(["provider", "base_url", "api_key"]);
+
 export async function mount(root, ctx) {
   const page = new SettingsPage(root, ctx);
   await page.start();
@@ -145,7 +148,7 @@ class SettingsPage {
     const title = h("h2", { id: "settings-config-title" }, "Agent configuration");
     this.configError = h("div", { class: "form-error", role: "alert", hidden: true });
     this.configOk = h("p", { class: "form-ok", role: "status" });
-    const controls = CONFIG_FIELDS.map((spec) => this.control(spec));
+    const controls = CONFIG_FIELDS.filter((spec) => this.admin || !CONNECTION_FIELDS.has(spec.name)).map((spec) => this.control(spec));
     const note = this.admin ? h("p", { class: "muted" }, "Changes apply to new chats and runs at once.")
       : h("p", { class: "notice", role: "note" }, "Only an admin can change the agent's configuration; this is what it is now.");
     const form = h("form", { class: "settings-config-form", novalidate: true, "aria-labelledby": "settings-config-title",

@@ -50,20 +50,22 @@ def _usage(server, headers, **query) -> dict:
 def test_a_users_daily_budget_ends_in_a_rate_limit_error_at_the_right_request(live, fake_openai):
     server, admin = live
     user_id, key, headers = _user_with_key(server, admin, "budgeted")
-    put = requests.put(f"{server.base_url}/api/users/{user_id}/budget", json={"tokens_per_day": 40}, headers=admin,
+    put = requests.put(f"{server.base_url}/api/users/{user_id}/budget", json={"tokens_per_day": 46}, headers=admin,
                        timeout=10)
-    assert put.status_code == 200 and put.json()["tokens_per_day"] == 40
+    assert put.status_code == 200 and put.json()["tokens_per_day"] == 46
     fake_openai.script(*[Text("fine", usage=(12, 7)) for _ in range(5)])
     client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=key, max_retries=0)
-    for index in range(3):  # 0, 19, 38 tokens used before each: under 40; the third crosses it and finishes
+    # Each call reserves its worst case, 1 token of prompt and max_tokens 7: 8. 0, 19, 38 tokens used before
+    # each: 46, 27, then exactly 8 left; the third fits and finishes (the upstream counts 19), the fourth is refused.
+    for index in range(3):
         stream = index == 1
-        reply = client.chat.completions.create(model="fake-model", stream=stream,
+        reply = client.chat.completions.create(model="fake-model", stream=stream, max_tokens=7,
                                                messages=[{"role": "user", "content": "hi"}])
         text = "".join(chunk.choices[0].delta.content or "" for chunk in reply if chunk.choices) if stream else (
             reply.choices[0].message.content)
         assert text == "fine"
     with pytest.raises(openai.RateLimitError) as refused:
-        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(model="fake-model", max_tokens=7, messages=[{"role": "user", "content": "hi"}])
     assert refused.value.code == "budget_exceeded" and refused.value.type == "rate_limit_error"
     assert 0 < int(refused.value.response.headers["Retry-After"]) <= 86400
     assert len(fake_openai.bodies()) == 3  # refused before the upstream was asked

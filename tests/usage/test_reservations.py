@@ -9,7 +9,6 @@ REDIS_URL is set, Redis; the LLM calls go over HTTP to the fake upstream through
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import time
@@ -22,7 +21,8 @@ from agentsite.agent.providers import OpenAIProvider, collect
 from agentsite.agent.types import ChatRequest, Message, ModelSettings, TextDelta
 from agentsite.agent.usage import Caller, metered, prompt_estimate
 from agentsite.core.errors import AppError
-from tests.fakes.llm import Hang, Raw, Text
+from tests.fakes.llm import Hang, Text
+from tests.usage.gated import gated_stream
 from usage import budgets, buffer
 from usage.models import UserBudget
 
@@ -135,21 +135,6 @@ async def test_a_call_without_max_tokens_reserves_the_configured_default_cap(fak
 
 # --- concurrency -------------------------------------------------------------------------------------------
 
-def _gated(step: threading.Semaphore, usage: tuple[int, int]) -> Raw:
-    """A stream whose start goes out at once and whose rest (text, usage, end) waits for the test's release."""
-    def event(data: dict) -> str:
-        return f"data: {json.dumps(data)}\n\n"
-
-    head = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "fake-model"}
-    start = event({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                        "finish_reason": None}]})
-    rest = (event({**head, "choices": [{"index": 0, "delta": {"content": "done"}, "finish_reason": "stop"}]})
-            + event({**head, "choices": [], "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                                                      "total_tokens": sum(usage)}})
-            + "data: [DONE]\n\n")
-    return Raw(start + rest, pieces=[start, rest], step=step)
-
-
 async def test_eight_concurrent_calls_against_a_hundred_tokens_a_day_spend_at_most_the_limit(
         fake_openai, owner, backend):
     """Every call is in flight (its stream started, its usage not yet known) while the others are admitted:
@@ -158,7 +143,7 @@ async def test_eight_concurrent_calls_against_a_hundred_tokens_a_day_spend_at_mo
     step = threading.Semaphore(0)
     request = _request("hello", max_tokens=30)
     reservation = prompt_estimate(request) + 30  # 32
-    fake_openai.script(*[_gated(step, (2, 30)) for _ in range(8)])
+    fake_openai.script(*[gated_stream(step, (2, 30)) for _ in range(8)])
     provider = metered(_provider(fake_openai), Caller(owner.pk, facet="v1"))
     calls = [asyncio.ensure_future(collect(provider.stream(request))) for _ in range(8)]
     refused = lambda: [call for call in calls if call.done() and call.exception() is not None]  # noqa: E731

@@ -13,12 +13,13 @@ requests_per_minute?, tokens_per_minute?}`; each limit is checked in its window 
   seconds until that window ends.
 - `settle(scopes, tokens, cost, hold=)` adds what the call used once it ended and releases its hold, in one
   atomic step (a reader never sees the hold gone before the use is added).
-- A hold lives in a slot of HOLD_SLOT_S seconds and counts for HOLD_SLOTS slots: a call whose process died
-  before settling (SIGKILL) stops holding its share 30-40 minutes later, and never past that.
+- A hold lives in a slot of HOLD_SLOT_S seconds and counts for HOLD_SLOTS slots (30-40 minutes): a call whose
+  process died before settling (SIGKILL) stops holding its share then, and so does a call still running then.
 
 Invariant: concurrent calls, in any number of processes, never spend past a limit by more than what their
 reservations under-estimated (the hold is the worst case, so admitted calls together fit in the limit); of N
-concurrent calls against `requests_per_minute: n`, at most n pass in a minute (tests/usage/test_reservations.py).
+concurrent calls against `requests_per_minute: n`, at most n pass in a minute (tests/usage/test_reservations.py,
+test_metering.py).
 Counters exist only for scopes that have a budget: a caller without one costs one cached lookup.
 """
 

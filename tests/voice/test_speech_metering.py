@@ -121,3 +121,22 @@ def test_speech_that_spends_no_upstream_key_is_neither_metered_nor_refused(owner
     response = _tts(owner_client, provider="browser")
     assert response.status_code == 200 and response.json()["fallback"] is True
     assert _rows() == []
+
+
+def test_an_api_keys_budget_binds_hosted_speech_made_with_it(owner, owner_client, hosted):
+    from rest_framework.test import APIClient
+
+    from accounts.services import key_create
+
+    key, secret = key_create(user=owner, name="speaker", scopes=["api"], budget={"tokens_per_day": 5})
+    with_key = APIClient()
+    with_key.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert _tts(with_key).status_code == 200  # 3 of its 5
+    error = _refused(_tts(with_key))
+    assert error["code"] == "budget_exceeded" and "API key" in error["message"]
+    assert error["details"] == {"limit": "tokens_per_day", "retry_after": error["details"]["retry_after"],
+                                "needed": 3, "left": 2}
+    assert _tts(owner_client).status_code == 200  # without the key: not bound by it
+    buffer.flush()
+    by_key = {row["key_id"]: row["prompt_tokens"] for row in UsageDaily.objects.values("key_id", "prompt_tokens")}
+    assert by_key == {str(key.pk): 3, "": 3}

@@ -96,9 +96,13 @@ def test_a_cost_budget_holds_the_worst_cost_and_refuses_past_it(owner, backend):
     with pytest.raises(AppError) as refused:
         budgets.reserve([scope], cost=0.26)
     assert refused.value.code == "budget_exceeded" and refused.value.details["limit"] == "cost_per_month"
-    budgets.reserve([scope], cost=0.25)  # 0.75 + 0.25: exactly the limit
+    second = budgets.reserve([scope], cost=0.25)  # 0.75 + 0.25: exactly the limit
     budgets.settle([scope], 10, 0.5, hold=first)
     assert budgets.remaining(scope)["cost_per_month"]["remaining"] == pytest.approx(0.25)
+    budgets.settle([scope], 10, 0.5, hold=second)  # 1.0 used: nothing left
+    with pytest.raises(AppError) as spent:  # not even a call of no known cost (a model without a price)
+        budgets.reserve([scope], cost=0.0)
+    assert spent.value.details["left"] == 0
 
 
 async def test_a_call_whose_prompt_and_max_tokens_fill_the_budget_exactly_is_answered_one_more_is_refused(
@@ -237,3 +241,14 @@ async def test_an_admission_cancelled_while_its_database_thread_runs_gives_its_h
         await admission
     await _poll(lambda: budgets.used(scope)["m"].get("r") == 1, "the thread finished its reservation")
     await _poll(lambda: _held(scope) == 0, "the reservation the thread took was given back")
+
+
+def test_the_doors_early_check_passes_one_token_under_the_limit_and_refuses_at_it(owner, backend):
+    """A door's check (chat, webhooks) reserves nothing: it refuses only when nothing is left."""
+    scope = _scope(owner, tokens_per_day=10)
+    budgets.settle([scope], 9, 0.0, hold=budgets.reserve([scope]))
+    budgets.check([scope])
+    budgets.settle([scope], 1, 0.0)
+    with pytest.raises(AppError) as refused:
+        budgets.check([scope])
+    assert refused.value.code == "budget_exceeded" and refused.value.details["left"] == 0

@@ -110,6 +110,8 @@ AGENTSITE_DB_THREADS = env_int("AGENTSITE_DB_THREADS", 4, minimum=1)
 AGENTSITE_AUTH_CACHE_S = env_float("AGENTSITE_AUTH_CACHE_S", 2.0, minimum=0.0)
 # Seconds between two writes of the buffered usage counters (usage.buffer); a SIGKILL loses at most this much.
 AGENTSITE_USAGE_FLUSH_S = env_float("AGENTSITE_USAGE_FLUSH_S", 1.0, minimum=0.0)
+# What a budgeted LLM call without max_tokens reserves for its reply (usage.budgets).
+AGENTSITE_BUDGET_DEFAULT_MAX_TOKENS = env_int("AGENTSITE_BUDGET_DEFAULT_MAX_TOKENS", 4096, minimum=1)
 # Read by agentsite.agent.routing's router; checked here so that a malformed value stops start-up.
 AGENTSITE_UPSTREAM_COOLDOWN_S = env_float("AGENTSITE_UPSTREAM_COOLDOWN_S", 30.0, minimum=0.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -4,16 +4,23 @@ A caller is bound by up to two scopes: its user's budget (`u:<id>`, set by an ad
 set by the key's owner). A budget is `{tokens_per_day?, tokens_per_month?, cost_per_day?, cost_per_month?,
 requests_per_minute?, tokens_per_minute?}`; each limit is checked in its window (the UTC minute, day, month).
 
-- `reserve(scopes)` runs BEFORE the upstream is called, atomically for every process of the deployment (one Lua
-  script in Redis when REDIS_URL is set; else conditional UPDATEs in the database): every limit must still have
-  room, and the call takes one request of each scope's minute. It raises AppError 429 `rate_limited` (a
-  per-minute limit) or `budget_exceeded` (a day or month), with Retry-After: the seconds until that window ends.
-- `settle(scopes, tokens, cost)` adds what the call used once it ended. Tokens are not reserved ahead (nobody
-  knows a reply's length): a call that crosses a token or cost budget finishes, and the next one is refused.
+- `reserve(scopes, tokens=, cost=)` runs BEFORE the upstream is called, atomically for every process of the
+  deployment (one Lua script in Redis when REDIS_URL is set; else one transaction in the database that holds a
+  per-scope lock: PostgreSQL's advisory lock, SQLite's write lock). The call's worst case (`tokens`, `cost`)
+  must fit in what is left of every limit (the limit, less what was used, less what calls in flight hold), and
+  something must be left; it then takes one request of each scope's minute and HOLDS its worst case. It raises
+  AppError 429 `rate_limited` (a per-minute limit) or `budget_exceeded` (a day or month), with Retry-After: the
+  seconds until that window ends.
+- `settle(scopes, tokens, cost, hold=)` adds what the call used once it ended and releases its hold, in one
+  atomic step (a reader never sees the hold gone before the use is added).
+- A hold lives in a slot of HOLD_SLOT_S seconds and counts for HOLD_SLOTS slots (30-40 minutes): a call whose
+  process died before settling (SIGKILL) stops holding its share then, and so does a call still running then.
 
-Invariant: of N concurrent calls against `requests_per_minute: n`, at most n pass in a minute, whichever
-process serves them (tests/usage/test_budgets.py). Counters exist only for scopes that have a budget: a caller
-without one costs one cached lookup.
+Invariant: concurrent calls, in any number of processes, never spend past a limit by more than what their
+reservations under-estimated (the hold is the worst case, so admitted calls together fit in the limit); of N
+concurrent calls against `requests_per_minute: n`, at most n pass in a minute (tests/usage/test_reservations.py,
+test_metering.py).
+Counters exist only for scopes that have a budget: a caller without one costs one cached lookup.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 
 from agentsite.core import invalidation, metrics
@@ -42,12 +49,26 @@ WINDOWS = {"requests_per_minute": ("m", "r"), "tokens_per_minute": ("m", "t"), "
 _COLUMN = {"r": "requests", "t": "tokens", "c": "cost"}
 BUDGET_TOPIC = "usage-budget"
 BUDGET_CACHE_S = 5.0
+HOLD_SLOT_S = 600
+HOLD_SLOTS = 4
+HOLD_EXPIRY_S = HOLD_SLOT_S * (HOLD_SLOTS + 1)
+# A cost is a float: a sum of prices may land a hair past a limit it meets exactly.
+EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
 class Scope:
     name: str  # u:<user id> | k:<key id>
     limits: dict[str, float]  # only the limits set
+
+
+@dataclass(frozen=True)
+class Hold:
+    """What an admitted call holds until it settles: its worst case, in the hold slot it was admitted in."""
+
+    slot: int
+    tokens: int = 0
+    cost: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,14 @@ class Windows:
 
     def name(self, window: str) -> str:
         return {"m": self.minute, "d": self.day, "M": self.month}[window]
+
+    @property
+    def slot(self) -> int:
+        return int(self.now // HOLD_SLOT_S)
+
+    def held(self) -> list[str]:
+        """The hold slots that still count now, the current one first."""
+        return [f"h{self.slot - back}" for back in range(HOLD_SLOTS)]
 
     def retry_after(self, window: str) -> int:
         moment = datetime.fromtimestamp(self.now, UTC)
@@ -97,18 +126,34 @@ def clean_budget(budget: dict[str, Any] | None) -> dict[str, float]:
     return {name: value for name, value in (budget or {}).items() if name in LIMITS and value is not None}
 
 
-def refusal(limit: str, windows: Windows, scope: str) -> AppError:
+def refusal(limit: str, windows: Windows, scope: str, *, needed: float = 0, left: float = 0) -> AppError:
+    """The 429 of a limit: `needed` is what the call would take of it, `left` what was left of it."""
     window = WINDOWS[limit][0]
     retry = windows.retry_after(window)
     whose = "This API key's" if scope.startswith("k:") else "Your"
     code = "rate_limited" if window == "m" else "budget_exceeded"
     what = {"m": "this minute", "d": "today (UTC)", "M": "this month (UTC)"}[window]
-    if code == "rate_limited":
+    if left > 0:
+        message = (f"{whose} {'limit' if code == 'rate_limited' else 'budget'} {limit} has {_amount(left)} left "
+                   f"{what}, less than this call may use ({_amount(needed)}: its prompt and max_tokens); ask for "
+                   f"fewer max_tokens, or wait {retry} seconds for it to renew.")
+    elif code == "rate_limited":
         message = f"{whose} limit {limit} is reached for {what}; try again in {retry} seconds."
     else:
         message = f"{whose} budget {limit} is spent for {what}; it renews in {retry} seconds."
     metrics.budget_refused()
-    return AppError(code, message, 429, {"limit": limit, "retry_after": retry}, headers={"Retry-After": str(retry)})
+    details = {"limit": limit, "retry_after": retry, "needed": _amount_value(needed), "left": _amount_value(left)}
+    return AppError(code, message, 429, details, headers={"Retry-After": str(retry)})
+
+
+def _amount_value(value: float) -> float | int:
+    value = max(0.0, float(value))
+    return int(value) if value == int(value) else round(value, 6)
+
+
+def _amount(value: float) -> str:
+    shown = _amount_value(value)
+    return f"{shown:,}" if isinstance(shown, int) else f"{shown:g}"
 
 
 # --- which scopes bind a caller ---------------------------------------------------------------------------
@@ -147,26 +192,67 @@ def user_budget_changed(user_id: int) -> None:
     invalidation.announce(BUDGET_TOPIC, str(user_id))
 
 
+# --- the admission rule (the Lua script below is the same rule) ---------------------------------------------
+
+
+def refused_limit(scope: Scope, used: dict[str, dict[str, float]], tokens: int = 0,
+                  cost: float = 0.0) -> tuple[str, float, float] | None:
+    """The first limit of `scope` a call of this worst case may not pass, with what it needs of it and what is
+    left of it; else None.
+
+    Of each limit, `left` = the limit - what its window used - what calls in flight hold (tokens and cost; a
+    request is taken at admission, not held). A call passes when something is left and its need fits in it:
+    need == left passes, need == left + 1 is refused. A call needs 1 request, `tokens` and `cost`.
+    """
+    held = used.get("h", {})
+    need = {"r": 1, "t": tokens, "c": cost}
+    for limit in LIMITS:
+        value = scope.limits.get(limit)
+        if value is None:
+            continue
+        window, counter = WINDOWS[limit]
+        left = value - used[window].get(counter, 0) - (held.get(counter, 0) if counter != "r" else 0)
+        if left <= 0 or need[counter] > left + EPSILON:
+            return limit, need[counter], left
+    return None
+
+
 # --- the counters: Redis ------------------------------------------------------------------------------------
 
+# KEYS: per scope, its minute, day and month hashes, then its HOLD_SLOTS hold hashes (the current one first).
+# ARGV: n scopes, tokens, cost, hold expiry, slots; each limit's window (1 m, 2 d, 3 M) and counter (r|t|c), in
+# LIMITS order; then each scope's limits in LIMITS order (-1: none).
 _ADMIT = """
-local n = tonumber(ARGV[1])
+local n, slots = tonumber(ARGV[1]), tonumber(ARGV[5])
+local need = {r = 1, t = tonumber(ARGV[2]), c = tonumber(ARGV[3])}
+local per, nlimits = 3 + slots, 6
+local base = 5 + 2 * nlimits
 for i = 0, n - 1 do
-  for j = 1, 6 do
-    local limit = tonumber(ARGV[1 + i * 6 + j])
+  local held = {r = 0, t = 0, c = 0}
+  for s = 1, slots do
+    local key = KEYS[i * per + 3 + s]
+    held.t = held.t + tonumber(redis.call('HGET', key, 't') or '0')
+    held.c = held.c + tonumber(redis.call('HGET', key, 'c') or '0')
+  end
+  for j = 1, nlimits do
+    local limit = tonumber(ARGV[base + i * nlimits + j])
     if limit >= 0 then
-      local key = KEYS[i * 6 + j]
-      local field = ARGV[1 + n * 6 + j]
-      local used = tonumber(redis.call('HGET', key, field) or '0')
-      if used >= limit then return {i, j} end
+      local counter = ARGV[5 + nlimits + j]
+      local key = KEYS[i * per + tonumber(ARGV[5 + j])]
+      local left = limit - tonumber(redis.call('HGET', key, counter) or '0') - held[counter]
+      if left <= 0 or need[counter] > left + 1e-9 then return {i, j, tostring(left)} end
     end
   end
 end
 for i = 0, n - 1 do
-  redis.call('HINCRBY', KEYS[i * 6 + 1], 'r', 1)
-  redis.call('EXPIRE', KEYS[i * 6 + 1], 120)
+  redis.call('HINCRBY', KEYS[i * per + 1], 'r', 1)
+  redis.call('EXPIRE', KEYS[i * per + 1], 120)
+  local hold = KEYS[i * per + 4]
+  if need.t ~= 0 then redis.call('HINCRBY', hold, 't', need.t) end
+  if need.c ~= 0 then redis.call('HINCRBYFLOAT', hold, 'c', ARGV[3]) end
+  redis.call('EXPIRE', hold, tonumber(ARGV[4]))
 end
-return {-1, 0}
+return {-1, 0, '0'}
 """
 
 _clients: dict[int, Any] = {}
@@ -187,22 +273,27 @@ def _key(scope: str, window_name: str) -> str:
     return f"{os.environ.get('AGENTSITE_CACHE_PREFIX', 'agentsite')}:budget:{scope}:{window_name}"
 
 
-def _redis_reserve(scopes: list[Scope], windows: Windows) -> None:
+_WINDOW_INDEX = {"m": 1, "d": 2, "M": 3}
+
+
+def _redis_reserve(scopes: list[Scope], windows: Windows, tokens: int, cost: float) -> None:
     client = _redis()
     keys, limits = [], []
     for scope in scopes:
-        for limit in LIMITS:
-            keys.append(_key(scope.name, windows.name(WINDOWS[limit][0])))
-            value = scope.limits.get(limit)
-            limits.append(-1 if value is None else value)
-    fields = [WINDOWS[limit][1] for limit in LIMITS]
-    index, which = client.admit_script(keys=keys, args=[len(scopes), *limits, *fields])
+        keys += [_key(scope.name, windows.name(window)) for window in ("m", "d", "M")]
+        keys += [_key(scope.name, slot) for slot in windows.held()]
+        limits += [scope.limits.get(limit, -1) for limit in LIMITS]
+    shape = [_WINDOW_INDEX[WINDOWS[limit][0]] for limit in LIMITS] + [WINDOWS[limit][1] for limit in LIMITS]
+    index, which, left = client.admit_script(keys=keys, args=[len(scopes), tokens, repr(float(cost)),
+                                                              HOLD_EXPIRY_S, HOLD_SLOTS, *shape, *limits])
     if index >= 0:
-        raise refusal(LIMITS[which - 1], windows, scopes[index].name)
+        limit = LIMITS[which - 1]
+        needed = {"r": 1, "t": tokens, "c": cost}[WINDOWS[limit][1]]
+        raise refusal(limit, windows, scopes[index].name, needed=needed, left=float(left))
 
 
-def _redis_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: float) -> None:
-    pipe = _redis().pipeline(transaction=False)
+def _redis_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: float, hold: Hold | None) -> None:
+    pipe = _redis().pipeline(transaction=True)  # MULTI: the use is added and the hold released at once
     for scope in scopes:
         for window in ("m", "d", "M"):
             key = _key(scope.name, windows.name(window))
@@ -210,6 +301,12 @@ def _redis_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: floa
             if cost:
                 pipe.hincrbyfloat(key, "c", cost)
             pipe.expire(key, windows.expiry(window))
+        if hold is not None and (hold.tokens or hold.cost):
+            key = _key(scope.name, f"h{hold.slot}")
+            pipe.hincrby(key, "t", -hold.tokens)
+            if hold.cost:
+                pipe.hincrbyfloat(key, "c", -hold.cost)
+            pipe.expire(key, HOLD_EXPIRY_S)
     pipe.execute()
 
 
@@ -217,8 +314,17 @@ def _redis_used(scope: Scope, windows: Windows) -> dict[str, dict[str, float]]:
     pipe = _redis().pipeline(transaction=False)
     for window in ("m", "d", "M"):
         pipe.hgetall(_key(scope.name, windows.name(window)))
-    return {window: {field.decode(): float(value) for field, value in found.items()}
-            for window, found in zip(("m", "d", "M"), pipe.execute(), strict=True)}
+    for slot in windows.held():
+        pipe.hgetall(_key(scope.name, slot))
+    found = pipe.execute()
+    used = {window: {field.decode(): float(value) for field, value in row.items()}
+            for window, row in zip(("m", "d", "M"), found[:3], strict=True)}
+    used["h"] = _sum_held([{field.decode(): float(value) for field, value in row.items()} for row in found[3:]])
+    return used
+
+
+def _sum_held(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {"t": sum(row.get("t", 0) for row in rows), "c": sum(row.get("c", 0) for row in rows)}
 
 
 # --- the counters: the database ---------------------------------------------------------------------------
@@ -228,51 +334,70 @@ def _db_rows(scopes: list[Scope], windows: Windows) -> None:
     from usage.models import BudgetCounter
 
     now = datetime.fromtimestamp(windows.now, UTC)
-    BudgetCounter.objects.bulk_create(
-        [BudgetCounter(scope=scope.name, window=windows.name(window),
-                       expires_at=now + timedelta(seconds=windows.expiry(window)))
-         for scope in scopes for window in ("m", "d", "M")], ignore_conflicts=True)
+    rows = [BudgetCounter(scope=scope.name, window=windows.name(window),
+                          expires_at=now + timedelta(seconds=windows.expiry(window)))
+            for scope in scopes for window in ("m", "d", "M")]
+    rows += [BudgetCounter(scope=scope.name, window=f"h{windows.slot}",
+                           expires_at=now + timedelta(seconds=HOLD_EXPIRY_S)) for scope in scopes]
+    BudgetCounter.objects.bulk_create(rows, ignore_conflicts=True)
 
 
 def _db_used(scope: Scope, windows: Windows) -> dict[str, dict[str, float]]:
     from usage.models import BudgetCounter
 
     names = {windows.name(window): window for window in ("m", "d", "M")}
+    held = set(windows.held())
     used: dict[str, dict[str, float]] = {window: {} for window in ("m", "d", "M")}
-    for row in BudgetCounter.objects.filter(scope=scope.name, window__in=list(names)):
-        used[names[row.window]] = {"r": row.requests, "t": row.tokens, "c": row.cost}
+    holds = []
+    # One statement: a settle's transaction (use added, hold released) is seen whole or not at all.
+    for row in BudgetCounter.objects.filter(scope=scope.name, window__in=[*names, *held]):
+        if row.window in held:
+            holds.append({"t": row.tokens, "c": row.cost})
+        else:
+            used[names[row.window]] = {"r": row.requests, "t": row.tokens, "c": row.cost}
+    used["h"] = _sum_held(holds)
     return used
 
 
-def _db_reserve(scopes: list[Scope], windows: Windows) -> None:
+def _db_lock(scopes: list[Scope]) -> None:
+    """Admissions of one scope, one at a time until the transaction ends: PostgreSQL's advisory lock (SQLite's
+    IMMEDIATE transactions already hold the database's one write lock)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for scope in sorted(scopes, key=lambda scope: scope.name):  # one order: two admissions cannot deadlock
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"agentsite-budget:{scope.name}"])
+
+
+def _db_reserve(scopes: list[Scope], windows: Windows, tokens: int, cost: float) -> None:
     from usage.models import BudgetCounter
 
     _db_rows(scopes, windows)
-    for scope in scopes:
-        _refuse_if_spent(scope, _db_used(scope, windows), windows, skip_requests=True)
-    taken: list[Scope] = []
-    try:
+    with transaction.atomic():
+        _db_lock(scopes)
         for scope in scopes:
-            rpm = scope.limits.get("requests_per_minute")
-            rows = BudgetCounter.objects.filter(scope=scope.name, window=windows.minute)
-            if rpm is not None:
-                rows = rows.filter(requests__lt=rpm)
-            if rows.update(requests=F("requests") + 1) == 0:  # atomic: the row's lock decides who gets the last
-                raise refusal("requests_per_minute", windows, scope.name)
-            taken.append(scope)
-    except AppError:
-        for scope in taken:  # give back what this call took before it was refused
-            BudgetCounter.objects.filter(scope=scope.name, window=windows.minute).update(requests=F("requests") - 1)
-        raise
+            refused = refused_limit(scope, _db_used(scope, windows), tokens, cost)
+            if refused is not None:
+                limit, needed, left = refused
+                raise refusal(limit, windows, scope.name, needed=needed, left=left)
+        for scope in scopes:
+            BudgetCounter.objects.filter(scope=scope.name, window=windows.minute).update(requests=F("requests") + 1)
+            if tokens or cost:
+                BudgetCounter.objects.filter(scope=scope.name, window=f"h{windows.slot}").update(
+                    tokens=F("tokens") + tokens, cost=F("cost") + cost)
 
 
-def _db_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: float) -> None:
+def _db_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: float, hold: Hold | None) -> None:
     from usage.models import BudgetCounter
 
     names = [windows.name(window) for window in ("m", "d", "M")]
-    for scope in scopes:
-        BudgetCounter.objects.filter(scope=scope.name, window__in=names).update(
-            tokens=F("tokens") + tokens, cost=F("cost") + cost)
+    with transaction.atomic():
+        for scope in sorted(scopes, key=lambda scope: scope.name):
+            BudgetCounter.objects.filter(scope=scope.name, window__in=names).update(
+                tokens=F("tokens") + tokens, cost=F("cost") + cost)
+            if hold is not None and (hold.tokens or hold.cost):
+                BudgetCounter.objects.filter(scope=scope.name, window=f"h{hold.slot}").update(
+                    tokens=F("tokens") - hold.tokens, cost=F("cost") - hold.cost)
     global _cleaned_at
     if time.monotonic() - _cleaned_at > CLEAN_EVERY_S and not connection.in_atomic_block:
         _cleaned_at = time.monotonic()
@@ -283,16 +408,6 @@ CLEAN_EVERY_S = 300.0
 _cleaned_at = 0.0
 
 
-def _refuse_if_spent(scope: Scope, used: dict[str, dict[str, float]], windows: Windows, *,
-                     skip_requests: bool = False) -> None:
-    for limit, value in scope.limits.items():
-        if skip_requests and limit == "requests_per_minute":
-            continue
-        window, counter = WINDOWS[limit]
-        if used[window].get(counter, 0) >= value:
-            raise refusal(limit, windows, scope.name)
-
-
 # --- the entry points (sync: call them from a thread, `agentsite.core.dbcall.db`, when there is no Redis) -----
 
 
@@ -300,37 +415,47 @@ def uses_redis() -> bool:
     return bool(getattr(settings, "REDIS_URL", ""))
 
 
-def reserve(scopes: list[Scope], windows: Windows | None = None) -> None:
+def reserve(scopes: list[Scope], windows: Windows | None = None, *, tokens: int = 0, cost: float = 0.0) -> Hold:
+    """Admit a call whose worst case is `tokens` and `cost`, or raise its refusal (AppError 429); the Hold is
+    what `settle` releases."""
     windows = windows or Windows.at()
+    tokens, cost = max(0, int(tokens)), max(0.0, float(cost))
     if uses_redis():
-        _redis_reserve(scopes, windows)
+        _redis_reserve(scopes, windows, tokens, cost)
     else:
-        _db_reserve(scopes, windows)
+        _db_reserve(scopes, windows, tokens, cost)
+    return Hold(windows.slot, tokens, cost)
 
 
-def settle(scopes: list[Scope], tokens: int, cost: float, windows: Windows | None = None) -> None:
+def settle(scopes: list[Scope], tokens: int, cost: float, windows: Windows | None = None, *,
+           hold: Hold | None = None) -> None:
+    """Add what a call used and release its hold (call it however the call ended)."""
     windows = windows or Windows.at()
     if uses_redis():
-        _redis_settle(scopes, windows, tokens, cost)
+        _redis_settle(scopes, windows, tokens, cost, hold)
     else:
-        _db_settle(scopes, windows, tokens, cost)
+        _db_settle(scopes, windows, tokens, cost, hold)
 
 
 def used(scope: Scope, windows: Windows | None = None) -> dict[str, dict[str, float]]:
-    """What the scope used in its current windows: {"m"|"d"|"M": {"r"|"t"|"c": n}}."""
+    """What the scope used in its current windows, and what calls in flight hold: {"m"|"d"|"M": {"r"|"t"|"c": n},
+    "h": {"t"|"c": n}}."""
     windows = windows or Windows.at()
     return _redis_used(scope, windows) if uses_redis() else _db_used(scope, windows)
 
 
 def check(scopes: list[Scope], windows: Windows | None = None) -> None:
-    """Raise the refusal a call would get now, reserving nothing."""
+    """Raise the refusal a call would get now when nothing is left of a limit, reserving nothing."""
     windows = windows or Windows.at()
     for scope in scopes:
-        _refuse_if_spent(scope, used(scope, windows), windows)
+        refused = refused_limit(scope, used(scope, windows))
+        if refused is not None:
+            raise refusal(refused[0], windows, scope.name)
 
 
 def remaining(scope: Scope, windows: Windows | None = None) -> dict[str, dict[str, Any]]:
-    """Each limit of the scope: {limit, used, remaining, resets_at}."""
+    """Each limit of the scope: {limit, used, remaining, resets_at}; `remaining` leaves out what calls in flight
+    hold."""
     windows = windows or Windows.at()
     spent = used(scope, windows)
     out = {}
@@ -338,8 +463,9 @@ def remaining(scope: Scope, windows: Windows | None = None) -> dict[str, dict[st
         window, counter = WINDOWS[limit]
         value = scope.limits.get(limit)
         amount = spent[window].get(counter, 0)
+        held = spent["h"].get(counter, 0) if counter != "r" else 0
         amount = round(amount, 6) if counter == "c" else int(amount)
         out[limit] = {"limit": value, "used": amount,
-                      "remaining": None if value is None else max(0, round(value - amount, 6)),
+                      "remaining": None if value is None else max(0, round(value - amount - held, 6)),
                       "resets_at": windows.ends_at(window)}
     return out

@@ -2,18 +2,27 @@
 
 Registered in UsageConfig.ready(). What a call without a budget costs on the request's path: a cached budget
 lookup, a dict update under a lock (usage.buffer.add), a price lookup in a cached table. Nothing else.
+
+A budgeted call is admitted for its worst case: the prompt's estimate plus its `max_tokens` (else
+AGENTSITE_BUDGET_DEFAULT_MAX_TOKENS), in tokens and, at the model's price, in cost. Its Ticket carries the hold
+that `record` releases, however the call ended; an admission cancelled while its database thread was still
+running releases the hold that thread then takes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import threading
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from agentsite.agent.usage import Caller, CallRecord
 from agentsite.core import invalidation
-from agentsite.core.dbcall import db
+from agentsite.core.dbcall import db, db_started
 from usage import budgets, buffer
 
 logger = logging.getLogger(__name__)
@@ -25,6 +34,7 @@ PRICE_CACHE_S = 10.0
 @dataclass(frozen=True)
 class Ticket:
     scopes: list[budgets.Scope]
+    hold: budgets.Hold | None = None
 
 
 class Prices:
@@ -62,6 +72,14 @@ class Prices:
         if price is None:
             return 0.0
         return (record.prompt_tokens * price[0] + record.completion_tokens * price[1]) / 1_000_000
+
+    def worst_cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+        """The cost of a call to `model` of at most these tokens (0 for a model without a price: the model that
+        answers is known only after the call)."""
+        price = self._table.get(model)
+        if price is None:
+            return 0.0
+        return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1_000_000
 
 
 prices = Prices()
@@ -107,18 +125,45 @@ class UsageMetering:
         if scopes:
             await _run(budgets.check, scopes)
 
-    async def admit(self, caller: Caller, model: str) -> object | None:
+    async def admit(self, caller: Caller, model: str, *, prompt_tokens: int = 0,
+                    max_tokens: int | None = None) -> object | None:
         if not prices.fresh:
             await db(prices.load)
         scopes = await scopes_for(caller)
         if not scopes:
             return None
-        await _run(budgets.reserve, scopes)
-        return Ticket(scopes)
+        reply = settings.AGENTSITE_BUDGET_DEFAULT_MAX_TOKENS if max_tokens is None else max(0, max_tokens)
+        tokens = max(0, prompt_tokens) + reply
+        hold = await _reserve(scopes, tokens, prices.worst_cost(model, max(0, prompt_tokens), reply))
+        return Ticket(scopes, hold)
 
     def record(self, record: CallRecord, ticket: object | None):  # type: ignore[no-untyped-def]
         cost = prices.cost(record)
         buffer.add(record, cost)
         if isinstance(ticket, Ticket):
-            return _run(budgets.settle, ticket.scopes, record.prompt_tokens + record.completion_tokens, cost)
+            return _run(functools.partial(budgets.settle, hold=ticket.hold), ticket.scopes,
+                        record.prompt_tokens + record.completion_tokens, cost)
         return None
+
+
+_releases: set[asyncio.Task[None]] = set()
+
+
+async def _reserve(scopes: list[budgets.Scope], tokens: int, cost: float) -> budgets.Hold:
+    if budgets.uses_redis():
+        return budgets.reserve(scopes, tokens=tokens, cost=cost)  # one round trip; no await, so no cancellation
+    started = db_started(budgets.reserve, scopes, tokens=tokens, cost=cost)
+    try:
+        return await asyncio.shield(started)
+    except asyncio.CancelledError:
+        # The thread runs on and may take the hold after all: whoever was waiting is gone, so give it back.
+        started.add_done_callback(functools.partial(_release_late, scopes))
+        raise
+
+
+def _release_late(scopes: list[budgets.Scope], started: asyncio.Future) -> None:
+    if started.cancelled() or started.exception() is not None:
+        return
+    task = asyncio.ensure_future(_run(functools.partial(budgets.settle, hold=started.result()), scopes, 0, 0.0))
+    _releases.add(task)
+    task.add_done_callback(_releases.discard)

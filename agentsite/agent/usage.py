@@ -5,13 +5,16 @@ who is calling with a `Caller`, either passed to `run_agent(caller=...)` / `mete
 for the current task with `calling(caller)`. Every provider the runtime calls for that caller is wrapped in a
 `MeteredProvider`, which
 
-- asks the registered `Metering` to `admit` the call BEFORE the upstream is contacted (a budget or rate limit
-  refuses it with AppError 429 `budget_exceeded` | `rate_limited`, carrying Retry-After),
+- asks the registered `Metering` to `admit` the call BEFORE the upstream is contacted, for its worst case: the
+  prompt's estimate (`prompt_estimate`) and the request's `max_tokens` (None: the Metering's default cap). A
+  budget or rate limit refuses it with AppError 429 `budget_exceeded` | `rate_limited`, carrying Retry-After;
 - watches the stream go by: the upstream's Usage event gives the tokens; without one (an upstream that sends
   none, a stream cut short, a client that hung up) they are estimated from the text (4 characters a token),
 - and, however the call ended (finished, failed, closed, cancelled), hands one `CallRecord` to
   `Metering.record`, which must not do I/O on the caller's path (it buffers) and may return an awaitable
-  that settles the call against the budgets.
+  that settles the call against the budgets (and releases what `admit` reserved).
+
+`metered_call` does the same for a call whose whole cost is known before it is made (hosted speech).
 
 A facet app (`usage`) registers the one Metering with `set_metering()` in its AppConfig.ready(), like the
 settings loader of `agentsite.agent.config`. Without one (runtime tests) `metered()` returns the provider
@@ -25,11 +28,11 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, Awaitable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import aclosing, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agentsite.agent.providers.base import Provider, flatten
 from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelta, ToolCallEvent, Usage
@@ -37,6 +40,9 @@ from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelt
 logger = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 4
+# What an image in a prompt is taken to cost before a call (Anthropic's most for one image).
+IMAGE_TOKENS = 1600
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,8 +89,10 @@ class Metering(Protocol):
     async def check(self, caller: Caller) -> None:
         """Raise AppError 429 when the caller may not start a call now (reserves nothing)."""
 
-    async def admit(self, caller: Caller, model: str) -> object | None:
-        """Reserve a call for `caller` or raise AppError 429; returns a ticket for `record` (None: no budget)."""
+    async def admit(self, caller: Caller, model: str, *, prompt_tokens: int = 0,
+                    max_tokens: int | None = None) -> object | None:
+        """Reserve a call for `caller` of at most `prompt_tokens` + `max_tokens` (None: the default cap) or raise
+        AppError 429; returns a ticket for `record` (None: no budget)."""
 
     def record(self, record: CallRecord, ticket: object | None) -> Awaitable[None] | None:
         """Buffer the call (no I/O); with a ticket, return what settles it against the budgets."""
@@ -140,6 +148,12 @@ def metered(provider: Provider, caller: Caller | None = None) -> Provider:
 
 def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def prompt_estimate(request: ChatRequest) -> int:
+    """The prompt's tokens before a call: its characters over CHARS_PER_TOKEN, plus IMAGE_TOKENS an image."""
+    images = sum(len(message.images) for message in request.messages)
+    return math.ceil(prompt_chars(request) / CHARS_PER_TOKEN) + images * IMAGE_TOKENS
 
 
 def prompt_chars(request: ChatRequest) -> int:
@@ -205,7 +219,8 @@ class MeteredProvider(Provider):
     async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
         metering = _metering
         assert metering is not None
-        ticket = await metering.admit(self.caller, self.model_for(request))
+        ticket = await metering.admit(self.caller, self.model_for(request), prompt_tokens=prompt_estimate(request),
+                                      max_tokens=request.settings.max_tokens)
         watch = _Watch(self, request)
         status, error = "interrupted", ""
         try:
@@ -224,7 +239,8 @@ class MeteredProvider(Provider):
     async def complete(self, request: ChatRequest) -> Completion:
         metering = _metering
         assert metering is not None
-        ticket = await metering.admit(self.caller, self.model_for(request))
+        ticket = await metering.admit(self.caller, self.model_for(request), prompt_tokens=prompt_estimate(request),
+                                      max_tokens=request.settings.max_tokens)
         watch = _Watch(self, request)
         status, error = "interrupted", ""
         try:
@@ -241,6 +257,29 @@ class MeteredProvider(Provider):
 
     def __repr__(self) -> str:
         return f"MeteredProvider({self.inner!r}, {self.caller!r})"
+
+
+async def metered_call(caller: Caller, model: str, tokens: int, call: Callable[[], Awaitable[T]]) -> T:
+    """`await call()` for `caller`, admitted first for `tokens` (AppError 429 when a budget has no room for
+    them) and recorded however it ends: `tokens` prompt tokens, or none when it failed (the upstream refused
+    it or could not be reached). For a call whose whole cost is known before it is made (hosted speech)."""
+    metering = _metering
+    if metering is None:
+        return await call()
+    ticket = await metering.admit(caller, model, prompt_tokens=tokens, max_tokens=0)
+    started = time.perf_counter()
+    status, error = "interrupted", ""
+    try:
+        result = await call()
+        status = "ok"
+        return result
+    except Exception as exc:
+        status, error = "error", str(getattr(exc, "message", "")) or type(exc).__name__
+        raise
+    finally:
+        record = CallRecord(caller, model, model, 0 if status == "error" else tokens, 0,
+                            (time.perf_counter() - started) * 1000, status, True, error)
+        await _settle(metering.record(record, ticket), wait=status != "interrupted")
 
 
 _background: set[asyncio.Task[None]] = set()
@@ -261,5 +300,6 @@ async def _settle(settling: Awaitable[None] | None, *, wait: bool) -> None:
     task.add_done_callback(_background.discard)
 
 
-__all__ = ["CHARS_PER_TOKEN", "CallRecord", "Caller", "MeteredProvider", "Metering", "caller_for", "calling",
-           "check", "current_caller", "estimate_tokens", "get_metering", "metered", "set_metering"]
+__all__ = ["CHARS_PER_TOKEN", "IMAGE_TOKENS", "CallRecord", "Caller", "MeteredProvider", "Metering", "caller_for",
+           "calling", "check", "current_caller", "estimate_tokens", "get_metering", "metered", "metered_call",
+           "prompt_estimate", "set_metering"]

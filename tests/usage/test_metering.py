@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agentsite.agent.providers import OpenAIProvider, collect
-from agentsite.agent.types import ChatRequest, Message, TextDelta, Usage
+from agentsite.agent.types import ChatRequest, Message, ModelSettings, TextDelta, Usage
 from agentsite.agent.usage import Caller, CallRecord, metered
 from agentsite.core.errors import AppError
 from tests.fakes.llm import Hang, Text
@@ -122,18 +122,20 @@ async def test_the_price_table_gives_the_cost(fake_openai, owner):
     assert row["cost"] == pytest.approx((1000 * 2.0 + 500 * 10.0) / 1_000_000)
 
 
-async def test_a_token_budget_refuses_the_call_after_the_one_that_crossed_it_before_the_upstream_is_asked(
+async def test_a_token_budget_refuses_the_call_whose_worst_case_no_longer_fits_before_the_upstream_is_asked(
         fake_openai, owner):
     await sync_to_async(UserBudget.objects.create)(user=owner, budget={"tokens_per_day": 40})
     fake_openai.script(*[Text("answer", usage=(12, 7)) for _ in range(5)])
     provider = metered(_provider(fake_openai), Caller(owner.pk, facet="v1"))
-    for _ in range(3):  # 0, 19, 38 used before each: all under 40; the third crosses it and finishes
-        assert (await _ask(provider)).text == "answer"
-    with pytest.raises(AppError) as refused:
-        await _ask(provider)
+    request = ChatRequest([Message("user", "hello")], settings=ModelSettings(max_tokens=7))  # 2 + 7 at worst
+    for _ in range(2):  # 0, then 19 used before each: 40 and 21 left, room for 9
+        assert (await collect(provider.stream(request))).text == "answer"
+    with pytest.raises(AppError) as refused:  # 38 used: 2 left
+        await collect(provider.stream(request))
     assert (refused.value.code, refused.value.status) == ("budget_exceeded", 429)
+    assert (refused.value.details["needed"], refused.value.details["left"]) == (9, 2)
     assert 0 < int(refused.value.headers["Retry-After"]) <= 86400
-    assert len(fake_openai.bodies()) == 3  # the refused call never reached the upstream
+    assert len(fake_openai.bodies()) == 2  # the refused call never reached the upstream
 
 
 async def test_a_keys_budget_binds_calls_made_with_it_and_not_the_users_others(fake_openai, owner):

@@ -84,16 +84,16 @@ def test_a_hundred_mixed_requests_over_two_processes_are_recorded_as_the_upstrea
 
 def test_a_budget_holds_across_both_processes(two_processes, fake_openai):
     first, second, admin = two_processes
-    key = _key(first, admin, {"tokens_per_day": 5})
+    key = _key(first, admin, {"tokens_per_day": 6})
     fake_openai.script(*[Text("ok", usage=(1, 1)) for _ in range(5)])
     statuses = []
     for n in range(5):
         server = (first, second)[n % 2]
         response = requests.post(f"{server.base_url}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
-                                 timeout=10, json={"model": "fake-model",
+                                 timeout=10, json={"model": "fake-model", "max_tokens": 1,
                                                    "messages": [{"role": "user", "content": "x"}]})
         statuses.append(response.status_code)
-    # 0, 2, 4 tokens used before the first three (alternately on each process): under 5; the fourth is refused
-    # wherever it lands.
+    # Each reserves 1 token of prompt and max_tokens 1. 0, 2, 4 tokens used before the first three (alternately on
+    # each process): 6, 4, then exactly 2 left; the fourth is refused wherever it lands.
     assert statuses == [200, 200, 200, 429, 429]
     assert len(fake_openai.bodies()) == 3

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import openai
@@ -16,6 +17,7 @@ import requests
 
 from tests.e2e import in_parallel, poll, server_with_fake_upstream
 from tests.fakes.llm import Text
+from tests.usage.gated import gated_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -50,20 +52,22 @@ def _usage(server, headers, **query) -> dict:
 def test_a_users_daily_budget_ends_in_a_rate_limit_error_at_the_right_request(live, fake_openai):
     server, admin = live
     user_id, key, headers = _user_with_key(server, admin, "budgeted")
-    put = requests.put(f"{server.base_url}/api/users/{user_id}/budget", json={"tokens_per_day": 40}, headers=admin,
+    put = requests.put(f"{server.base_url}/api/users/{user_id}/budget", json={"tokens_per_day": 46}, headers=admin,
                        timeout=10)
-    assert put.status_code == 200 and put.json()["tokens_per_day"] == 40
+    assert put.status_code == 200 and put.json()["tokens_per_day"] == 46
     fake_openai.script(*[Text("fine", usage=(12, 7)) for _ in range(5)])
     client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=key, max_retries=0)
-    for index in range(3):  # 0, 19, 38 tokens used before each: under 40; the third crosses it and finishes
+    # Each call reserves its worst case, 1 token of prompt and max_tokens 7: 8. 0, 19, 38 tokens used before
+    # each: 46, 27, then exactly 8 left; the third fits and finishes (the upstream counts 19), the fourth is refused.
+    for index in range(3):
         stream = index == 1
-        reply = client.chat.completions.create(model="fake-model", stream=stream,
+        reply = client.chat.completions.create(model="fake-model", stream=stream, max_tokens=7,
                                                messages=[{"role": "user", "content": "hi"}])
         text = "".join(chunk.choices[0].delta.content or "" for chunk in reply if chunk.choices) if stream else (
             reply.choices[0].message.content)
         assert text == "fine"
     with pytest.raises(openai.RateLimitError) as refused:
-        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
+        client.chat.completions.create(model="fake-model", max_tokens=7, messages=[{"role": "user", "content": "hi"}])
     assert refused.value.code == "budget_exceeded" and refused.value.type == "rate_limit_error"
     assert 0 < int(refused.value.response.headers["Retry-After"]) <= 86400
     assert len(fake_openai.bodies()) == 3  # refused before the upstream was asked
@@ -101,6 +105,42 @@ def test_fifty_parallel_requests_against_ten_a_minute_let_ten_through(live, fake
     statuses = in_parallel(50, one)
     assert statuses.count(200) == 10 and statuses.count(429) == 40
     assert len(fake_openai.bodies()) == 10
+
+
+def test_eight_concurrent_streams_against_a_hundred_tokens_a_day_spend_at_most_the_limit(live, fake_openai):
+    """Issue 41's case on a real server: eight /v1 streams at once, each in flight (started, its usage not yet
+    known) while the others are admitted. Each reserves 2 tokens of prompt and max_tokens 30: three fit in 100,
+    the other five are refused before the upstream is asked (without reservations, all eight spent 8 x 32)."""
+    server, admin = live
+    user_id, key, _ = _user_with_key(server, admin, "concurrent")
+    put = requests.put(f"{server.base_url}/api/users/{user_id}/budget", json={"tokens_per_day": 100}, headers=admin,
+                       timeout=10)
+    assert put.status_code == 200, put.text
+    step = threading.Semaphore(0)
+    fake_openai.script(*[gated_stream(step, (2, 30)) for _ in range(8)])
+    refused = []
+
+    def one(_: int) -> int:
+        response = requests.post(f"{server.base_url}/v1/chat/completions", stream=True, timeout=30,
+                                 headers={"Authorization": f"Bearer {key}"},
+                                 json={"model": "fake-model", "stream": True, "max_tokens": 30,
+                                       "messages": [{"role": "user", "content": "hello"}]})
+        if response.status_code == 429:
+            refused.append(response.json()["error"]["code"])
+        body = b"".join(response.iter_content(None))
+        assert response.status_code in (200, 429), body[:300]
+        return response.status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        calls = [pool.submit(one, index) for index in range(8)]
+        poll(lambda: len(fake_openai.bodies()) + len(refused) == 8, "every stream reached the upstream or was refused")
+        for _ in range(8):
+            step.release()
+        statuses = sorted(call.result() for call in calls)
+    assert statuses == [200] * 3 + [429] * 5 and set(refused) == {"budget_exceeded"}
+    left = requests.get(f"{server.base_url}/api/budget", headers={"Authorization": f"Bearer {key}"},
+                        timeout=10).json()["user"]["tokens_per_day"]
+    assert (left["used"], left["remaining"]) == (96, 4)  # within the limit; nothing held once all ended
 
 
 def test_a_sigkill_mid_load_loses_at_most_one_flush_interval(fake_openai):

@@ -22,6 +22,7 @@ from rest_framework.utils import html
 from rest_framework.views import APIView
 
 from accounts.models import AgentConfig
+from agentsite.agent.usage import Caller
 from agentsite.core.errors import AppError
 from agentsite.core.parsers import BoundedJSONParser
 from agentsite.core.validation import validated
@@ -32,6 +33,9 @@ from voice.speech.voices import VOICE_NAME_PATTERN
 
 MAX_TEXT_CHARS = 4096  # OpenAI's /audio/speech limit; edge-tts and espeak-ng take it in a few seconds
 LANGUAGE_PATTERN = r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}$"
+BUDGET_REFUSED = OpenApiResponse(description=(
+    "`budget_exceeded` or `rate_limited` (Retry-After): `hosted` only, the caller's budget (or their API key's) "
+    "has no room for the call (usage facet `voice`)."))
 _DATA_URL = re.compile(r"^data:[\w.+/-]*(;[\w=.+-]+)*;base64,")
 _WHITESPACE = re.compile(rb"\s+")
 
@@ -149,6 +153,7 @@ class SpeechToTextView(APIView):
             200: TranscriptSerializer,
             400: OpenApiResponse(description="`invalid`: not audio, no sound, too long, not the declared format, "
                                              "a language the model does not know (details name the field)."),
+            429: BUDGET_REFUSED,
             502: OpenApiResponse(description="`upstream_error`: the hosted speech service failed."),
             503: OpenApiResponse(description="`unavailable`: the provider cannot work here (details.missing)."),
         },
@@ -165,7 +170,7 @@ class SpeechToTextView(APIView):
             audio, field, declared = _base64_audio(data["audio"]), "audio", data["format"]
         transcript = async_to_sync(services.speech_transcribe)(
             audio=audio, field=field, declared_format=declared, provider=data.get("provider"),
-            language=_primary_language(data.get("language")))
+            language=_primary_language(data.get("language")), caller=_caller(request))
         return Response(TranscriptSerializer(transcript).data)
 
 
@@ -179,6 +184,7 @@ class TextToSpeechView(APIView):
                 "`provider: browser`: the client speaks the text itself.")),
             400: OpenApiResponse(description="`invalid`: a voice the provider cannot use, or text it cannot speak "
                                              "(details name the field)."),
+            429: BUDGET_REFUSED,
             502: OpenApiResponse(description="`upstream_error`: the hosted service or edge-tts failed."),
             503: OpenApiResponse(description="`unavailable`: the provider cannot work here (details.missing)."),
         },
@@ -187,7 +193,8 @@ class TextToSpeechView(APIView):
     def post(self, request: Request) -> Response | HttpResponse:
         data = _valid(TtsInputSerializer, request.data)
         speech = async_to_sync(services.speech_synthesize)(
-            text=data["text"], voice=data.get("voice"), provider=data.get("provider"), audio_format=data["format"])
+            text=data["text"], voice=data.get("voice"), provider=data.get("provider"), audio_format=data["format"],
+            caller=_caller(request))
         if speech.fallback:
             return Response(BrowserSpeechSerializer({"provider": speech.provider, "fallback": True,
                                                      "text": speech.text, "voice": speech.voice}).data)
@@ -203,6 +210,11 @@ class TextToSpeechView(APIView):
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+def _caller(request: Request) -> Caller:
+    """Who a hosted speech call is metered for: the user, and the API key the request carried."""
+    return Caller.with_key(request.user.pk, getattr(request, "api_key", None), "voice")
+
 
 def _valid(serializer_class: type[serializers.Serializer], data) -> dict:
     if not hasattr(data, "get"):

@@ -88,6 +88,7 @@ class SpeechToText(ABC):
 
     name: ClassVar[str]
     decodes: ClassVar[bool] = True  # False: the audio is not looked at (the browser fallback)
+    spends_upstream_key: ClassVar[bool] = False  # True: metered, held to the caller's budgets (services)
 
     def __init__(self, settings: SpeechSettings):
         self.settings = settings
@@ -107,6 +108,7 @@ class TextToSpeech(ABC):
     """
 
     name: ClassVar[str]
+    spends_upstream_key: ClassVar[bool] = False  # True: metered, held to the caller's budgets (services)
 
     def __init__(self, settings: SpeechSettings):
         self.settings = settings

@@ -106,6 +106,7 @@ async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
 
 class HostedSpeechToText(SpeechToText):
     name = "hosted"
+    spends_upstream_key = True
 
     async def transcribe(self, audio, *, language):
         endpoint = HostedEndpoint.from_settings(self.settings)
@@ -125,6 +126,7 @@ class HostedSpeechToText(SpeechToText):
 
 class HostedTextToSpeech(TextToSpeech):
     name = "hosted"
+    spends_upstream_key = True
 
     async def synthesize(self, text: str, *, voice: VoiceChoice, audio_format: str) -> Speech:
         endpoint = HostedEndpoint.from_settings(self.settings)

@@ -202,6 +202,9 @@ class ApiKey(models.Model):
     records), and with its user's deactivation, deletion or password change (`password_version`, checked in
     accounts.authentication).
     `budget` (null: none) caps what the key spends, within its user's budget (shape: BUDGET_FIELDS).
+    `created_by_key`: the key whose request made this one (null: made with a dashboard token). A minted key
+    never has more than its parent (scopes a subset, a budget no looser, an expiry no later:
+    accounts.services.key_create), and revoking a key revokes every key below it.
     """
 
     SCOPES = ("v1", "mcp", "api", "admin")
@@ -221,6 +224,9 @@ class ApiKey(models.Model):
     revoked = models.BooleanField(default=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
     budget = models.JSONField(null=True, blank=True, default=None, validators=[validate_budget])
+    # CASCADE: a key deleted (Django admin) takes the keys it minted with it, as its revocation revokes them.
+    created_by_key = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                                       related_name="minted", help_text="The key that made this key (null: none).")
 
     class Meta:
         indexes = [models.Index(fields=["user", "created_at"])]

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from accounts import services
 from accounts.models import PROVIDERS as PROVIDER_CHOICES
 from accounts.models import AgentConfig, Connection, ModelAlias
-from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
+from accounts.ratelimit import client_ip, login_attempt_check, password_change_attempt_check, registration_slot
 from accounts.selectors import alias_get, alias_list, config_get, connection_get, connection_list
 from accounts.tokens import token_pair_for
 from agentsite.core.audit import audit
@@ -211,9 +211,17 @@ class LogoutView(APIView):
 
 
 class PasswordChangeView(APIView):
-    @extend_schema(request=PasswordChangeSerializer, responses={200: TokenPairSerializer})
+    @extend_schema(request=PasswordChangeSerializer, responses={
+        200: TokenPairSerializer, 400: OpenApiResponse(description="`invalid`: a wrong old password, a weak new one"),
+        429: OpenApiResponse(description="`rate_limited`: past AGENTSITE_LOGIN_RATE_LIMIT attempts a minute for the "
+                                         "user or the client address (details: retry_after; Retry-After header)")})
     def post(self, request: Request) -> Response:
         data = validated(PasswordChangeSerializer, request.data)
+        try:
+            password_change_attempt_check(ip=client_ip(request), user_id=request.user.pk)
+        except AppError as exc:
+            audit("auth.password_change", outcome="refused", request=request, details={"code": exc.code})
+            raise
         try:
             pair = services.user_password_change(user=request.user, old_password=data["old_password"],
                                                  new_password=data["new_password"])

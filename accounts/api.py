@@ -162,7 +162,7 @@ class RegisterView(APIView):
                 user = services.user_register(username=data["username"], password=data["password"])
         except AppError as exc:
             audit("auth.register", outcome="refused" if exc.status == 429 else "failure", request=request,
-                  actor_name=data["username"], details={"code": exc.code})
+                  actor_name=data["username"], details={"code": exc.code}, coalesce=exc.code)
             raise
         audit("auth.register", request=request, actor=user, door="jwt", target=f"user:{user.pk}")
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
@@ -220,13 +220,15 @@ class PasswordChangeView(APIView):
         try:
             password_change_attempt_check(ip=client_ip(request), user_id=request.user.pk)
         except AppError as exc:
-            audit("auth.password_change", outcome="refused", request=request, details={"code": exc.code})
+            audit("auth.password_change", outcome="refused", request=request, details={"code": exc.code},
+                  coalesce=exc.code)
             raise
         try:
             pair = services.user_password_change(user=request.user, old_password=data["old_password"],
                                                  new_password=data["new_password"])
         except AppError as exc:
-            audit("auth.password_change", outcome="failure", request=request, details={"code": exc.code})
+            audit("auth.password_change", outcome="failure", request=request, details={"code": exc.code},
+                  coalesce=exc.code)
             raise
         audit("auth.password_change", request=request, target=f"user:{request.user.pk}")
         return Response(pair)

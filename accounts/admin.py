@@ -99,7 +99,7 @@ class ModelAliasAdmin(admin.ModelAdmin):
 class AuditEventAdmin(admin.ModelAdmin):
     """Read-only: the audit log is append-only (accounts.models.AuditEvent)."""
 
-    list_display = ["time", "action", "outcome", "actor_name", "ip", "door", "target"]
+    list_display = ["time", "action", "outcome", "actor_name", "ip", "door", "target", "count"]
     list_filter = ["action", "outcome", "door"]
     search_fields = ["actor_name", "target", "ip"]
 

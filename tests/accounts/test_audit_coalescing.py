@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from django.db import close_old_connections, connection
@@ -22,7 +23,7 @@ def _rows(action: str) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(action=action).order_by("id"))
 
 
-def _assert_coalesced(rows: list[AuditEvent], total: int, *, per: callable) -> None:
+def _assert_coalesced(rows: list[AuditEvent], total: int, *, per: Callable[[AuditEvent], object]) -> None:
     """At most one row per (key, minute): the burst may cross one minute's end, so at most two per key."""
     assert sum(row.count for row in rows) == total, [(row.details, row.count) for row in rows]
     by_key = Counter(per(row) for row in rows)
@@ -68,9 +69,11 @@ def test_a_burst_of_failed_password_changes_writes_one_row_per_user_code_and_min
     codes = Counter()
     for row in rows:
         codes[(row.actor_id, row.details["code"])] += row.count
-    # 10 wrong passwords a minute per user and per address get through to the check (400), then 429s.
-    assert sum(count for (_, code), count in codes.items() if code == "invalid") == 10
-    assert sum(count for (_, code), count in codes.items() if code == "rate_limited") == BURST - 10
+    # 10 wrong passwords a minute per user and per address get through to the check (400), then 429s (10 more
+    # in a second window, on a machine slow enough for the burst to outlast the first).
+    invalid = sum(count for (_, code), count in codes.items() if code == "invalid")
+    assert invalid in (10, 20)
+    assert sum(count for (_, code), count in codes.items() if code == "rate_limited") == BURST - invalid
     assert len(rows) <= 2 * 4
 
 

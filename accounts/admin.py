@@ -118,7 +118,7 @@ class ModelAliasAdmin(admin.ModelAdmin):
 class AuditEventAdmin(admin.ModelAdmin):
     """Read-only: the audit log is append-only (accounts.models.AuditEvent)."""
 
-    list_display = ["time", "action", "outcome", "actor_name", "ip", "door", "target"]
+    list_display = ["time", "action", "outcome", "actor_name", "ip", "door", "target", "count"]
     list_filter = ["action", "outcome", "door"]
     search_fields = ["actor_name", "target", "ip"]
 
@@ -139,8 +139,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_filter = ["revoked"]
     search_fields = ["name", "prefix", "user__username"]
     fields = ["user", "name", "prefix", "scopes", "created_at", "expires_at", "last_used_at", "revoked",
-              "revoked_at", "budget"]
-    readonly_fields = ["user", "prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+              "revoked_at", "budget", "created_by_key"]
+    readonly_fields = ["user", "prefix", "scopes", "created_at", "last_used_at", "revoked_at", "created_by_key"]
 
     def has_add_permission(self, request) -> bool:
         return False  # a key is made through the API, which shows its secret once
@@ -151,3 +151,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if obj.revoked and obj.revoked_at is None:
             obj.revoked_at = timezone.now()
         super().save_model(request, obj, form, change)
+        if obj.revoked:  # the keys it made go with it, as with DELETE /api/keys/:id
+            from accounts.services import key_revoke
+
+            key_revoke(key=obj)

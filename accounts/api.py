@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from accounts import services
 from accounts.models import PROVIDERS as PROVIDER_CHOICES
 from accounts.models import AgentConfig, Connection, ModelAlias
-from accounts.ratelimit import client_ip, login_attempt_check, registration_slot
+from accounts.ratelimit import client_ip, login_attempt_check, password_change_attempt_check, registration_slot
 from accounts.selectors import alias_get, alias_list, config_get, connection_get, connection_list
 from accounts.tokens import token_pair_for
 from agentsite.agent.providers.urls import credentials_problem, mask_url, unmask_url, url_secrets
@@ -199,7 +199,7 @@ class RegisterView(APIView):
                 user = services.user_register(username=data["username"], password=data["password"])
         except AppError as exc:
             audit("auth.register", outcome="refused" if exc.status == 429 else "failure", request=request,
-                  actor_name=data["username"], details={"code": exc.code})
+                  actor_name=data["username"], details={"code": exc.code}, coalesce=exc.code)
             raise
         audit("auth.register", request=request, actor=user, door="jwt", target=f"user:{user.pk}")
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
@@ -248,14 +248,24 @@ class LogoutView(APIView):
 
 
 class PasswordChangeView(APIView):
-    @extend_schema(request=PasswordChangeSerializer, responses={200: TokenPairSerializer})
+    @extend_schema(request=PasswordChangeSerializer, responses={
+        200: TokenPairSerializer, 400: OpenApiResponse(description="`invalid`: a wrong old password, a weak new one"),
+        429: OpenApiResponse(description="`rate_limited`: past AGENTSITE_LOGIN_RATE_LIMIT attempts a minute for the "
+                                         "user or the client address (details: retry_after; Retry-After header)")})
     def post(self, request: Request) -> Response:
         data = validated(PasswordChangeSerializer, request.data)
+        try:
+            password_change_attempt_check(ip=client_ip(request), user_id=request.user.pk)
+        except AppError as exc:
+            audit("auth.password_change", outcome="refused", request=request, details={"code": exc.code},
+                  coalesce=exc.code)
+            raise
         try:
             pair = services.user_password_change(user=request.user, old_password=data["old_password"],
                                                  new_password=data["new_password"])
         except AppError as exc:
-            audit("auth.password_change", outcome="failure", request=request, details={"code": exc.code})
+            audit("auth.password_change", outcome="failure", request=request, details={"code": exc.code},
+                  coalesce=exc.code)
             raise
         audit("auth.password_change", request=request, target=f"user:{request.user.pk}")
         return Response(pair)

@@ -6,6 +6,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -21,10 +23,32 @@ from agentsite.core.validation import query_text
 TRIM_SCHEDULE_NAME = "agentsite audit retention"
 
 
+_buckets_here: set[str] = set()  # coalesced buckets this process has seen a row for (a hint: an update first)
+
+
 def audit_store(event: dict[str, Any]) -> None:
-    AuditEvent.objects.create(action=event["action"], outcome=event["outcome"], actor_id=event["actor_id"],
-                              actor_name=event["actor"], ip=event["ip"], user_agent=event["user_agent"],
-                              door=event["door"], target=event["target"], details=event["details"])
+    """Insert the event's row; a coalesced event (`bucket`) whose minute has a row already adds to its count
+    instead. The bucket is unique in the table, so processes racing for a bucket's first row insert one."""
+    bucket = event.get("bucket", "")
+    if bucket and bucket in _buckets_here and _counted(bucket):
+        return
+    try:
+        with transaction.atomic():
+            AuditEvent.objects.create(action=event["action"], outcome=event["outcome"], actor_id=event["actor_id"],
+                                      actor_name=event["actor"], ip=event["ip"], user_agent=event["user_agent"],
+                                      door=event["door"], target=event["target"], details=event["details"],
+                                      bucket=bucket)
+    except IntegrityError:
+        if not bucket or not _counted(bucket):
+            raise
+    if bucket:
+        if len(_buckets_here) > 10_000:
+            _buckets_here.clear()
+        _buckets_here.add(bucket)
+
+
+def _counted(bucket: str) -> bool:
+    return AuditEvent.objects.filter(bucket=bucket).update(count=F("count") + 1) > 0
 
 
 def audit_trim() -> int:
@@ -63,7 +87,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = AuditEvent
         fields = ["id", "time", "action", "outcome", "actor", "actor_id", "ip", "user_agent", "door", "target",
-                  "details"]
+                  "details", "count"]
 
 
 def _when(request: Request, name: str):

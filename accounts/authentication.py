@@ -306,7 +306,7 @@ def scope_problem(key: Any, scope: str, where: str) -> AppError | None:
     from agentsite.core.audit import audit
 
     audit("key.scope_refused", outcome="refused", door="key", target=f"key:{key.pk}",
-          details={"scope": scope, "where": where, "owner_id": key.user_id})
+          details={"scope": scope, "where": where, "owner_id": key.user_id}, coalesce="key_scope")
     return AppError("key_scope", f"This API key may not be used on {where}: its scopes are "
                     f"{', '.join(key.scopes) or 'none'}; it needs '{scope}'.", 403)
 

@@ -45,6 +45,8 @@ class KeyOwnerSerializer(serializers.Serializer):
 class KeySerializer(serializers.ModelSerializer):
     user = KeyOwnerSerializer(read_only=True)
     budget = BudgetField(read_only=True)
+    created_by_key = serializers.IntegerField(source="created_by_key_id", read_only=True, allow_null=True,
+                                              help_text="The key that made this one (null: a dashboard token).")
     status = serializers.SerializerMethodField(
         help_text="active, revoked, expired, password_changed (made before its user's password changed) or "
                   "user_inactive: whether the key works now.")
@@ -52,7 +54,7 @@ class KeySerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiKey
         fields = ["id", "name", "prefix", "scopes", "created_at", "expires_at", "last_used_at", "revoked",
-                  "revoked_at", "budget", "status", "user"]
+                  "revoked_at", "budget", "created_by_key", "status", "user"]
 
     def get_status(self, key: ApiKey) -> str:
         if key.revoked:
@@ -111,13 +113,16 @@ class KeyListView(GenericAPIView):
 
     @extend_schema(request=KeyInputSerializer, responses={
         201: KeyCreatedSerializer, 403: OpenApiResponse(description="`forbidden`: the admin scope from a "
-                                                                    "non-admin"),
+                                                                    "non-admin; from a key, more than that key has "
+                                                                    "(a scope, a looser budget, a later expiry)"),
         409: OpenApiResponse(description="`conflict`: too many live keys")})
     def post(self, request: Request) -> Response:
         data = validated(KeyInputSerializer, request.data)
-        key, secret = services.key_create(user=request.user, **data)
+        parent = getattr(request, "api_key", None)
+        key, secret = services.key_create(user=request.user, parent=parent, **data)
         audit("key.create", request=request, target=f"key:{key.pk}",
-              details={"scopes": list(key.scopes), "fields": sorted(data)})
+              details={"scopes": list(key.scopes), "fields": sorted(data),
+                       "key_id": None if parent is None else parent.pk})
         key.key = secret
         return Response(KeyCreatedSerializer(key).data, status=status.HTTP_201_CREATED)
 
@@ -131,7 +136,7 @@ class KeyDetailView(APIView):
     def patch(self, request: Request, pk: str) -> Response:
         key = selectors.key_get_for(user=request.user, key_id=pk)
         changes = validated(KeyUpdateSerializer, request.data, partial=True)
-        updated = services.key_update(key=key, changes=dict(changes))
+        updated = services.key_update(key=key, changes=dict(changes), acting_key=getattr(request, "api_key", None))
         if "budget" in changes:
             audit("budget.change", request=request, target=f"key:{key.pk}",
                   details={"fields": sorted(changes.get("budget") or {})})
@@ -140,6 +145,7 @@ class KeyDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk: str) -> Response:
         key = selectors.key_get_for(user=request.user, key_id=pk)
-        services.key_revoke(key=key)
-        audit("key.revoke", request=request, target=f"key:{key.pk}", details={"owner_id": key.user_id})
+        below = services.key_revoke(key=key)
+        audit("key.revoke", request=request, target=f"key:{key.pk}",
+              details={"owner_id": key.user_id, "revoked_below": below})
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -139,7 +139,9 @@ class RevokedAccessToken(models.Model):
 
 class AuditEvent(models.Model):
     """One audited event (agentsite/core/audit.py). Append-only: a saved row is never changed (save refuses),
-    and rows leave only through the retention trim (accounts.audit.audit_trim, on the task queue)."""
+    and rows leave only through the retention trim (accounts.audit.audit_trim, on the task queue). The one
+    exception: a coalesced row (its `bucket` set) counts the like events of its minute in `count`, which only
+    grows, by a queryset update (accounts.audit.audit_store)."""
 
     OUTCOMES = [("success", "success"), ("failure", "failure"), ("refused", "refused")]
 
@@ -154,9 +156,15 @@ class AuditEvent(models.Model):
     door = models.CharField(max_length=10)
     target = models.CharField(max_length=200, blank=True)
     details = models.JSONField(default=dict, blank=True)
+    count = models.PositiveIntegerField(default=1, help_text="The like events this row stands for (coalesced "
+                                                             "within its minute).")
+    bucket = models.CharField(max_length=64, blank=True, default="", help_text=(
+        "For a coalesced event: what like events of its minute share (agentsite.core.audit.bucket_of)."))
 
     class Meta:
         ordering = ["-time", "-id"]
+        constraints = [models.UniqueConstraint(fields=["bucket"], condition=~models.Q(bucket=""),
+                                               name="audit_one_row_per_bucket")]
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M:%S} {self.action} {self.outcome} {self.actor_name}"
@@ -202,6 +210,9 @@ class ApiKey(models.Model):
     records), and with its user's deactivation, deletion or password change (`password_version`, checked in
     accounts.authentication).
     `budget` (null: none) caps what the key spends, within its user's budget (shape: BUDGET_FIELDS).
+    `created_by_key`: the key whose request made this one (null: made with a dashboard token). A minted key
+    never has more than its parent (scopes a subset, a budget no looser, an expiry no later:
+    accounts.services.key_create), and revoking a key revokes every key below it.
     """
 
     SCOPES = ("v1", "mcp", "api", "admin")
@@ -221,6 +232,9 @@ class ApiKey(models.Model):
     revoked = models.BooleanField(default=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
     budget = models.JSONField(null=True, blank=True, default=None, validators=[validate_budget])
+    # CASCADE: a key deleted (Django admin) takes the keys it minted with it, as its revocation revokes them.
+    created_by_key = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE,
+                                       related_name="minted", help_text="The key that made this key (null: none).")
 
     class Meta:
         indexes = [models.Index(fields=["user", "created_at"])]

@@ -1,4 +1,5 @@
-"""Rate limits per client IP: login attempts a minute, registrations an hour.
+"""Rate limits per client IP: login attempts a minute, registrations an hour; password changes a minute per
+user and per client IP (the login's limit: each wrong old password costs a password hash, as a login does).
 
 Each limit is a fixed window counted in the Django cache (shared between processes via Redis): the window
 starts with the first event from an address and lasts window_s; past `limit` events in it, 429
@@ -37,6 +38,15 @@ def login_attempt_check(*, ip: str) -> None:
     """Count one login attempt from ip; raise 429 `rate_limited` past the limit for the window."""
     _count(scope="login", ip=ip, limit=settings.LOGIN_RATE_LIMIT, window=settings.LOGIN_RATE_WINDOW_S,
            what="login attempts")
+
+
+def password_change_attempt_check(*, ip: str, user_id: object) -> None:
+    """Count one password-change attempt for the user and for the client address; raise 429 `rate_limited` past
+    the login limit for the window in either (a right password too: the attempt is counted before it is
+    checked, so that a guesser learns nothing while limited)."""
+    for who in (f"user:{user_id}", f"ip:{ip}"):
+        _count(scope="password", ip=who, limit=settings.LOGIN_RATE_LIMIT, window=settings.LOGIN_RATE_WINDOW_S,
+               what="password change attempts")
 
 
 @contextmanager

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
+
+from django.utils import timezone
 
 from accounts.models import AgentConfig, Connection, ModelAlias
 from agentsite.core import invalidation
@@ -170,4 +173,27 @@ def key_get_for(*, user, key_id):
     key = keys.filter(pk=key_id).first()
     if key is None:
         raise AppError("not_found", "No API key with that id.", 404)
+    return key
+
+
+def key_for_work(*, key_id: int) -> Any:
+    """The API key that made a trigger or a scheduled task, read now, if it still stands (not revoked, not
+    expired, its user active and on the password it was made under): what runs for that work runs as it.
+    Raises AppError 403 `forbidden` saying why not (sync: the database)."""
+    from accounts.models import ApiKey
+    from accounts.tokens import password_version
+    from agentsite.core.errors import AppError
+
+    key = ApiKey.objects.select_related("user").filter(pk=key_id).first()
+    reason = None
+    if key is None or key.revoked:
+        reason = "was revoked"
+    elif key.expires_at is not None and key.expires_at <= timezone.now():
+        reason = "expired"
+    elif not key.user.is_active:
+        reason = "belongs to a deactivated user"
+    elif key.password_version != password_version(key.user):
+        reason = "was made before its user's password changed"
+    if reason is not None:
+        raise AppError("forbidden", f"The API key that made this (key {key_id}) {reason}: it no longer runs.", 403)
     return key

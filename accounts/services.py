@@ -256,10 +256,12 @@ MAX_LIVE_KEYS = 100  # per user: keys neither revoked nor expired
 
 
 def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = None,
-               expires_at: datetime | None = None, budget: dict | None = None) -> tuple[Any, str]:
+               expires_at: datetime | None = None, budget: dict | None = None,
+               parent: Any = None) -> tuple[Any, str]:
     """Make an API key for `user` (the caller: a key is made for oneself); returns (key, secret). The secret,
     `ask-` + 43 URL-safe characters (256 random bits), exists only in this return value: the row keeps its
-    SHA-256. `admin` is a scope only an admin gives, to their own key. Raises AppError 400 / 403 / 409."""
+    SHA-256. `admin` is a scope only an admin gives, to their own key. `parent`: the key the request was made
+    with, which the new key may not exceed (`key_within`). Raises AppError 400 / 401 / 403 / 409."""
     from accounts.authentication import KEY_PREFIX, key_digest
     from accounts.models import ApiKey
 
@@ -272,18 +274,90 @@ def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = 
     if expires_at is not None and expires_at <= timezone.now():
         raise AppError("invalid", "expires_at: the date is in the past.", 400,
                        {"expires_at": ["The date is in the past."]})
-    live = ApiKey.objects.filter(user=user, revoked=False).exclude(expires_at__lte=timezone.now()).count()
-    if live >= MAX_LIVE_KEYS:
-        raise AppError("conflict", f"You have {live} live API keys, the most allowed; revoke one first.", 409)
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
-    key = ApiKey.objects.create(user=user, name=name, prefix=secret[:12], hash=key_digest(secret), scopes=scopes,
-                                expires_at=expires_at, budget=budget, password_version=password_version(user))
+    with transaction.atomic():
+        if parent is not None:
+            key_within(parent=_key_now(parent.pk), scopes=scopes, budget=budget, expires_at=expires_at)
+        live = ApiKey.objects.filter(user=user, revoked=False).exclude(expires_at__lte=timezone.now()).count()
+        if live >= MAX_LIVE_KEYS:
+            raise AppError("conflict", f"You have {live} live API keys, the most allowed; revoke one first.", 409)
+        key = ApiKey.objects.create(user=user, name=name, prefix=secret[:12], hash=key_digest(secret),
+                                    scopes=scopes, expires_at=expires_at, budget=budget,
+                                    password_version=password_version(user),
+                                    created_by_key_id=None if parent is None else parent.pk)
+    if parent is not None and ApiKey.objects.filter(pk=parent.pk, revoked=True).exists():
+        # The parent was revoked while this key was being made, after the revocation had swept its tree: the
+        # child is committed first and the parent read after, so one of the two always sees the other.
+        key_revoke(key=key)
+        raise _revoked_parent()
     logger.info("API key %s (%s) made for user %s with scopes %s", key.pk, key.prefix, user.pk, ",".join(scopes))
     return key, secret
 
 
-def key_update(*, key: Any, changes: dict[str, Any]) -> Any:
-    """Rename a key or set its budget (the fields of `changes`: name, budget)."""
+def _key_now(key_id: int) -> Any:
+    """The key's row as committed now, locked for this transaction (a revocation of it waits, or went first)."""
+    from accounts.models import ApiKey
+
+    row = ApiKey.objects.select_for_update().filter(pk=key_id).first()
+    if row is None or row.revoked:
+        raise _revoked_parent()
+    return row
+
+
+def _revoked_parent() -> AppError:
+    return AppError("token_invalid", "The API key was revoked.", 401,
+                    headers={"WWW-Authenticate": 'Bearer realm="api"'})
+
+
+def budget_looser(*, budget: dict | None, than: dict | None) -> list[str]:
+    """The limits of `than` that `budget` loosens: set there, and above it or missing (no limit) here."""
+    looser = []
+    for name, limit in (than or {}).items():
+        if limit is None:
+            continue
+        mine = (budget or {}).get(name)
+        if mine is None or mine > limit:
+            looser.append(name)
+    return sorted(looser)
+
+
+def key_within(*, parent: Any, scopes: list[str], budget: dict | None, expires_at: datetime | None) -> None:
+    """Raises 403 `forbidden` (details naming the field) unless a key with these scopes, budget and expiry is
+    no more than `parent`: its scopes a subset, each budget limit at most the parent's (a limit the parent has
+    and the key lacks is looser), its expiry no later (none is later than any)."""
+    extra = [scope for scope in scopes if scope not in parent.scopes]
+    if extra:
+        raise AppError("forbidden", f"scopes: a key may not give a scope it lacks ({', '.join(extra)}).", 403,
+                       {"scopes": [f"Not among this key's scopes: {', '.join(extra)}."]})
+    looser = budget_looser(budget=budget, than=parent.budget)
+    if looser:
+        raise AppError("forbidden", f"budget: a key may not give a budget looser than its own ({', '.join(looser)} "
+                       "missing or above this key's).", 403,
+                       {"budget": [f"At most this key's {name}: {parent.budget[name]}." for name in looser]})
+    if parent.expires_at is not None and (expires_at is None or expires_at > parent.expires_at):
+        raise AppError("forbidden", "expires_at: a key may not outlive the key that makes it.", 403,
+                       {"expires_at": [f"At most this key's expiry, {parent.expires_at.isoformat()}."]})
+
+
+def key_update(*, key: Any, changes: dict[str, Any], acting_key: Any = None) -> Any:
+    """Rename a key or set its budget (the fields of `changes`: name, budget). `acting_key`: the key the request
+    was made with, which may set the budget only of keys it made (down its tree), no looser than its own;
+    never its own (403 `forbidden`). Another user's key (an admin's operation) is not bound by it."""
+    if "budget" in changes and acting_key is not None and key.user_id == acting_key.user_id:
+        with transaction.atomic():
+            if key.pk == acting_key.pk:
+                raise AppError("forbidden", "A key may not change its own budget.", 403,
+                               {"budget": ["Not with this key."]})
+            if not key_descends(key_id=key.pk, ancestor_id=acting_key.pk):
+                raise AppError("forbidden", "A key may change the budget only of keys it made.", 403,
+                               {"budget": ["Not a key this key made."]})
+            key_within(parent=_key_now(acting_key.pk), scopes=list(key.scopes), budget=changes["budget"],
+                       expires_at=key.expires_at)
+            return _key_changed(key, changes)
+    return _key_changed(key, changes)
+
+
+def _key_changed(key: Any, changes: dict[str, Any]) -> Any:
     for field in ("name", "budget"):
         if field in changes:
             setattr(key, field, changes[field])
@@ -291,14 +365,45 @@ def key_update(*, key: Any, changes: dict[str, Any]) -> Any:
     return key
 
 
-def key_revoke(*, key: Any) -> Any:
-    """Revoke a key: it stops at once in every process (the save is announced: accounts.authentication).
-    Revoking a revoked key changes nothing."""
-    if not key.revoked:
-        key.revoked, key.revoked_at = True, timezone.now()
-        key.save(update_fields=["revoked", "revoked_at"])
-        logger.info("API key %s (%s) of user %s revoked", key.pk, key.prefix, key.user_id)
-    return key
+def key_descends(*, key_id: int, ancestor_id: int) -> bool:
+    """Whether the key was made, directly or down the tree, by the key `ancestor_id`."""
+    from accounts.models import ApiKey
+
+    seen: set[int] = set()
+    current = ApiKey.objects.filter(pk=key_id).values_list("created_by_key_id", flat=True).first()
+    while current is not None and current not in seen:
+        if current == ancestor_id:
+            return True
+        seen.add(current)
+        current = ApiKey.objects.filter(pk=current).values_list("created_by_key_id", flat=True).first()
+    return False
+
+
+@transaction.atomic
+def key_revoke(*, key: Any) -> int:
+    """Revoke a key and every key made below it (by it, by those, ...), in one transaction: each stops at once
+    in every process (each save is announced: accounts.authentication). Revoking a revoked key revokes only
+    what below it still stands. Returns how many keys below it were revoked."""
+    from accounts.models import ApiKey
+
+    _key_revoked(key)
+    below, frontier = 0, [key.pk]
+    while frontier:
+        children = list(ApiKey.objects.select_for_update().filter(created_by_key_id__in=frontier))
+        below += sum(_key_revoked(child) for child in children)
+        frontier = [child.pk for child in children]
+    return below
+
+
+def _key_revoked(key: Any) -> bool:
+    if key.revoked:
+        return False
+    key.revoked, key.revoked_at = True, timezone.now()
+    key.save(update_fields=["revoked", "revoked_at"])
+    logger.info("API key %s (%s) of user %s revoked", key.pk, key.prefix, key.user_id)
+    return True
+
+
 def _free_connection_name(name: str) -> str:
     candidate, number = name, 1
     while Connection.objects.filter(name=candidate).exists():

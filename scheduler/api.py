@@ -96,7 +96,8 @@ class TaskListView(GenericAPIView):
     @extend_schema(request=TaskInputSerializer, responses={201: TaskSerializer})
     def post(self, request: Request) -> Response:
         data = dict(validated(TaskInputSerializer, request.data))
-        task = services.task_create(owner=request.user, timezone_name=data.pop("timezone"), **data)
+        task = services.task_create(owner=request.user, timezone_name=data.pop("timezone"),
+                                    key=getattr(request, "api_key", None), **data)
         return Response(TaskSerializer(task).data, status=status.HTTP_201_CREATED)
 
 
@@ -113,7 +114,8 @@ class TaskDetailView(APIView):
     def _update(self, request: Request, pk) -> Response:
         task = selectors.task_get_for(owner=request.user, task_id=pk)
         changes = validated(TaskInputSerializer, request.data, partial=True)
-        return Response(TaskSerializer(services.task_update(task=task, changes=dict(changes))).data)
+        task = services.task_update(task=task, changes=dict(changes), key=getattr(request, "api_key", None))
+        return Response(TaskSerializer(task).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk) -> Response:

@@ -42,6 +42,10 @@ class ScheduledTask(models.Model):
     last_run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The API key whose request made it or last changed it (null: a dashboard token): its runs are that key's
+    # (its budget) and stop when the key is revoked.
+    created_by_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
+                                       related_name="+", help_text="The API key that last wrote it.")
 
     class Meta:
         ordering = ["name", "created_at"]

@@ -28,9 +28,10 @@ async def agent_runner(*, task: Any, scheduled_for: datetime) -> str:
     """The prompt to the agent as the task's owner (their config, tools and knowledge base) and to the task's
     `model` (else the session's, else the agent's default); with a workflow, that workflow with the prompt as
     its input; with a session, the prompt and reply appended to it as a turn."""
-    from agentsite.agent.usage import Caller, calling
+    from agentsite.agent.usage import caller_for, calling
 
-    with calling(Caller(task.owner_id, facet="scheduler")):  # the run's every model call counts to the owner
+    # The run's every model call counts to the owner, or to the task's key when the run says so (scheduler.tasks).
+    with calling(caller_for(task.owner_id, "scheduler")):
         if task.workflow_id:
             return await _workflow(task)
         if task.session_id:

@@ -120,20 +120,25 @@ TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "w
 def task_create(*, owner: AbstractBaseUser, name: str, cron: str, prompt: str, timezone_name: str = "UTC",
                 enabled: bool = True, session_id: uuid.UUID | None = None, workflow_id: uuid.UUID | None = None,
                 missed: str = ScheduledTask.RUN_ONCE, model: str = "",
-                workflow_version: int | None = None) -> ScheduledTask:
+                workflow_version: int | None = None, key: Any = None) -> ScheduledTask:
     """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id`,
     `workflow_id` (another user's session or workflow included) or `model` (not in the model catalogue, or
-    given with a workflow)."""
+    given with a workflow). `key`: the API key of the request (None: a dashboard token), whose the runs are."""
     task = ScheduledTask(owner=owner)
     return task_update(task=task, changes={"name": name, "cron": cron, "timezone": timezone_name, "prompt": prompt,
                                            "enabled": enabled, "session_id": session_id, "workflow_id": workflow_id,
                                            "missed": missed, "model": model,
-                                           "workflow_version": workflow_version})
+                                           "workflow_version": workflow_version}, key=key)
 
 
-def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTask:
+_KEEP: Any = object()
+
+
+def task_update(*, task: ScheduledTask, changes: dict[str, Any], key: Any = _KEEP) -> ScheduledTask:
     """Apply any of the task's fields; the next fire time is computed from now when the schedule or `enabled`
-    changes (a re-enabled task does not catch up on the time it was off). Raises AppError 400 as task_create."""
+    changes (a re-enabled task does not catch up on the time it was off). `key`: the API key of the request
+    that writes it (None: a dashboard token), whose its runs become (the default keeps the task's). Raises
+    AppError 400 as task_create."""
     unknown = set(changes) - set(TASK_FIELDS)
     assert not unknown, f"unknown task fields {unknown}"
     cron, timezone_name = changes.get("cron", task.cron), changes.get("timezone", task.timezone)
@@ -146,9 +151,11 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any]) -> ScheduledTas
         changes = {**changes, "model": _check_model(changes.get("model", task.model),
                                                     changes.get("workflow_id", task.workflow_id))}
     rescheduled = task._state.adding or any(
-        key in changes and changes[key] != getattr(task, key) for key in ("cron", "timezone", "enabled"))
-    for key, value in changes.items():
-        setattr(task, key, value)
+        name in changes and changes[name] != getattr(task, name) for name in ("cron", "timezone", "enabled"))
+    for field, value in changes.items():
+        setattr(task, field, value)
+    if key is not _KEEP:
+        task.created_by_key_id = None if key is None else key.pk
     task.cron = expression
     if rescheduled:
         _schedule_next(task, now=timezone.now())

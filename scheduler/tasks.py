@@ -8,6 +8,8 @@ import logging
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 
+from agentsite.agent.usage import Caller, calling
+
 logger = logging.getLogger(__name__)
 
 
@@ -86,8 +88,10 @@ async def _execute(run) -> tuple[str, str, str]:
 
     limit = float(getattr(settings, "AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0))
     try:
+        caller = await _caller(run.task)
         async with asyncio.timeout(limit):
-            output = await runner()(task=run.task, scheduled_for=run.scheduled_for)
+            with calling(caller):  # the run's every model call counts to the task's key, else its owner
+                output = await runner()(task=run.task, scheduled_for=run.scheduled_for)
     except TimeoutError:
         return TaskRun.ERROR, "", f"The run did not finish within {limit:g} s and was stopped."
     except AppError as exc:
@@ -96,3 +100,14 @@ async def _execute(run) -> tuple[str, str, str]:
         logger.exception("Scheduled run %s failed", run.pk)
         return TaskRun.ERROR, "", f"{type(exc).__name__}: {exc}"
     return TaskRun.SUCCESS, str(output or ""), ""
+
+
+async def _caller(task) -> Caller:
+    """Whom a task's run acts as: the API key that wrote the task, read now (AppError 403 when it no longer
+    stands: the run is recorded `error` saying so, and nothing is run), else its owner."""
+    if task.created_by_key_id is None:
+        return Caller(task.owner_id, facet="scheduler")
+    from accounts.selectors import key_for_work
+
+    key = await sync_to_async(key_for_work)(key_id=task.created_by_key_id)
+    return Caller.with_key(task.owner_id, key, "scheduler")

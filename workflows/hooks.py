@@ -78,7 +78,7 @@ class TriggerListView(APIView):
         workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
         data = dict(validated(TriggerInputSerializer, request.data))
         data.pop("kind", None)
-        trigger = triggers.trigger_create(workflow=workflow, changes=data)
+        trigger = triggers.trigger_create(workflow=workflow, changes=data, key=getattr(request, "api_key", None))
         return Response(_data(request, trigger, with_secret=True), status=status.HTTP_201_CREATED)
 
 
@@ -102,7 +102,8 @@ class TriggerRotateView(APIView):
     @extend_schema(request=None, responses={200: TriggerWithSecretSerializer})
     def post(self, request: Request, pk, trigger_id) -> Response:
         workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
-        trigger = triggers.trigger_rotate(trigger=triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id))
+        trigger = triggers.trigger_rotate(trigger=triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id),
+                                          key=getattr(request, "api_key", None))
         return Response(_data(request, trigger, with_secret=True))
 
 
@@ -130,10 +131,10 @@ async def hook(request: HttpRequest, trigger_id: uuid.UUID) -> HttpResponse:
                             content_type=request.content_type or "", charset=request.content_params.get("charset"))
     except AppError as exc:  # admit found the trigger before any other refusal
         return app_error_response(await _refused(request, trigger_id, exc, known=exc.code != "not_found"))
-    caller = usage.Caller(admitted.owner_id, facet="webhook")
     try:
+        caller = await _caller(admitted)
         await usage.check(caller)
-        record = await db(_start, admitted)
+        record = await db(_start, admitted, caller)
     except AppError as exc:
         return app_error_response(await _refused(request, trigger_id, exc, known=True))
     if admitted.mode == WorkflowTrigger.ASYNC:
@@ -163,14 +164,28 @@ async def _refused(request: HttpRequest, trigger_id: uuid.UUID, error: AppError,
     return error
 
 
-def _start(admitted: triggers.Admitted) -> WorkflowRun:
+async def _caller(admitted: triggers.Admitted) -> usage.Caller:
+    """Whom the run acts as: the key the trigger's secret was handed to (read now: 403 `trigger_disabled` when it
+    no longer stands), else the owner."""
+    if admitted.key_id is None:
+        return usage.Caller(admitted.owner_id, facet="webhook")
+    from accounts.selectors import key_for_work
+
+    try:
+        key = await db(key_for_work, key_id=admitted.key_id)
+    except AppError as exc:
+        raise AppError("trigger_disabled", f"This trigger is disabled: {exc.message}", 403) from None
+    return usage.Caller.with_key(admitted.owner_id, key, "webhook")
+
+
+def _start(admitted: triggers.Admitted, caller: usage.Caller) -> WorkflowRun:
     workflow = selectors.workflow_runnable(owner_id=admitted.owner_id, workflow_id=admitted.workflow_id,
                                            version=admitted.version)
     if workflow is None:  # deleted since the trigger was read
         raise AppError("not_found", "No such trigger.", 404)
     if admitted.mode != WorkflowTrigger.ASYNC:  # one insert: no transaction of its own to open
-        return services.run_create(workflow=workflow, input_text=admitted.input_text)
+        return services.run_create(workflow=workflow, input_text=admitted.input_text, caller=caller)
     with transaction.atomic():  # the run with its task: a worker always finds the run it is handed
-        record = services.run_create(workflow=workflow, input_text=admitted.input_text, queued=True)
+        record = services.run_create(workflow=workflow, input_text=admitted.input_text, queued=True, caller=caller)
         enqueue_with_commit("workflows.tasks.workflow_run_task", [(str(record.pk),)])
     return record

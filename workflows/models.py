@@ -197,6 +197,10 @@ class WorkflowTrigger(models.Model):
     nonce = models.CharField(max_length=64, help_text="With SECRET_KEY, derives the secret (never the secret).")
     created_at = models.DateTimeField(auto_now_add=True)
     rotated_at = models.DateTimeField(null=True, blank=True)
+    # The API key whose request made it or last rotated its secret (null: a dashboard token): its runs are that
+    # key's (its budget, no admin rights without the scope) and stop when the key is revoked.
+    created_by_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
+                                       related_name="+", help_text="The API key its secret was handed to.")
 
     class Meta:
         ordering = ["workflow_id", "created_at"]

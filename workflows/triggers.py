@@ -18,7 +18,9 @@ log as `webhook.refused` under the flood rule of `refusal_record`:
 6. the trigger's rate (`rate_per_minute`, a fixed minute window; shared through Redis when set, else per
    process): 429 `rate_limited` with Retry-After.
 
-The owner's budget is checked by the view next (usage `check` with a Caller for the owner, facet "webhook").
+The view checks next that the API key the trigger's secret was handed to (`created_by_key`, if any) still
+stands (403 `trigger_disabled` naming why not: the trigger stops with its key), then the budget (usage
+`check` with a Caller for that key, else for the owner, facet "webhook").
 Nothing of a trigger is cached in a process: each request reads its row, so a disabled trigger or a rotated
 secret refuses at once in every process.
 """
@@ -87,11 +89,14 @@ def trigger_changes_check(workflow: Workflow, changes: dict[str, Any]) -> dict[s
     return changes
 
 
-def trigger_create(*, workflow: Workflow, changes: dict[str, Any]) -> WorkflowTrigger:
-    changes = trigger_changes_check(workflow, {key: value for key, value in changes.items() if key in FIELDS})
+def trigger_create(*, workflow: Workflow, changes: dict[str, Any], key: Any = None) -> WorkflowTrigger:
+    """A trigger; `key`: the API key of the request (None: a dashboard token), to which its secret is handed,
+    so its runs are that key's (its budget) and stop when the key no longer stands (`admit`)."""
+    changes = trigger_changes_check(workflow, {name: value for name, value in changes.items() if name in FIELDS})
     if changes.get("rate_per_minute") is None:
         changes["rate_per_minute"] = int(getattr(settings, "AGENTSITE_WEBHOOK_RATE_PER_MIN", 60))
-    return WorkflowTrigger.objects.create(workflow=workflow, nonce=secrets.token_hex(32), **changes)
+    return WorkflowTrigger.objects.create(workflow=workflow, nonce=secrets.token_hex(32),
+                                          created_by_key_id=None if key is None else key.pk, **changes)
 
 
 def trigger_update(*, trigger: WorkflowTrigger, changes: dict[str, Any]) -> WorkflowTrigger:
@@ -104,9 +109,11 @@ def trigger_update(*, trigger: WorkflowTrigger, changes: dict[str, Any]) -> Work
     return trigger
 
 
-def trigger_rotate(*, trigger: WorkflowTrigger) -> WorkflowTrigger:
+def trigger_rotate(*, trigger: WorkflowTrigger, key: Any = None) -> WorkflowTrigger:
+    """A new secret, handed to the request's API key (None: a dashboard token): the runs become that key's."""
     trigger.nonce, trigger.rotated_at = secrets.token_hex(32), timezone.now()
-    trigger.save(update_fields=["nonce", "rotated_at"])
+    trigger.created_by_key_id = None if key is None else key.pk
+    trigger.save(update_fields=["nonce", "rotated_at", "created_by_key"])
     return trigger
 
 
@@ -131,6 +138,7 @@ class Admitted:
     mode: str
     version: int | None
     input_text: str
+    key_id: int | None = None  # the API key the trigger's runs act as (None: its owner)
 
 
 # A wrong, stale or replayed credential is a failed authentication (as a wrong password at log-in); every other
@@ -168,7 +176,7 @@ def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str
     row = _trigger_row(trigger_id)
     if row is None:
         raise AppError("not_found", "No such trigger.", 404)
-    raw_pk, nonce, enabled, mode, version, rate, raw_workflow_id, owner_id = row
+    raw_pk, nonce, enabled, mode, version, rate, raw_workflow_id, key_id, owner_id = row
     pk = WorkflowTrigger._meta.pk.to_python(raw_pk)
     workflow_id = Workflow._meta.pk.to_python(raw_workflow_id)
     if len(body) > MAX_BODY_BYTES:
@@ -179,7 +187,7 @@ def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str
         raise AppError("trigger_disabled", "This trigger is disabled.", 403)
     text = _input(body, content_type, charset)
     _limit(pk, rate)
-    return Admitted(pk, workflow_id, owner_id, mode, version, text)
+    return Admitted(pk, workflow_id, owner_id, mode, version, text, key_id)
 
 
 def _trigger_row(trigger_id: uuid.UUID) -> tuple[Any, ...] | None:
@@ -189,7 +197,7 @@ def _trigger_row(trigger_id: uuid.UUID) -> tuple[Any, ...] | None:
 
     quote, trigger, workflow = connection.ops.quote_name, WorkflowTrigger._meta, Workflow._meta
     columns = ", ".join(f"t.{quote(trigger.get_field(name).column)}" for name in (
-        "id", "nonce", "enabled", "mode", "version", "rate_per_minute", "workflow"))
+        "id", "nonce", "enabled", "mode", "version", "rate_per_minute", "workflow", "created_by_key"))
     sql = (f"SELECT {columns}, w.{quote(workflow.get_field('owner').column)} FROM {quote(trigger.db_table)} t "
            f"JOIN {quote(workflow.db_table)} w ON w.{quote(workflow.pk.column)} = "
            f"t.{quote(trigger.get_field('workflow').column)} WHERE t.{quote(trigger.pk.column)} = %s")

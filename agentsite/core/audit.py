@@ -9,13 +9,22 @@ names, never values of secrets: the callers pass field names for config changes,
 keys that name secrets (SECRET_KEYS), whose values are replaced by `[set]`.
 
 Recording never raises into the action it records: a failing store is logged, the action goes on.
+
+Refusals a client can repeat at will (a key used outside its scopes, a failed registration or password
+change) are coalesced (`coalesce=<code>`): like events (the same action, outcome, actor, client address,
+target and code) in one clock minute are one row whose `count` says how many there were; the store inserts
+the first and counts the rest (`bucket`, unique across processes). Only the first in each process and minute
+is logged at INFO (the rest at DEBUG), so a flood fills neither the table nor the log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,9 +75,11 @@ def _scrub(details: dict[str, Any]) -> dict[str, Any]:
 
 
 def audit(action: str, *, outcome: str = "success", request: Any = None, actor: Any = None,
-          actor_name: str = "", target: str = "", details: dict[str, Any] | None = None, door: str = "") -> None:
+          actor_name: str = "", target: str = "", details: dict[str, Any] | None = None, door: str = "",
+          coalesce: str = "") -> None:
     """Record one event (see the module docstring). `actor` is a user (default: the request's, if logged in);
-    `actor_name` the username tried when there is no user (a failed login)."""
+    `actor_name` the username tried when there is no user (a failed login). `coalesce`: the refusal's code, to
+    count like events of the minute in one row."""
     if action not in ACTIONS or outcome not in OUTCOMES:
         raise ValueError(f"Unknown audit action or outcome: {action!r}, {outcome!r}")
     if actor is None and request is not None:
@@ -87,8 +98,12 @@ def audit(action: str, *, outcome: str = "success", request: Any = None, actor: 
         "ip": ip, "user_agent": str(meta.get("HTTP_USER_AGENT", ""))[:256],
         "door": door or _door(request), "target": str(target)[:200], "details": _scrub(details or {}),
     }
+    level = logging.INFO
+    if coalesce:
+        bucket = event["bucket"] = bucket_of(event, coalesce)
+        level = logging.INFO if _first_here(bucket) else logging.DEBUG
     # One JSON line per event in any log format (AGENTSITE_LOG_FORMAT=json adds it as the field `audit` too).
-    logger.info("%s", json.dumps(event, default=str, sort_keys=True), extra={"audit": event})
+    logger.log(level, "%s", json.dumps(event, default=str, sort_keys=True), extra={"audit": event})
     store = _store[0]
     if store is None:
         return
@@ -103,6 +118,32 @@ def audit(action: str, *, outcome: str = "success", request: Any = None, actor: 
         store(event)
     except Exception:  # a boundary: the audit row's failure must not undo the action
         _problems.exception("The audit event %s could not be stored", action)
+
+
+def bucket_of(event: dict[str, Any], code: str, minute: int | None = None) -> str:
+    """The key that like events of one minute share: a digest of action, outcome, actor, client address,
+    target, code and the minute."""
+    minute = int(time.time() // 60) if minute is None else minute
+    parts = (event["action"], event["outcome"], event["actor_id"], event["ip"], event["target"], code, minute)
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+_logged: set[str] = set()
+_logged_minute = [0]
+_logged_lock = threading.Lock()
+
+
+def _first_here(bucket: str) -> bool:
+    """True for the first sighting of `bucket` in this process this minute (its log line at INFO)."""
+    minute = int(time.time() // 60)
+    with _logged_lock:
+        if _logged_minute[0] != minute or len(_logged) > 10_000:
+            _logged.clear()
+            _logged_minute[0] = minute
+        if bucket in _logged:
+            return False
+        _logged.add(bucket)
+        return True
 
 
 def _stored_off_loop(store: Callable[[dict[str, Any]], None], event: dict[str, Any]) -> None:

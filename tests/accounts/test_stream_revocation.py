@@ -495,3 +495,25 @@ def test_a_key_revoked_on_one_process_ends_its_open_stream_on_another(two_proces
     assert rest[-1]["error"]["code"] == "token_invalid" and "revoked" in rest[-1]["error"]["message"]
     refused = requests.get(f"{second.base_url}/v1/models", headers=user.headers, timeout=10)
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.e2e
+def test_revoking_a_key_on_one_process_stops_the_keys_it_made_on_another_at_once(two_processes):
+    import redis
+
+    first, second, prefix = two_processes
+    parent = keyed(User(first), ["api", "v1"])
+    child = keyed(parent, ["v1"])  # made with the parent key: below it
+    grandchild = keyed(keyed(parent, ["api", "v1"]), ["v1"])
+    # Each process starts listening at its first read of a key (this test may be the module's first).
+    assert requests.get(f"{second.base_url}/v1/models", headers=child.headers, timeout=10).status_code == 200
+    channel = f"{prefix}:invalidate"
+    poll(lambda: dict(redis.Redis.from_url(REDIS_URL).pubsub_numsub(channel)).get(channel.encode()) == 2,
+         "both server processes subscribed to the invalidation channel")
+    # The second process reads the keys now and keeps them for an hour: only an announcement can change that.
+    for below in (child, grandchild):
+        assert requests.get(f"{second.base_url}/v1/models", headers=below.headers, timeout=10).status_code == 200
+    revoke_key(first, parent)  # on the first process, with the user's dashboard token
+    for below in (child, grandchild):
+        refused = requests.get(f"{second.base_url}/v1/models", headers=below.headers, timeout=10)
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key", refused.text

@@ -40,7 +40,7 @@ APP_EDGES = {
     "compat": {"accounts", "knowledge"},
     "mcpbridge": {"accounts", "knowledge"},
     "knowledge": set(),
-    "scheduler": {"sessions_app", "workflows"},
+    "scheduler": {"accounts", "sessions_app", "workflows"},
     "workflows": {"accounts"},
     "voice": {"accounts", "knowledge", "sessions_app"},
     "plugins": {"accounts"},

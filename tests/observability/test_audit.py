@@ -148,7 +148,7 @@ def test_the_audit_api_is_for_admins_with_filters_and_pagination(admin_client, o
     assert body["count"] == 4 and len(body["results"]) == 2 and body["next"]
     first = body["results"][0]
     assert set(first) == {"id", "time", "action", "outcome", "actor", "actor_id", "ip", "user_agent", "door",
-                          "target", "details"}
+                          "target", "details", "count"}
     assert admin_client.get("/api/audit?actor=nobody").json()["count"] == 3
     assert admin_client.get(f"/api/audit?actor={owner.username}").json()["count"] == 1
     assert admin_client.get("/api/audit?action=auth.").json()["count"] == 4

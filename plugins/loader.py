@@ -18,9 +18,10 @@ Invariants:
 - Every process serves the version on disk, not the one it happened to load: a state records the files'
   version (`Version`: each file's and directory's mtime, size and inode, read before the import), and a
   listing (`refresh()`) reloads any plugin whose files differ from that version once they have not changed
-  for SETTLE_S (the watcher's debounce). The files are the shared truth: a worker whose watcher is late, or
-  another host on shared storage, runs the new version as soon as any process lists it, and a burst of
-  writes never leaves a plugin missing beyond SETTLE_S after the last write.
+  for SETTLE_S (the watcher's debounce), or at once when another process announced it loaded that plugin
+  (`tell_loaded`). The files are the shared truth: a worker whose watcher is late, or another host on shared
+  storage, runs the new version as soon as any process lists it, and a burst of writes never leaves a plugin
+  missing beyond SETTLE_S after the last write.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class PluginLoader:
         # after the lock is let go, by one thread at a time (_deliver).
         self._outbox: deque[Callable[[], None]] = deque()
         self._delivering = threading.Lock()
+        self._told: set[str] = set()  # plugins another process announced it loaded (tell_loaded)
         self._states: dict[str, PluginState] = {}  # replaced whole on every change (copy on write)
         self._tools: tuple[Tool, ...] = ()
         self._finder = _PluginFinder(namespace, self.directory)
@@ -173,6 +175,19 @@ class PluginLoader:
 
     # --- changes -----------------------------------------------------------------------------------------
 
+    def tell_loaded(self, name: str | None) -> None:
+        """Another process loaded a version of `name` (None: of any plugin): the next listing here loads the files
+        as they are if they differ from what this process holds, without waiting for them to settle. Cheap and
+        thread-safe (an announcement's listener calls it)."""
+        if name is not None:
+            self._told = {*self._told, name}
+            return
+        try:
+            found = set(discover(self.directory))
+        except OSError:  # the next listing reads the directory again
+            found = set()
+        self._told = {*self._told, *self._states, *found}
+
     def refresh(self) -> list[PluginEvent]:
         """Reload every plugin whose files changed (added, edited, removed) and have stayed unchanged since
         for `settle` seconds: what a listing calls first, so that this process serves what another process
@@ -187,11 +202,16 @@ class PluginLoader:
         found = discover(self.directory)
         states = self._states
         now = self.wall_clock()
+        told = self._told
         stale = []
-        for name in sorted(set(found) | set(states)):
+        for name in sorted(set(found) | set(states) | told):
             path = found.get(name)
             current = version_of(path) if path is not None else None
-            if not self._outdated(states.get(name), path, current):
+            state = states.get(name)
+            if not self._outdated(state, path, current):
+                continue
+            if name in told and (state is None or current != state.version):
+                stale.append(name)  # another process already serves what is on disk now
                 continue
             # A removal settles with the directory (whose mtime a deletion moves), a change with the files.
             changed = current.newest if current is not None else _mtime(self.directory)
@@ -225,6 +245,7 @@ class PluginLoader:
             path = discover(self.directory).get(name)
             before = self._states.get(name)
             if path is None:
+                self._told = self._told - {name}
                 if before is None:
                     return None
                 self._drop_modules(name)
@@ -232,6 +253,7 @@ class PluginLoader:
                 event = self._emit("removed", before)
                 self._retry_blocked_by(name)
                 return event
+            self._told = self._told - {name}
             state = self._load(name, path)
             self._set(name, state)
             if state.status == "error":

@@ -173,3 +173,20 @@ def test_a_listing_loads_the_last_write_of_a_burst_while_the_watcher_is_held_up(
         release.set()
         watching.stop()
         plugin_reloaded.disconnect(slow)
+
+
+def test_a_plugin_another_process_announced_it_loaded_is_loaded_without_waiting_to_settle(other, plugin_dir, clock):
+    path = write(plugin_dir / "versioned.py", VERSION.format(version="one"))
+    clock.settle()
+    assert listed(other) == "one"
+    write(path, VERSION.format(version="two"))  # and another process reloaded it at once (POST .../reload)
+    clock.now()
+    assert listed(other) == "one"  # not settled, and nobody said it runs elsewhere
+    other.tell_loaded("versioned")
+    assert listed(other) == "two"
+    path.unlink()
+    other.tell_loaded("versioned")  # removed elsewhere: let go without waiting for the directory to settle
+    assert listed(other) is None
+    write(path, VERSION.format(version="three"))
+    other.tell_loaded(None)  # announcements may have been missed: every plugin is looked at
+    assert listed(other) == "three"

@@ -28,7 +28,7 @@ from tests.e2e import UPSTREAM_KEY, poll, sse_events
 from tests.fakes.llm import Hang
 from tests.mcpbridge.conftest import TIME_SERVER, processes_running
 from tests.plugins.conftest import write
-from tests.server import LiveServer, TwoHosts, two_hosts_possible
+from tests.server import Alternating, LiveServer, TwoHosts, two_hosts_possible
 from tests.workflows.conftest import graph, node
 
 pytestmark = pytest.mark.e2e
@@ -116,11 +116,23 @@ def deployment(fake_openai_server, tmp_path_factory) -> Iterator[Deployment]:
         stop()
 
 
-def test_every_process_of_the_deployment_answers(deployment):
+def test_every_process_of_the_deployment_answers_as_one_server(deployment):
     expected = default_workers() * len(deployment.servers)
     assert len(deployment.processes) == expected, deployment.processes
     for pid in deployment.processes:
         assert deployment.via(pid, "GET", "/api/auth/me").json()["username"] == "admin"
+    # A client that alternates between the hosts (a load balancer's round robin): a user registered through
+    # one is known to the next, whichever process of which host answers.
+    client = Alternating(*deployment.servers)
+    registered = client.post("/api/auth/register", json={"username": "roamer", "password": "correct-horse-battery-9"})
+    assert registered.status_code == 201, registered.text
+    client.headers["Authorization"] = f"Bearer {registered.json()['token']}"
+    answered = set()
+    for _ in range(2 * len(deployment.servers)):
+        assert client.get("/api/auth/me").json()["username"] == "roamer"
+        answered.add(client.last_worker)
+    assert answered <= set(deployment.processes), answered
+    assert {deployment.pins[pid][0].base_url for pid in answered} == {server.base_url for server in deployment.servers}
 
 
 def test_a_chat_stream_on_one_process_is_read_and_seen_ended_through_another(deployment, fake_openai):

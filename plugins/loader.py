@@ -152,7 +152,9 @@ class PluginLoader:
         # after the lock is let go, by one thread at a time (_deliver).
         self._outbox: deque[Callable[[], None]] = deque()
         self._delivering = threading.Lock()
+        self._depth = 0  # how deeply the lock is held (changed only under it)
         self._told: set[str] = set()  # plugins another process announced it loaded (tell_loaded)
+        self._told_lock = threading.Lock()
         self._states: dict[str, PluginState] = {}  # replaced whole on every change (copy on write)
         self._tools: tuple[Tool, ...] = ()
         self._finder = _PluginFinder(namespace, self.directory)
@@ -179,14 +181,19 @@ class PluginLoader:
         """Another process loaded a version of `name` (None: of any plugin): the next listing here loads the files
         as they are if they differ from what this process holds, without waiting for them to settle. Cheap and
         thread-safe (an announcement's listener calls it)."""
-        if name is not None:
-            self._told = {*self._told, name}
-            return
-        try:
-            found = set(discover(self.directory))
-        except OSError:  # the next listing reads the directory again
-            found = set()
-        self._told = {*self._told, *self._states, *found}
+        if name is None:
+            try:
+                names = {*self._states, *discover(self.directory)}
+            except OSError:  # the next listing reads the directory again
+                names = set(self._states)
+        else:
+            names = {name}
+        with self._told_lock:
+            self._told = self._told | names
+
+    def _forget_told(self, name: str) -> None:
+        with self._told_lock:
+            self._told = self._told - {name}
 
     def refresh(self) -> list[PluginEvent]:
         """Reload every plugin whose files changed (added, edited, removed) and have stayed unchanged since
@@ -245,7 +252,7 @@ class PluginLoader:
             path = discover(self.directory).get(name)
             before = self._states.get(name)
             if path is None:
-                self._told = self._told - {name}
+                self._forget_told(name)
                 if before is None:
                     return None
                 self._drop_modules(name)
@@ -253,7 +260,7 @@ class PluginLoader:
                 event = self._emit("removed", before)
                 self._retry_blocked_by(name)
                 return event
-            self._told = self._told - {name}
+            self._forget_told(name)
             state = self._load(name, path)
             self._set(name, state)
             if state.status == "error":
@@ -290,8 +297,14 @@ class PluginLoader:
         is a database write, which can wait seconds for SQLite's write lock, and a receiver may be slow: a
         listing that must load a change (refresh) never waits behind them, only behind another load."""
         with self._lock:
-            yield
-        self._deliver()
+            self._depth += 1  # reloads nest (a clash retries others): deliver when the outermost lets go
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                outermost = self._depth == 0
+        if outermost:
+            self._deliver()
 
     def _deliver(self) -> None:
         # A thread that finds another delivering leaves its items to it: that one looks at the queue again

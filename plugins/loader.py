@@ -216,6 +216,8 @@ class PluginLoader:
             current = version_of(path) if path is not None else None
             state = states.get(name)
             if not self._outdated(state, path, current):
+                if name in told:  # what was announced is what this process holds: a later write must settle
+                    self._forget_told(name)
                 continue
             if name in told and (state is None or current != state.version):
                 stale.append(name)  # another process already serves what is on disk now

@@ -190,3 +190,14 @@ def test_a_plugin_another_process_announced_it_loaded_is_loaded_without_waiting_
     write(path, VERSION.format(version="three"))
     other.tell_loaded(None)  # announcements may have been missed: every plugin is looked at
     assert listed(other) == "three"
+
+
+def test_an_announcement_of_the_version_held_here_does_not_hurry_a_later_write(other, plugin_dir, clock):
+    path = write(plugin_dir / "versioned.py", VERSION.format(version="one"))
+    clock.settle()
+    assert listed(other) == "one"
+    other.tell_loaded("versioned")  # another process loaded the same files (say, at its start)
+    assert listed(other) == "one"
+    path.write_text("")  # a write in progress, later: it must settle, the announcement is spent
+    clock.now()
+    assert listed(other) == "one"

@@ -102,7 +102,8 @@ def main() -> None:
     from tests.server import LiveServer
 
     print(f"machine: {machine()}; {time.strftime('%Y-%m-%d')}")
-    server = LiveServer(env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
+    # One worker: figures comparable with earlier runs (LiveServer otherwise runs serve's default workers).
+    server = LiveServer(env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}, workers=1).start()
     try:
         token = server.login()["token"]
         headers = {"Authorization": f"Bearer {token}"}

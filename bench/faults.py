@@ -208,7 +208,10 @@ def start_server(upstream: str):
 
     from tests.server import LiveServer
 
-    server = LiveServer(env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_LOG_LEVEL": "WARNING"}).start()
+    # One worker: the leak counts read one daphne process's threads and descriptors, and the figures stay
+    # comparable with earlier runs (LiveServer otherwise runs serve's default workers).
+    server = LiveServer(env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_LOG_LEVEL": "WARNING"},
+                        workers=1).start()
     token = server.login()["token"]
     headers = {"Authorization": f"Bearer {token}"}
     requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={

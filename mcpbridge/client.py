@@ -3,6 +3,9 @@
 Connections run on an event loop of their own in a daemon thread, so they outlive the loop that asked for
 them: a request under daphne, a q2 task's `async_to_sync`, a management command. Nothing here touches the
 database; callers read the stored server records and write status changes back (see `mcpbridge.services`).
+A server disconnected through any process is let go in every process that holds a connection to it: the
+disconnect announces SERVER_TOPIC (agentsite.core.invalidation), and a process that started its manager
+listens for it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentsite.core import invalidation
 from mcpbridge.connection import (
     CALL_TIMEOUT_S,
     CLOSE_TIMEOUT_S,
@@ -38,6 +42,7 @@ __all__ = ["CALL_TIMEOUT_S", "CLOSE_TIMEOUT_S", "CONNECT_TIMEOUT_S", "Connection
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+SERVER_TOPIC = "mcp.server"  # announced with a server's name when it is disconnected
 RETRY_AFTER_S = 10.0  # a server that failed to connect is not retried by listings for this long
 
 
@@ -65,6 +70,8 @@ class ConnectionManager:
         with self._lock:
             # After a fork (q2 starts its workers so) the thread is gone: start afresh, forget the parent's state.
             if self._loop is None or self._pid != os.getpid():
+                # Before the first connection: a disconnect announced from now on reaches this process.
+                invalidation.listen()
                 self._connections, self._opening, self._failed_at = {}, {}, {}
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="mcp-client-loop", daemon=True)
@@ -206,3 +213,19 @@ class ConnectionManager:
 
 manager = ConnectionManager()
 atexit.register(manager.shutdown)
+
+
+def let_go(name: str | None) -> None:
+    """SERVER_TOPIC's subscriber: close this process's connection to a server another process disconnected (a
+    stdio server's process tree stops). Cheap and never raises: it runs on the invalidation listener's thread.
+    None (announcements may have been missed) closes nothing: the next listing lets go of what is no longer
+    stored (ConnectionManager.retain)."""
+    if name is None or name not in manager.names():
+        return
+    try:
+        manager.submit(manager.disconnect(name))
+    except Exception:  # noqa: BLE001 - a boundary: the next listing's retain() closes it instead
+        logger.warning("Could not close the connection to the disconnected MCP server %r", name, exc_info=True)
+
+
+invalidation.subscribe(SERVER_TOPIC, let_go)

@@ -23,8 +23,9 @@ from agentsite.agent.tools import (
     resolve_caller,
     validation_problem,
 )
+from agentsite.core import invalidation
 from agentsite.core.errors import AppError
-from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, McpConnectError, ServerSpec, manager
+from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, SERVER_TOPIC, McpConnectError, ServerSpec, manager
 from mcpbridge.models import McpServer
 from mcpbridge.selectors import mcp_server_get, tool_find
 from mcpbridge.tools import McpTool
@@ -139,6 +140,8 @@ def mcp_server_disconnect(*, name: str) -> None:
     server.delete()
     with _recorded_lock:
         _recorded.pop(name, None)
+    # Every other process that holds a connection to it closes it (mcpbridge.client.let_go).
+    transaction.on_commit(lambda: invalidation.announce(SERVER_TOPIC, name))
     logger.info("MCP server %r disconnected", name)
 
 

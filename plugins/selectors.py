@@ -7,4 +7,7 @@ from plugins.services import plugin_loader
 
 
 def plugins_list() -> list[PluginState]:
-    return plugin_loader().states()
+    """This process's plugins, after loading what changed on disk (plugins.loader.PluginLoader.refresh)."""
+    loader = plugin_loader()
+    loader.refresh()
+    return loader.states()

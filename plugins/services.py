@@ -3,23 +3,30 @@
 Every process that serves tools (daphne, each task worker, `runmcp`) loads the plugin directory and watches it
 itself the first time it lists or calls tools or asks for the plugins: a forked worker notices it is a new
 process (its pid) and starts its own, since threads do not survive a fork. Changes on disk reach every process
-through its own watcher; `plugins_reload` reloads in the process that serves the request.
+through its own watcher and, once they settle, its own listings; `plugins_reload` reloads in the process that
+serves the request, and every (re)load is announced (LOADED_TOPIC) so that the others load the files at their
+next listing without waiting for them to settle.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 
 from django.conf import settings
 
+from agentsite.core import invalidation
 from agentsite.core.errors import AppError
 from plugins.loader import PluginLoader, PluginState, discover
+from plugins.signals import PluginEvent, plugin_reloaded
 from plugins.watcher import PluginWatcher
 
 logger = logging.getLogger(__name__)
 
+_BOOT = secrets.token_hex(6)  # with the pid: this process among the deployment's
+LOADED_TOPIC = "plugins.loaded"  # announced with a plugin's name whenever a process (re)loads or drops it
 _lock = threading.Lock()
 _current: tuple[int, PluginLoader, PluginWatcher | None] | None = None
 
@@ -41,6 +48,11 @@ def _start() -> PluginLoader:
         if current is not None:  # inherited through a fork: its threads did not come along
             current[1].close()
         loader = PluginLoader(settings.AGENTSITE_PLUGIN_DIR, tool_timeout=settings.AGENTSITE_PLUGIN_TOOL_TIMEOUT_S)
+        # What this process loads, it announces; what another announces, this one loads at its next listing
+        # (plugins.loader: tell_loaded), so that no process serves an older version than one another lists.
+        invalidation.subscribe(LOADED_TOPIC, _told)
+        invalidation.listen()
+        plugin_reloaded.connect(_announce, weak=False, dispatch_uid="plugins.services.announce")
         watcher = None
         if settings.AGENTSITE_PLUGIN_WATCH:
             watcher = PluginWatcher(loader)
@@ -55,6 +67,26 @@ def _start() -> PluginLoader:
         loader.load_all()  # before publishing: no caller sees this process's plugins half loaded
         _current = (os.getpid(), loader, watcher)
     return loader
+
+
+def _told(key: str | None) -> None:
+    current = _current
+    if current is None or current[0] != os.getpid():
+        return
+    origin, _, name = (key or "").partition(":")
+    if key is None or origin != _origin(current):  # not this process's own announcement
+        current[1].tell_loaded(name or None)
+
+
+def _announce(sender, loader: PluginLoader, event: PluginEvent, **kwargs) -> None:
+    current = _current
+    if current is not None and current[0] == os.getpid() and loader is current[1]:
+        invalidation.announce(LOADED_TOPIC, f"{_origin(current)}:{event.name}")
+
+
+def _origin(current: tuple[int, PluginLoader, PluginWatcher | None]) -> str:
+    """This process's loader's name in announcements (a pid alone may repeat on another host)."""
+    return f"{current[0]}-{id(current[1]):x}-{_BOOT}"
 
 
 def stop() -> None:

@@ -1,6 +1,8 @@
 """The internal event of a plugin (re)load: `plugin_reloaded.connect(receiver)`; the receiver gets `loader` and
-`event`. Sent once per load, reload or removal, from the thread that did it (the watcher's, or a request's),
-after the registry already offers the new tools. A receiver that raises is logged and does not stop others."""
+`event`. Sent once per load, reload or removal, in the order of the changes, after the registry already offers
+the new tools and the loader's lock is let go: from the thread that did it (the watcher's, or a request's) or
+from another thread of the loader that was sending at the time. A receiver that raises is logged and does not stop
+others."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ Invariants:
   and the last version wins. Reloads run on the watcher's own thread, one at a time.
 - Whether a reload is an addition, a change or a removal is decided by the loader from what it knew and what
   the directory holds when the reload runs, never from the event's type (a save by rename is a create, a
-  move and a delete).
+  move and a delete). A plugin the loader already holds at the version on disk (a listing loaded it first:
+  `PluginLoader.refresh`) is not reloaded again.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from pathlib import Path
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from plugins.loader import PluginLoader
+from plugins.loader import SETTLE_S, PluginLoader
 
 logger = logging.getLogger(__name__)
 
-DEBOUNCE_S = 0.5
+DEBOUNCE_S = SETTLE_S  # a listing loads a change no sooner than this after the last write either
 MAX_WAIT_S = 2.0
 _IGNORED_SUFFIXES = ("~", ".swp", ".swx", ".swo", ".tmp", ".pyc")
 _RELEVANT = {"created", "modified", "deleted", "moved", "closed"}
@@ -116,7 +117,8 @@ class PluginWatcher:
                     self._wake.wait(None if next_at is None else max(0.0, next_at - self.clock()))
             for name in due:
                 try:
-                    self.loader.reload(name)
+                    if not self.loader.is_current(name):  # a listing may have loaded this version already
+                        self.loader.reload(name)
                 except Exception:  # a boundary: the loader reports plugin failures itself; this is our bug
                     logger.exception("Reloading the plugin %r failed", name)
 

@@ -214,13 +214,14 @@ class LiveServer:
     (templates above). By default it does unless the caller passes its own data_dir: a test that brings
     its own directory is the first start of an install, on an empty database.
 
-    workers: serve's `--workers` (1 by default: each extra worker is one more Django start, ~3 s of CPU, and
-    most tests are about one process; tests/foundation/test_workers.py runs several).
+    workers: serve's `--workers`; None (the default): serve decides, as it does for a user (one worker a CPU:
+    two on CI's machines), so that state a worker keeps to itself shows up as a failure. Pass 1 only where
+    the test's point needs a single process, and say why there. A daphne-only server is one process.
     """
 
     def __init__(self, *, env: dict[str, str] | None = None, data_dir: str | None = None, command: str = "serve",
                  port: int | None = None, database_url: str | None = None, migrated: bool | None = None,
-                 workers: int = 1):
+                 workers: int | None = None):
         self.extra_env = env or {}
         self.workers = workers
         self.migrated = data_dir is None if migrated is None else migrated
@@ -320,7 +321,9 @@ class LiveServer:
         """
         fd = self.listener.fileno()
         if self.command == "serve":
-            args = [sys.executable, "manage.py", "serve", "--fd", str(fd), "--workers", str(self.workers)]
+            args = [sys.executable, "manage.py", "serve", "--fd", str(fd)]
+            if self.workers is not None:
+                args += ["--workers", str(self.workers)]
         else:
             if not self._fresh_copy:  # a prepared copy's first start has nothing for PREPARE to do
                 # One process for its steps: each Django start costs ~2.5 s of CPU on these machines.
@@ -405,3 +408,90 @@ class LiveServer:
             _drop_database(self._admin_url, self._own_database)
             self._own_database = None
         return code
+
+
+def two_hosts_possible() -> bool:
+    """Whether this run can start two hosts of one deployment: PostgreSQL and Redis, which both share (CI's second
+    pass). On SQLite a database is one host's: two hosts cannot share it."""
+    return os.environ.get("DATABASE_URL", "").startswith("postgres") and bool(os.environ.get("REDIS_URL"))
+
+
+class TwoHosts:
+    """Two `serve` hosts of one deployment, as two machines behind a load balancer would run them: the same
+    PostgreSQL database and Redis (one cache prefix and task queue name), the same secrets
+    (AGENTSITE_SECRET_KEY, AGENTSITE_JWT_SIGNING_KEY: a token signed by one is good on the other), and each its
+    own data directory. Files the hosts share on a real deployment (the plugin directory, uploads) are the
+    caller's to point both at (e.g. AGENTSITE_PLUGIN_DIR in env). Each host runs serve's default workers
+    unless `workers` says otherwise. PostgreSQL and Redis only (two_hosts_possible()).
+
+    `hosts` holds the two LiveServers (the first owns the database and holds initial_admin.txt); stop() stops
+    both and drops the database.
+    """
+
+    def __init__(self, *, env: dict[str, str] | None = None, workers: int | None = None) -> None:
+        if not two_hosts_possible():
+            raise RuntimeError("two hosts need PostgreSQL and Redis (DATABASE_URL=postgres://..., REDIS_URL)")
+        tag = secrets.token_hex(4)
+        shared = {"AGENTSITE_CACHE_PREFIX": f"hosts-{tag}", "AGENTSITE_Q_NAME": f"hosts-{tag}",
+                  "AGENTSITE_SECRET_KEY": secrets.token_urlsafe(48),
+                  "AGENTSITE_JWT_SIGNING_KEY": secrets.token_urlsafe(64), **(env or {})}
+        first = LiveServer(env=shared, workers=workers)
+        second = LiveServer(env=shared, workers=workers, database_url=first.database_url, migrated=False)
+        self.hosts = (first, second)
+
+    @property
+    def first(self) -> LiveServer:
+        return self.hosts[0]
+
+    @property
+    def second(self) -> LiveServer:
+        return self.hosts[1]
+
+    def start(self, timeout: float = 90.0) -> TwoHosts:
+        """Start both (side by side: the database is migrated already) and wait until both answer."""
+        try:
+            for host in self.hosts:
+                host.launch()
+            for host in self.hosts:
+                host.wait_healthy(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def login(self, username: str = "admin", password: str | None = None) -> dict:
+        return self.first.login(username, password or self.first.admin_password)
+
+    def stop(self) -> None:
+        self.second.stop(drop_database=False)
+        self.first.stop()
+
+
+class Alternating:
+    """A client that sends each request to the next of several servers in turn (round robin, a new connection
+    each time: keep-alive would pin it to one worker), as a load balancer in front of them would.
+
+    `last_worker` is the process that answered the last request when the servers send AGENTSITE_WORKER_HEADER.
+    """
+
+    def __init__(self, *servers: LiveServer, headers: dict[str, str] | None = None) -> None:
+        self.servers = servers
+        self.headers = dict(headers or {})
+        self._next = 0
+        self.last_worker: int | None = None
+
+    def request(self, method: str, path: str, **kwargs) -> requests.Response:
+        server = self.servers[self._next % len(self.servers)]
+        self._next += 1
+        headers = {**self.headers, "Connection": "close", **kwargs.pop("headers", {})}
+        kwargs.setdefault("timeout", 30)
+        response = requests.request(method, f"{server.base_url}{path}", headers=headers, **kwargs)
+        worker = response.headers.get("X-Agentsite-Worker")
+        self.last_worker = int(worker) if worker else None
+        return response
+
+    def get(self, path: str, **kwargs) -> requests.Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs) -> requests.Response:
+        return self.request("POST", path, **kwargs)

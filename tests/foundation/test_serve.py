@@ -209,7 +209,9 @@ def _children_running(pid: int, marker: str) -> set[int]:
 
 
 def test_serve_restarts_a_child_that_dies_and_keeps_serving(tmp_path):
-    server = LiveServer(data_dir=str(tmp_path))
+    # One worker: the point is the restart of serve's one daphne child and its message; workers restarted one
+    # by one while the others serve are tests/foundation/test_workers.py's.
+    server = LiveServer(data_dir=str(tmp_path), workers=1)
     proc = server.launch(stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         server.wait_healthy(60)

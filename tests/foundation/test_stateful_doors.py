@@ -1,0 +1,269 @@
+"""Every door that keeps state between requests holds across processes: what one process starts, another reads,
+decides, ends or refuses, as a user behind a load balancer would meet it.
+
+One deployment for the module: on SQLite, one `serve` with its default workers (two on CI's machines); on
+PostgreSQL + Redis, two `serve` hosts (tests/server.py TwoHosts: one database, one Redis, the same secrets,
+each its own data directory, a plugin directory they share), each with its default workers. Every answer
+names its process (AGENTSITE_WORKER_HEADER); each test sends the two halves of a door to two different
+processes (on two hosts, to two hosts) through keep-alive connections pinned to each process, and checks
+the header of every answer, so that "the other process answered" is proven, not hoped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from agentsite.server.serve import default_workers
+from plugins.loader import SETTLE_S
+from tests.e2e import UPSTREAM_KEY, poll, sse_events
+from tests.fakes.llm import Hang
+from tests.mcpbridge.conftest import TIME_SERVER, processes_running
+from tests.plugins.conftest import write
+from tests.server import Alternating, LiveServer, TwoHosts, two_hosts_possible
+from tests.workflows.conftest import graph, node
+
+pytestmark = pytest.mark.e2e
+
+HEADER = "X-Agentsite-Worker"
+VERSION = '''
+    from plugins.sdk import tool
+
+    @tool
+    def door_version() -> str:
+        """Which version of the plugin answers."""
+        return "{version}"
+'''
+
+
+class Deployment:
+    """The servers of one deployment, and a keep-alive connection pinned to each of their processes."""
+
+    def __init__(self, servers: tuple[LiveServer, ...], admin: dict[str, str], plugin_dir: Path) -> None:
+        self.servers, self.admin, self.plugin_dir = servers, admin, plugin_dir
+        self.pins: dict[int, tuple[LiveServer, requests.Session]] = {}
+        for server in servers:
+            self._pin_every_worker(server)
+
+    def _pin_every_worker(self, server: LiveServer) -> None:
+        """Open connections until each of the server's workers holds one (whichever is free accepts a new one)."""
+        found = 0
+
+        def one_more() -> bool:
+            nonlocal found
+            session = requests.Session()
+            session.headers.update(self.admin)
+            pid = int(session.get(f"{server.base_url}/api/health", timeout=20).headers[HEADER])
+            if pid in self.pins:
+                session.close()
+            else:
+                self.pins[pid] = (server, session)
+                found += 1
+            return found == default_workers()
+
+        poll(one_more, f"a connection to each of the {default_workers()} workers of {server.base_url}", timeout=30,
+             every=0)
+
+    @property
+    def processes(self) -> list[int]:
+        return list(self.pins)
+
+    def other_than(self, pid: int) -> int:
+        """A process other than `pid`: on the other host when there are two."""
+        host = self.pins[pid][0]
+        others = [other for other, (server, _) in self.pins.items() if other != pid]
+        return next((other for other in others if self.pins[other][0] is not host), others[0])
+
+    def via(self, pid: int, method: str, path: str, *, headers: dict | None = None, **kwargs) -> requests.Response:
+        """A request answered by process `pid` (its pinned connection); fails if another process answered."""
+        server, session = self.pins[pid]
+        kwargs.setdefault("timeout", 30)
+        response = session.request(method, f"{server.base_url}{path}", headers=headers, **kwargs)
+        assert int(response.headers[HEADER]) == pid, f"{method} {path} was answered by another process than {pid}"
+        return response
+
+
+@pytest.fixture(scope="module")
+def deployment(fake_openai_server, tmp_path_factory) -> Iterator[Deployment]:
+    plugin_dir = tmp_path_factory.mktemp("shared-plugins")
+    # No plugin watchers: each process knows a plugin changed only from its own listings and the others'
+    # announcements, as a worker whose watcher is late (or a host whose inotify cannot see another NFS
+    # client's writes) does. The watchers' path with several workers is tests/plugins/test_e2e.py's.
+    env = {"AGENTSITE_WORKER_HEADER": "1", "AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_PLUGIN_WATCH": "0",
+           "AGENTSITE_PLUGIN_DIR": str(plugin_dir), "AGENTSITE_SSE_KEEPALIVE_S": "0.5"}
+    if two_hosts_possible():
+        hosts = TwoHosts(env=env).start()
+        servers, stop = hosts.hosts, hosts.stop
+    else:  # SQLite is one host's database: the workers of one serve
+        server = LiveServer(env=env).start()
+        servers, stop = (server,), server.stop
+    try:
+        admin = {"Authorization": f"Bearer {servers[0].login()['token']}"}
+        configured = requests.patch(f"{servers[0].base_url}/api/config", headers=admin, timeout=20, json={
+            "provider": "openai", "base_url": fake_openai_server.base_url, "api_key": UPSTREAM_KEY,
+            "model": "fake-model", "kb_enabled": False})
+        assert configured.status_code == 200, configured.text
+        yield Deployment(servers, admin, plugin_dir)
+    finally:
+        stop()
+
+
+def test_every_process_of_the_deployment_answers_as_one_server(deployment):
+    expected = default_workers() * len(deployment.servers)
+    assert len(deployment.processes) == expected, deployment.processes
+    for pid in deployment.processes:
+        assert deployment.via(pid, "GET", "/api/auth/me").json()["username"] == "admin"
+    # A client that alternates between the hosts (a load balancer's round robin): a user registered through
+    # one is known to the next, whichever process of which host answers.
+    client = Alternating(*deployment.servers)
+    registered = client.post("/api/auth/register", json={"username": "roamer", "password": "correct-horse-battery-9"})
+    assert registered.status_code == 201, registered.text
+    client.headers["Authorization"] = f"Bearer {registered.json()['token']}"
+    answered = set()
+    for _ in range(2 * len(deployment.servers)):
+        assert client.get("/api/auth/me").json()["username"] == "roamer"
+        answered.add(client.last_worker)
+    assert answered <= set(deployment.processes), answered
+    assert {deployment.pins[pid][0].base_url for pid in answered} == {server.base_url for server in deployment.servers}
+
+
+def test_a_chat_stream_on_one_process_is_read_and_seen_ended_through_another(deployment, fake_openai):
+    first = deployment.processes[0]
+    session = deployment.via(first, "POST", "/api/sessions", json={"name": "doors"}).json()["id"]
+    fake_openai.script(Hang(text="partial answer "))
+    # A new connection: whichever process accepts it streams; the header says which.
+    response = requests.post(f"{deployment.servers[0].base_url}/api/sessions/{session}/chat", stream=True,
+                             json={"message": "A long story"}, headers={**deployment.admin, "Connection": "close"},
+                             timeout=30)
+    streaming = int(response.headers[HEADER])
+    reader = deployment.other_than(streaming)
+
+    def reply() -> dict | None:
+        messages = deployment.via(reader, "GET", f"/api/sessions/{session}/messages").json()["results"]
+        return next((message for message in messages if message["role"] == "assistant"), None)
+
+    with response:
+        events = sse_events(response)
+        assert next(events)[0] == "start"
+        assert next(event for event in events if event[0] != "comment") == ("delta", {"content": "partial answer "})
+        # The other process reads the reply while it streams (checkpointed a second after the start).
+        seen = poll(lambda: (found := reply()) and found["content"] == "partial answer " and found,
+                    "the streaming reply's checkpoint read through another process", timeout=10, every=0.1)
+        assert seen["status"] == "streaming"
+    # The client hung up on the streaming process: the other one sees the reply stored as interrupted.
+    ended = poll(lambda: (found := reply()) and found["status"] != "streaming" and found,
+                 "the hung-up reply's end read through another process", timeout=15, every=0.1)
+    assert (ended["status"], ended["content"]) == ("interrupted", "partial answer "), ended
+
+
+def test_an_mcp_server_connected_through_one_process_is_used_and_let_go_by_another(deployment):
+    connecting = deployment.processes[0]
+    calling = deployment.other_than(connecting)
+    name = f"time{secrets.token_hex(3)}"
+    connected = deployment.via(connecting, "POST", "/api/mcp/connect",
+                               json={"name": name, "command": TIME_SERVER[0], "args": TIME_SERVER[1:]})
+    assert connected.status_code == 201, connected.text
+    assert processes_running("mcp_server_time", under=connecting)
+
+    def call() -> requests.Response:
+        return deployment.via(calling, "POST", "/api/mcp/call", json={
+            "server": name, "tool": "get_current_time", "arguments": {"timezone": "UTC"}})
+
+    answered = call()
+    assert answered.status_code == 200 and answered.json()["is_error"] is False, answered.text
+    assert processes_running("mcp_server_time", under=calling)  # it opened its own, from the stored record
+
+    disconnected = deployment.via(connecting, "POST", "/api/mcp/disconnect", json={"name": name})
+    assert disconnected.status_code == 200, disconnected.text
+    assert not processes_running("mcp_server_time", under=connecting)
+    refused = call()
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", refused.text
+    poll(lambda: not processes_running("mcp_server_time", under=calling),
+         "the other process stopped its own connection's server once it learnt of the disconnect", timeout=10)
+
+
+GATED = graph(node("in", "input"), node("ask", "approval", prompt="Ship ${in}?", timeout_s=3600),
+              node("out", "output"), edges=[("in", "ask"), ("ask", "out")])
+
+
+def test_an_approval_requested_in_a_run_on_one_process_is_decided_through_another(deployment):
+    running = deployment.processes[0]
+    deciding = deployment.other_than(running)
+    workflow = deployment.via(running, "POST", "/api/workflows", json={"name": "gated", **GATED}).json()
+    started = deployment.via(running, "POST", f"/api/workflows/{workflow['id']}/run", json={"input": "v2"})
+    run = started.json()
+    # A synchronous run: it ran in `running` until the approval node.
+    assert started.status_code == 200 and run["status"] == "waiting", run
+    approval = next(item for item in deployment.via(deciding, "GET", "/api/approvals").json()["results"]
+                    if item["run_id"] == run["id"])
+    assert (approval["prompt"], approval["status"]) == ("Ship v2?", "pending")
+    decided = deployment.via(deciding, "POST", f"/api/approvals/{approval['id']}", json={"decision": "approve"})
+    assert decided.status_code == 200, decided.text
+    again = deployment.via(running, "POST", f"/api/approvals/{approval['id']}", json={"decision": "reject"})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "conflict", again.text
+    url = f"/api/workflows/runs/{run['id']}"
+    finished = poll(lambda: (found := deployment.via(running, "GET", url).json())["status"] not in (
+        "waiting", "queued", "running") and found, "the approved run resumed and finished", timeout=60, every=0.2)
+    assert finished["status"] == "success" and json.loads(finished["output"])["decision"] == "approve", finished
+
+
+def test_a_replayed_webhook_delivery_is_refused_whichever_process_receives_it(deployment):
+    first = deployment.processes[0]
+    workflow = deployment.via(first, "POST", "/api/workflows", json={"name": "hooked", **graph(
+        node("in", "input"), node("out", "output"), edges=[("in", "out")])}).json()
+    trigger = deployment.via(first, "POST", f"/api/workflows/{workflow['id']}/triggers", json={}).json()
+    body = json.dumps({"n": 1}).encode()
+    stamp = str(int(time.time()))
+    mac = hmac.new(trigger["secret"].encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    signed = {"Content-Type": "application/json", "X-Agentsite-Timestamp": stamp,
+              "X-Agentsite-Signature": f"sha256={mac}", "Authorization": None}  # not the admin's token
+
+    def deliver(pid: int) -> requests.Response:
+        return deployment.via(pid, "POST", f"/hooks/{trigger['id']}", data=body, headers=signed)
+
+    accepted = deliver(first)
+    assert accepted.status_code == 200, accepted.text
+    for pid in [deployment.other_than(first), *deployment.processes]:  # the other host first, then every process
+        replayed = deliver(pid)
+        assert replayed.status_code == 409 and replayed.json()["error"]["code"] == "signature_replayed", \
+            (pid, replayed.text)
+
+
+def test_a_plugins_new_version_runs_in_every_process_as_soon_as_any_lists_it(deployment):
+    path = deployment.plugin_dir / "doorplug.py"
+
+    def answer(pid: int) -> str | None:
+        called = deployment.via(pid, "POST", "/api/mcp/call", json={"server": "plugin:doorplug",
+                                                                  "tool": "door_version", "arguments": {}})
+        return called.json()["content"][0]["text"] if called.status_code == 200 else None
+
+    write(path, VERSION.format(version="one"))
+    for pid in deployment.processes:
+        poll(lambda pid=pid: answer(pid) == "one", f"process {pid} serving the new plugin", timeout=10, every=0.05)
+
+    write(path, VERSION.format(version="two"))
+    first = deployment.processes[0]
+    poll(lambda: answer(first) == "two", "one process serving the new version", timeout=10, every=0.01)
+    # From the moment one process serves it, every other one does: no waiting for its own watcher.
+    assert {pid: answer(pid) for pid in deployment.processes} == dict.fromkeys(deployment.processes, "two")
+
+    for number in range(3, 23):  # a burst of twenty writes, back to back
+        write(path, VERSION.format(version=number))
+    written = time.monotonic()
+    for pid in deployment.processes:
+        # Listed with the last version within the debounce (plus a margin for a loaded machine), never
+        # missing for longer: each listing loads what settled on disk, whatever its process's watcher does.
+        poll(lambda pid=pid: answer(pid) == "22", f"process {pid} serving the burst's last write",
+             timeout=SETTLE_S + 5, every=0.02)
+    assert time.monotonic() - written < SETTLE_S + 5
+    path.unlink()
+    for pid in deployment.processes:
+        poll(lambda pid=pid: answer(pid) is None, f"process {pid} letting the removed plugin go", timeout=10)

@@ -10,10 +10,11 @@ bench/voice.py's figure) is for those; a lone sentence of 2-4 s costs nearly as 
 Whisper pads every window to 30 s, so its factor is printed apart.
 
 A configuration is `model/beam` (model: a name AGENTSITE_STT_MODEL takes) with the provider's decoding
-options (WhisperDecoding), plus `+vad` for faster-whisper's voice-activity filter; `before` is the provider as
-it was: tiny.en, beam 1, faster-whisper's temperature fallback and timestamps. Prints, per configuration,
-the word error rate per voice and over all (sentences, passages, both), the real-time factor (wall time)
-and the CPU seconds per second of audio (the machine is shared: that one does not grow with others' load),
+options (WhisperDecoding), plus `+vad` for faster-whisper's voice-activity filter and `+padN` for N seconds of
+silence around each clip (the provider's stt_pad_s; `+pad0` hears the clip as recorded); `before` is the
+provider as it first was: tiny.en, beam 1, faster-whisper's temperature fallback and timestamps, no padding.
+Prints, per configuration, the word error rate per voice and over all (sentences, passages, both), the
+real-time factor (wall time) and the CPU seconds per second of audio (the machine is shared: that one does not grow with others' load),
 and every sentence a configuration got wrong when --show is given.
 
 Word error rate: (substituted + deleted + inserted words) / words said, after lower-casing, dropping
@@ -60,7 +61,10 @@ SENTENCES = [
     "Please check the logs and tell me why the build failed.",
     "Play some quiet music while I work.",
 ]
-VOICES = {"en-us": ("en-us", 175), "en-gb": ("en-gb", 175), "en-us-slow": ("en-us", 140)}
+VOICES = {"en-us": ("en-us", 175), "en-gb": ("en-gb", 175), "en-us-slow": ("en-us", 140),
+          # The local TTS provider's preset voices (voice/speech/voices.py): what a round trip speaks.
+          "en-us+f3": ("en-us+f3", 175), "en-us+m3": ("en-us+m3", 175), "en-gb+f3": ("en-gb+f3", 175),
+          "en-gb+m3": ("en-gb+m3", 175)}
 FALLBACK = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # faster-whisper's default temperatures
 
 
@@ -181,15 +185,16 @@ def settings_of(config: str):
     from voice.speech.providers.base import WhisperDecoding
 
     if config == "before":
-        return SpeechSettings(stt_model="tiny.en", stt_beam_size=1,
+        return SpeechSettings(stt_model="tiny.en", stt_beam_size=1, stt_pad_s=0.0,
                               stt_decoding=WhisperDecoding(temperature=FALLBACK, without_timestamps=False))
     spec, *extras = config.split("+")
     model, _, beam = spec.partition("/")
     decoding = WhisperDecoding()
     if "vad" in extras:
         decoding = replace(decoding, vad_filter=True)
+    pad = next((float(extra[3:]) for extra in extras if extra.startswith("pad")), SpeechSettings.stt_pad_s)
     return SpeechSettings(stt_model=model, stt_beam_size=int(beam or 1), stt_decoding=decoding,
-                          stt_language="en" if "en" in extras else "")
+                          stt_language="en" if "en" in extras else "", stt_pad_s=pad)
 
 
 async def measure(config: str, clips_: list[Clip]) -> Result:

@@ -82,6 +82,33 @@ def test_local_tts_then_local_stt_gives_back_the_sentence_s_key_words(owner_clie
     assert 2.0 < body["duration_s"] < 6.0
 
 
+@pytest.mark.parametrize(("voice", "fmt"), [(None, "mp3"), (None, "wav"), ("en-GB-SoniaNeural", "wav")])
+def test_a_short_clip_comes_back_whole_through_both_local_providers(owner_client, voice, fmt):
+    """The round trip a new user tries first: a preset voice (none: en-us-female), the default models."""
+    body = {"text": "Hello world, this is a test.", "format": fmt, "provider": "local"} | ({"voice": voice} if voice
+                                                                                           else {})
+    speech = owner_client.post("/api/voice/tts", body, format="json")
+    assert speech.status_code == 200, speech.content[:300]
+    response = post_file(owner_client, speech.content, f"speech.{fmt}", provider="local")
+    assert response.status_code == 200, response.content
+    assert {"hello", "world", "test"} <= words(response.json()["text"]), response.json()
+
+
+def test_the_local_model_hears_the_clip_between_two_seconds_of_silence(owner_client, spoken, monkeypatch):
+    heard: list[int] = []
+    real = whisper.model_get
+
+    class Recording(RecordingModel):
+        def transcribe(self, audio, **options):
+            heard.append(len(audio))
+            return super().transcribe(audio, **options)
+
+    monkeypatch.setattr(whisper, "model_get", lambda source: Recording(real(source), []))
+    assert post_file(owner_client, spoken).status_code == 200
+    samples = len(audio_decode(spoken, field="file", max_seconds=60).samples)
+    assert heard == [samples + 2 * 2 * 16_000]
+
+
 def test_local_stt_is_the_config_default_and_reads_webm_opus_as_browsers_record_it(owner_client, spoken):
     response = post_file(owner_client, reencode(spoken, "webm"), "recording.webm")
     assert response.status_code == 200, response.content

@@ -48,6 +48,9 @@ class SpeechSettings:
     stt_beam_size: int = 5  # faster-whisper's beam; 1 is greedy decoding
     stt_decoding: WhisperDecoding = WhisperDecoding()  # the rest of faster-whisper's options (not settings)
     stt_language: str = ""  # local STT's language when a request names none; empty: detected (or the model's only)
+    # Silence the local model hears before and after the clip: Whisper misreads a first word that starts at the
+    # clip's first sample (bench/stt_accuracy.py; 2 s each side was the best of 0, 0.5, 1 and 2 s).
+    stt_pad_s: float = 2.0
     espeak: str = "espeak-ng"
     timeout_s: float = 60.0  # hosted HTTP, edge-tts, espeak-ng
     hosted_stt_model: str = "whisper-1"

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings as django_settings
 
 from agentsite.core.errors import AppError
-from voice.speech.audio import DecodedAudio, wav_16k
+from voice.speech.audio import SAMPLE_RATE, DecodedAudio, wav_16k
 from voice.speech.programs import ProgramStopped, program_path, program_run
 from voice.speech.providers.base import SpeechToText, Transcript, WhisperDecoding
 
@@ -63,7 +64,8 @@ class LocalSpeechToText(SpeechToText):
             work, args = _run_command, (self.settings.stt_command, audio, language, self.settings.stt_timeout_s)
         else:
             options = decoding_options(self.settings.stt_beam_size, self.settings.stt_decoding)
-            work, args = _run_model, (model_source(self.settings.stt_model), audio, language,
+            samples = padded(audio.samples, self.settings.stt_pad_s)
+            work, args = _run_model, (model_source(self.settings.stt_model), samples, language,
                                       self.settings.stt_language, options)
         text, used_language = await _in_worker(work, *args, time_limit=self.settings.stt_timeout_s)
         return Transcript(text, self.name, used_language, audio.duration_s)
@@ -208,7 +210,15 @@ def decoding_options(beam_size: int, decoding: WhisperDecoding) -> dict[str, Any
     return {"beam_size": beam_size, **dataclasses.asdict(decoding)}
 
 
-def _run_model(source: ModelSource, audio: DecodedAudio, language: str | None, default_language: str,
+def padded(samples: np.ndarray, seconds: float) -> np.ndarray:
+    """The samples with `seconds` of silence before and after them (16 kHz)."""
+    if seconds <= 0:
+        return samples
+    silence = np.zeros(round(SAMPLE_RATE * seconds), dtype=samples.dtype)
+    return np.concatenate([silence, samples, silence])
+
+
+def _run_model(source: ModelSource, samples: np.ndarray, language: str | None, default_language: str,
                options: dict[str, Any], stop: threading.Event) -> tuple[str, str]:
     model = model_get(source)
     if not language and default_language:
@@ -222,7 +232,7 @@ def _run_model(source: ModelSource, audio: DecodedAudio, language: str | None, d
     if language and language != "en" and not model.model.is_multilingual:
         raise _missing(f"a multilingual model for {language!r}: {source.key} understands English only "
                        "(AGENTSITE_STT_MODEL)", "a multilingual model")
-    segments, info = model.transcribe(audio.samples, language=language or None, **options)
+    segments, info = model.transcribe(samples, language=language or None, **options)
     texts = []
     for segment in segments:  # lazily decoded, 30 s at a time: a given-up request stops here
         if stop.is_set():

@@ -16,6 +16,7 @@ the server shuts down, or daphne would stop listening on SIGTERM and never exit 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -131,15 +133,18 @@ class McpHttpApp:
                 body, receive = await _buffered(receive)
                 version = _initialize_version(body)
                 if version is not None:
-                    send = _opening_session(send, owner, version)
+                    return await self._open_session(owner, version, scope, receive, send)
             return await self.session_manager.handle_request(scope, receive, send)
-        async with django_db_scope():
-            version = await sync_to_async(http_session_find)(session_id=session_id, owner=owner)
+        try:
+            version = await _in_database(http_session_find, session_id=session_id, owner=owner)
+            if version is not None and method == "DELETE":
+                await _in_database(http_session_close, session_id=session_id, owner=owner)
+        except DatabaseError:
+            logger.exception("The MCP sessions could not be read")
+            return await _jsonrpc_error(send, 503, "The session store is unavailable; try again.")
         if version is None:  # unknown, ended, expired, or another principal's: the SDK's answer
             return await _jsonrpc_error(send, 404, "Session not found")
         if method == "DELETE":
-            async with django_db_scope():
-                await sync_to_async(http_session_close)(session_id=session_id, owner=owner)
             return await _jsonrpc_error(send, 200, None, [(MCP_SESSION_ID, session_id.encode("latin-1"))])
         if method == "GET":
             return await _jsonrpc_error(send, 405, "Method Not Allowed: this server opens no GET stream.",
@@ -148,6 +153,30 @@ class McpHttpApp:
             scope = {**scope, "headers": [*scope["headers"], (MCP_PROTOCOL_VERSION, version.encode("latin-1"))]}
         return await self.session_manager.handle_request(scope, receive, _with_header(
             send, MCP_SESSION_ID, session_id.encode("latin-1")))
+
+    async def _open_session(self, owner: str, version: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """An `initialize`: a session is opened for it, named in a successful answer and forgotten otherwise."""
+        try:
+            session_id = await _in_database(http_session_open, owner=owner, protocol_version=version)
+        except DatabaseError:
+            logger.exception("An MCP session could not be stored")
+            return await _jsonrpc_error(send, 503, "The session store is unavailable; try again.")
+        status: list[int] = []
+
+        async def send_opening(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                if message["status"] == 200:
+                    message = {**message, "headers": [*message.get("headers", []),
+                                                      (MCP_SESSION_ID, session_id.encode("latin-1"))]}
+            await send(message)
+
+        try:
+            await self.session_manager.handle_request(scope, receive, send_opening)
+        finally:
+            if status[:1] != [200]:
+                with contextlib.suppress(DatabaseError):
+                    await _in_database(http_session_close, session_id=session_id, owner=owner)
 
     # The session manager's lifetime.
 
@@ -303,18 +332,15 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
     return body, again
 
 
-def _opening_session(send: Send, owner: str, version: str) -> Send:
-    """`send` for an `initialize`: a successful answer opens a session and names it (Mcp-Session-Id)."""
+async def _in_database(function: Callable[..., Any], **kwargs: Any) -> Any:
+    """function(**kwargs) on one of the shared pool's threads, whose connections persist between requests (a
+    session lookup on every request would otherwise open a connection of its own)."""
 
-    async def send_opening(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start" and message["status"] == 200:
-            async with django_db_scope():
-                session_id = await sync_to_async(http_session_open)(owner=owner, protocol_version=version)
-            message = {**message, "headers": [*message.get("headers", []),
-                                              (MCP_SESSION_ID, session_id.encode("latin-1"))]}
-        await send(message)
+    def run() -> Any:
+        close_old_connections()  # a connection that broke or errored is replaced before use
+        return function(**kwargs)
 
-    return send_opening
+    return await sync_to_async(run, thread_sensitive=False)()
 
 
 def _with_header(send: Send, name: bytes, value: bytes) -> Send:

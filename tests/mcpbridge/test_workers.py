@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 WORKER = "x-agentsite-worker"
 SESSIONS = 10
 CALLS = 3
+AT_ONCE = 5
 SESSION_DEADLINE_S = 60.0
 BUILTINS = {"web_search", "web_fetch", "kb_search"}
 NOTE = "The lighthouse keeper's code word is kittiwake-7."
@@ -106,8 +107,14 @@ async def use_a_session(url: str, token: str, ports: list[int] | None = None) ->
 
 
 async def use_many_sessions(url: str, token: str, ports: list[int] | None = None) -> list[Answers]:
-    results = await asyncio.gather(*(use_a_session(url, token, ports) for _ in range(SESSIONS)),
-                                   return_exceptions=True)
+    # A few at a time: each request in flight holds a database connection, and CI's PostgreSQL is shared.
+    at_once = asyncio.Semaphore(AT_ONCE)
+
+    async def one() -> Answers:
+        async with at_once:
+            return await use_a_session(url, token, ports)
+
+    results = await asyncio.gather(*(one() for _ in range(SESSIONS)), return_exceptions=True)
     failed = [repr(result) for result in results if isinstance(result, BaseException)]
     assert not failed, f"{len(failed)} of {SESSIONS} sessions failed: {failed[:3]}"
     return results  # type: ignore[return-value]

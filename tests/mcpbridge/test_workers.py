@@ -208,3 +208,30 @@ async def test_mcp_sessions_work_when_each_request_goes_to_the_other_host(two_ho
     sessions = await use_many_sessions(f"{first.base_url}{path}", token, ports=[first.port, second.port])
     for answers in sessions:
         assert len(answers.workers()) == 2, f"a session's requests did not alternate between hosts: {answers.seen}"
+
+
+def test_a_message_for_an_sse_stream_is_taken_from_its_owner_only_on_every_worker(two_workers):
+    server, token = two_workers
+    registered = requests.post(f"{server.base_url}/api/auth/register", timeout=30,
+                               json={"username": "mcp-stranger", "password": "correct-horse-battery-9"})
+    assert registered.status_code == 201, registered.text
+    owner = {"Authorization": f"Bearer {token}", "Connection": "close"}
+    stranger = {"Authorization": f"Bearer {registered.json()['token']}", "Connection": "close"}
+    ping = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with requests.get(f"{server.base_url}/mcp/sse", headers=owner, stream=True, timeout=30) as stream:
+        lines = stream.iter_lines(decode_unicode=True)
+        endpoint = next(line for line in lines if line.startswith("data:")).removeprefix("data:").strip()
+        answers: dict[tuple[str, int], int] = {}
+        for _ in range(60):  # until each worker has answered both callers
+            for who, headers in (("owner", owner), ("stranger", stranger)):
+                response = requests.post(server.base_url + endpoint, json=ping, headers=headers, timeout=30)
+                answers[(who, int(response.headers[WORKER]))] = response.status_code
+            if len(answers) == 4:
+                break
+        unknown = requests.post(f"{server.base_url}/mcp/messages/?session_id={'0' * 32}", json=ping,
+                                headers=owner, timeout=30)
+        malformed = requests.post(server.base_url + endpoint, data=b"{not json", headers=owner, timeout=30)
+    assert len(answers) == 4, f"both workers did not answer both callers in 60 tries: {answers}"
+    assert {status for (who, _pid), status in answers.items() if who == "owner"} == {202}, answers
+    assert {status for (who, _pid), status in answers.items() if who == "stranger"} == {404}, answers
+    assert (unknown.status_code, malformed.status_code) == (404, 400)

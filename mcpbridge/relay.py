@@ -189,7 +189,10 @@ class RedisRelay(Relay):
         async def refresh() -> None:
             while True:
                 await asyncio.sleep(self.TTL_S / 3)
-                await cache.aset(self._key(session_id), entry, self.TTL_S)
+                try:
+                    await cache.aset(self._key(session_id), entry, self.TTL_S)
+                except Exception:  # noqa: BLE001 - Redis away for a moment: the next refresh tries again
+                    logger.warning("Could not refresh an MCP SSE stream's entry in the cache", exc_info=True)
 
         tasks = [asyncio.create_task(receive()), asyncio.create_task(refresh())]
         try:
@@ -198,7 +201,8 @@ class RedisRelay(Relay):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await cache.adelete(self._key(session_id))
+            with contextlib.suppress(Exception):  # else it expires within TTL_S
+                await cache.adelete(self._key(session_id))
 
     async def _deliver_remote(self, session_id: str, owner: str, body: bytes) -> bool:
         from channels.layers import get_channel_layer

@@ -10,6 +10,7 @@ hands a message over only when the POST's credential names the same principal th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -30,6 +31,7 @@ from mcpbridge.relay import Relay
 logger = logging.getLogger(__name__)
 
 Scope = dict[str, Any]
+UNAVAILABLE = "The MCP message relay is unavailable; try again."
 
 
 class SseSessions:
@@ -42,10 +44,21 @@ class SseSessions:
     async def serve(self, server: Server, owner: str, scope: Scope, receive: Any, send: Any) -> None:
         session_id = uuid4().hex
         context = Request(scope, receive)  # what every message of the session carries as its request
+        endpoint = f"{quote(self.messages_path)}?session_id={session_id}"
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                inbox = await stack.enter_async_context(self.relay.listen(session_id, owner))
+            except Exception:  # a boundary: the relay's transport (Redis, a socket) failed
+                logger.exception("Could not listen for the messages of an MCP SSE stream")
+                return await Response(UNAVAILABLE, status_code=503)(scope, receive, send)
+            await self._run(server, context, inbox, endpoint, scope, receive, send)
+
+    async def _run(self, server: Server, context: Request, inbox: asyncio.Queue[bytes], endpoint: str,
+                   scope: Scope, receive: Any, send: Any) -> None:
+        """The stream's events and its MCP session, until the client hangs up."""
         read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
         write_stream, write_reader = create_context_streams[SessionMessage](0)
         events_writer, events_reader = anyio.create_memory_object_stream[dict[str, Any]](0)
-        endpoint = f"{quote(self.messages_path)}?session_id={session_id}"
 
         async def send_events() -> None:
             async with events_writer, write_reader:
@@ -54,7 +67,7 @@ class SseSessions:
                     await events_writer.send({"event": "message", "data": message.message.model_dump_json(
                         by_alias=True, exclude_unset=True)})
 
-        async def pass_messages(inbox: asyncio.Queue[bytes]) -> None:
+        async def pass_messages() -> None:
             while True:
                 body = await inbox.get()
                 try:
@@ -64,7 +77,7 @@ class SseSessions:
                 await read_writer.send(SessionMessage(message, metadata=ServerMessageMetadata(
                     request_context=context)))
 
-        async with self.relay.listen(session_id, owner) as inbox, anyio.create_task_group() as tasks:
+        async with anyio.create_task_group() as tasks:
             async def respond() -> None:
                 await EventSourceResponse(content=events_reader, data_sender_callable=send_events)(
                     scope, receive, send)
@@ -74,7 +87,7 @@ class SseSessions:
                 await events_reader.aclose()
 
             tasks.start_soon(respond)
-            tasks.start_soon(pass_messages, inbox)
+            tasks.start_soon(pass_messages)
             try:
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             finally:
@@ -96,7 +109,12 @@ class SseSessions:
             types.jsonrpc_message_adapter.validate_json(body, by_name=False)
         except ValidationError:
             return await Response("Could not parse message", status_code=400)(scope, receive, send)
-        if not await self.relay.deliver(session_id, owner, body):
+        try:
+            delivered = await self.relay.deliver(session_id, owner, body)
+        except Exception:  # a boundary: the relay's transport (Redis, a socket) failed
+            logger.exception("Could not hand a message to its MCP SSE stream")
+            return await Response(UNAVAILABLE, status_code=503)(scope, receive, send)
+        if not delivered:
             logger.info("No open MCP SSE stream %s for this caller", session_id)
             return await Response("Could not find session", status_code=404)(scope, receive, send)
         await Response("Accepted", status_code=202)(scope, receive, send)

@@ -4,6 +4,10 @@ acts as that credential's user (an API key needs the `mcp` scope: 403 otherwise;
 never gets an admin's tools). An event stream it answers ends at its next event once that token dies (a logout, a
 password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.core.sse.SseGuard).
 
+Any process of the deployment answers any request (`serve --workers N`, several hosts): Streamable HTTP runs the
+SDK's stateless transport, with the sessions in the database (mcpbridge.httpsessions); a legacy SSE stream stays
+in the process that opened it, and the messages posted for it reach it through a relay (mcpbridge.sse, relay).
+
 Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
 lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when
 the server shuts down, or daphne would stop listening on SIGTERM and never exit (docs/notes.md).
@@ -12,6 +16,7 @@ the server shuts down, or daphne would stop listening on SIGTERM and never exit 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -19,12 +24,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types.jsonrpc import CONNECTION_CLOSED
+from mcp.types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.authentication import AuthCredentials
 
 from agentsite.core.cors import origin_allowed
@@ -32,13 +39,18 @@ from agentsite.core.errors import AppError, envelope
 from agentsite.core.hosts import host_allowed, scope_host_allowed
 from agentsite.core.sse import SseGuard, sse_event
 from mcpbridge.apps import MCP_PATH
+from mcpbridge.httpsessions import http_session_close, http_session_find, http_session_open
+from mcpbridge.relay import relay_for_settings
 from mcpbridge.server import build_server, django_db_scope
+from mcpbridge.sse import SseSessions
 
 logger = logging.getLogger(__name__)
 
 PREFIX = MCP_PATH
 SSE_PATH = MCP_PATH + "/sse"
 MESSAGES_PATH = MCP_PATH + "/messages/"
+MCP_SESSION_ID = b"mcp-session-id"
+MCP_PROTOCOL_VERSION = b"mcp-protocol-version"
 _CORS_EXPOSE = b"mcp-session-id, mcp-protocol-version, www-authenticate"
 # MCP's transports send more headers than the API allows (mcp-session-id, mcp-param-<name>, ...): an allowed
 # origin may send the ones it asks for.
@@ -57,8 +69,10 @@ class McpHttpApp:
         # Host and Origin are checked here against ALLOWED_HOSTS with Django's own rules (wildcards
         # included), which the SDK's exact-match list cannot express; its own check is therefore off.
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-        self.session_manager = StreamableHTTPSessionManager(app=self.server, security_settings=security)
-        self.sse = SseServerTransport(MESSAGES_PATH, security_settings=security)
+        # Stateless: each request is served on its own, in whichever process it reaches; the sessions are ours.
+        self.session_manager = StreamableHTTPSessionManager(app=self.server, stateless=True,
+                                                            security_settings=security)
+        self.sse = SseSessions(MESSAGES_PATH, relay_for_settings())
         self._manager_task: asyncio.Task | None = None
         self._manager_ready: asyncio.Future[None] | None = None
 
@@ -95,21 +109,74 @@ class McpHttpApp:
         if path in (PREFIX, PREFIX + "/"):
             if not await self._session_manager_started():
                 return await _error(send, 503, "unavailable", "The MCP session manager could not start.")
-            return await self.session_manager.handle_request(scope, receive, send)
+            return await self._serve_streamable(scope, receive, send)
         if path == SSE_PATH:
             if scope["method"] != "GET":
                 return await _error(send, 405, "method_not_allowed", "Open the SSE stream with GET.")
-            return await self._serve_sse(scope, receive, send)
+            return await self.sse.serve(self.server, _owner(scope), scope, receive, send)
         if path.rstrip("/") == MESSAGES_PATH.rstrip("/"):
-            return await self.sse.handle_post_message(scope, receive, send)
+            return await self.sse.post(_owner(scope), scope, receive, send)
         return await _error(send, 404, "not_found", f"No MCP endpoint at {path}; use {PREFIX} or {SSE_PATH}.")
 
-    async def _serve_sse(self, scope: Scope, receive: Receive, send: Send) -> None:
+    # Streamable HTTP: the SDK's stateless transport, the sessions in the database.
+
+    async def _serve_streamable(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, owner = scope["method"], _owner(scope)
+        session_id = _header(scope, MCP_SESSION_ID)
+        if session_id is None:
+            if method == "GET":  # nothing is ever sent unprompted: no stream to open (the spec allows 405)
+                return await _jsonrpc_error(send, 405, "Method Not Allowed: this server opens no GET stream.",
+                                            [(b"allow", b"POST, DELETE")])
+            if method == "DELETE":
+                return await _jsonrpc_error(send, 400, "Bad Request: Missing session ID")
+            if method == "POST":
+                body, receive = await _buffered(receive)
+                version = _initialize_version(body)
+                if version is not None:
+                    return await self._open_session(owner, version, scope, receive, send)
+            return await self.session_manager.handle_request(scope, receive, send)
         try:
-            async with self.sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
-                await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
-        except ValueError:
-            logger.info("Refused an MCP SSE connection (the transport answered it)")
+            version = await _in_database(http_session_find, session_id=session_id, owner=owner)
+            if version is not None and method == "DELETE":
+                await _in_database(http_session_close, session_id=session_id, owner=owner)
+        except DatabaseError:
+            logger.exception("The MCP sessions could not be read")
+            return await _jsonrpc_error(send, 503, "The session store is unavailable; try again.")
+        if version is None:  # unknown, ended, expired, or another principal's: the SDK's answer
+            return await _jsonrpc_error(send, 404, "Session not found")
+        if method == "DELETE":
+            return await _jsonrpc_error(send, 200, None, [(MCP_SESSION_ID, session_id.encode("latin-1"))])
+        if method == "GET":
+            return await _jsonrpc_error(send, 405, "Method Not Allowed: this server opens no GET stream.",
+                                        [(b"allow", b"POST, DELETE")])
+        if _header(scope, MCP_PROTOCOL_VERSION) is None:  # the version the session negotiated, as the SDK would
+            scope = {**scope, "headers": [*scope["headers"], (MCP_PROTOCOL_VERSION, version.encode("latin-1"))]}
+        return await self.session_manager.handle_request(scope, receive, _with_header(
+            send, MCP_SESSION_ID, session_id.encode("latin-1")))
+
+    async def _open_session(self, owner: str, version: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """An `initialize`: a session is opened for it, named in a successful answer and forgotten otherwise."""
+        try:
+            session_id = await _in_database(http_session_open, owner=owner, protocol_version=version)
+        except DatabaseError:
+            logger.exception("An MCP session could not be stored")
+            return await _jsonrpc_error(send, 503, "The session store is unavailable; try again.")
+        status: list[int] = []
+
+        async def send_opening(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+                if message["status"] == 200:
+                    message = {**message, "headers": [*message.get("headers", []),
+                                                      (MCP_SESSION_ID, session_id.encode("latin-1"))]}
+            await send(message)
+
+        try:
+            await self.session_manager.handle_request(scope, receive, send_opening)
+        finally:
+            if status[:1] != [200]:
+                with contextlib.suppress(DatabaseError):
+                    await _in_database(http_session_close, session_id=session_id, owner=owner)
 
     # The session manager's lifetime.
 
@@ -223,6 +290,68 @@ def _jsonrpc_of(event: bytes) -> Any:
         return None
 
 
+def _owner(scope: Scope) -> str:
+    """The principal a request acts as (`user:<id>`, or `user:<id>:key:<id>`): who a session answers."""
+    return scope["user"].access_token.client_id
+
+
+def _initialize_version(body: bytes) -> str | None:
+    """The protocol version an `initialize` request in `body` negotiates (as the SDK does); None for any other
+    message."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
+        return None
+    params = message.get("params")
+    requested = params.get("protocolVersion") if isinstance(params, dict) else None
+    return requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's whole body (the ASGI wrapper bounds its size), and a receive that gives it again."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def again() -> dict[str, Any]:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, again
+
+
+async def _in_database(function: Callable[..., Any], **kwargs: Any) -> Any:
+    """function(**kwargs) on one of the shared pool's threads, whose connections persist between requests (a
+    session lookup on every request would otherwise open a connection of its own)."""
+
+    def run() -> Any:
+        close_old_connections()  # a connection that broke or errored is replaced before use
+        return function(**kwargs)
+
+    return await sync_to_async(run, thread_sensitive=False)()
+
+
+def _with_header(send: Send, name: bytes, value: bytes) -> Send:
+    async def send_with_header(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (name, value)]}
+        await send(message)
+
+    return send_with_header
+
+
 def _mcp_user(scope: Scope, user_id: int, key: Any = None) -> AuthenticatedUser:
     # The SDK binds each session to the principal that opened it (client_id, issuer, subject): naming the
     # user, not the token, lets a client go on with a session after refreshing its token. An API key is a
@@ -264,6 +393,17 @@ async def _preflight(scope: Scope, send: Send, origin: str | None) -> None:
 async def _error(send: Send, status: int, code: str, message: str,
                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
     body = json.dumps(envelope(code, message)).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _jsonrpc_error(send: Send, status: int, message: str | None,
+                         headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """An answer as the SDK's Streamable HTTP transport gives it: a JSON-RPC error without an id (none when
+    message is None)."""
+    body = b"" if message is None else json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
     await send({"type": "http.response.body", "body": body})

@@ -66,3 +66,27 @@ def masked_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)[-1]
     query = "&".join(f"{key}=***" for key, _value in parse_qsl(parts.query, keep_blank_values=True))
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+class McpHttpSession(models.Model):
+    """A Streamable HTTP session of this service's MCP server (`/mcp`), kept in the database so that any process
+    of the deployment answers its requests (the SDK's own sessions live in the memory of one process).
+
+    It holds what the protocol keeps between requests: who opened it (`owner`: the principal, `user:<id>` or
+    `user:<id>:key:<id>`; a request with another credential finds no such session) and the protocol version
+    its `initialize` negotiated. It ends with the client's DELETE, or after a time without requests
+    (mcpbridge.httpsessions).
+    """
+
+    session_id = models.CharField(max_length=32, primary_key=True)
+    owner = models.CharField(max_length=100)
+    protocol_version = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name = "MCP HTTP session"
+        indexes = [models.Index(fields=["owner", "last_seen_at"], name="mcp_http_session_owner")]
+
+    def __str__(self) -> str:
+        return self.session_id

@@ -57,12 +57,9 @@ class Live:
 def live(fake_openai_server, tmp_path_factory) -> Iterator[Live]:
     plugin_dir = tmp_path_factory.mktemp("plugins")
     shutil.copy(EXAMPLE, plugin_dir / "textkit.py")
-    # One worker until /mcp keeps its Streamable HTTP sessions where every worker finds them: with two, the
-    # official client's session, opened on one worker, is unknown to the other ("Session not found"), as issue
-    # 41 reports. Drop `workers=1` with that fix (mcpbridge/asgi.py). Plugins across workers and hosts:
-    # tests/foundation/test_stateful_doors.py.
+    # Plugins across workers and hosts: tests/foundation/test_stateful_doors.py.
     server = LiveServer(env={"AGENTSITE_PLUGIN_DIR": str(plugin_dir), "AGENTSITE_Q_WORKERS": "1",
-                             "AGENTSITE_LOGIN_RATE_LIMIT": "1000"}, workers=1).start()
+                             "AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
     try:
         admin = {"Authorization": f"Bearer {server.login()['token']}"}
         configured = requests.patch(f"{server.base_url}/api/config", headers=admin, timeout=10, json={

@@ -159,11 +159,7 @@ def run_modes() -> list[str]:
 @pytest.fixture(scope="module")
 def live(fake_openai_server):
     """`serve` (daphne and the task cluster) with the `openai` provider pointed at the fake; admin headers."""
-    # One worker until /mcp keeps its Streamable HTTP sessions where every worker finds them: with two, the
-    # `tool_by_mcp` door's session, opened on one worker, is unknown to the other (404), as issue 41 reports.
-    # Drop `workers=1` with that fix (mcpbridge/asgi.py).
-    server = LiveServer(env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_ALLOW_PRIVATE_FETCH": "1"},
-                        workers=1).start()
+    server = LiveServer(env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_ALLOW_PRIVATE_FETCH": "1"}).start()
     try:
         headers = {"Authorization": f"Bearer {server.login()['token']}"}
         requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={

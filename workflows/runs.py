@@ -79,7 +79,10 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
                           RunContext(input=run.input, owner_id=run.owner_id, emit=emit or _ignore, depth=depth,
                                      is_admin=run.admin_rights, run_id=str(run.pk)),
                           done=done, decided=decided)
-    caller = await _run_caller(run, caller)
+    try:
+        caller = await _run_caller(run, caller)
+    except AppError as exc:  # the key it runs as was revoked (or expired) while it was queued or waiting
+        return await _store(run, execution, WorkflowRun.ERROR, {"node": None, "message": exc.message})
     token = _depth.set(depth + 1)  # the nodes' tasks inherit it: a workflow tool they call sees the nesting
     # The run's span (a coroutine, not a generator: tracing.span may wrap it); the nodes' spans are its children.
     with tracing.span("invoke_workflow", **{"gen_ai.operation.name": "invoke_workflow",
@@ -111,7 +114,7 @@ async def workflow_execute(*, run: WorkflowRun, emit: Emit | None = None, interr
 async def _run_caller(run: WorkflowRun, given: Caller | None = None) -> Caller:
     """Whom the run's model calls count to: the caller starting it now (`given`, or the door's current one) when
     it is the owner (a sync run), else the one the run recorded when it started (a queued or resumed run: its
-    key, with the key's budget)."""
+    key, with the key's budget, read now). Raises AppError 403 when that key no longer stands: it no longer runs."""
     current = given or current_caller()
     if current is not None and current.user_id == run.owner_id:
         return current
@@ -120,9 +123,9 @@ async def _run_caller(run: WorkflowRun, given: Caller | None = None) -> Caller:
 
 
 def _key_budget(*, key_id: str) -> dict[str, Any] | None:
-    from accounts.models import ApiKey
+    from accounts.selectors import key_for_work  # workflows reads keys through accounts' selector (no model import)
 
-    return ApiKey.objects.filter(pk=key_id).values_list("budget", flat=True).first() if key_id.isdigit() else None
+    return key_for_work(key_id=int(key_id)).budget if key_id.isdigit() else None
 
 
 async def _store(run: WorkflowRun, execution: Execution, status: str, error: dict[str, Any] | None) -> WorkflowRun:

@@ -81,6 +81,18 @@ def test_a_queued_run_of_a_keys_trigger_keeps_the_key(owner):
 
 
 @pytest.mark.django_db
+def test_a_queued_run_of_a_key_revoked_before_it_ran_is_stored_error_and_runs_nothing(owner):
+    _, key_id, client = _key(owner)
+    trigger = _trigger(client, _workflow(client), mode="async")
+    answer = _send(trigger)
+    assert answer.status_code == 202, answer.content
+    assert client_for(owner).delete(f"/api/keys/{key_id}").status_code == 204
+    assert workflow_run_task(answer.json()["id"]) == "error"
+    run = WorkflowRun.objects.get(pk=answer.json()["id"])
+    assert "revoked" in run.error["message"] and run.trace == [], (run.error, run.trace)
+
+
+@pytest.mark.django_db
 def test_a_keys_spent_budget_refuses_its_triggers_runs(owner):
     from usage import budgets
 

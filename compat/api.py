@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import ipaddress
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,8 +36,8 @@ from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event, sse_response
-from agentsite.core.validation import json_object_body
 from compat import engine
+from compat.limits import parsed_body
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest
 
 logger = logging.getLogger(__name__)
@@ -148,17 +147,14 @@ def is_loopback(address: str) -> bool:
     return bool((mapped or ip).is_loopback)
 
 
-def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
-    return validate_body(json_object_body(request), schema)  # its AppErrors (415, 400) leave in the OpenAI shape too
+def _parse(request: HttpRequest, schema: type[BaseModel], items: str) -> Any:
+    # Its AppErrors (415, 400) leave in the OpenAI shape too.
+    return validate_body(parsed_body(request, items=items, embeddings=schema is EmbeddingRequest), schema)
 
 
 def validate_body(body: dict[str, Any], schema: type[BaseModel]) -> Any:
-    """A JSON object body as the request model; AppError 400 naming the field it breaks."""
-    try:
-        json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800): no upstream could encode it
-        raise AppError("invalid_value", "The body holds text that is not valid Unicode (a lone surrogate).",
-                       400) from exc
+    """A JSON object body (from compat.limits.parsed_body) as the request model; AppError 400 naming the field it
+    breaks."""
     try:
         return schema.model_validate(body)
     except ValidationError as exc:
@@ -214,7 +210,7 @@ async def _models(request: HttpRequest) -> HttpResponse:
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user, credential = await _caller(request)
-    body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
+    body: ChatCompletionRequest = _parse(request, ChatCompletionRequest, "messages")
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
     completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller)
     if body.stream:
@@ -231,7 +227,7 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:
     await _caller(request)
-    return JsonResponse(engine.embeddings(_parse(request, EmbeddingRequest)))
+    return JsonResponse(engine.embeddings(_parse(request, EmbeddingRequest, "input")))
 
 
 models = _openai_view(_models, methods=("GET",))

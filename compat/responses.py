@@ -53,8 +53,8 @@ from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from agentsite.core.sse import json_text, sse_event, sse_response
-from agentsite.core.validation import json_object_body
 from compat import engine
+from compat.limits import parsed_body
 from compat.schemas import WireModel
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
 def parse_request(request: HttpRequest) -> ResponseRequest:
     from compat.api import validate_body
 
-    body = json_object_body(request)
+    body = parsed_body(request, items="input")
     for name in body:
         if name not in SUPPORTED and name not in IGNORED:
             raise _invalid(name, "this server's /v1/responses does not support this field (docs/api.md lists "

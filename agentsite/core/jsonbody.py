@@ -19,6 +19,7 @@ _NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _NOT_QUOTES_OR_BRACKETS = bytes(range(256)).translate(None, b'"[]{}')
 _QUOTED = re.compile(rb'"[^"]*"')
 _OPENERS = frozenset(b"[{")
+_NOT_OPENERS = bytes(range(256)).translate(None, b"[{")
 # Past this many brackets the depth is summed by numpy (a loop over a 10 MB body of tiny objects took ~0.5 s
 # of the event loop); below it the plain loop costs less than the import.
 _VECTOR_FROM = 4096
@@ -42,6 +43,15 @@ def json_too_deep(raw: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
         else:
             depth -= 1
     return False
+
+
+def json_containers(raw: bytes, limit: int) -> int:
+    """How many objects and arrays `raw` holds (the `{` and `[` outside strings), counted no further than needed to
+    tell whether it is past `limit`: a body can be refused for its size before json.loads spends ~25 ms a MB."""
+    upper = raw.count(b"[") + raw.count(b"{")
+    if upper <= limit:
+        return upper
+    return len(_outside_strings(raw).translate(None, _NOT_OPENERS))
 
 
 def _outside_strings(raw: bytes) -> bytes:

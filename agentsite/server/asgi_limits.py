@@ -16,7 +16,8 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from agentsite.core.errors import envelope_for
+from agentsite.core.bodygate import gate_for
+from agentsite.core.errors import AppError, envelope_for
 from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.jsonbody import MAX_JSON_DEPTH, json_too_deep
 
@@ -89,6 +90,12 @@ class LimitsMiddleware:
         length = _content_length(scope)
         if length is not None and length > limit:
             return await _answer(send, 413, _too_large_body(path, limit), close=True)
+        gate = gate_for(path, scope.get("method", ""))
+        refusal = await gate(scope) if gate is not None else None
+        if refusal is not None:  # before a byte of the body is read: an unauthenticated 10 MB body costs nothing
+            return await _answer(send, refusal.status, _error_body(path, refusal.code, refusal.message,
+                                                                   refusal.status), close=True,
+                                 headers=_refusal_headers(refusal))
         if length is not None and not _is_json(scope):
             return await self._pass_counting(scope, receive, send, limit)
         try:
@@ -140,8 +147,17 @@ class _SecuredSend:
         await self.send(message)
 
 
-async def _answer(send: Send, status: int, body: bytes, close: bool = False) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+def _refusal_headers(refusal: AppError) -> list[tuple[bytes, bytes]]:
+    headers = dict(refusal.headers)
+    if refusal.status == 401:
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="v1"')
+    return [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+
+
+async def _answer(send: Send, status: int, body: bytes, close: bool = False,
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *(headers or [])]
     if close:  # the rest of an over-size body is not read: the connection cannot carry another request
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -190,3 +190,29 @@ def query_text(params: Any, name: str, *, max_length: int = 200) -> str:
         raise AppError("invalid", f"{name} must be text of at most {max_length} characters.", 400,
                        {name: [f"Text of at most {max_length} characters, without NUL or invalid UTF-8."]})
     return value
+
+
+# --- path converters ---------------------------------------------------------------------------------
+
+
+class IdConverter:
+    """`<id:name>` in a URL conf: an integer id in ASCII digits (at most 18, within a 64-bit key), given to the view
+    as text. Django's `str` takes anything, and `\\d`, `str.isdigit()` and `int()` all take other scripts' digits
+    ("１", "١"), so `/api/users/１` named user 1; such a path now matches no route (404)."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: int | str) -> str:
+        return str(value)
+
+
+def register_id_converter() -> None:
+    """Register `id` once (each URL conf that uses it calls this first; Django refuses a name registered twice)."""
+    from django.urls import register_converter
+    from django.urls.converters import get_converters
+
+    if "id" not in get_converters():
+        register_converter(IdConverter, "id")

@@ -4,10 +4,11 @@ while the body is parsed, and what an unauthenticated one costs before its 401.
     python bench/v1_big_body.py            # starts a one-process daphne server itself (SQLite)
 
 For each door (chat completions, responses, messages, count_tokens, embeddings) it posts a body just under the
-10 MB limit made of many tiny messages (or embedding inputs), and meanwhile asks /api/health every 20 ms on
-the same (single) process: it prints the big request's status and time and the slowest health answer during
-it. Then, under `compat_auth: key`, a 10 MB body with no credential: the time to its 401 and the server's CPU
-seconds for it (schedstat of every thread of the server process).
+10 MB limit made of many tiny messages (or embedding inputs), then a legal chat body at the message limit
+(2,048 messages of ~5 KB), and meanwhile asks /api/health every 20 ms on the same (single) process: it prints
+the big request's status and time and the slowest health answer during it (the upstream is a refused port: a
+request that passes validation ends 502). Then, under `compat_auth: key`, a 10 MB body with no credential: the
+time to its 401 and the server's CPU seconds for it (schedstat of every thread of the server process).
 """
 
 from __future__ import annotations
@@ -83,10 +84,14 @@ def main() -> None:
             "provider": "openai", "base_url": f"http://127.0.0.1:{refusing_port()}/v1", "api_key": "sk-x",
             "model": "fake-model"}).raise_for_status()
         print(f"{'door':28} {'bytes':>9} {'status':>6} {'took s':>7} {'worst health s':>15} {'answers':>7}")
-        for path, body in bodies().items():
+        cases = [(path, path, body) for path, body in bodies().items()]
+        text = "word " * ((LIMIT - 65536) // 2048 // 5 - 20)  # a legal body: 2,048 messages (the limit) of ~5 KB
+        cases.append(("chat, 2,048 x 5 KB", "/v1/chat/completions",
+                      {"model": "fake-model", "messages": [{"role": "user", "content": text}] * 2048}))
+        for label, path, body in cases:
             raw = json.dumps(body).encode()
             status, took, worst, answers = while_posting(server.base_url, path, raw, {})
-            print(f"{path:28} {len(raw):9d} {status:6d} {took:7.2f} {worst:15.3f} {answers:7d}")
+            print(f"{label:28} {len(raw):9d} {status:6d} {took:7.2f} {worst:15.3f} {answers:7d}")
         requests.patch(f"{server.base_url}/api/config", headers=admin, timeout=10,
                        json={"compat_auth": "key"}).raise_for_status()
         raw = json.dumps(bodies()["/v1/chat/completions"]).encode()

@@ -196,14 +196,16 @@ def query_text(params: Any, name: str, *, max_length: int = 200) -> str:
 
 
 class IdConverter:
-    """`<id:name>` in a URL conf: an integer id in ASCII digits (at most 18, within a 64-bit key), given to the view
-    as text. Django's `str` takes anything, and `\\d`, `str.isdigit()` and `int()` all take other scripts' digits
-    ("１", "١"), so `/api/users/１` named user 1; such a path now matches no route (404)."""
+    """`<id:name>` in a URL conf: an integer id, which the view gets as text in ASCII digits (at most 18, within a
+    64-bit key), or as "" when the segment is anything else. Django's `str` converter hands over any text, and
+    `\\d`, `str.isdigit()` and `int()` all take other scripts' digits ("１", "١"), so `/api/users/１` named user 1.
+    Every segment still matches, so that authentication runs first and a segment that is no id gets the view's
+    own 404, the same answer as an id that names nothing."""
 
-    regex = "[0-9]{1,18}"
+    regex = "[^/]+"
 
     def to_python(self, value: str) -> str:
-        return value
+        return value if value.isascii() and value.isdigit() and len(value) <= 18 else ""
 
     def to_url(self, value: int | str) -> str:
         return str(value)

@@ -138,8 +138,7 @@ def is_admin_operation(method: str, callback) -> bool:
 
 
 def _fill(template: str) -> str:
-    # An API key's id is an integer (its route takes ASCII digits only: anything else matches no route, a 404).
-    return (template.replace("/api/keys/{pk}", "/api/keys/1").replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
+    return (template.replace("{pk}", str(uuid.uuid4())).replace("{run_id}", str(uuid.uuid4()))
             .replace("{approval_id}", str(uuid.uuid4())).replace("{connection_id}", "1").replace("{alias_id}", "1")
             .replace("{user_id}", "1").replace("{number}", "1").replace("{trigger_id}", str(uuid.uuid4())))
 

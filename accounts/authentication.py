@@ -476,6 +476,21 @@ def _validated(raw: str | bytes) -> Any | None:
         return None
 
 
+def is_token_shaped(raw: str | None) -> bool:
+    """Whether a credential has a JWT's compact form: then /v1 checks it as a dashboard token, and one that does not
+    stand (a bad signature, `alg: none`, expired, a refresh token, logged out) is refused, never taken for an
+    anonymous placeholder ("sk-...", "x")."""
+    return bool(raw) and _JWT_SHAPE.fullmatch(raw) is not None  # type: ignore[arg-type]
+
+
+async def aauthenticate_token(raw: str) -> tuple[Any, Any]:
+    """(user, validated access token) of a raw dashboard token; raises InvalidToken (a bad signature or type,
+    expired) or AuthenticationFailed (logged out, a password change, the user inactive or deleted). A cached
+    user costs no database thread."""
+    validated = JWTAuthentication().get_validated_token(raw.encode())
+    return await _achecked(validated), validated
+
+
 def bearer_scheme(header: str | None) -> bool:
     """Whether an Authorization header uses the Bearer scheme (case-insensitive), with a token or not."""
     return (header or "").strip().partition(" ")[0].lower() == "bearer"

@@ -2,6 +2,9 @@ from django.urls import path
 
 from accounts import api, keys_api
 from accounts.audit import AuditListView
+from agentsite.core.validation import register_id_converter
+
+register_id_converter()  # `<id:...>`: ids in ASCII digits only
 
 urlpatterns = [
     path("auth/login", api.LoginView.as_view(), name="auth-login"),
@@ -14,7 +17,7 @@ urlpatterns = [
     path("auth/me", api.MeView.as_view(), name="auth-me"),
     path("config", api.ConfigView.as_view(), name="config"),
     path("keys", keys_api.KeyListView.as_view(), name="keys"),
-    path("keys/<str:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
+    path("keys/<id:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
     path("connections", api.ConnectionListView.as_view(), name="connections"),
     path("connections/<str:connection_id>", api.ConnectionDetailView.as_view(), name="connection"),
     path("connections/<str:connection_id>/discover", api.ConnectionDiscoverView.as_view(), name="connection-discover"),

@@ -6,25 +6,26 @@ and renders its result. Every error leaves as one AppError rendered in OpenAI's 
 
 from __future__ import annotations
 
+import io
 import ipaddress
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import BaseModel, ValidationError
-from rest_framework_simplejwt.exceptions import AuthenticationFailed
+from rest_framework_simplejwt.exceptions import AuthenticationFailed, InvalidToken
 
 from accounts.authentication import (
     KeyCredential,
     aauthenticate_key,
-    auser_for_token,
+    aauthenticate_token,
     bearer_token,
-    credential_of,
     failure_detail,
     is_api_key,
+    is_token_shaped,
     revocable,
     scope_problem,
 )
@@ -35,8 +36,8 @@ from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, openai_envelope, openai_param
 from agentsite.core.sse import sse_event, sse_response
-from agentsite.core.validation import json_object_body
 from compat import engine
+from compat.limits import parsed_body
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest
 
 logger = logging.getLogger(__name__)
@@ -59,43 +60,81 @@ def openai_error_event(exc: AppError) -> bytes:
     return sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
 
 
+# Where the body gate (gate below, run by agentsite.server.asgi_limits before the body is read) leaves the
+# caller it resolved, so that the view does not resolve it again: (user, key, credential).
+CALLER_SCOPE_KEY = "agentsite.v1_caller"
+
+
 async def _caller(request: HttpRequest) -> tuple[Any, Any]:
     """(user, credential) of the request, both None for an anonymous caller that `compat_auth` lets in; sets
-    `request.api_key`. An API key (`ask-...`) is taken from `Authorization: Bearer` or `x-api-key`, with the same
-    checks either way; a dashboard token from `Authorization: Bearer`. A key or a token identifies the caller in
-    every mode; a dead key is refused (401), never taken for an anonymous placeholder; a key without the `v1`
-    scope is refused (403). Anything else in the headers is a placeholder: an anonymous caller."""
-    request.api_key = None  # type: ignore[attr-defined]
-    bearer = bearer_token(request.headers.get("Authorization"))
-    secret = bearer if is_api_key(bearer) else None
-    if secret is None:
-        credential = credential_of(request.headers.get("Authorization")) if bearer else None
-        user = await auser_for_token(bearer) if credential is not None else None
-        if user is not None:
-            return user, credential
-        extra = (request.headers.get("x-api-key") or "").strip()
-        secret = extra if is_api_key(extra) else None
-    if secret is not None:
-        try:
-            user, key = await aauthenticate_key(secret)
-        except AuthenticationFailed as exc:
-            raise AppError("invalid_api_key", failure_detail(exc), 401) from exc
-        problem = scope_problem(key, "v1", "/v1")
-        if problem is not None:
-            raise problem
-        request.api_key = key  # type: ignore[attr-defined]
-        return user, KeyCredential(key.hash)
+    `request.api_key`. The body gate usually resolved it already, before the body was read."""
+    resolved = getattr(request, "scope", {}).get(CALLER_SCOPE_KEY)
+    if resolved is None:
+        resolved = await _resolve_caller(request)
+    user, request.api_key, credential = resolved  # type: ignore[attr-defined]
+    return user, credential
+
+
+async def _resolve_caller(request: HttpRequest) -> tuple[Any, Any, Any]:
+    """(user, key, credential). A credential is presented when `Authorization: Bearer` or `x-api-key` (the
+    Bearer first) carries an API key (`ask-...`) or a JWT-shaped dashboard token; it identifies the caller in
+    every mode, and one that does not stand is refused (401), never taken for an anonymous placeholder; a key
+    without the `v1` scope is refused (403). Anything else in those headers is a placeholder: an anonymous
+    caller, served as `compat_auth` says."""
+    raw = presented_credential(request.headers.get("Authorization"), request.headers.get("x-api-key"))
+    if raw is not None:
+        return await _credential_caller(raw)
     config = config_peek() or await db(config_get)
     if config.compat_auth == "public":
-        return None, None
+        return None, None, None
     if config.compat_auth == "local":
         if is_loopback(client_ip(request)):
-            return None, None
+            return None, None, None
         raise AppError("invalid_api_key", "This server answers anonymous /v1 requests from its own host only "
                        "(compat_auth is 'local'): send an API key (Authorization: Bearer ask-... or x-api-key) "
                        "or a dashboard token.", 401)
     raise AppError("invalid_api_key", f"This server requires an API key or a dashboard token (compat_auth is "
                    f"'{config.compat_auth}'): send Authorization: Bearer ask-... or x-api-key.", 401)
+
+
+def presented_credential(authorization: str | None, x_api_key: str | None) -> str | None:
+    """The credential a /v1 request presents (an `ask-` key, or a JWT-shaped token as Bearer), or None for a
+    placeholder; raises AppError 401 for a token in `x-api-key`, which carries API keys only."""
+    bearer = bearer_token(authorization)
+    if bearer and (is_api_key(bearer) or is_token_shaped(bearer)):
+        return bearer
+    extra = (x_api_key or "").strip()
+    if is_api_key(extra):
+        return extra
+    if is_token_shaped(extra):
+        raise AppError("invalid_api_key", "x-api-key carries API keys (ask-...) only: send a dashboard token as "
+                       "Authorization: Bearer.", 401)
+    return None
+
+
+async def _credential_caller(raw: str) -> tuple[Any, Any, Any]:
+    try:
+        if not is_api_key(raw):
+            user, token = await aauthenticate_token(raw)
+            return user, None, token
+        user, key = await aauthenticate_key(raw)
+    except (AuthenticationFailed, InvalidToken) as exc:
+        raise AppError("invalid_api_key", failure_detail(exc), 401) from exc
+    problem = scope_problem(key, "v1", "/v1")
+    if problem is not None:
+        raise problem
+    return user, key, KeyCredential(key.hash)
+
+
+async def gate(scope: dict[str, Any]) -> AppError | None:
+    """The body gate of /v1 (agentsite.core.bodygate): the caller resolved from the headers alone, before a byte
+    of the body is read, and left in the scope for the view; the AppError that refuses it otherwise."""
+    request = ASGIRequest(scope, io.BytesIO())
+    try:
+        scope[CALLER_SCOPE_KEY] = await _resolve_caller(request)
+    except AppError as exc:
+        return exc
+    return None
 
 
 def is_loopback(address: str) -> bool:
@@ -108,17 +147,14 @@ def is_loopback(address: str) -> bool:
     return bool((mapped or ip).is_loopback)
 
 
-def _parse(request: HttpRequest, schema: type[BaseModel]) -> Any:
-    return validate_body(json_object_body(request), schema)  # its AppErrors (415, 400) leave in the OpenAI shape too
+def _parse(request: HttpRequest, schema: type[BaseModel], items: str) -> Any:
+    # Its AppErrors (415, 400) leave in the OpenAI shape too.
+    return validate_body(parsed_body(request, items=items, embeddings=schema is EmbeddingRequest), schema)
 
 
 def validate_body(body: dict[str, Any], schema: type[BaseModel]) -> Any:
-    """A JSON object body as the request model; AppError 400 naming the field it breaks."""
-    try:
-        json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError as exc:  # a lone surrogate escape (\ud800): no upstream could encode it
-        raise AppError("invalid_value", "The body holds text that is not valid Unicode (a lone surrogate).",
-                       400) from exc
+    """A JSON object body (from compat.limits.parsed_body) as the request model; AppError 400 naming the field it
+    breaks."""
     try:
         return schema.model_validate(body)
     except ValidationError as exc:
@@ -174,7 +210,7 @@ async def _models(request: HttpRequest) -> HttpResponse:
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user, credential = await _caller(request)
-    body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
+    body: ChatCompletionRequest = _parse(request, ChatCompletionRequest, "messages")
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
     completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller)
     if body.stream:
@@ -191,7 +227,7 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:
     await _caller(request)
-    return JsonResponse(engine.embeddings(_parse(request, EmbeddingRequest)))
+    return JsonResponse(engine.embeddings(_parse(request, EmbeddingRequest, "input")))
 
 
 models = _openai_view(_models, methods=("GET",))

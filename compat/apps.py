@@ -5,3 +5,13 @@ class CompatConfig(AppConfig):
     name = "compat"
     verbose_name = "OpenAI-compatible API"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentsite.core.bodygate import BODY_GATES
+
+        async def gate(scope):  # compat.api imports the ORM's models: not before the apps are ready
+            from compat.api import gate as v1_gate
+
+            return await v1_gate(scope)
+
+        BODY_GATES.append(("/v1/", gate))

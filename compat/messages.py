@@ -46,8 +46,8 @@ from agentsite.agent.types import (
 from agentsite.agent.usage import CHARS_PER_TOKEN, Caller, prompt_chars
 from agentsite.core.errors import AppError, anthropic_envelope
 from agentsite.core.sse import json_text, sse_event, sse_response
-from agentsite.core.validation import json_object_body
 from compat import engine
+from compat.limits import parsed_body
 from compat.schemas import WireModel
 
 logger = logging.getLogger(__name__)
@@ -400,12 +400,7 @@ def error_event(exc: AppError) -> bytes:
 
 
 def _parse(request: HttpRequest, schema: type[_Conversation]) -> Any:
-    body = json_object_body(request)
-    try:
-        json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError as exc:
-        raise AppError("invalid_value", "The body holds text that is not valid Unicode (a lone surrogate).",
-                       400) from exc
+    body = parsed_body(request, items="messages")
     try:
         return schema.model_validate(body)
     except ValidationError as exc:

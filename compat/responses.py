@@ -52,9 +52,9 @@ from agentsite.agent.types import (
 from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
-from agentsite.core.sse import json_text, sse_event, sse_response
-from agentsite.core.validation import json_object_body
+from agentsite.core.sse import Problem, json_text, sse_event, sse_response
 from compat import engine
+from compat.limits import parsed_body
 from compat.schemas import WireModel
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
 def parse_request(request: HttpRequest) -> ResponseRequest:
     from compat.api import validate_body
 
-    body = json_object_body(request)
+    body = parsed_body(request, items="input")
     for name in body:
         if name not in SUPPORTED and name not in IGNORED:
             raise _invalid(name, "this server's /v1/responses does not support this field (docs/api.md lists "
@@ -380,11 +380,13 @@ class ResponseRun(engine.Completion):
 
         await db(save)
 
-    async def events(self) -> AsyncIterator[bytes]:
+    async def events(self, problem: Problem | None = None) -> AsyncIterator[bytes]:
         """The typed SSE events, opened (engine.Completion.opened: a failure to answer is raised here as the
-        AppError, a proper HTTP error). A hang-up closes this and, with it, the upstream."""
+        AppError, a proper HTTP error). A hang-up closes this and, with it, the upstream. `problem` (the caller's
+        credential check) is awaited before each event: once it answers an AppError the upstream is closed and
+        the stream ends with `response.failed` carrying it, as any failure of a started response does."""
         first, batches = await self.opened()
-        return _events(self, first, batches)
+        return _events(self, first, batches, problem)
 
 
 # The response object's fixed fields, in _fixed's order: what json.dumps(run._fixed) gives without its closing brace.
@@ -460,8 +462,8 @@ _ITEM_DONE = (b'event: response.output_item.done\ndata: {"type": "response.outpu
               b'"item": %s, "sequence_number": %d}\n\n')
 
 
-async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]]
-                  ) -> AsyncIterator[bytes]:
+async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]],
+                  problem: Problem | None = None) -> AsyncIterator[bytes]:
     sequence = 0
     out: list[bytes] = []
     output: list[dict[str, Any]] = []  # the response's items, and each encoded (the closing event's bytes)
@@ -534,9 +536,11 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
     try:
         async with aclosing(batches):
             render(first)
+            await _stands(problem)
             yield b"".join(out)
             out.clear()
             async for batch in batches:
+                await _stands(problem)
                 # Most batches are one text delta of the open message (a model streams a token per read): its
                 # template, without render's dispatch and the join (render gives the same bytes).
                 if delta_template is not None and len(batch) == 1:
@@ -568,6 +572,12 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
     kind = "response.completed" if status == "completed" else "response.incomplete"
     out.append(_wrapped(kind, "response", run.response_json(status=status, output=encoded, usage=usage), sequence))
     yield b"".join(out)
+
+
+async def _stands(problem: Problem | None) -> None:
+    failed = await problem() if problem is not None else None
+    if failed is not None:
+        raise failed
 
 
 # --- the views ------------------------------------------------------------------------------------
@@ -602,8 +612,8 @@ async def _history(user: AbstractBaseUser | None, response_id: str) -> list[dict
 
 
 async def create(request: HttpRequest) -> HttpResponse:
-    from accounts.authentication import revocable
-    from compat.api import _caller, openai_error_event
+    from accounts.authentication import credential_problem
+    from compat.api import _caller
 
     user, credential = await _caller(request)
     body = parse_request(request)
@@ -611,10 +621,9 @@ async def create(request: HttpRequest) -> HttpResponse:
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
     run = ResponseRun(body, history, settings=await aget_settings(), user=user, caller=caller)
     if body.stream:
-        stream = await run.events()
-        if credential is not None:  # the stream ends at its next event once the token or key is revoked
-            stream = revocable(stream, None, openai_error_event, credential=credential)
-        response: HttpResponse = sse_response(stream)
+        # The stream ends at its next event, with response.failed, once the token or key is revoked.
+        stands = (lambda: credential_problem(credential)) if credential is not None else None
+        response: HttpResponse = sse_response(await run.events(stands))
     else:
         reply = await run.reply()
         items = output_items(reply)

@@ -64,6 +64,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "unsupported_media_type": ErrorCode((415,), "The body's Content-Type (or a file's type) is not one the "
                                                 "endpoint takes."),
     "unprocessable": ErrorCode((422,), "The request is well-formed but cannot be carried out as it stands."),
+    "headers_too_large": ErrorCode((431,), "The request line and headers together are over 16,384 bytes, or "
+                                           "there are more than 500 headers."),
     "rate_limited": ErrorCode((429,), "Too many requests (log-in, registration, a per-minute LLM limit); "
                                       "Retry-After says when to retry."),
     "budget_exceeded": ErrorCode((429,), "The caller's (or the key's) token or cost budget for the day or month is "
@@ -129,7 +131,7 @@ def openai_param(exc: AppError) -> str | None:
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                     404: "not_found_error", 405: "invalid_request_error", 409: "invalid_request_error",
                     413: "request_too_large", 415: "invalid_request_error", 422: "invalid_request_error",
-                    429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
+                    431: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
 
 
 def is_anthropic_path(path: str) -> bool:

@@ -190,3 +190,31 @@ def query_text(params: Any, name: str, *, max_length: int = 200) -> str:
         raise AppError("invalid", f"{name} must be text of at most {max_length} characters.", 400,
                        {name: [f"Text of at most {max_length} characters, without NUL or invalid UTF-8."]})
     return value
+
+
+# --- path converters ---------------------------------------------------------------------------------
+
+
+class IdConverter:
+    """`<id:name>` in a URL conf: an integer id, which the view gets as text in ASCII digits (at most 18, within a
+    64-bit key), or as "" when the segment is anything else. Django's `str` converter hands over any text, and
+    `\\d`, `str.isdigit()` and `int()` all take other scripts' digits ("１", "١"), so `/api/users/１` named user 1.
+    Every segment still matches, so that authentication runs first and a segment that is no id gets the view's
+    own 404, the same answer as an id that names nothing."""
+
+    regex = "[^/]+"
+
+    def to_python(self, value: str) -> str:
+        return value if value.isascii() and value.isdigit() and len(value) <= 18 else ""
+
+    def to_url(self, value: int | str) -> str:
+        return str(value)
+
+
+def register_id_converter() -> None:
+    """Register `id` once (each URL conf that uses it calls this first; Django refuses a name registered twice)."""
+    from django.urls import register_converter
+    from django.urls.converters import get_converters
+
+    if "id" not in get_converters():
+        register_converter(IdConverter, "id")

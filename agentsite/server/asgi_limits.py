@@ -16,7 +16,8 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from agentsite.core.errors import envelope_for
+from agentsite.core.bodygate import gate_for
+from agentsite.core.errors import AppError, envelope_for
 from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.jsonbody import MAX_JSON_DEPTH, json_too_deep
 
@@ -89,6 +90,12 @@ class LimitsMiddleware:
         length = _content_length(scope)
         if length is not None and length > limit:
             return await _answer(send, 413, _too_large_body(path, limit), close=True)
+        gate = gate_for(path, scope.get("method", ""))
+        refusal = await gate(scope) if gate is not None else None
+        if refusal is not None:  # before a byte of the body is read: an unauthenticated 10 MB body costs nothing
+            return await _answer(send, refusal.status, _error_body(path, refusal.code, refusal.message,
+                                                                   refusal.status), close=True,
+                                 headers=_refusal_headers(refusal))
         if length is not None and not _is_json(scope):
             return await self._pass_counting(scope, receive, send, limit)
         try:
@@ -140,8 +147,17 @@ class _SecuredSend:
         await self.send(message)
 
 
-async def _answer(send: Send, status: int, body: bytes, close: bool = False) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+def _refusal_headers(refusal: AppError) -> list[tuple[bytes, bytes]]:
+    headers = dict(refusal.headers)
+    if refusal.status == 401:
+        headers.setdefault("WWW-Authenticate", 'Bearer realm="v1"')
+    return [(name.lower().encode(), value.encode()) for name, value in headers.items()]
+
+
+async def _answer(send: Send, status: int, body: bytes, close: bool = False,
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *(headers or [])]
     if close:  # the rest of an over-size body is not read: the connection cannot carry another request
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -299,7 +315,48 @@ def _install_daphne_headers(request_class: type, channel_class: type) -> None:
     request_class.handle_reply = handle_reply
     channel_class._respondToBadRequestAndDisconnect = respond_to_bad_request_and_disconnect
     channel_class.connectionMade = connection_made
+    _install_header_limit(channel_class)
     _install_websocket_headers()
+
+
+def _install_header_limit(channel_class: type) -> None:
+    """Twisted's limits on a request's head (`totalHeadersSize`, 16,384 bytes: the request line and the header
+    lines, CRLFs not counted; `maxHeaders`, 500) answered a bare 400, and a single line past 16,384 bytes
+    (LineReceiver's MAX_LENGTH) was dropped without any answer. All three now answer 431 in the path's envelope."""
+    original_line = channel_class.lineReceived
+    original_header = channel_class.headerReceived
+
+    def line_received(self, line):
+        if self._receivedHeaderSize + len(line) > self.totalHeadersSize:
+            return _refuse_headers(self)
+        return original_line(self, line)
+
+    def line_length_exceeded(self, line):
+        return _refuse_headers(self)
+
+    def header_received(self, line):
+        if self._receivedHeaderCount >= self.maxHeaders:
+            _refuse_headers(self)
+            return False
+        return original_header(self, line)
+
+    channel_class.lineReceived = line_received
+    channel_class.lineLengthExceeded = line_length_exceeded
+    channel_class.headerReceived = header_received
+
+
+def _refuse_headers(channel) -> None:
+    # The path of the request line read for this request: none yet when the request line is the long one (the
+    # channel's `_path` would then be the previous request's on a kept-alive connection).
+    parsed = not getattr(channel, "_HTTPChannel__first_line", 0)
+    raw = (getattr(channel, "_path", b"") or b"").split(b"?", 1)[0] if parsed else b""
+    path = unquote(raw.decode("latin-1"), encoding="utf-8", errors="replace")
+    body = _error_body(path, "headers_too_large", "The request line and headers are over 16,384 bytes (or there "
+                       "are more than 500 headers).", 431)
+    head = [b"HTTP/1.1 431 Request Header Fields Too Large", b"Content-Type: application/json",
+            b"Content-Length: " + str(len(body)).encode(), b"Connection: close", *_raw_security_headers()]
+    channel.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
+    channel.loseConnection()
 
 
 def _flush(request) -> None:

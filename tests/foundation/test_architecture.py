@@ -22,7 +22,7 @@ APPS = ("accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "schedul
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
-          "filecache", "metrics", "logs", "audit", "tracing", "qbroker", "localwake")
+          "filecache", "metrics", "logs", "audit", "tracing", "qbroker", "localwake", "bodygate")
 # The kernel's one model (ServiceProcess) stays at agentsite/models.py under the `agentsite` app label, so the
 # migration history of existing data directories stays valid: imported as part of the kernel.
 KERNEL_MODELS = "agentsite.models"

@@ -349,9 +349,12 @@ def test_v1_chat_and_embeddings_are_public_only_while_compat_auth_says_so(bad_cr
     client = APIClient()
     assert admin_client.patch("/api/config", {"compat_auth": "public"}, format="json").status_code == 200
     for path, body in requests.items():
-        for kind in ("no token", "garbage", "expired"):  # any placeholder API key is accepted while public
+        for kind in ("no token", "garbage"):  # any placeholder API key is accepted while public
             response = client.post(path, body, format="json", **bad_credentials[kind])
             assert response.status_code == 200, f"{path} with {kind} while public: {response.status_code}"
+        # A credential presented and dead (a JWT that does not stand) is refused in every mode, never anonymous.
+        _assert_401(client.post(path, body, format="json", **bad_credentials["expired"]), method="post", where=path,
+                    kind="expired", openai_shape=True)
     assert admin_client.patch("/api/config", {"compat_auth": "token"}, format="json").status_code == 200
     for path, body in requests.items():
         _assert_401(client.post(path, body, format="json"), method="post", where=path, kind="no token",

@@ -478,6 +478,7 @@ def test_the_worker_imports_only_the_standard_library_and_v8() -> None:
     assert imported - {"__future__", "py_mini_racer"} <= set(sys.stdlib_module_names)
 
 
+@pytest.mark.e2e
 def test_the_pool_module_imports_without_django() -> None:
     code = "import sys, workflows.sandbox; assert 'django' not in sys.modules; print('ok')"
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}

@@ -49,6 +49,9 @@ class Pusher(threading.Thread):
         super().__init__(daemon=True)
         self.broker, self.expected, self.taken = broker, expected, []
         self.sleeps = 0
+        # Bound before the pusher runs (as a cluster's pusher binds at its start): a wake sent before it first
+        # waits is kept in the socket, not lost.
+        assert qbroker.doorbell(broker.list_key).listen(), "this process could not bind the queue's doorbell"
         self._changed = threading.Condition()
         wait = broker._wait
 

@@ -363,6 +363,7 @@ def two_processes(fake_openai_server) -> Iterator[tuple[LiveServer, LiveServer]]
         first.stop()
 
 
+@pytest.mark.e2e  # two live servers (PostgreSQL + Redis runs only)
 def test_a_logout_on_one_process_ends_the_token_and_its_open_stream_on_another(two_processes, fake_openai):
     import redis
 
@@ -490,6 +491,7 @@ async def test_an_mcp_stream_made_with_a_key_answers_the_call_in_flight_with_an_
     assert outcome.error.code == -32000 and outcome.error.data == {"code": "token_invalid"}
 
 
+@pytest.mark.e2e  # two live servers (PostgreSQL + Redis runs only)
 def test_a_key_revoked_on_one_process_ends_its_open_stream_on_another(two_processes, fake_openai):
     import redis
 

@@ -522,11 +522,15 @@ class AliasDetailView(APIView):
     def patch(self, request: Request, alias_id: str) -> Response:
         alias = alias_get(alias_id=alias_id)
         changes = _targets(dict(validated(AliasInputSerializer, request.data, partial=True)))
-        return Response(AliasOutputSerializer(services.alias_update(alias=alias, changes=changes)).data)
+        alias = services.alias_update(alias=alias, changes=changes)
+        audit("alias.update", request=request, target=f"alias:{alias.name}", details={"fields": sorted(changes)})
+        return Response(AliasOutputSerializer(alias).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, alias_id: str) -> Response:
-        services.alias_delete(alias=alias_get(alias_id=alias_id))
+        alias = alias_get(alias_id=alias_id)
+        services.alias_delete(alias=alias)
+        audit("alias.delete", request=request, target=f"alias:{alias.name}")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

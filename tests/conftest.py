@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import subprocess
-from functools import cache
 
 import pytest
 from rest_framework.test import APIClient
 
 from tests.server import LiveServer, remove_made_data_dirs, templates
 
-pytest_plugins = ["tests.fakes.fixtures"]
+pytest_plugins = ["tests.fakes.fixtures", "tests.dbthreads"]
 
 PASSWORD = "correct-horse-battery-9"
 
@@ -25,70 +23,84 @@ def pytest_configure(config):
 
 
 # --- the fast tier: `pytest -m "not e2e"` ----------------------------------------------------------------
-# A test is e2e when it starts a server, a browser or any other subprocess. Collection marks it so: its own
-# module, or the source of a fixture it uses, names one of these. A test left unmarked that starts a
-# subprocess anyway fails (the guard below), so the marking cannot silently go wrong. The sandbox's V8 workers
-# are the exception: the pool starts them once per process and reuses them, like a thread pool's threads.
-E2E_SIGNS = ("LiveServer", "live_server", "playwright", "subprocess", "Popen", "create_subprocess", "sandbox_worker",
-             "sys.executable", "espeak")
+# A test is e2e when it starts a server, a browser or any other subprocess, itself or through a fixture. It says
+# so: `@pytest.mark.e2e` on the test, or `pytestmark = pytest.mark.e2e` in a module where every test starts one.
+# Nothing is inferred. The guard below fails a test left unmarked that starts a process anyway, in its body or
+# in the setup of a fixture of any scope (a fixture seen starting one fails every unmarked test that uses it), so
+# a missing mark cannot silently slow the fast tier or hide in it. The sandbox's V8 workers are the exception:
+# the pool starts them once per process and reuses them, like a thread pool's threads.
 SANDBOX_WORKER = os.path.join("workflows", "sandbox", "worker.py")
 # Programs libraries run to describe the platform (the openai SDK's headers call platform.processor()).
 PLATFORM_PROBES = ("uname",)
 
 
-@cache
-def _names_a_subprocess(source: str) -> bool:
-    return any(sign in source for sign in E2E_SIGNS)
+class _ProcessGuard:
+    """Who is starting processes: the test being set up or run, and the fixtures being set up for it."""
+
+    def __init__(self) -> None:
+        self.item: pytest.Item | None = None
+        self.fixtures: list[str] = []
+        self.starting: dict[str, str] = {}  # fixture name -> the first command it was seen to start
+        self.refused: list[str] = []
+
+    def started(self, command: str) -> None:
+        for name in self.fixtures:
+            self.starting.setdefault(name, command)
+        item = self.item
+        if item is not None and "e2e" not in item.keywords:
+            self.refused.append(command)
+            pytest.fail(_unmarked(item, command), pytrace=False)
 
 
-def _starts_processes(item: pytest.Item) -> bool:
-    if _names_a_subprocess(inspect.getsource(item.module)):
-        return True
-    for definitions in item._fixtureinfo.name2fixturedefs.values():
-        for definition in definitions:
-            if definition.argname == "_unmarked_tests_start_no_process" or \
-                    not definition.func.__module__.startswith("tests."):
-                continue  # the guard itself names Popen; plugins' fixtures (pytest-django's) start nothing
-            try:
-                source = inspect.getsource(definition.func)
-            except (OSError, TypeError):
-                continue
-            if _names_a_subprocess(source):
-                return True
-    return False
+_guard = _ProcessGuard()
+_popen_init = subprocess.Popen.__init__
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if "e2e" not in item.keywords and _starts_processes(item):
-            item.add_marker(pytest.mark.e2e)
+def _guarded_popen_init(self, args, *rest, **options):
+    command = [str(part) for part in (args if isinstance(args, list | tuple) else [args])]
+    if not any(part.endswith(SANDBOX_WORKER) for part in command) and command[0] not in PLATFORM_PROBES:
+        _guard.started(" ".join(command)[:200])
+    _popen_init(self, args, *rest, **options)
+
+
+subprocess.Popen.__init__ = _guarded_popen_init  # asyncio's subprocesses and multiprocessing's spawn come here too
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    _guard.fixtures.append(fixturedef.argname)
+    try:
+        yield
+    finally:
+        _guard.fixtures.pop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _guard.item, _guard.refused = item, []
+    if "e2e" in item.keywords:
+        return
+    for name in item.fixturenames:
+        if name in _guard.starting:
+            pytest.fail(_unmarked(item, f"{_guard.starting[name]}, through the fixture {name}"), pytrace=False)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    _guard.item = None
 
 
 @pytest.fixture(autouse=True)
-def _unmarked_tests_start_no_process(request, monkeypatch):
-    if "e2e" in request.node.keywords:
-        yield
-        return
-    started = subprocess.Popen.__init__
-    refused: list[str] = []
-
-    def refuse(self, args, *rest, **options):
-        command = [str(part) for part in (args if isinstance(args, list | tuple) else [args])]
-        if not any(part.endswith(SANDBOX_WORKER) for part in command) and command[0] not in PLATFORM_PROBES:
-            refused.append(" ".join(command)[:200])
-            pytest.fail(_unmarked(request, refused[-1]), pytrace=False)
-        started(self, args, *rest, **options)
-
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+def _unmarked_tests_start_no_process(request):
     yield
-    if refused:  # also when the code under test caught the failure above and went on
-        pytest.fail(_unmarked(request, refused[0]), pytrace=False)
+    if _guard.refused and _guard.item is request.node:  # also when the code under test caught the failure
+        pytest.fail(_unmarked(request.node, _guard.refused[0]), pytrace=False)
 
 
-def _unmarked(request, command: str) -> str:
-    return (f"{request.node.nodeid} starts a process ({command}) but is not marked e2e: mark it "
-            "(pytestmark = pytest.mark.e2e) so the fast tier leaves it out")
-
+def _unmarked(item: pytest.Item, command: str) -> str:
+    return (f"{item.nodeid} starts a process ({command}) but is not marked e2e: put @pytest.mark.e2e on the "
+            "test (or pytestmark = pytest.mark.e2e in its module when every test there starts one) so the fast "
+            "tier (-m 'not e2e') leaves it out")
 
 
 def pytest_sessionfinish(session, exitstatus):

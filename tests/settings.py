@@ -39,9 +39,8 @@ PASSWORD_HASHERS = ["tests.settings.QuickPBKDF2PasswordHasher"]
 # settings, whose default is the loopback names alone: tests/foundation/test_settings.py).
 ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405
 
-# Async views' database work on the request's own thread (sync_to_async), where pytest-django's
-# transaction-wrapped test database is visible. Live servers run the real setting (a pool of threads).
-AGENTSITE_DB_THREADS = 0
+# AGENTSITE_DB_THREADS is production's (a pool of threads): tests/dbthreads.py lets a pool thread see a
+# non-transactional test's open transaction.
 # No heartbeat thread writing to pytest-django's test database behind a test's back (agentsite/core/processes.py);
 # tests of the heartbeat run it themselves, and live servers run the real settings.
 AGENTSITE_PROCESS_HEARTBEAT_S = 3600.0

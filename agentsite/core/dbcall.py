@@ -15,9 +15,6 @@ Contract:
 - a caller's cancellation reaches the caller at once; `fn` itself runs to its end on its thread (like
   `sync_to_async`), so a write it started is never half done;
 - context variables of the caller are visible to `fn`.
-
-With AGENTSITE_DB_THREADS=0, `db` is `sync_to_async` (thread-sensitive): the tests' transaction-wrapped
-database is visible only to the thread that opened it.
 """
 
 from __future__ import annotations
@@ -60,10 +57,6 @@ def db_started(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> asyncio.Fu
     """db(), with the work handed to a thread before this returns (a task that awaits db() starts it only at its
     first step, after whatever else the event loop had ready): a write that something waits for at once (a
     chat turn's final store, before its `done` event). Call it from the event loop."""
-    if threads() <= 0:
-        from asgiref.sync import sync_to_async
-
-        return asyncio.ensure_future(sync_to_async(fn)(*args, **kwargs))
     context = contextvars.copy_context()
     call = functools.partial(context.run, _call, fn, args, kwargs)
     return asyncio.get_running_loop().run_in_executor(_executor(), call)

@@ -65,6 +65,7 @@ def test_x_forwarded_for_does_not_dodge_the_limit_without_a_trusted_proxy(anon_c
     _assert_rate_limited(_register(anon_client, "bob", HTTP_X_FORWARDED_FOR="203.0.113.2"))
 
 
+@pytest.mark.e2e
 def test_the_default_limit_is_ten_registrations_an_hour(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "AGENTSITE_REGISTER_RATE_LIMIT"}
     code = ("import json, django; from django.conf import settings; from accounts import ratelimit; django.setup();"
@@ -83,6 +84,7 @@ def register_limited_server():
     server.stop()
 
 
+@pytest.mark.e2e
 def test_a_live_server_answers_429_with_retry_after_past_the_limit(register_limited_server):
     url = f"{register_limited_server.base_url}/api/auth/register"
     for number in range(2):

@@ -166,6 +166,7 @@ def next_event_after(events: Iterator[tuple[str, object]]) -> tuple[str, object]
 
 # --- the chat and workflow streams ------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("change", list(CHANGES))
 def test_a_chat_stream_ends_at_its_next_event_when_its_credential_dies(live, fake_openai, change):
     user = User(live)
@@ -187,6 +188,7 @@ def test_a_chat_stream_ends_at_its_next_event_when_its_credential_dies(live, fak
              "the partial reply stored as interrupted")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("change", ["logout", "deactivation"])
 def test_a_streamed_workflow_run_ends_at_its_next_event_when_its_credential_dies(live, fake_openai, change):
     user = User(live)
@@ -221,6 +223,7 @@ def _v1_chunks(response: requests.Response) -> Iterator[object]:
             yield line[6:] if line[6:] == "[DONE]" else json.loads(line[6:])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("change", ["password change", "logout"])
 def test_a_streamed_v1_completion_made_with_a_token_ends_at_its_next_chunk_when_the_token_dies(live, fake_openai,
                                                                                                  change):
@@ -306,6 +309,7 @@ class _streamable:
             await self._client.__aexit__(*exc_info)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("path", "change"), [("/mcp/sse", "logout"), ("/mcp", "deactivation"),
                                               ("/mcp/sse", "password change"), ("/mcp", "logout")])
 async def test_an_mcp_stream_answers_the_call_in_flight_with_an_error_when_its_credential_dies(live, path, change):
@@ -315,6 +319,7 @@ async def test_an_mcp_stream_answers_the_call_in_flight_with_an_error_when_its_c
     assert outcome.error.code == -32000 and outcome.error.data == {"code": "token_invalid"}
 
 
+@pytest.mark.e2e
 async def test_an_mcp_call_through_the_gate_returns_while_the_credential_stands(live):
     user = User(live)
     outcome = await _call_through_the_gate(f"{live.base_url}/mcp/sse", user, lambda: None)
@@ -322,6 +327,7 @@ async def test_an_mcp_call_through_the_gate_returns_while_the_credential_stands(
     assert outcome.content[0].text == "released: x"
 
 
+@pytest.mark.e2e
 def test_the_gate_plugin_is_loaded(live):
     user = User(live)
     listed = requests.get(f"{live.base_url}/api/mcp/tools", headers=user.headers, timeout=10).json()["tools"]
@@ -357,6 +363,7 @@ def two_processes(fake_openai_server) -> Iterator[tuple[LiveServer, LiveServer]]
         first.stop()
 
 
+@pytest.mark.e2e  # two live servers (PostgreSQL + Redis runs only)
 def test_a_logout_on_one_process_ends_the_token_and_its_open_stream_on_another(two_processes, fake_openai):
     import redis
 
@@ -428,6 +435,7 @@ def _v1_stream_cut(live: LiveServer, user: User, change: Callable[[], None]) -> 
     return rest, text + "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in rest[:-1])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("header", "change"), [("bearer", "revocation"), ("x-api-key", "revocation"),
                                                 ("x-api-key", "password change"), ("bearer", "deactivation"),
                                                 ("x-api-key", "deletion")])
@@ -444,6 +452,7 @@ def test_a_streamed_v1_completion_made_with_a_key_ends_at_its_next_chunk_when_th
     assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
 
 
+@pytest.mark.e2e
 def test_a_streamed_v1_completion_ends_when_its_key_expires_mid_stream(live, fake_openai):
     from datetime import UTC, datetime, timedelta
 
@@ -455,6 +464,7 @@ def test_a_streamed_v1_completion_ends_when_its_key_expires_mid_stream(live, fak
     assert datetime.now(UTC) >= expiry and len(text) < len("".join(WORDS))
 
 
+@pytest.mark.e2e
 def test_a_chat_stream_made_with_a_key_ends_at_its_next_event_when_the_key_is_revoked(live, fake_openai):
     user = keyed(User(live), ["api"])
     session = user.post("/api/sessions", {"name": "with a key"})
@@ -470,6 +480,7 @@ def test_a_chat_stream_made_with_a_key_ends_at_its_next_event_when_the_key_is_re
     fake_openai.wait_for_hangups_sync(1, timeout=DEADLINE_S)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("path", "change"), [("/mcp/sse", "revocation"), ("/mcp", "revocation"),
                                               ("/mcp", "password change")])
 async def test_an_mcp_stream_made_with_a_key_answers_the_call_in_flight_with_an_error_when_the_key_dies(
@@ -480,6 +491,7 @@ async def test_an_mcp_stream_made_with_a_key_answers_the_call_in_flight_with_an_
     assert outcome.error.code == -32000 and outcome.error.data == {"code": "token_invalid"}
 
 
+@pytest.mark.e2e  # two live servers (PostgreSQL + Redis runs only)
 def test_a_key_revoked_on_one_process_ends_its_open_stream_on_another(two_processes, fake_openai):
     import redis
 

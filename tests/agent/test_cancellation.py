@@ -10,7 +10,10 @@ from agentsite.agent.types import ChatRequest, Message
 from tests.fakes.llm import Hang, Text
 
 REQUEST = ChatRequest([Message("user", "Tell me a long story.")])
-LONG_STORY = Text("once upon a time " * 50, delay=0.05)
+# A hang-up counts only while the upstream is still answering: the story outlasts the deadline (more than 20 s
+# of deltas), so a hang-up seen within it was the client's, however loaded the machine.
+HANGUP_DEADLINE_S = 5.0
+LONG_STORY = Text("once upon a time " * 400, delay=0.05)
 
 
 async def consume_until_first(stream, first: asyncio.Event, seen: list) -> None:
@@ -30,13 +33,13 @@ async def cancel_after_first_event(stream) -> list:
     return seen
 
 
-async def test_cancelling_a_provider_stream_hangs_up_on_the_upstream_within_a_second(upstream):
+async def test_cancelling_a_provider_stream_hangs_up_on_the_upstream(upstream):
     fake, settings = upstream
     fake.script(LONG_STORY)
 
     seen = await cancel_after_first_event(get_provider(settings).stream(REQUEST))
 
-    await fake.wait_for_hangups(1, timeout=1.0)
+    await fake.wait_for_hangups(1, timeout=HANGUP_DEADLINE_S)
     assert len(seen) < 10
 
 
@@ -46,7 +49,7 @@ async def test_cancelling_a_provider_stream_that_is_waiting_for_a_byte_hangs_up(
 
     await cancel_after_first_event(get_provider(settings).stream(REQUEST))
 
-    await fake.wait_for_hangups(1, timeout=1.0)
+    await fake.wait_for_hangups(1, timeout=HANGUP_DEADLINE_S)
 
 
 async def test_cancelling_a_non_streaming_call_hangs_up_on_the_upstream(upstream):
@@ -61,7 +64,7 @@ async def test_cancelling_a_non_streaming_call_hangs_up_on_the_upstream(upstream
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
-    await fake.wait_for_hangups(1, timeout=1.0)
+    await fake.wait_for_hangups(1, timeout=HANGUP_DEADLINE_S)
 
 
 async def test_cancelling_the_agent_loop_hangs_up_on_the_upstream(upstream):
@@ -71,7 +74,7 @@ async def test_cancelling_the_agent_loop_hangs_up_on_the_upstream(upstream):
     seen = await cancel_after_first_event(run_agent(messages=[Message("user", "A story?")], user_id=None,
                                                     settings=settings, use_tools=False))
 
-    await fake.wait_for_hangups(1, timeout=1.0)
+    await fake.wait_for_hangups(1, timeout=HANGUP_DEADLINE_S)
     assert seen[0].type == "delta"
     assert seen[-1].partial.startswith("once upon")
 
@@ -85,7 +88,7 @@ async def test_closing_a_provider_stream_early_hangs_up_on_the_upstream(upstream
     await stream.aclose()
 
     assert first.text == "once upon "
-    await fake.wait_for_hangups(1, timeout=1.0)
+    await fake.wait_for_hangups(1, timeout=HANGUP_DEADLINE_S)
 
 
 async def test_closing_the_agent_stream_early_hangs_up_on_the_upstream(upstream):
@@ -97,4 +100,4 @@ async def test_closing_the_agent_stream_early_hangs_up_on_the_upstream(upstream)
     await stream.aclose()
 
     assert first.type == "delta"
-    await fake.wait_for_hangups(1, timeout=1.0)
+    await fake.wait_for_hangups(1, timeout=HANGUP_DEADLINE_S)

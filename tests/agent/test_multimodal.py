@@ -95,6 +95,7 @@ def test_a_message_exposes_its_text_and_images():
     assert Message("user", "plain").parts == [TextPart("plain")]
 
 
+@pytest.mark.e2e
 def test_the_runtime_registers_its_builtin_tools_on_import_without_django_app_loading():
     code = ("import asyncio\n"
             "from agentsite.agent.config import AgentSettings\n"

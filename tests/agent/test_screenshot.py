@@ -56,6 +56,7 @@ def png_size(png: bytes) -> tuple[int, int]:
     return struct.unpack(">II", png[16:24])
 
 
+@pytest.mark.e2e
 async def test_a_screenshot_of_the_display_comes_back_as_a_png_image(xvfb_display, monkeypatch):
     monkeypatch.setenv("DISPLAY", xvfb_display)
 
@@ -77,6 +78,7 @@ async def test_without_a_display_the_screenshot_says_that_display_is_not_set(mon
     assert "DISPLAY is not set" in result.text
 
 
+@pytest.mark.e2e
 async def test_a_display_that_cannot_be_reached_is_named_in_the_error(monkeypatch):
     monkeypatch.setenv("DISPLAY", f":{free_display()}")
 
@@ -87,6 +89,7 @@ async def test_a_display_that_cannot_be_reached_is_named_in_the_error(monkeypatc
     assert "Cannot connect to display" in result.text
 
 
+@pytest.mark.e2e
 async def test_a_monitor_the_display_does_not_have_is_a_clear_error(xvfb_display, monkeypatch):
     monkeypatch.setenv("DISPLAY", xvfb_display)
 

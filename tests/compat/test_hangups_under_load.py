@@ -10,6 +10,8 @@ import requests
 from tests.e2e import in_parallel, read_then_hang_up, server_with_fake_upstream
 from tests.fakes.llm import Text
 
+pytestmark = pytest.mark.e2e  # every test here uses a live server its module's fixture starts
+
 CLIENTS = 50
 SLOW_REPLY = Text("word " * 200, pieces=["word "] * 200, delay=0.05)
 

@@ -11,6 +11,8 @@ import requests
 from tests.e2e import server_with_fake_upstream
 from tests.fakes.llm import Call, Hang, Text, ToolCalls
 
+pytestmark = pytest.mark.e2e  # every test here uses a live server its module's fixture starts
+
 PNG_1PX = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6360f8ffff3f0005fe02fe"
     "a7d6a4a30000000049454e44ae426082")).decode()

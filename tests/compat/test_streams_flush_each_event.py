@@ -20,6 +20,8 @@ import requests
 from tests.e2e import server_with_fake_upstream, sse_events
 from tests.fakes.llm import Raw, Text
 
+pytestmark = pytest.mark.e2e  # every test here uses a live server its module's fixture starts
+
 GAP = 0.15  # seconds between two deltas at the upstream
 PIECES = [f"part{number} " for number in range(6)]
 SLOW_REPLY = Text("".join(PIECES), pieces=PIECES, delay=GAP)

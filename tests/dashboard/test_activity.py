@@ -47,6 +47,7 @@ def figure(page, name: str):
     return page.locator(f"[data-figure='{name}'] .health-value")
 
 
+@pytest.mark.e2e
 def test_an_admin_reads_filters_and_pages_the_audit_log_and_the_health_strip(page, dashboard_server, chat_upstream,
                                                                               shot):
     base = dashboard_server.base_url
@@ -129,6 +130,7 @@ def test_an_admin_reads_filters_and_pages_the_audit_log_and_the_health_strip(pag
     assert not page.problems, page.problems
 
 
+@pytest.mark.e2e
 def test_a_user_has_no_activity_link_nor_page(user_page):
     page = user_page
     expect(page.get_by_role("link", name="Usage")).to_be_visible()
@@ -141,6 +143,7 @@ def test_a_user_has_no_activity_link_nor_page(user_page):
     assert not page.problems, page.problems
 
 
+@pytest.mark.e2e
 def test_with_metrics_off_the_strip_says_how_to_turn_them_on(browser, shot):
     server = LiveServer(command="daphne").start()
     try:

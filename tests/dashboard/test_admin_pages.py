@@ -13,6 +13,8 @@ from playwright.sync_api import expect
 
 from tests.dashboard.conftest import DESKTOP, PHONE, USER_PASSWORD, log_in
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 GOOD_PLUGIN = '''
 from plugins.sdk import tool
 

@@ -3,9 +3,12 @@ Content-Security-Policy that allows only its own files, and it renders under tha
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.server import LiveServer
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
 def _directives(policy: str) -> dict[str, str]:

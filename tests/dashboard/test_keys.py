@@ -5,11 +5,14 @@ public."""
 
 from __future__ import annotations
 
+import pytest
 import requests
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import DESKTOP, PHONE
 from tests.dashboard.test_layout import assert_fits
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
 def test_a_user_makes_a_key_copies_its_secret_once_and_revokes_it(user_page, dashboard_server, normal_user, shot):

@@ -13,6 +13,8 @@ from playwright.sync_api import expect
 from tests.dashboard.conftest import DESKTOP, PHONE
 from tests.server import ROOT
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 # `serve` starts the django-q2 cluster next to daphne: "Run now" queues a run that the cluster takes.
 LIVE_SERVER_COMMAND = "serve"
 

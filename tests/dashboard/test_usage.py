@@ -4,6 +4,7 @@ has it. At 375 and 1280 px nothing overflows."""
 
 from __future__ import annotations
 
+import pytest
 import requests
 from playwright.sync_api import expect
 
@@ -11,6 +12,8 @@ from tests.dashboard.conftest import DESKTOP, PHONE
 from tests.dashboard.test_layout import assert_fits
 from tests.e2e import poll
 from tests.fakes.llm import Text
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
 def test_a_user_sees_their_usage_and_an_admin_edits_a_budget(page, dashboard_server, normal_user, admin_headers,

@@ -13,6 +13,8 @@ from playwright.sync_api import expect
 
 from tests.dashboard.conftest import DESKTOP, PHONE
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 CODE_ONLY = [
     {"id": "input", "type": "input", "name": "input", "config": {}, "position": {"x": 40, "y": 60}},
     {"id": "twice", "type": "code", "name": "twice", "config": {"code": "return input + input;"},

@@ -21,8 +21,29 @@ from django.apps import apps
 from django.db import connection
 from django.test import Client
 
-from tests.foundation.test_authz_matrix import OBJECT_ROUTES, routes
 from tests.foundation.test_openapi import ADMIN_OPERATIONS, PUBLIC_OPERATIONS
+from tests.security.conftest import url_routes
+from tests.security.test_authz_matrix import OBJECT_PARAMETERS
+
+# The object a route's id names (a user's: the admins' own objects are named by other parameters).
+OBJECT_ROUTES = {template: kind for (template, name), kind in OBJECT_PARAMETERS.items()
+                 if name in ("pk", "run_id", "approval_id")}
+ROUTE_METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def _methods(callback) -> list[str]:
+    cls = getattr(callback, "view_class", None) or getattr(callback, "cls", None)
+    if cls is not None and hasattr(cls, "http_method_names"):
+        handlers = [method for method in ROUTE_METHODS if hasattr(cls, method)]
+        if handlers:
+            return handlers
+    return list(ROUTE_METHODS)  # a function view: try them all
+
+
+def routes() -> list[tuple[str, str, object]]:
+    """(method, path template, callback) for every /api and /v1 route of the URL conf."""
+    return [(method, route.template, route.callback) for route in url_routes() for method in _methods(route.callback)]
+
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

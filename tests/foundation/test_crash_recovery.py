@@ -13,11 +13,14 @@ import sys
 import threading
 from urllib.parse import urlsplit
 
+import pytest
 import requests
 
 from tests.e2e import poll
 from tests.server import PREPARE, ROOT, LiveServer
 from tests.workflows.conftest import graph, node
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 QUICK = {"AGENTSITE_PROCESS_SWEEP_S": "0.3", "AGENTSITE_PROCESS_HEARTBEAT_S": "0.2",
          "AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_ORPHAN_GRACE_S": "2"}

@@ -44,6 +44,7 @@ def _last_json(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_importing_the_settings_or_running_manage_py_help_writes_nothing(tmp_path):
     data_dir = tmp_path / "data"
     imported = _python(data_dir, "import agentsite.settings")
@@ -57,6 +58,7 @@ def test_importing_the_settings_or_running_manage_py_help_writes_nothing(tmp_pat
     assert not data_dir.exists(), "manage.py help created the data directory"
 
 
+@pytest.mark.e2e
 def test_the_first_token_creates_the_secrets_privately_and_a_restart_accepts_it(tmp_path):
     data_dir = tmp_path / "data"
     made = _last_json(_python(data_dir, _MAKE_TOKEN))
@@ -71,6 +73,7 @@ def test_the_first_token_creates_the_secrets_privately_and_a_restart_accepts_it(
     assert json.loads(config.read_text()) == stored, "a restart must not regenerate the secrets"
 
 
+@pytest.mark.e2e
 def test_secrets_from_the_environment_are_used_and_nothing_is_written(tmp_path):
     data_dir = tmp_path / "data"
     keys = {"AGENTSITE_SECRET_KEY": "s" * 20 + "-django-secret-from-env-0123456789",
@@ -82,6 +85,7 @@ def test_secrets_from_the_environment_are_used_and_nothing_is_written(tmp_path):
     assert not data_dir.exists(), "secrets given in the environment must not be written to config.json"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("variable", ["AGENTSITE_SECRET_KEY", "AGENTSITE_JWT_SIGNING_KEY"])
 def test_a_short_secret_in_the_environment_names_the_variable(tmp_path, variable):
     result = _python(tmp_path, "import agentsite.settings", **{variable: "short"})
@@ -89,6 +93,7 @@ def test_a_short_secret_in_the_environment_names_the_variable(tmp_path, variable
     assert "ImproperlyConfigured" in result.stderr and variable in result.stderr
 
 
+@pytest.mark.e2e
 def test_sqlite_creates_its_directory_privately_on_first_connect(tmp_path):
     data_dir = tmp_path / "nested" / "data"
     code = "import django; django.setup(); from django.db import connection; connection.ensure_connection()"
@@ -126,6 +131,7 @@ def test_reading_the_secrets_writes_nothing_and_prefers_the_environment(tmp_path
     assert secrets_read(tmp_path) == {"secret_key": stored["secret_key"], "jwt_signing_key": "k" * 40}
 
 
+@pytest.mark.e2e
 def test_a_corrupt_secrets_file_stops_the_settings_import_naming_the_file(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ImproperlyConfigured, match="config.json"):

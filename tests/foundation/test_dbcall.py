@@ -88,14 +88,3 @@ def test_a_cancelled_caller_is_cancelled_while_the_call_still_runs_and_the_call_
     assert asyncio.run(cancel_it()) is False, "the caller was cancelled only after the call had finished"
     release.set()
     assert finished.wait(5) and get_user_model().objects.filter(username="late").exists()
-
-
-def test_with_no_pool_threads_the_work_runs_thread_sensitively(settings):
-    settings.AGENTSITE_DB_THREADS = 0
-
-    async def call():
-        return await dbcall.db(threading.get_ident)
-
-    from asgiref.sync import async_to_sync
-
-    assert async_to_sync(call)() == threading.get_ident()  # back on the thread that awaited it

@@ -72,6 +72,7 @@ def webrequest_facts(tmp_path_factory) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_daphne_and_twisted_still_have_the_methods_the_hooks_wrap(webrequest_facts):
     expected = {"WebRequest.gotLength": {"params": ["self", "length"], "owner": "Request"},
                 "WebRequest.handleContentChunk": {"params": ["self", "data"], "owner": "Request"},
@@ -87,6 +88,7 @@ def test_daphne_and_twisted_still_have_the_methods_the_hooks_wrap(webrequest_fac
             f"{BODY_LIMIT_HOOK}"
 
 
+@pytest.mark.e2e
 def test_every_connection_daphne_accepts_has_nagle_off(webrequest_facts):
     """A streamed event must not wait for the ACK of the one before (Nagle): the hook on connectionMade turns
     TCP_NODELAY on through Twisted's transport."""
@@ -95,6 +97,7 @@ def test_every_connection_daphne_accepts_has_nagle_off(webrequest_facts):
     assert webrequest_facts["no_delay_on_connect"] is True
 
 
+@pytest.mark.e2e
 def test_the_hooks_replace_every_method_they_name(webrequest_facts):
     assert webrequest_facts["installed"] is True
     for name, module in webrequest_facts["patched_by"].items():
@@ -340,6 +343,7 @@ print(events)
 """
 
 
+@pytest.mark.e2e
 def test_twisted_waits_for_the_before_shutdown_trigger_that_closes_mcp_sessions():
     """mcpbridge/asgi.py `on_server_shutdown` closes the MCP session manager in the reactor's "before shutdown"
     trigger, relying on Twisted waiting for the Deferred a trigger returns before it shuts down."""

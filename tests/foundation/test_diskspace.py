@@ -91,6 +91,7 @@ def server_on_tiny_disk(tiny_disk):
     server.stop()
 
 
+@pytest.mark.e2e
 def test_a_server_whose_disk_fills_refuses_new_content_with_507_until_space_is_freed(tiny_disk, server_on_tiny_disk):
     server = server_on_tiny_disk
     headers = {"Authorization": f"Bearer {server.login()['token']}"}

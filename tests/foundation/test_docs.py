@@ -54,6 +54,7 @@ def configuration_table() -> dict[str, str]:
     return rows
 
 
+@pytest.mark.e2e
 def test_no_file_cites_docs_the_repository_does_not_have():
     this = Path(__file__).resolve()
     found = []
@@ -66,6 +67,7 @@ def test_no_file_cites_docs_the_repository_does_not_have():
     assert not found, "cite docs/api.md or docs/notes.md instead:\n" + "\n".join(found)
 
 
+@pytest.mark.e2e
 def test_every_variable_the_code_reads_is_in_env_example():
     read: dict[str, str] = {}
     for path in tracked_files():

@@ -6,7 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.server import ROOT
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
 def test_the_faults_benchmark_runs_and_finds_nothing_wrong_in_a_small_round():

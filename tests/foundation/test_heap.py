@@ -60,6 +60,7 @@ def test_a_daphne_process_freezes_its_startup_heap_and_raises_the_young_threshol
     assert report["threshold"][0] == heap.YOUNG_THRESHOLD
 
 
+@pytest.mark.e2e
 def test_importing_the_asgi_module_outside_daphne_leaves_the_collector_alone(tmp_path):
     out = subprocess.run([sys.executable, "-c", IMPORT_ONLY], cwd=ROOT, env=_env(tmp_path), capture_output=True,
                          text=True, timeout=60)

@@ -6,6 +6,8 @@ import time
 import pytest
 import requests
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",

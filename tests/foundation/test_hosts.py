@@ -25,6 +25,7 @@ def _assert_security_headers(response: requests.Response) -> None:
         assert response.headers.get(name) == value, name
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("method", "path", "body"), [
     ("GET", "/v1/models", None),
     ("POST", "/v1/chat/completions", CHAT),
@@ -38,6 +39,7 @@ def test_a_foreign_host_is_refused_on_v1_in_the_openai_shape(server, method, pat
     _assert_security_headers(response)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("method", "path", "body"), [
     ("POST", "/api/auth/register", {"username": "rebound", "password": "correct-horse-battery-9"}),
     ("GET", "/api/health", None),
@@ -51,6 +53,7 @@ def test_a_foreign_host_is_refused_on_public_paths_in_the_api_envelope(server, m
     _assert_security_headers(response)
 
 
+@pytest.mark.e2e
 def test_a_registration_through_a_foreign_host_creates_no_user(server, admin_headers):
     _send(server, "POST", "/api/auth/register", "evil.example",
           json={"username": "rebound2", "password": "correct-horse-battery-9"})
@@ -59,6 +62,7 @@ def test_a_registration_through_a_foreign_host_creates_no_user(server, admin_hea
     assert login.status_code == 401, login.text
 
 
+@pytest.mark.e2e
 def test_a_foreign_host_is_refused_before_the_token_is_checked(server, admin_headers):
     for headers in (admin_headers, {"Authorization": "Bearer not-a-token"}, {}):
         response = _send(server, "GET", "/api/sessions", "evil.example", headers)
@@ -66,6 +70,7 @@ def test_a_foreign_host_is_refused_before_the_token_is_checked(server, admin_hea
         assert response.json()["error"]["code"] == "invalid_host"
 
 
+@pytest.mark.e2e
 def test_a_foreign_host_is_refused_on_the_mounted_mcp_app_even_for_a_preflight(server, admin_headers):
     response = _send(server, "POST", "/mcp", "evil.example", admin_headers, json={"jsonrpc": "2.0"})
     assert response.status_code == 400
@@ -77,12 +82,14 @@ def test_a_foreign_host_is_refused_on_the_mounted_mcp_app_even_for_a_preflight(s
     assert preflight.json()["error"]["code"] == "invalid_host"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "LOCALHOST:8000", "[::1]:9"])
 def test_an_allowed_host_is_served(server, admin_headers, host):
     assert _send(server, "GET", "/v1/models", host).status_code == 200
     assert _send(server, "GET", "/api/sessions", host, admin_headers).status_code == 200
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("host", ["localhost.evil.example", "127.0.0.1.nip.io", "localhost:notaport", "", "a b"])
 def test_a_host_that_only_looks_allowed_is_refused(server, host):
     response = _send(server, "GET", "/api/health", host)

@@ -7,6 +7,8 @@ import requests
 
 from tests.server import LiveServer
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",

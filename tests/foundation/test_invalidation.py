@@ -106,6 +106,7 @@ def listener(settings):
         process.wait(5)
 
 
+@pytest.mark.e2e
 @needs_redis
 def test_another_process_drops_what_this_one_announces(listener):
     topic, read_until, _ = listener
@@ -113,6 +114,7 @@ def test_another_process_drops_what_this_one_announces(listener):
     assert read_until("drop 42", timeout=5)[-1] == "drop 42"
 
 
+@pytest.mark.e2e
 @needs_redis
 def test_a_listener_that_loses_redis_drops_everything_and_hears_later_announcements(listener):
     topic, read_until, prefix = listener

@@ -79,6 +79,7 @@ def topic() -> str:
     return f"t-{uuid.uuid4().hex}"
 
 
+@pytest.mark.e2e
 def test_an_announcement_in_one_process_drops_the_cache_of_another_at_once(tmp_path, topic):
     listener = Listener(tmp_path, topic)
     directory = tmp_path / "run" / "invalidate"
@@ -95,6 +96,7 @@ def test_an_announcement_in_one_process_drops_the_cache_of_another_at_once(tmp_p
     assert list(directory.iterdir()) == [], "a process that exited left its registration"
 
 
+@pytest.mark.e2e
 def test_a_registration_whose_process_died_is_removed_by_the_next_announcement(tmp_path, topic):
     listener = Listener(tmp_path, topic)
     assert listener.next_line() == "connected"
@@ -106,6 +108,7 @@ def test_a_registration_whose_process_died_is_removed_by_the_next_announcement(t
     assert list(directory.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_postgresql_without_redis_has_no_host_channel(tmp_path, topic):
     # Its processes may be on several hosts: a file in one host's data directory would reach only some.
     listener = Listener(tmp_path, topic, DATABASE_URL="postgres://postgres@127.0.0.1:5432/unused")
@@ -116,6 +119,7 @@ def test_postgresql_without_redis_has_no_host_channel(tmp_path, topic):
         listener.stop()
 
 
+@pytest.mark.e2e
 def test_a_forked_child_is_not_connected_until_it_listens(tmp_path, topic):
     script = LISTENER.replace('print("connected" if', 'import os\n'
                               'pid = os.fork()\n'

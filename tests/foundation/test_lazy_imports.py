@@ -9,7 +9,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.server import ROOT
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 PROBE = """
 import json, sys

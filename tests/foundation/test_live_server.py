@@ -50,6 +50,7 @@ def _bindable(port: int) -> bool:
         return True
 
 
+@pytest.mark.e2e
 def test_a_live_servers_port_cannot_be_taken_between_its_choice_and_its_stop():
     server = LiveServer(command="daphne", data_dir=None)
     port = server.port  # chosen: from here on, it is this server's
@@ -60,6 +61,7 @@ def test_a_live_servers_port_cannot_be_taken_between_its_choice_and_its_stop():
     assert _bindable(port), "stop() gives the port back"
 
 
+@pytest.mark.e2e
 def test_a_process_answering_on_the_port_is_never_taken_for_the_server(decoy):
     assert requests.get(f"http://127.0.0.1:{decoy}/api/health", timeout=5).status_code == 200
     server = LiveServer(command="daphne", port=decoy)
@@ -70,6 +72,7 @@ def test_a_process_answering_on_the_port_is_never_taken_for_the_server(decoy):
         server.stop()
 
 
+@pytest.mark.e2e
 def test_a_server_answers_only_once_its_own_socket_is_the_ports_one_listener():
     server = LiveServer(command="daphne").start()
     try:

@@ -25,6 +25,7 @@ def bell():
     bell.close()
 
 
+@pytest.mark.e2e
 def test_a_ring_from_another_process_ends_the_wait_at_once(bell):
     assert bell.listen()
     # A process of its own, with nothing of this one: only the address is shared.

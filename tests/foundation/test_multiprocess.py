@@ -18,9 +18,10 @@ from tests.fakes.llm import Text
 from tests.plugins.conftest import write
 from tests.server import LiveServer
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     not os.environ.get("DATABASE_URL", "").startswith("postgres") or not os.environ.get("REDIS_URL"),
-    reason="two hosts share PostgreSQL and Redis (set DATABASE_URL and REDIS_URL; CI's second pass does)")
+    reason="two hosts share PostgreSQL and Redis (set DATABASE_URL and REDIS_URL; CI's second pass does)"),
+    pytest.mark.e2e]
 
 SHARED = {"AGENTSITE_CACHE_PREFIX": "multi-{}", "AGENTSITE_Q_NAME": "multi-{}",
           "AGENTSITE_LOGIN_RATE_LIMIT": "10", "AGENTSITE_TRUSTED_PROXIES": "1",

@@ -16,7 +16,7 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from agentsite.core import qbroker
-from agentsite.core.qbroker import IDLE_POLL_S, LocalORM
+from agentsite.core.qbroker import LocalORM
 from agentsite.core.taskqueue import enqueue_with_commit
 
 pytestmark = [pytest.mark.django_db(transaction=True),
@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.django_db(transaction=True),
                                  or bool(getattr(settings, "REDIS_URL", "")), reason="the SQLite broker's tests")]
 
 FUNC = "scheduler.tasks.task_runs_execute"
-# Between a commit and the pusher taking the task: far below IDLE_POLL_S, so a pusher that only polled fails.
-PROMPT_S = 0.4
+# A pusher that only polled would take a task after IDLE_POLL_S: made far longer than a test's deadline here, so
+# a task taken within the deadline was taken at its wake.
+NO_POLL_S = 120.0
+DEADLINE_S = 10.0
 
 
 @pytest.fixture
@@ -40,75 +42,90 @@ def broker(monkeypatch):
 
 
 class Pusher(threading.Thread):
-    """django-q2's pusher loop over the broker on a thread: when each task was taken (monotonic time)."""
+    """django-q2's pusher loop over the broker on a thread: the tasks it took, and each time it went to sleep on
+    an empty queue (`asleep(n)` waits for the n-th)."""
 
     def __init__(self, broker, expected: int = 1):
         super().__init__(daemon=True)
         self.broker, self.expected, self.taken = broker, expected, []
-        self.waiting = threading.Event()
+        self.sleeps = 0
+        # Bound before the pusher runs (as a cluster's pusher binds at its start): a wake sent before it first
+        # waits is kept in the socket, not lost.
+        assert qbroker.doorbell(broker.list_key).listen(), "this process could not bind the queue's doorbell"
+        self._changed = threading.Condition()
+        wait = broker._wait
+
+        def counted_wait() -> None:
+            with self._changed:
+                self.sleeps += 1
+                self._changed.notify_all()
+            wait()
+
+        broker._wait = counted_wait
 
     def run(self) -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + DEADLINE_S
         try:
             while len(self.taken) < self.expected and time.monotonic() < deadline:
-                self.waiting.set()
                 for _ in self.broker.dequeue() or ():
                     self.taken.append(time.monotonic())
         finally:
             connection.close()
+
+    def asleep(self, count: int = 1) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: self.sleeps >= count, timeout=DEADLINE_S):
+                raise AssertionError(f"the pusher did not go to sleep on an empty queue ({count} time(s))")
+
+    def took_all(self, what: str) -> None:
+        self.join(DEADLINE_S + 5)
+        assert len(self.taken) == self.expected, f"{what}: {len(self.taken)} of {self.expected} task(s) taken"
 
 
 def test_the_sqlite_default_uses_the_waking_broker(broker):
     assert type(broker) is LocalORM and Conf.ORM == "default"
 
 
-def test_a_queued_task_is_taken_at_its_commit_not_at_the_next_poll(broker):
+def test_a_queued_task_is_taken_at_its_commit_not_at_the_next_poll(broker, monkeypatch):
+    monkeypatch.setattr(qbroker, "IDLE_POLL_S", NO_POLL_S)
     pusher = Pusher(broker)
     pusher.start()
-    pusher.waiting.wait(5)
-    time.sleep(0.3)  # the pusher is now waiting on an empty queue
-    queued = time.monotonic()
+    pusher.asleep()
     async_task(FUNC, "one")
-    pusher.join(10)
-    assert pusher.taken, "the task was never taken"
-    assert pusher.taken[0] - queued < PROMPT_S, f"taken {pusher.taken[0] - queued:.3f} s after it was queued"
+    pusher.took_all(f"not taken within {DEADLINE_S} s: the pusher was not woken (its poll is {NO_POLL_S} s)")
 
 
-def test_a_task_queued_in_a_transaction_is_taken_once_it_commits(broker):
+def test_a_task_queued_in_a_transaction_is_taken_once_it_commits(broker, monkeypatch):
+    monkeypatch.setattr(qbroker, "IDLE_POLL_S", NO_POLL_S)
     pusher = Pusher(broker)
     pusher.start()
-    pusher.waiting.wait(5)
+    pusher.asleep()
     with transaction.atomic():
         enqueue_with_commit(FUNC, [("in a transaction",)])
-        time.sleep(0.3)
+        qbroker.wake(broker.list_key)  # the pusher looks now, while the task is not committed
+        pusher.asleep(2)
         assert not pusher.taken, "a task was taken before its transaction committed"
-        committing = time.monotonic()
-    pusher.join(10)
-    assert pusher.taken and pusher.taken[0] >= committing
-    assert pusher.taken[0] - committing < PROMPT_S, f"taken {pusher.taken[0] - committing:.3f} s after the commit"
+    pusher.took_all(f"not taken within {DEADLINE_S} s of its commit")
 
 
-def test_a_task_nobody_woke_the_pusher_for_is_still_taken_within_the_idle_poll(broker):
+def test_a_task_nobody_woke_the_pusher_for_is_still_taken_within_the_idle_poll(broker, monkeypatch):
+    monkeypatch.setattr(qbroker, "IDLE_POLL_S", 0.5)
     pusher = Pusher(broker)
     pusher.start()
-    pusher.waiting.wait(5)
-    time.sleep(0.2)
+    pusher.asleep()
     from django.utils import timezone
 
-    queued = time.monotonic()
     OrmQ.objects.create(key=broker.list_key, payload="x", lock=timezone.now())  # no wake: as a lost datagram
-    pusher.join(10)
-    assert pusher.taken and pusher.taken[0] - queued < IDLE_POLL_S + 0.5
+    pusher.took_all("a task queued without a wake was never taken by the idle poll")
 
 
 def test_every_task_of_a_burst_is_taken(broker):
     pusher = Pusher(broker, expected=30)
     pusher.start()
-    pusher.waiting.wait(5)
+    pusher.asleep()
     for index in range(30):
         async_task(FUNC, index)
-    pusher.join(10)
-    assert len(pusher.taken) == 30
+    pusher.took_all("a burst of 30")
 
 
 def test_a_second_pusher_on_the_same_queue_polls_as_django_q2_does(broker, monkeypatch):

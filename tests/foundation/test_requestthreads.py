@@ -130,6 +130,7 @@ def test_other_scopes_pass_through():
     assert seen == ["lifespan"]
 
 
+@pytest.mark.e2e
 def test_the_request_start_signal_has_no_sync_receiver_and_connections_are_still_checked_at_the_end(tmp_path):
     """agentsite.apps: a sync receiver on request_started costs every ASGI request a thread crossing. Checked in a
     fresh server-like process: Django's test client reconnects close_old_connections in this one."""

@@ -26,6 +26,8 @@ from schemathesis.specs.openapi.checks import (
 from tests.foundation.test_openapi import ADMIN_OPERATIONS
 from tests.server import LiveServer
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 
 @schemathesis.check
 def no_server_error_beyond_documented_upstream_failures(ctx, response, case) -> None:

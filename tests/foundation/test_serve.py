@@ -17,6 +17,8 @@ import requests
 from tests.e2e import poll
 from tests.server import ROOT, LiveServer, listeners_on, listening_socket, refusing_port
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 
 def _descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}

@@ -33,6 +33,7 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.e2e
 def test_defaults_are_sqlite_a_shared_file_cache_orm_broker_and_debug_off(tmp_path):
     values = _settings_in_subprocess(tmp_path)
     assert values["debug"] is False
@@ -44,6 +45,7 @@ def test_defaults_are_sqlite_a_shared_file_cache_orm_broker_and_debug_off(tmp_pa
     assert values["q"]["orm"] == "default" and "redis" not in values["q"]
 
 
+@pytest.mark.e2e
 def test_the_default_allowed_hosts_are_exactly_the_documented_loopback_names(tmp_path):
     # The Host (DNS-rebinding) defence: what README and .env.example promise, and nothing a test needs
     # (Django's test client's `testserver` belongs in tests/settings.py, not in what operators run).
@@ -54,11 +56,13 @@ def test_the_default_allowed_hosts_are_exactly_the_documented_loopback_names(tmp
     assert f"| `AGENTSITE_ALLOWED_HOSTS` | `{','.join(documented)}` |" in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.e2e
 def test_allowed_hosts_come_from_the_environment(tmp_path):
     values = _settings_in_subprocess(tmp_path, AGENTSITE_ALLOWED_HOSTS="agents.example.com,.internal")
     assert values["hosts"] == ["agents.example.com", ".internal"]
 
 
+@pytest.mark.e2e
 def test_database_url_and_redis_url_switch_to_postgres_and_redis(tmp_path):
     values = _settings_in_subprocess(tmp_path, DATABASE_URL="postgres://postgres@127.0.0.1:5432/test",
                                      REDIS_URL="redis://127.0.0.1:6379/0", DEBUG="1")
@@ -132,6 +136,7 @@ def test_well_formed_redis_urls_are_accepted(monkeypatch, url):
     assert env_redis_url("REDIS_URL") == url
 
 
+@pytest.mark.e2e
 def test_a_malformed_redis_url_stops_manage_py_before_anything_starts(tmp_path):
     base = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "AGENTSITE_DATA_DIR")}
     result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,

@@ -58,6 +58,7 @@ def filenames(owner_id: int, query: str) -> list[str]:
     return [hit.filename for hit in chunk_search(owner_id=owner_id, query=query, top_k=10)]
 
 
+@pytest.mark.e2e
 def test_search_sees_adds_deletes_and_clears_made_by_another_process(owner, monkeypatch):
     reads = []
     real_chunk_rows = index._chunk_rows
@@ -102,6 +103,7 @@ def test_writes_in_this_process_patch_the_matrix_without_a_rebuild(owner, monkey
     assert refreshes == [], "a write in this process made the matrix read the database"
 
 
+@pytest.mark.e2e
 def test_search_stays_correct_when_writes_here_and_elsewhere_interleave(owner):
     services.document_ingest(owner_id=owner.pk, filename="moon.txt", content=MOON)
     assert filenames(owner.pk, "Moon") == ["moon.txt"]
@@ -111,6 +113,7 @@ def test_search_stays_correct_when_writes_here_and_elsewhere_interleave(owner):
     assert index.cached_matrix(owner.pk).size == 3
 
 
+@pytest.mark.e2e
 def test_an_owner_with_no_chunks_is_answered_without_ranking_until_another_process_adds_one(owner, monkeypatch):
     """A chat turn asks the knowledge base on every message: an owner known (from a current cached matrix) to
     have no chunks is answered from one stamp read; a document added by another process still shows."""

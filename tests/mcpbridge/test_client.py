@@ -9,6 +9,8 @@ import requests
 
 from tests.mcpbridge.conftest import FRAGILE_SERVER, TIME_SERVER, Api, alive, processes_running, wait_until
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 PAGE = "<html><body><p>The ferry leaves at nine.</p></body></html>"
 
 

@@ -22,6 +22,8 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from tests.mcpbridge.conftest import FRAGILE_SERVER, LIVE_ENV, Api, alive, processes_running, wait_until
 from tests.server import ROOT, LiveServer
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BUILTINS = {"web_search", "web_fetch", "computer_screenshot"}
 NOTE = "The launch code of the pelican project is pelican-42. Keep it in the blue folder."
 PAGE = "<html><head><title>Harbour</title></head><body><p>The harbour opens at dawn for boats.</p></body></html>"

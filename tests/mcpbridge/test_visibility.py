@@ -22,6 +22,8 @@ from tests.mcpbridge.conftest import FRAGILE_SERVER, Api
 from tests.mcpbridge.test_server import http_session, text_of
 from tests.server import LiveServer
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 SECRET = "vault-env-s3cret-7f3a"
 ARG_TOKEN = "--token=vault-arg-t0ken-91c2"
 TOOL = "vault__env"

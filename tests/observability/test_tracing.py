@@ -294,6 +294,7 @@ fake.stop()
 """
 
 
+@pytest.mark.e2e
 def test_tracing_off_never_imports_opentelemetry(tmp_path):
     """No collector named: an agent turn with a tool call and a traced task's hooks leave opentelemetry unimported."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}

@@ -21,6 +21,8 @@ from tests.plugins.conftest import EXAMPLE, write
 from tests.server import LiveServer
 from tests.workflows.conftest import graph, node
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 VERSION = '''
     from plugins.sdk import tool
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import pytest
 import requests
 
 from tests.e2e import in_parallel, poll
 from tests.server import LiveServer
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
 
 TASKS = 20
 

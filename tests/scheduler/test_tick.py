@@ -96,6 +96,39 @@ def test_two_ticks_at_once_record_each_occurrence_exactly_once(owner, settings):
     assert sorted(CALLS) == sorted((str(task.pk), T0.isoformat()) for task in tasks)
 
 
+def test_a_tick_that_loses_the_race_for_an_occurrence_inserts_nothing_and_runs_nothing(owner, monkeypatch):
+    # Two ticks that both read the task as due: the database serialises real ticks (SQLite's one writer,
+    # PostgreSQL's skip_locked), so the second tick runs whole inside the first, after its read and before its
+    # insert, on the same connection (its lock is the first tick's own, so skip_locked does not skip the task).
+    task = make(owner)
+    insert = services._insert_runs
+    inner: list[list[TaskRun]] = []
+
+    def insert_after_another_tick(runs):
+        if not inner:
+            inner.append([])
+            inner[0] = services.tick(now=T0 + timedelta(seconds=6))
+        insert(runs)
+
+    monkeypatch.setattr(services, "_insert_runs", insert_after_another_tick)
+    assert services.tick(now=T0 + timedelta(seconds=5)) == []  # the loser: nothing recorded, nothing queued
+    assert [(run.trigger, run.scheduled_for) for run in inner[0]] == [("schedule", T0)]
+    assert [(run.pk, run.status) for run in runs(task)] == [(inner[0][0].pk, "success")]
+    assert CALLS == [(str(task.pk), T0.isoformat())]  # the winner's run, once
+    task.refresh_from_db()
+    assert task.next_run_at == T0 + timedelta(minutes=5)
+
+
+def test_an_occurrence_already_recorded_is_not_recorded_or_run_again_and_the_task_moves_on(owner):
+    task = make(owner)
+    earlier = TaskRun.objects.create(task=task, trigger="schedule", scheduled_for=T0, status="success")
+    assert services.tick(now=T0 + timedelta(seconds=5)) == []
+    assert [run.pk for run in runs(task)] == [earlier.pk] and CALLS == []
+    task.refresh_from_db()
+    assert task.next_run_at == T0 + timedelta(minutes=5) and task.last_run_at is None  # this tick ran nothing
+    assert services.tick(now=T0 + timedelta(seconds=10)) == []  # not due again: it moved on
+
+
 def test_after_downtime_run_once_fires_one_catch_up_run(owner):
     task = make(owner, cron="0 * * * *", next_run_at=T0 - timedelta(days=3))
     [run] = services.tick(now=T0 + timedelta(minutes=30))

@@ -88,6 +88,7 @@ invalidation.announce(TOPIC, sys.argv[1])
 """
 
 
+@pytest.mark.e2e
 def test_on_sqlite_a_task_saved_in_another_process_wakes_the_timer_through_the_host_channel(owner, monkeypatch):
     """On SQLite every process that saves a task is on this host: its commit is announced on the host's
     invalidation channel, the timer's process hears it and rings the timer's doorbell, so the timer sleeps

@@ -1,4 +1,5 @@
-"""An authorisation matrix generated from the server's own routing (issue 15, item 4).
+"""The authorisation matrix, generated from the server's own routing and its views' permission classes: anonymous
+callers (every bad credential), a user, another user and an admin on every route (the suite's only matrix).
 
 Routes come from the URL conf and the ASGI mounts (tests/security/conftest.py), methods are every method a
 client can send, admin operations come from the views' permission classes, object parameters from the
@@ -343,23 +344,34 @@ def test_every_route_that_is_not_public_refuses_every_bad_credential_with_a_401(
     assert refused >= 3000, refused
 
 
-def test_v1_chat_and_embeddings_are_public_only_while_compat_auth_says_so(bad_credentials, admin_client):
-    requests = {"/v1/chat/completions": {"model": "agent", "messages": [{"role": "user", "content": "hi"}]},
-                "/v1/embeddings": {"model": "hash-256", "input": "hi"}}
+V1_BODIES = {"/v1/chat/completions": {"model": "agent", "messages": [{"role": "user", "content": "hi"}]},
+             "/v1/embeddings": {"model": "hash-256", "input": "hi"},
+             "/v1/responses": {"model": "agent", "input": "hi"},
+             "/v1/messages": {"model": "agent", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+             "/v1/messages/count_tokens": {"model": "agent", "messages": [{"role": "user", "content": "hi"}]}}
+
+
+def test_every_v1_operation_is_public_only_while_compat_auth_says_so(bad_credentials, admin_client):
     client = APIClient()
+    path_of = {template: template.format(pk="resp_nowhere") for _method, template in COMPAT_PUBLIC}
     assert admin_client.patch("/api/config", {"compat_auth": "public"}, format="json").status_code == 200
-    for path, body in requests.items():
+    for method, template in sorted(COMPAT_PUBLIC):
         for kind in ("no token", "garbage"):  # any placeholder API key is accepted while public
-            response = client.post(path, body, format="json", **bad_credentials[kind])
-            assert response.status_code == 200, f"{path} with {kind} while public: {response.status_code}"
+            response = _send(client, method, path_of[template], bad_credentials[kind], V1_BODIES.get(template))
+            where = f"{method.upper()} {template} with {kind} while public"
+            # Served: 200, or the 404 of a stored response that is no one's.
+            assert response.status_code == (404 if "{pk}" in template else 200), f"{where}: {response.status_code}"
         # A credential presented and dead (a JWT that does not stand) is refused in every mode, never anonymous.
-        _assert_401(client.post(path, body, format="json", **bad_credentials["expired"]), method="post", where=path,
-                    kind="expired", openai_shape=True)
+        response = _send(client, method, path_of[template], bad_credentials["expired"], V1_BODIES.get(template))
+        assert response.status_code == 401, f"{method.upper()} {template} with expired while public: " \
+                                            f"{response.status_code}"
     assert admin_client.patch("/api/config", {"compat_auth": "token"}, format="json").status_code == 200
-    for path, body in requests.items():
-        _assert_401(client.post(path, body, format="json"), method="post", where=path, kind="no token",
-                    openai_shape=True)
-        assert admin_client.post(path, body, format="json").status_code == 200, f"{path} with a valid token"
+    for method, template in sorted(COMPAT_PUBLIC):
+        _assert_401(_send(client, method, path_of[template], body=V1_BODIES.get(template)), method=method,
+                    where=template, kind="no token", openai_shape=True)
+        if "{pk}" not in template:
+            response = _send(admin_client, method, template, body=V1_BODIES.get(template))
+            assert response.status_code == 200, f"{method.upper()} {template} with a valid token"
 
 
 def _mount_paths(prefix: str) -> list[str]:

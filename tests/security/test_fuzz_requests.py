@@ -688,6 +688,7 @@ def read_whole(response: requests.Response) -> bytes:
 NO_VALID_BODY_YET: set[tuple[str, str]] = set()
 
 
+@pytest.mark.e2e
 def test_every_operation_with_a_json_body_has_a_valid_body_here(schema):
     operations = {(method, path) for method, path, _operation in body_operations(schema)} - NO_VALID_BODY_YET
     assert len(operations) >= 30, sorted(operations)
@@ -709,6 +710,7 @@ def test_every_operation_with_a_valid_body_is_in_a_fuzzed_facet():
     assert not [operation for operation in VALID_BODIES if not operation[1].startswith(tuple(FACETS))]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("facet", FACETS)
 def test_every_broken_body_is_a_4xx_envelope_that_stores_nothing_and_the_valid_one_passes(schema, context, facet):
     operations = [(method, path, operation) for method, path, operation in body_operations(schema)
@@ -779,6 +781,7 @@ def _query_string(values: dict[str, str]) -> str:
     return "&".join(f"{name}={value}" for name, value in values.items())
 
 
+@pytest.mark.e2e
 def test_every_required_query_parameter_has_a_valid_value_here(schema):
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
@@ -811,6 +814,7 @@ def _judge_url(context: Context, method: str, path: str, url: str, role: str, bo
     return f"{where}: refused, but changed {changed}" if changed else None
 
 
+@pytest.mark.e2e
 def test_every_bad_query_parameter_is_a_400_envelope(schema, context):
     failures: list[str] = []
     tried = 0
@@ -830,6 +834,7 @@ def test_every_bad_query_parameter_is_a_400_envelope(schema, context):
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
 
 
+@pytest.mark.e2e
 def test_every_id_in_a_path_that_names_nothing_is_a_404_envelope_and_changes_nothing(schema, context):
     failures: list[str] = []
     tried = 0

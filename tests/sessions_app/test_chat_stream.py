@@ -6,6 +6,8 @@ import requests
 from tests.e2e import UPSTREAM_KEY, poll, server_with_fake_upstream, sse_events
 from tests.fakes.llm import Call, Error, Hang, StreamError, Text, ToolCalls
 
+pytestmark = pytest.mark.e2e  # every test here uses a live server its module's fixture starts
+
 
 @pytest.fixture(scope="module")
 def chat_server(fake_openai_server):

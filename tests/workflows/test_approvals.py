@@ -215,3 +215,69 @@ async def test_a_streamed_run_sends_approval_requested_and_ends(owner):
     assert data["run"]["status"] == "waiting" and data["run"]["id"] == events[0][1]["run_id"]
     [approval] = data["approvals"]
     assert (approval["node"], approval["prompt"], approval["status"]) == ("ask", "Publish p?", "pending")
+
+
+def _at_once(*calls):
+    """Each call on a thread of its own, released together; their answers in order."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(len(calls))
+    answers: list = [None] * len(calls)
+
+    def call(index: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            answers[index] = calls[index]()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a decision did not come back within 60 s"
+    return answers
+
+
+def test_two_approvers_deciding_one_approval_at_once_one_wins_and_the_run_resumes_once(owner_client, other_client,
+                                                                                      other_user):
+    data = graph(node("in", "input"), node("ask", "approval", prompt="ok?", approvers=["owner", "other"]),
+                 node("say", "code", code="return input.decision + ' by ' + input.by;"), node("out", "output"),
+                 edges=[("in", "ask"), ("ask", "say"), ("say", "out")])
+    run = start(owner_client, data, name="two")
+    [approval] = pending(owner_client)
+    path = f"/api/approvals/{approval['id']}"
+    answers = _at_once(lambda: owner_client.post(path, {"decision": "approve"}, format="json"),
+                       lambda: other_client.post(path, {"decision": "reject"}, format="json"))
+    assert sorted(answer.status_code for answer in answers) == [200, 409], [a.content for a in answers]
+    winner = next(answer.json() for answer in answers if answer.status_code == 200)
+    loser = next(answer for answer in answers if answer.status_code == 409)
+    assert loser.json()["error"]["code"] == "conflict"
+    finished = owner_client.get(f"/api/workflows/runs/{run['id']}").json()
+    assert finished["status"] == "success", finished
+    assert finished["output"] == f"{winner['decision']} by {winner['by']}"  # the winner's decision, and only it
+    assert [entry["node"] for entry in finished["trace"]].count("say") == 1
+    stored = WorkflowApproval.objects.get(pk=approval["id"])
+    assert (stored.decision, stored.decided_by.username) == (winner["decision"], winner["by"])
+
+
+def test_the_last_two_approvals_of_a_run_decided_at_once_resume_it_exactly_once(owner_client, other_client,
+                                                                               other_user):
+    data = graph(node("in", "input"),
+                 node("okL", "approval", prompt="left", approvers=["owner"]),
+                 node("okR", "approval", prompt="right", approvers=["other"]),
+                 node("join", "code", code="return [input.okL.decision, input.okR.decision];"),
+                 node("out", "output", outputFormat="json"),
+                 edges=[("in", "okL"), ("in", "okR"), ("okL", "join"), ("okR", "join"), ("join", "out")])
+    run = start(owner_client, data, name="joined-at-once", text="x")
+    [left], [right] = pending(owner_client), pending(other_client)
+    answers = _at_once(
+        lambda: owner_client.post(f"/api/approvals/{left['id']}", {"decision": "approve"}, format="json"),
+        lambda: other_client.post(f"/api/approvals/{right['id']}", {"decision": "reject"}, format="json"))
+    assert [answer.status_code for answer in answers] == [200, 200], [a.content for a in answers]
+    finished = owner_client.get(f"/api/workflows/runs/{run['id']}").json()
+    assert (finished["status"], finished["output"]) == ("success", ["approve", "reject"]), finished
+    assert [entry["node"] for entry in finished["trace"]].count("join") == 1

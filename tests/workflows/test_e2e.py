@@ -16,6 +16,8 @@ from tests.fakes.llm import Hang, Text
 from tests.server import LiveServer
 from tests.workflows.conftest import graph, node
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 ASK = graph(node("start", "input"), node("ask", "llm", prompt="Answer: ${input}"),
             node("out", "output", outputFormat="text"), edges=[("start", "ask"), ("ask", "out")])
 

@@ -441,28 +441,44 @@ def test_input_that_json_cannot_carry_is_refused_in_the_callers_process(pool: Sa
 
 
 def test_the_worker_has_no_secret_no_django_and_runs_under_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Seen from outside, through /proc: the worker answers nothing but run and compile.
     for name in ("OPENAI_API_KEY", "AGENTSITE_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "PYTHONPATH"):
         monkeypatch.setenv(name, "secret-value")
     assert os.environ.get("DJANGO_SETTINGS_MODULE")
     pool = SandboxPool(size=1)
     try:
-        seen = pool.debug_worker()
+        assert pool.run_code_sync("return 1") == 1  # a worker is up
         [pid] = pool.worker_pids()
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        proc = Path(f"/proc/{pid}")
+        environ = (proc / "environ").read_bytes()
+        arguments = (proc / "cmdline").read_bytes().split(b"\0")
+        cwd = os.readlink(proc / "cwd")
+        limits = {line[:26].strip(): line[26:].split()[0] for line in (proc / "limits").read_text().splitlines()[1:]}
+        maps = (proc / "maps").read_text()
     finally:
         pool.close()
-    assert set(seen["env"]) <= {"PATH", "LANG", "LC_CTYPE"}
+    names = {entry.split(b"=", 1)[0].decode() for entry in environ.split(b"\0") if entry}
+    assert names <= {"PATH", "LANG", "LC_CTYPE"}
     assert b"secret-value" not in environ and b"DJANGO" not in environ
-    ours = {"django", "agentsite", "workflows", "accounts", "rest_framework"}
-    assert not ours & {module.split(".")[0] for module in seen["modules"]}
-    assert seen["isolated"] is True
-    assert seen["cwd"] == "/"
-    address_space, data, cpu = (seen["limits"][name][0] for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_CPU"))
-    assert 0 < address_space <= 2 * 2**40
-    assert 0 < data <= 2 * 2**30
-    assert 0 < cpu <= 600
+    assert b"-I" in arguments[1:3] and cwd == "/"  # isolated: no PYTHONPATH, no user site, not our directory
+    assert "site-packages/django" not in maps and "/agentsite/" not in maps
+    assert 0 < int(limits["Max address space"]) <= 2 * 2**40
+    assert 0 < int(limits["Max data size"]) <= 2 * 2**30
+    assert 0 < int(limits["Max cpu time"]) <= 600
 
 
+def test_the_worker_imports_only_the_standard_library_and_v8() -> None:
+    import ast
+
+    tree = ast.parse((ROOT / "workflows" / "sandbox" / "worker.py").read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert imported - {"__future__", "py_mini_racer"} <= set(sys.stdlib_module_names)
+
+
+@pytest.mark.e2e
 def test_the_pool_module_imports_without_django() -> None:
     code = "import sys, workflows.sandbox; assert 'django' not in sys.modules; print('ok')"
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}

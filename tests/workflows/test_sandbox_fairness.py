@@ -141,6 +141,7 @@ def test_an_evaluation_that_waits_too_long_for_a_worker_fails_busy() -> None:
         pool.close()
 
 
+@pytest.mark.e2e
 def test_a_read_whose_pipe_the_pool_closed_meanwhile_is_a_lost_worker_not_an_os_error() -> None:
     """pool.close() from another thread closes a busy worker's pipes and kills it: the caller blocked reading its
     answer then reads a closed descriptor. That is the worker lost (a SandboxError to the caller), never an

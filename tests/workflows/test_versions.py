@@ -125,3 +125,30 @@ def test_v1_model_at_a_version(owner_client):
     for bad in ("workflow:calc@3", "workflow:calc@x", "workflow:calc@0"):
         response = ask(bad)
         assert response.status_code == 404 and response.json()["error"]["code"] == "model_not_found", bad
+
+
+def test_restoring_a_version_whose_graph_is_no_longer_valid_is_a_400_that_makes_no_version(owner_client):
+    from agentsite.agent.routing import Catalogue, Connection
+    from tests.catalogue import closed_url, two_upstreams, use_catalogue
+
+    def llm(model: str) -> dict:
+        return graph(node("in", "input"), node("ask", "llm", prompt="Say: ${input}", model=model),
+                     node("out", "output"), edges=[("in", "ask"), ("ask", "out")])
+
+    with use_catalogue(two_upstreams(closed_url(), closed_url())):
+        made = owner_client.post("/api/workflows", {"name": "asks", **llm("hosted/big")}, format="json")
+        assert made.status_code == 201, made.content
+        workflow_id = made.json()["id"]
+        assert owner_client.patch(f"/api/workflows/{workflow_id}", llm("small"), format="json").status_code == 200
+    # The hosted connection (and the alias over it) has since left the catalogue.
+    only_local = Catalogue([Connection("local", "openai", closed_url(), models=("small",), timeout_s=5.0)], [],
+                           default_connection="local")
+    with use_catalogue(only_local):
+        refused = owner_client.post(f"/api/workflows/{workflow_id}/versions/1/restore")
+        assert refused.status_code == 400, refused.content
+        assert refused.json()["error"]["code"] == "invalid" and list(refused.json()["error"]["details"]) == ["node:ask"]
+        assert WorkflowVersion.objects.filter(workflow_id=workflow_id).count() == 2
+        current = owner_client.get(f"/api/workflows/{workflow_id}").json()
+        assert current["version"] == 2 and current["nodes"][1]["config"]["model"] == "small"
+        restored = owner_client.post(f"/api/workflows/{workflow_id}/versions/2/restore")
+        assert restored.status_code == 200 and restored.json()["version"] == 3

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 from rest_framework.test import APIClient
@@ -132,13 +133,22 @@ def test_disabled_and_rotated_refuse_at_once(owner_client, workflow_id):
     refused(send(rotated), 404, "not_found")
 
 
-def test_a_trigger_is_rate_limited(owner_client, workflow_id):
-    trigger = make_trigger(owner_client, workflow_id, rate_per_minute=2)
-    # A fixed minute window: five requests inside two minutes pass at most four.
-    answers = [send(trigger) for _ in range(5)]
-    limited = [answer for answer in answers if answer.status_code == 429]
-    assert limited and limited[0].json()["error"]["code"] == "rate_limited"
-    assert 1 <= int(limited[0]["Retry-After"]) <= 60
+@pytest.mark.parametrize("rate", [1, 3])
+def test_a_trigger_passes_its_rate_a_minute_and_refuses_the_next(owner_client, workflow_id, monkeypatch, rate):
+    # The window is the wall clock's minute: the requests are sent at a fixed instant 50 s into one, so none of
+    # them falls into the next minute's window however slow the machine.
+    clock = {"now": 1_800_000_000 // 60 * 60 + 50.0}
+    monkeypatch.setattr("workflows.triggers.time", SimpleNamespace(time=lambda: clock["now"]))
+    trigger = make_trigger(owner_client, workflow_id, rate_per_minute=rate)
+    assert [send(trigger).status_code for _ in range(rate)] == [200] * rate
+    limited = send(trigger)
+    refused(limited, 429, "rate_limited")
+    assert limited["Retry-After"] == "10"
+    clock["now"] += 9.9  # still the same minute
+    refused(send(trigger), 429, "rate_limited")
+    clock["now"] += 0.1  # the next minute: a new window
+    assert [send(trigger).status_code for _ in range(rate)] == [200] * rate
+    refused(send(trigger), 429, "rate_limited")
 
 
 def test_async_answers_202_and_the_queue_runs_it(owner_client, workflow_id):

@@ -148,14 +148,6 @@ class SandboxPool:
         with self._condition:
             return sorted(worker.pid for worker in self._workers)
 
-    def debug_worker(self) -> dict[str, Any]:
-        """A worker's own view of itself: environment, loaded modules, resource limits (for tests)."""
-        self._acquire_sync(None, None)
-        try:
-            return self._round_trip({"op": "debug", "source": ""}, self.time_limit_s)
-        finally:
-            self.queue.release(None)
-
     # --- evaluation: the caller holds a grant of `self.queue`, which these give back -----------------------------
 
     def _granted_run(self, owner: Hashable, budget: RunBudget | None, message: dict[str, Any]) -> dict[str, Any]:

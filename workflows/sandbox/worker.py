@@ -7,7 +7,7 @@ and no database connection, so code that escapes V8 finds an empty, resource-lim
 Contract:
 - At start it sets its resource limits (before V8 loads), builds a locked-down context (lockdown.js) and writes
   `{"ready": true, "pid": N}`, or `{"ready": false, "error": "..."}` and exits.
-- Then, per request line `{"id", "op": "run"|"compile"|"debug", "kind": "code"|"condition", "source",
+- Then, per request line `{"id", "op": "run"|"compile", "kind": "code"|"condition", "source",
   "input": <JSON text>, "context": <JSON text>}`, exactly one answer line:
   `{"id", "ok": true, "value": <JSON>}` (a code value; `null` for undefined), `{"id", "ok": true, "flag": bool}`
   (a condition), `{"id", "ok": true, "problem": null|"..."}` (compile), or
@@ -149,17 +149,10 @@ def answer_for(tagged: str, request: dict[str, Any], output_cap_bytes: int) -> A
     return value
 
 
-def debug_answer() -> dict[str, Any]:
-    """What tests need to see that the worker is bare: its environment, modules and limits."""
-    limits = {name: resource.getrlimit(getattr(resource, name)) for name in ("RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_CPU")}
-    return {"ok": True, "pid": os.getpid(), "env": dict(os.environ), "modules": sorted(sys.modules),
-            "limits": limits, "cwd": os.getcwd(), "isolated": bool(sys.flags.isolated)}
-
-
 async def evaluate(engine: Engine, request: dict[str, Any], output_cap_bytes: int) -> tuple[Answer, bool]:
     """Returns (answer, retire)."""
-    if request["op"] == "debug":
-        return debug_answer(), False
+    if request["op"] not in ("run", "compile"):  # nothing else is served: not even to tests
+        return {"ok": False, "kind": "error", "message": f"Unknown operation {request['op']!r}."}, False
     try:
         tagged = await engine.call(request)
     except TimeoutError:  # asyncio.wait_for's, an alias since 3.11

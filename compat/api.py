@@ -33,7 +33,7 @@ from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
 from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
-from agentsite.core.errors import AppError, openai_envelope, openai_param
+from agentsite.core.errors import AppError, openai_error
 from agentsite.core.sse import sse_event, sse_response
 from agentsite.core.validation import json_object_body
 from compat import engine
@@ -46,7 +46,7 @@ Handler = Callable[..., Awaitable[HttpResponse]]
 
 def openai_error_response(exc: AppError) -> JsonResponse:
     """An AppError in OpenAI's error shape, so that SDKs raise the matching exception class."""
-    response = JsonResponse(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)), status=exc.status)
+    response = JsonResponse(openai_error(exc), status=exc.status)
     for name, value in exc.headers.items():
         response[name] = value
     if exc.status == 401 and "WWW-Authenticate" not in exc.headers:
@@ -56,7 +56,7 @@ def openai_error_response(exc: AppError) -> JsonResponse:
 
 def openai_error_event(exc: AppError) -> bytes:
     """An AppError as the error chunk that ends a started /v1 stream (SDKs raise it as an APIError)."""
-    return sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
+    return sse_event(openai_error(exc))
 
 
 async def _caller(request: HttpRequest) -> tuple[Any, Any]:

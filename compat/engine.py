@@ -26,7 +26,7 @@ from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
 from agentsite.agent.types import Completion as Reply
 from agentsite.agent.usage import Caller, metered
-from agentsite.core.errors import AppError, openai_envelope, openai_param
+from agentsite.core.errors import AppError, openai_envelope, openai_error
 from agentsite.core.sse import json_text, sse_event
 from compat import translate
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
@@ -193,7 +193,9 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
                 retry = str(event.data.get("retry_after", 1))
                 raise AppError(code, event.data.get("message", ""), 429, {"retry_after": int(retry)},
                                headers={"Retry-After": retry})
-            raise AppError(code, event.data.get("message", ""), 502)
+            # An LLM's refusal (the prompt is over its context) keeps its 4xx; every other failure is a 502.
+            status = event.data.get("status", 502) if code == "upstream_error" else 502
+            raise AppError(code, event.data.get("message", ""), status, event.data.get("details"))
 
 
 _SPLIT = "\x00split\x00"
@@ -242,7 +244,7 @@ async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEv
                     yield b"".join(out)
                     out.clear()
     except AppError as exc:  # a started stream ends with an error chunk, which SDKs raise as an APIError
-        out.append(sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc))))
+        out.append(sse_event(openai_error(exc)))
         yield b"".join(out)
         return
     except Exception:  # a boundary: never a hanging or broken stream

@@ -220,6 +220,8 @@ class _AgentRun:
         except AppError as exc:
             failure = exc.code
             data: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if exc.code == "upstream_error" and exc.status != 502:  # the LLM refused the request: the caller's to fix
+                data.update(status=exc.status, details=exc.details)
             if "Retry-After" in exc.headers:  # a budget or rate limit refused the call: when to try again
                 data["retry_after"] = int(exc.headers["Retry-After"])
             yield [self.event("error", data)]

@@ -25,7 +25,8 @@ The contract other code uses (stable):
 
 **Router** (`Router`): sends one request along a route. Fallback is exact: the next target is tried only when
 the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
-malformed first event, also after its success status: `UpstreamError.retryable`); once an event has been
+malformed first event, also after its success status: `UpstreamError.retryable`; and an upstream 4xx whose
+status the alias lists in `fallback_on`); once an event has been
 yielded nothing is retried, and the failure reaches the caller as it happened. The empty list that says an
 upstream answered (Provider.stream_batches) is handed on once, for the first target that answers, which is
 then `answered` (a caller names it in its reply's headers and `model`); should it fail before its first event
@@ -96,6 +97,7 @@ class Alias:
     name: str
     strategy: str  # fallback | balance (weighted round-robin) | least_in_flight (weighted)
     targets: tuple[AliasTarget, ...]
+    fallback_on: frozenset[int] = frozenset()  # upstream 4xx statuses that also move on to the next target
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,12 @@ class Route:
     strategy: str
     targets: tuple[Target, ...]
     alias: bool = False
+    fallback_on: frozenset[int] = frozenset()  # the alias's: upstream 4xx statuses that also fall back
+
+    def falls_back(self, exc: BaseException) -> bool:
+        """Whether another target may be tried after this failure: a retryable one (UpstreamError.retryable), or
+        an upstream status the alias lists in `fallback_on`."""
+        return bool(getattr(exc, "retryable", False)) or getattr(exc, "upstream_status", None) in self.fallback_on
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,7 @@ class Catalogue:
             if not live:
                 raise AppError("model_not_found", f"The alias {name!r} has no enabled target (its targets: "
                                f"{', '.join(t.model for t in alias.targets) or 'none'}).", 404)
-            return Route(name, alias.strategy, live, alias=True)
+            return Route(name, alias.strategy, live, alias=True, fallback_on=alias.fallback_on)
         target = self._target(name)
         if target is None and "/" not in name or target is None and name.split("/", 1)[0] not in self.connections:
             default = self.connections.get(self.default_connection)
@@ -423,7 +431,7 @@ class Router:
                             attempts.answered = None
                         self._failed(attempts, target, exc)
                         status = metric_status(exc)
-                        if last or not getattr(exc, "retryable", False):
+                        if last or not route.falls_back(exc):
                             logger.warning("Model %s failed: %s", route.name, attempts.summary())
                             raise
                         metrics.upstream_fallback()
@@ -467,7 +475,7 @@ class Router:
                 _llm_span_end(span, target, exc, [0, 0], [])
                 self._failed(attempts, target, exc)
                 metrics.llm_request(label, target.connection.name, metric_status(exc))
-                if index == len(targets) - 1 or not getattr(exc, "retryable", False):
+                if index == len(targets) - 1 or not route.falls_back(exc):
                     logger.warning("Model %s failed: %s", route.name, attempts.summary())
                     raise
                 metrics.upstream_fallback()

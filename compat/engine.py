@@ -42,6 +42,7 @@ MODEL_CREATED = 1767225600  # 2026-01-01: a fixed date, so the model list is sta
 
 
 UPSTREAM_HEADER = "X-Agentsite-Upstream"
+USAGE_HEADER = "X-Agentsite-Usage"  # `estimated` on a whole reply whose usage agentsite estimated
 ATTEMPTS_HEADER = "X-Agentsite-Attempts"
 
 
@@ -86,6 +87,7 @@ class Completion:
         self.user = user
         self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.messages = request.messages
+        self.usage_estimated = False  # reply()'s usage was estimated (a stream says so in its usage instead)
 
     @cached_property
     def cid(self) -> str:
@@ -106,11 +108,14 @@ class Completion:
         return self.model_name
 
     def headers(self) -> dict[str, str]:
-        """X-Agentsite-Upstream: the entry that answered; X-Agentsite-Attempts: each try (when any failed)."""
+        """X-Agentsite-Upstream: the entry that answered; X-Agentsite-Attempts: each try (when any failed);
+        X-Agentsite-Usage: `estimated` when a whole reply's usage was (a stream's headers leave before its usage
+        is known: its usage object carries `estimated: true` instead)."""
         provider = self.provider
+        usage = {USAGE_HEADER: "estimated"} if self.usage_estimated else {}
         if provider is None or not provider.attempts.answered:
-            return {}
-        headers = {UPSTREAM_HEADER: provider.attempts.answered}
+            return usage
+        headers = {UPSTREAM_HEADER: provider.attempts.answered, **usage}
         if len(provider.attempts.tries) > 1:
             headers[ATTEMPTS_HEADER] = provider.attempts.summary()
         return headers
@@ -132,8 +137,11 @@ class Completion:
         """The whole reply in the runtime's terms. A provider's model asks the upstream for plain JSON: cheaper
         than folding a stream."""
         if self.provider is None:
-            return await collect(self._answered_here())
-        return await metered(self.provider, self.caller).complete(self.request)
+            reply = await collect(self._answered_here())
+        else:
+            reply = await metered(self.provider, self.caller).complete(self.request)
+        self.usage_estimated = reply.usage.estimated
+        return reply
 
     async def result(self) -> dict[str, Any]:
         """The chat.completion object."""

@@ -290,8 +290,11 @@ def message_id() -> str:
     return f"msg_{secrets.token_hex(16)}"
 
 
-def _usage(usage: Usage) -> dict[str, int]:
-    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+def _usage(usage: Usage) -> dict[str, int | bool]:
+    out: dict[str, int | bool] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def tool_use_block(call: ToolCall) -> dict[str, Any]:

@@ -406,9 +406,12 @@ def _status(status: str, finish: str) -> tuple[str, dict[str, Any] | None]:
 
 
 def usage_out(usage: Usage) -> dict[str, Any]:
-    return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage.total_tokens}
+    out: dict[str, Any] = {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                           "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                           "total_tokens": usage.total_tokens}
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:

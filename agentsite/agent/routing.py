@@ -27,7 +27,10 @@ The contract other code uses (stable):
 the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
 malformed first event, also after its success status: `UpstreamError.retryable`; and an upstream 4xx whose
 status the alias lists in `fallback_on`); once an event has been
-yielded nothing is retried, and the failure reaches the caller as it happened. The empty list that says an
+yielded nothing is retried, and the failure reaches the caller as it happened.
+Usage is never a fake zero: a reply whose upstream reported no usage (llama.cpp never does in a stream) gets
+one estimated from the text (`Usage.estimated`; CHARS_PER_TOKEN characters a token, the prompt as the meter
+counts it), before its Finish; the meter records the same figures. The empty list that says an
 upstream answered (Provider.stream_batches) is handed on once, for the first target that answers, which is
 then `answered` (a caller names it in its reply's headers and `model`); should it fail before its first event
 after all, its try is recorded failed and the next target's answer replaces it. Any other
@@ -42,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterable
@@ -51,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.providers import PROVIDERS, Provider, default_model
 from agentsite.agent.providers.base import flatten
-from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelta, Usage
+from agentsite.agent.types import ChatRequest, Completion, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.usage import CHARS_PER_TOKEN, prompt_chars
 from agentsite.core import metrics, tracing
 from agentsite.core.env import env_float
 from agentsite.core.errors import AppError
@@ -439,11 +444,14 @@ class Router:
                     metrics.llm_first_token(label, time.perf_counter() - started)
                     if not provisional:
                         self._answered(attempts, target)
+                    estimate = UsageEstimate(request)
+                    first = estimate.see(first)
                     if first:
                         _count_tokens(label, first)
                         _span_saw(span, first, usage, texts)
                         yield first
                     async for batch in batches:  # from here on, a failure is the caller's: never retried
+                        batch = estimate.see(batch)
                         _count_tokens(label, batch)
                         _span_saw(span, batch, usage, texts)
                         yield batch
@@ -487,6 +495,8 @@ class Router:
             finally:
                 self._count(target.entry, -1)
             metrics.llm_request(label, target.connection.name, "ok")
+            if reply.usage.total_tokens == 0:  # the upstream said nothing (or zeros): never a fake zero
+                reply.usage = estimated_usage(request, completion_chars(reply))
             metrics.llm_tokens(label, reply.usage.prompt_tokens, reply.usage.completion_tokens)
             _llm_span_end(span, target, None, [reply.usage.prompt_tokens, reply.usage.completion_tokens],
                           [reply.text])
@@ -496,6 +506,47 @@ class Router:
 
 
 ROUTER = Router()
+
+
+def estimated_usage(request: ChatRequest, completion_chars: int) -> Usage:
+    """The documented estimate: CHARS_PER_TOKEN characters a token, of the prompt as the meter counts it
+    (agentsite.agent.usage.prompt_chars) and of the reply's text and tool calls."""
+    return Usage(math.ceil(prompt_chars(request) / CHARS_PER_TOKEN), math.ceil(completion_chars / CHARS_PER_TOKEN),
+                 estimated=True)
+
+
+def event_chars(event: StreamEvent) -> int:
+    if isinstance(event, TextDelta):
+        return len(event.text)
+    if isinstance(event, ToolCallEvent):
+        return len(event.call.name) + len(json.dumps(event.call.arguments))
+    return 0
+
+
+def completion_chars(reply: Completion) -> int:
+    return len(reply.text) + sum(len(call.name) + len(json.dumps(call.arguments)) for call in reply.tool_calls)
+
+
+class UsageEstimate:
+    """Watches one answering target's batches and puts an estimated Usage before the Finish when the upstream
+    sent none with tokens in it."""
+
+    def __init__(self, request: ChatRequest):
+        self.request = request
+        self.chars = 0
+        self.reported = False
+
+    def see(self, batch: list[StreamEvent]) -> list[StreamEvent]:
+        for position, event in enumerate(batch):
+            if isinstance(event, Usage) and event.total_tokens > 0:
+                self.reported = True
+            elif isinstance(event, Finish) and not self.reported:
+                self.reported = True
+                kept = [item for item in batch[:position] if not isinstance(item, Usage)]  # a zero one: replaced
+                return [*kept, estimated_usage(self.request, self.chars), *batch[position:]]
+            else:
+                self.chars += event_chars(event)
+        return batch
 
 
 def forget_connection(connection: object) -> None:

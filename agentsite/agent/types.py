@@ -166,19 +166,28 @@ class ToolCallEvent:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of a call. `estimated`: counted from the text (agentsite.agent.routing, when the upstream said
+    nothing), not the upstream's own figures; a sum is estimated when any part is."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                     self.estimated or other.estimated)
 
-    def as_dict(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.total_tokens}
+    def as_dict(self) -> dict[str, int | bool]:
+        """OpenAI's usage object; `estimated: true` is added when the figures are an estimate."""
+        usage: dict[str, int | bool] = {"prompt_tokens": self.prompt_tokens,
+                                        "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens}
+        if self.estimated:
+            usage["estimated"] = True
+        return usage
 
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "max_rounds"] | str

@@ -10,8 +10,8 @@ import openai
 import pytest
 import requests
 
-from tests.e2e import server_with_fake_upstream, sse_events
-from tests.fakes.llm import FakeLlamaCpp
+from tests.e2e import poll, server_with_fake_upstream, sse_events
+from tests.fakes.llm import Error, FakeLlamaCpp, Text
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +26,7 @@ def llama_server():
 
 @pytest.fixture(scope="module")
 def live(llama_server):
-    server, headers = server_with_fake_upstream(llama_server)
+    server, headers = server_with_fake_upstream(llama_server, AGENTSITE_USAGE_FLUSH_S="0.2")
     yield server, headers
     server.stop()
 
@@ -113,10 +113,92 @@ def test_the_api_chat_stream_error_event_carries_the_upstreams_status_and_code(l
 
 
 def test_an_upstream_5xx_is_still_a_502(oai, llama):
-    from tests.fakes.llm import Error
-
     llama.script(Error(503, "loading model"))
     client = oai.with_options(max_retries=0)
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "hi"}])
     assert (caught.value.status_code, caught.value.code) == (502, "upstream_error")
+
+
+# --- 2. usage is never a fake zero ------------------------------------------------------------------------------
+
+PROMPT = "Say something about the sea, please."  # 36 characters: 9 tokens by the estimate (4 characters a token)
+REPLY = "The sea is wide and deep."  # 25 characters: 7 tokens
+
+
+def _key(live, name: str) -> tuple[str, str]:
+    server, headers = live
+    made = requests.post(f"{server.base_url}/api/keys", json={"name": name, "scopes": ["v1"]}, headers=headers,
+                         timeout=10)
+    assert made.status_code == 201, made.text
+    return str(made.json()["id"]), made.json()["key"]
+
+
+def _metered(live, key_id: str, requests_expected: int) -> dict:
+    server, headers = live
+
+    def mine() -> dict | None:
+        response = requests.get(f"{server.base_url}/api/usage?group_by=key", headers=headers, timeout=10)
+        rows = [row for row in response.json()["results"] if row["key"] == key_id]
+        return rows[0] if rows and rows[0]["requests"] == requests_expected else None
+
+    return poll(mine, f"{requests_expected} calls of the key metered")
+
+
+def test_a_stream_without_upstream_usage_reports_the_estimate_the_meter_records(live, llama):
+    server, _ = live
+    key_id, key = _key(live, "usage-stream")
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=key, max_retries=0)
+    llama.script(Text(REPLY))
+    chunks = list(client.chat.completions.create(model="fake-model", stream=True,
+                                                 stream_options={"include_usage": True},
+                                                 messages=[{"role": "user", "content": PROMPT}]))
+    assert llama.bodies()[-1]["stream_options"] == {"include_usage": True}  # asked for, and not sent
+    usage = chunks[-1].usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (9, 7, 16)
+    assert usage.model_extra == {"estimated": True}
+    metered = _metered(live, key_id, 1)
+    assert (metered["prompt_tokens"], metered["completion_tokens"]) == (9, 7)
+
+
+def test_the_responses_stream_and_the_messages_stream_report_the_estimate(oai, claude, llama):
+    llama.script(Text(REPLY), Text(REPLY))
+    events = list(oai.responses.create(model="fake-model", input=PROMPT, stream=True, store=False))
+    assert events[-1].type == "response.completed"
+    usage = events[-1].response.usage
+    assert (usage.input_tokens, usage.output_tokens) == (9, 7) and usage.model_extra == {"estimated": True}
+    with claude.messages.stream(model="fake-model", max_tokens=50,
+                                messages=[{"role": "user", "content": PROMPT}]) as stream:
+        message = stream.get_final_message()
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (9, 7)
+
+
+def test_a_whole_agent_reply_reports_estimated_usage_and_says_so_in_a_header(live, llama):
+    server, _ = live
+    llama.script(Text(REPLY))
+    response = requests.post(f"{server.base_url}/v1/chat/completions", timeout=30, json={
+        "model": "agent", "messages": [{"role": "user", "content": PROMPT}]})
+    assert response.status_code == 200, response.text
+    usage = response.json()["usage"]
+    assert usage["prompt_tokens"] > 9 and usage["completion_tokens"] == 7 and usage["estimated"] is True
+    assert response.headers["X-Agentsite-Usage"] == "estimated"
+
+
+def test_upstream_usage_is_passed_on_unmarked(live, llama):
+    server, _ = live
+    llama.script(Text(REPLY, usage=(30, 8)))  # a whole reply: llama.cpp reports its usage there
+    response = requests.post(f"{server.base_url}/v1/chat/completions", timeout=30, json={
+        "model": "fake-model", "messages": [{"role": "user", "content": PROMPT}]})
+    assert response.json()["usage"] == {"prompt_tokens": 30, "completion_tokens": 8, "total_tokens": 38}
+    assert "X-Agentsite-Usage" not in response.headers
+
+
+def test_a_refused_request_is_metered_without_tokens(live, llama):
+    server, _ = live
+    key_id, key = _key(live, "usage-refused")
+    client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=key, max_retries=0)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": LONG}])
+    metered = _metered(live, key_id, 1)
+    assert (metered["prompt_tokens"], metered["completion_tokens"]) == (0, 0)
+

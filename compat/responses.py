@@ -422,7 +422,7 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
 
 def call_item(call: ToolCall, arguments: str | None = None, status: str = "completed") -> dict[str, Any]:
     return {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name,
-            "arguments": json.dumps(call.arguments) if arguments is None else arguments, "status": status}
+            "arguments": call.arguments_text if arguments is None else arguments, "status": status}
 
 
 def output_items(reply: Completion) -> list[dict[str, Any]]:
@@ -514,7 +514,7 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                 sequence += 1
             elif isinstance(event, ToolCallEvent):
                 close_message()
-                index, arguments = len(output), json.dumps(event.call.arguments)
+                index, arguments = len(output), event.call.arguments_text
                 item = call_item(event.call)
                 emit("response.output_item.added", output_index=index,
                      item=call_item(event.call, arguments="", status="in_progress"))

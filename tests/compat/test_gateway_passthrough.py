@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.e2e import poll, server_with_fake_upstream, sse_events
-from tests.fakes.llm import Error, FakeLlamaCpp, Text
+from tests.fakes.llm import Call, Error, FakeLlamaCpp, Text, ToolCalls
 
 pytestmark = pytest.mark.e2e
 
@@ -202,3 +202,98 @@ def test_a_refused_request_is_metered_without_tokens(live, llama):
     metered = _metered(live, key_id, 1)
     assert (metered["prompt_tokens"], metered["completion_tokens"]) == (0, 0)
 
+
+# --- 4. tool calls as sent --------------------------------------------------------------------------------------
+
+BROKEN = '{ "city":'  # a model cut off mid-arguments
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_arguments_that_are_not_json_reach_a_chat_completions_client_as_sent(oai, llama, stream):
+    llama.script(ToolCalls([Call("get_weather", BROKEN, id="call_1")]))
+    reply = oai.chat.completions.create(model="fake-model", stream=stream, tools=[WEATHER_TOOL],
+                                        messages=[{"role": "user", "content": "weather?"}])
+    if stream:
+        calls = [call for chunk in reply if chunk.choices for call in chunk.choices[0].delta.tool_calls or []]
+        arguments = "".join(call.function.arguments or "" for call in calls)
+    else:
+        arguments = reply.choices[0].message.tool_calls[0].function.arguments
+    assert arguments == BROKEN
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_arguments_that_are_not_json_reach_a_responses_client_as_sent(oai, llama, stream):
+    llama.script(ToolCalls([Call("get_weather", BROKEN, id="call_1")]))
+    tool = {"type": "function", "name": "get_weather", "parameters": WEATHER_TOOL["function"]["parameters"]}
+    if stream:
+        events = list(oai.responses.create(model="fake-model", input="weather?", tools=[tool], stream=True))
+        assert [event.arguments for event in events if event.type == "response.function_call_arguments.done"] == [
+            BROKEN]
+        response = events[-1].response
+    else:
+        response = oai.responses.create(model="fake-model", input="weather?", tools=[tool])
+    assert [item.arguments for item in response.output if item.type == "function_call"] == [BROKEN]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_messages_door_reports_arguments_that_are_not_json_as_the_upstreams_error(claude, llama, stream):
+    llama.script(ToolCalls([Call("get_weather", BROKEN, id="call_1")]))
+    tool = {"name": "get_weather", "input_schema": WEATHER_TOOL["function"]["parameters"]}
+    client = claude.with_options(max_retries=0)
+    with pytest.raises(anthropic.APIError) as caught:
+        if stream:
+            with client.messages.stream(model="fake-model", max_tokens=50, tools=[tool],
+                                        messages=[{"role": "user", "content": "weather?"}]) as events:
+                list(events)
+        else:
+            client.messages.create(model="fake-model", max_tokens=50, tools=[tool],
+                                   messages=[{"role": "user", "content": "weather?"}])
+    assert "get_weather" in str(caught.value) and "not valid JSON" in str(caught.value)
+    if not stream:
+        assert caught.value.status_code == 502
+
+
+def _assistant_sent(fake) -> dict:
+    return next(message for message in fake.bodies()[-1]["messages"] if message["role"] == "assistant")
+
+
+def test_an_assistant_turn_with_tool_calls_keeps_its_empty_content_on_chat_completions(oai, llama):
+    history = [{"role": "user", "content": "weather?"},
+               {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                   "name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+               {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    for stream in (False, True):
+        llama.script(Text("Sunny."))
+        reply = oai.chat.completions.create(model="fake-model", stream=stream, tools=[WEATHER_TOOL], messages=history)
+        if stream:
+            list(reply)
+        assert _assistant_sent(llama)["content"] == ""
+    null = [history[0], {**history[1], "content": None}, history[2]]
+    with pytest.raises(openai.BadRequestError):  # null stays null, and this upstream refuses it: its 400
+        oai.chat.completions.create(model="fake-model", tools=[WEATHER_TOOL], messages=null)
+    assert _assistant_sent(llama)["content"] is None
+
+
+def test_a_responses_tool_round_sends_the_upstream_a_string_content(oai, llama):
+    llama.script(Text("Sunny."))
+    tool = {"type": "function", "name": "get_weather", "parameters": WEATHER_TOOL["function"]["parameters"]}
+    response = oai.responses.create(model="fake-model", tools=[tool], store=False, input=[
+        {"role": "user", "content": "weather?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}])
+    assert response.output_text == "Sunny."
+    assert _assistant_sent(llama)["content"] == ""
+
+
+def test_a_messages_tool_round_sends_the_upstream_a_string_content(claude, llama):
+    llama.script(Text("Sunny."))
+    tool = {"name": "get_weather", "input_schema": WEATHER_TOOL["function"]["parameters"]}
+    message = claude.messages.create(model="fake-model", max_tokens=50, tools=[tool], messages=[
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "get_weather",
+                                           "input": {"city": "Oslo"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"}]}])
+    assert message.content[0].text == "Sunny."
+    assert _assistant_sent(llama)["content"] == ""

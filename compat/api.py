@@ -172,6 +172,17 @@ async def _models(request: HttpRequest) -> HttpResponse:
     return JsonResponse(await engine.model_list(await aget_settings(), user))
 
 
+async def _model(request: HttpRequest, model_id: str) -> HttpResponse:
+    """One model of the list (`models.retrieve`): its ids hold slashes (`<connection>/<model>`)."""
+    user, _ = await _caller(request)
+    listed = await engine.model_list(await aget_settings(), user)
+    card = next((card for card in listed["data"] if card["id"] == model_id), None)
+    if card is None:
+        raise AppError("model_not_found", f"The model {model_id!r} does not exist; GET /v1/models lists the "
+                       "models.", 404)
+    return JsonResponse(card)
+
+
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user, credential = await _caller(request)
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest)
@@ -195,6 +206,7 @@ async def _embeddings(request: HttpRequest) -> HttpResponse:
 
 
 models = _openai_view(_models, methods=("GET",))
+model = _openai_view(_model, methods=("GET",))
 chat_completions = _openai_view(_chat_completions)
 embeddings = _openai_view(_embeddings)
 
@@ -216,12 +228,13 @@ def _attach_schemas() -> None:
         CountTokensSchema,
         EmbeddingsSchema,
         MessagesSchema,
+        ModelSchema,
         ModelsSchema,
         ResponseSchema,
         ResponsesSchema,
     )
 
-    for view, schema_view in ((models, ModelsSchema), (chat_completions, ChatCompletionsSchema),
+    for view, schema_view in ((models, ModelsSchema), (model, ModelSchema), (chat_completions, ChatCompletionsSchema),
                               (embeddings, EmbeddingsSchema), (responses_create, ResponsesSchema),
                               (responses_one, ResponseSchema), (messages.messages, MessagesSchema),
                               (messages.count_tokens, CountTokensSchema)):

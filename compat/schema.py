@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from accounts.authentication import JWTAuthentication
 from compat.messages import CountTokensRequest, MessagesRequest
 from compat.responses import ResponseRequest
-from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList
+from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
@@ -120,6 +120,15 @@ class ModelsSchema(_V1):
                    description='The provider model, "agent" and "hash-256".',
                    responses={200: ModelList, 401: _ERROR})
     def get(self, request):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
+class ModelSchema(_V1):
+    @extend_schema(tags=["v1"], summary="One model (OpenAI-compatible models.retrieve)",
+                   description="One entry of GET /v1/models; its id may hold slashes (`<connection>/<model>`).",
+                   responses={200: ModelCard, 401: _ERROR,
+                              404: OpenApiResponse(description="`model_not_found`: not in the caller's list")})
+    def get(self, request, model_id):  # pragma: no cover - never routed
         raise NotImplementedError
 
 

@@ -4,6 +4,7 @@ from compat import api, messages
 
 urlpatterns = [
     path("models", api.models, name="v1-models"),
+    path("models/<path:model_id>", api.model, name="v1-model"),
     path("chat/completions", api.chat_completions, name="v1-chat-completions"),
     path("responses", api.responses_create, name="v1-responses"),
     path("responses/<str:pk>", api.responses_one, name="v1-response"),

@@ -123,11 +123,11 @@ def openai_envelope(code: str | None, message: str, status: int, param: str | No
 
 
 def openai_param(exc: AppError) -> str | None:
-    """The request field a 400 names (its first detail key), for OpenAI's `param`; an upstream's refusal names
-    the upstream's own."""
+    """The request field a 400 (or a 404 of a field's id: `previous_response_id`) names, its first detail key,
+    for OpenAI's `param`; an upstream's refusal names the upstream's own."""
     if exc.code == "upstream_error":
         return exc.details.get("param")
-    return next(iter(exc.details), None) if exc.status == 400 and exc.details else None
+    return next(iter(exc.details), None) if exc.status in (400, 404) and exc.details else None
 
 
 def openai_error(exc: AppError) -> dict[str, Any]:

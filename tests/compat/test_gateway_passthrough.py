@@ -297,3 +297,23 @@ def test_a_messages_tool_round_sends_the_upstream_a_string_content(claude, llama
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny"}]}])
     assert message.content[0].text == "Sunny."
     assert _assistant_sent(llama)["content"] == ""
+
+
+# --- 6. the rest of the SDKs' calls -----------------------------------------------------------------------------
+
+def test_models_retrieve_finds_an_id_with_a_slash_and_404s_an_unknown_one(oai):
+    listed = [model.id for model in oai.models.list()]
+    assert "default/fake-model" in listed
+    for model_id in ("default/fake-model", "agent"):
+        model = oai.models.retrieve(model_id)
+        assert (model.id, model.object) == (model_id, "model")
+    with pytest.raises(openai.NotFoundError) as caught:
+        oai.models.retrieve("default/no-such-model")
+    assert caught.value.code == "model_not_found"
+
+
+def test_a_missing_previous_response_names_its_param(oai, llama):
+    with pytest.raises(openai.NotFoundError) as caught:
+        oai.responses.create(model="fake-model", input="more", previous_response_id="resp_" + "0" * 32)
+    assert (caught.value.code, caught.value.param) == ("not_found", "previous_response_id")
+    assert _posts(llama) == 0

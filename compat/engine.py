@@ -13,7 +13,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -88,6 +88,7 @@ class Completion:
         self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.messages = request.messages
         self.usage_estimated = False  # reply()'s usage was estimated (a stream says so in its usage instead)
+        self.agent_answered = ""  # `agent`: the catalogue entry that answered its last round (a whole reply's)
 
     @cached_property
     def cid(self) -> str:
@@ -113,6 +114,8 @@ class Completion:
         is known: its usage object carries `estimated: true` instead)."""
         provider = self.provider
         usage = {USAGE_HEADER: "estimated"} if self.usage_estimated else {}
+        if provider is None and self.agent_answered:  # `agent`: its model's entry (a whole reply; a stream's
+            return {UPSTREAM_HEADER: self.agent_answered, **usage}  # headers leave before its first round ends)
         if provider is None or not provider.attempts.answered:
             return usage
         headers = {UPSTREAM_HEADER: provider.attempts.answered, **usage}
@@ -125,7 +128,11 @@ class Completion:
         if self.source is not None:
             return self.source.stream(self.model_name, self.messages, getattr(self.user, "pk", None),
                                       caller=self.caller)
-        return agent_events(self.request, user=self.user, settings=self.settings, caller=self.caller)
+        return agent_events(self.request, user=self.user, settings=self.settings, caller=self.caller,
+                            on_answered=self._agent_answered)
+
+    def _agent_answered(self, entry: str) -> None:
+        self.agent_answered = entry
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
@@ -174,7 +181,8 @@ class Completion:
 
 
 async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, settings: AgentSettings,
-                       caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
+                       caller: Caller | None = None,
+                       on_answered: Callable[[str], None] | None = None) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise). The request's tools are not the agent's: its
     own tools run inside the server."""
@@ -193,6 +201,8 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
         if event.type == "delta":
             yield TextDelta(event.data.get("content", ""))
         elif event.type == "done" and event.transcript is not None:
+            if on_answered is not None and event.transcript.answered:
+                on_answered(event.transcript.answered)
             yield event.transcript.usage
             yield Finish(event.transcript.finish_reason or "stop")
         elif event.type == "error":

@@ -182,6 +182,7 @@ def test_a_whole_agent_reply_reports_estimated_usage_and_says_so_in_a_header(liv
     usage = response.json()["usage"]
     assert usage["prompt_tokens"] > 9 and usage["completion_tokens"] == 7 and usage["estimated"] is True
     assert response.headers["X-Agentsite-Usage"] == "estimated"
+    assert response.headers["X-Agentsite-Upstream"] == "default/fake-model"  # who answered the agent's model
 
 
 def test_upstream_usage_is_passed_on_unmarked(live, llama):

@@ -214,10 +214,11 @@ embeddings = _openai_view(_embeddings)
 def _responses_views() -> tuple[Handler, Handler]:
     from compat import responses
 
-    return _openai_view(responses.create), _openai_view(responses.one, methods=("GET", "DELETE"))
+    return (_openai_view(responses.create), _openai_view(responses.one, methods=("GET", "DELETE")),
+            _openai_view(responses.input_items_list, methods=("GET",)))
 
 
-responses_create, responses_one = _responses_views()
+responses_create, responses_one, responses_input_items = _responses_views()
 
 
 def _attach_schemas() -> None:
@@ -230,13 +231,15 @@ def _attach_schemas() -> None:
         MessagesSchema,
         ModelSchema,
         ModelsSchema,
+        ResponseInputItemsSchema,
         ResponseSchema,
         ResponsesSchema,
     )
 
     for view, schema_view in ((models, ModelsSchema), (model, ModelSchema), (chat_completions, ChatCompletionsSchema),
                               (embeddings, EmbeddingsSchema), (responses_create, ResponsesSchema),
-                              (responses_one, ResponseSchema), (messages.messages, MessagesSchema),
+                              (responses_one, ResponseSchema), (responses_input_items, ResponseInputItemsSchema),
+                              (messages.messages, MessagesSchema),
                               (messages.count_tokens, CountTokensSchema)):
         view.cls, view.initkwargs = schema_view, {}
 

@@ -196,6 +196,15 @@ class MessagesSchema(_V1):
         raise NotImplementedError
 
 
+class ResponseInputItemsSchema(_V1):
+    @extend_schema(tags=["v1"], summary="A stored response's input items (its owner's only)",
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description=(
+                       '{"object": "list", "data": [item], "first_id", "last_id", "has_more"}')),
+                       400: _ERROR, 401: _ERROR, 404: OpenApiResponse(description="`not_found`: none, or not yours")})
+    def get(self, request, pk):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
 class ResponseSchema(_V1):
     @extend_schema(tags=["v1"], summary="A stored response (its owner's only)",
                    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="The response object"),

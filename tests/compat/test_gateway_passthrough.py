@@ -318,3 +318,22 @@ def test_a_missing_previous_response_names_its_param(oai, llama):
         oai.responses.create(model="fake-model", input="more", previous_response_id="resp_" + "0" * 32)
     assert (caught.value.code, caught.value.param) == ("not_found", "previous_response_id")
     assert _posts(llama) == 0
+
+
+def test_input_items_lists_what_a_stored_response_answered(oai, llama):
+    llama.script(Text("First."), Text("Second."))
+    first = oai.responses.create(model="fake-model", input="one")
+    second = oai.responses.create(model="fake-model", input="two", previous_response_id=first.id)
+    items = list(oai.responses.input_items.list(second.id, order="asc"))
+    assert [item.type for item in items] == ["message", "message", "message"]
+    assert [(item.role, item.content[0].text) for item in items] == [("user", "one"), ("assistant", "First."),
+                                                                     ("user", "two")]
+    newest = oai.responses.input_items.list(second.id, limit=1)
+    assert [item.content[0].text for item in newest.data] == ["two"] and newest.has_more
+    after = oai.responses.input_items.list(second.id, limit=5, after=newest.data[0].id)
+    assert [item.content[0].text for item in after.data] == ["First.", "one"] and not after.has_more
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.input_items.list("resp_" + "0" * 32)
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.responses.input_items.list(second.id, limit=101)
+    assert caught.value.param == "limit"

@@ -62,7 +62,7 @@ OBJECT_ROUTES = {
     "/api/workflows/runs/{run_id}": "workflow_run",
     "/api/approvals/{approval_id}": "approval",
     "/api/keys/{pk}": "key",
-    "/v1/responses/{pk}": "response",
+    "/v1/responses/{pk}": "response", "/v1/responses/{pk}/input_items": "response",
 }
 # Routes naming an object that is not a user's but the admins' (an MCP server): admin-only, so another user
 # gets the 403 the admin matrix checks, and there is no owner to hide it from.

@@ -479,12 +479,14 @@ class AliasInputSerializer(serializers.Serializer):
                                   error_messages={"invalid": "Use lowercase letters, digits, _ . : and - (no /)."})
     strategy = serializers.ChoiceField(choices=[name for name, _ in ModelAlias.STRATEGIES], required=False)
     targets = AliasTargetSerializer(many=True, allow_empty=False, max_length=50)
+    fallback_on = serializers.ListField(child=serializers.IntegerField(min_value=400, max_value=499), max_length=100,
+                                        required=False)
 
 
 class AliasOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelAlias
-        fields = ["id", "name", "strategy", "targets", "created_at", "updated_at"]
+        fields = ["id", "name", "strategy", "targets", "fallback_on", "created_at", "updated_at"]
 
 
 def _targets(data: dict) -> dict:

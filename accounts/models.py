@@ -97,7 +97,8 @@ class Connection(models.Model):
 
 class ModelAlias(models.Model):
     """A name for an ordered list of catalogue entries with a strategy (agentsite.agent.routing.STRATEGIES).
-    `targets` is `[{"model": "<connection>/<model>", "weight": 1}]`."""
+    `targets` is `[{"model": "<connection>/<model>", "weight": 1}]`; `fallback_on` lists the upstream 4xx
+    statuses that also send the request to the next target (by default a 4xx is the caller's, never retried)."""
 
     STRATEGIES = [("fallback", "Fallback (in order)"), ("balance", "Balance (weighted round-robin)"),
                   ("least_in_flight", "Balance (least in flight)")]
@@ -106,6 +107,7 @@ class ModelAlias(models.Model):
                             validators=[RegexValidator(r"^[a-z0-9][a-z0-9_.:-]*$")])
     strategy = models.CharField(max_length=20, choices=STRATEGIES, default="fallback")
     targets = models.JSONField(default=list)
+    fallback_on = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -101,7 +101,8 @@ def catalogue_of_rows(config: AgentConfig, connections: list[Connection], aliase
     runtime_aliases = [
         routing.Alias(row.name, row.strategy, tuple(routing.AliasTarget(str(t.get("model", "")),
                                                                         float(t.get("weight", 1) or 0))
-                                                    for t in row.targets or [] if isinstance(t, dict)))
+                                                    for t in row.targets or [] if isinstance(t, dict)),
+                      fallback_on=frozenset(int(s) for s in row.fallback_on or [] if isinstance(s, int)))
         for row in aliases]
     default = next((row.name for row in connections if row.pk == config.connection_id), "")
     return routing.Catalogue(runtime_connections, runtime_aliases, default_connection=default,

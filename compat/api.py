@@ -34,7 +34,7 @@ from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
 from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
-from agentsite.core.errors import AppError, openai_envelope, openai_param
+from agentsite.core.errors import AppError, openai_error
 from agentsite.core.sse import sse_event, sse_response
 from compat import engine
 from compat.limits import parsed_body
@@ -47,7 +47,7 @@ Handler = Callable[..., Awaitable[HttpResponse]]
 
 def openai_error_response(exc: AppError) -> JsonResponse:
     """An AppError in OpenAI's error shape, so that SDKs raise the matching exception class."""
-    response = JsonResponse(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)), status=exc.status)
+    response = JsonResponse(openai_error(exc), status=exc.status)
     for name, value in exc.headers.items():
         response[name] = value
     if exc.status == 401 and "WWW-Authenticate" not in exc.headers:
@@ -57,7 +57,7 @@ def openai_error_response(exc: AppError) -> JsonResponse:
 
 def openai_error_event(exc: AppError) -> bytes:
     """An AppError as the error chunk that ends a started /v1 stream (SDKs raise it as an APIError)."""
-    return sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc)))
+    return sse_event(openai_error(exc))
 
 
 # Where the body gate (gate below, run by agentsite.server.asgi_limits before the body is read) leaves the
@@ -208,6 +208,17 @@ async def _models(request: HttpRequest) -> HttpResponse:
     return JsonResponse(await engine.model_list(await aget_settings(), user))
 
 
+async def _model(request: HttpRequest, model_id: str) -> HttpResponse:
+    """One model of the list (`models.retrieve`): its ids hold slashes (`<connection>/<model>`)."""
+    user, _ = await _caller(request)
+    listed = await engine.model_list(await aget_settings(), user)
+    card = next((card for card in listed["data"] if card["id"] == model_id), None)
+    if card is None:
+        raise AppError("model_not_found", f"The model {model_id!r} does not exist; GET /v1/models lists the "
+                       "models.", 404)
+    return JsonResponse(card)
+
+
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user, credential = await _caller(request)
     body: ChatCompletionRequest = _parse(request, ChatCompletionRequest, "messages")
@@ -231,6 +242,7 @@ async def _embeddings(request: HttpRequest) -> HttpResponse:
 
 
 models = _openai_view(_models, methods=("GET",))
+model = _openai_view(_model, methods=("GET",))
 chat_completions = _openai_view(_chat_completions)
 embeddings = _openai_view(_embeddings)
 
@@ -238,10 +250,11 @@ embeddings = _openai_view(_embeddings)
 def _responses_views() -> tuple[Handler, Handler]:
     from compat import responses
 
-    return _openai_view(responses.create), _openai_view(responses.one, methods=("GET", "DELETE"))
+    return (_openai_view(responses.create), _openai_view(responses.one, methods=("GET", "DELETE")),
+            _openai_view(responses.input_items_list, methods=("GET",)))
 
 
-responses_create, responses_one = _responses_views()
+responses_create, responses_one, responses_input_items = _responses_views()
 
 
 def _attach_schemas() -> None:
@@ -252,14 +265,17 @@ def _attach_schemas() -> None:
         CountTokensSchema,
         EmbeddingsSchema,
         MessagesSchema,
+        ModelSchema,
         ModelsSchema,
+        ResponseInputItemsSchema,
         ResponseSchema,
         ResponsesSchema,
     )
 
-    for view, schema_view in ((models, ModelsSchema), (chat_completions, ChatCompletionsSchema),
+    for view, schema_view in ((models, ModelsSchema), (model, ModelSchema), (chat_completions, ChatCompletionsSchema),
                               (embeddings, EmbeddingsSchema), (responses_create, ResponsesSchema),
-                              (responses_one, ResponseSchema), (messages.messages, MessagesSchema),
+                              (responses_one, ResponseSchema), (responses_input_items, ResponseInputItemsSchema),
+                              (messages.messages, MessagesSchema),
                               (messages.count_tokens, CountTokensSchema)):
         view.cls, view.initkwargs = schema_view, {}
 

@@ -13,7 +13,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
 from agentsite.agent.types import Completion as Reply
 from agentsite.agent.usage import Caller, metered
-from agentsite.core.errors import AppError, openai_envelope, openai_param
+from agentsite.core.errors import AppError, openai_envelope, openai_error
 from agentsite.core.sse import json_text, sse_event
 from compat import translate
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
@@ -42,6 +42,7 @@ MODEL_CREATED = 1767225600  # 2026-01-01: a fixed date, so the model list is sta
 
 
 UPSTREAM_HEADER = "X-Agentsite-Upstream"
+USAGE_HEADER = "X-Agentsite-Usage"  # `estimated` on a whole reply whose usage agentsite estimated
 ATTEMPTS_HEADER = "X-Agentsite-Attempts"
 
 
@@ -86,6 +87,8 @@ class Completion:
         self.user = user
         self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
         self.messages = request.messages
+        self.usage_estimated = False  # reply()'s usage was estimated (a stream says so in its usage instead)
+        self.agent_answered = ""  # `agent`: the catalogue entry that answered its last round (a whole reply's)
 
     @cached_property
     def cid(self) -> str:
@@ -106,11 +109,16 @@ class Completion:
         return self.model_name
 
     def headers(self) -> dict[str, str]:
-        """X-Agentsite-Upstream: the entry that answered; X-Agentsite-Attempts: each try (when any failed)."""
+        """X-Agentsite-Upstream: the entry that answered; X-Agentsite-Attempts: each try (when any failed);
+        X-Agentsite-Usage: `estimated` when a whole reply's usage was (a stream's headers leave before its usage
+        is known: its usage object carries `estimated: true` instead)."""
         provider = self.provider
+        usage = {USAGE_HEADER: "estimated"} if self.usage_estimated else {}
+        if provider is None and self.agent_answered:  # `agent`: its model's entry (a whole reply; a stream's
+            return {UPSTREAM_HEADER: self.agent_answered, **usage}  # headers leave before its first round ends)
         if provider is None or not provider.attempts.answered:
-            return {}
-        headers = {UPSTREAM_HEADER: provider.attempts.answered}
+            return usage
+        headers = {UPSTREAM_HEADER: provider.attempts.answered, **usage}
         if len(provider.attempts.tries) > 1:
             headers[ATTEMPTS_HEADER] = provider.attempts.summary()
         return headers
@@ -120,7 +128,11 @@ class Completion:
         if self.source is not None:
             return self.source.stream(self.model_name, self.messages, getattr(self.user, "pk", None),
                                       caller=self.caller)
-        return agent_events(self.request, user=self.user, settings=self.settings, caller=self.caller)
+        return agent_events(self.request, user=self.user, settings=self.settings, caller=self.caller,
+                            on_answered=self._agent_answered)
+
+    def _agent_answered(self, entry: str) -> None:
+        self.agent_answered = entry
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
@@ -132,8 +144,11 @@ class Completion:
         """The whole reply in the runtime's terms. A provider's model asks the upstream for plain JSON: cheaper
         than folding a stream."""
         if self.provider is None:
-            return await collect(self._answered_here())
-        return await metered(self.provider, self.caller).complete(self.request)
+            reply = await collect(self._answered_here())
+        else:
+            reply = await metered(self.provider, self.caller).complete(self.request)
+        self.usage_estimated = reply.usage.estimated
+        return reply
 
     async def result(self) -> dict[str, Any]:
         """The chat.completion object."""
@@ -166,7 +181,8 @@ class Completion:
 
 
 async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, settings: AgentSettings,
-                       caller: Caller | None = None) -> AsyncIterator[StreamEvent]:
+                       caller: Caller | None = None,
+                       on_answered: Callable[[str], None] | None = None) -> AsyncIterator[StreamEvent]:
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise). The request's tools are not the agent's: its
     own tools run inside the server."""
@@ -185,6 +201,8 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
         if event.type == "delta":
             yield TextDelta(event.data.get("content", ""))
         elif event.type == "done" and event.transcript is not None:
+            if on_answered is not None and event.transcript.answered:
+                on_answered(event.transcript.answered)
             yield event.transcript.usage
             yield Finish(event.transcript.finish_reason or "stop")
         elif event.type == "error":
@@ -193,7 +211,9 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
                 retry = str(event.data.get("retry_after", 1))
                 raise AppError(code, event.data.get("message", ""), 429, {"retry_after": int(retry)},
                                headers={"Retry-After": retry})
-            raise AppError(code, event.data.get("message", ""), 502)
+            # An LLM's refusal (the prompt is over its context) keeps its 4xx; every other failure is a 502.
+            status = event.data.get("status", 502) if code == "upstream_error" else 502
+            raise AppError(code, event.data.get("message", ""), status, event.data.get("details"))
 
 
 _SPLIT = "\x00split\x00"
@@ -242,7 +262,7 @@ async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEv
                     yield b"".join(out)
                     out.clear()
     except AppError as exc:  # a started stream ends with an error chunk, which SDKs raise as an APIError
-        out.append(sse_event(openai_envelope(exc.code, exc.message, exc.status, openai_param(exc))))
+        out.append(sse_event(openai_error(exc)))
         yield b"".join(out)
         return
     except Exception:  # a boundary: never a hanging or broken stream

@@ -290,11 +290,19 @@ def message_id() -> str:
     return f"msg_{secrets.token_hex(16)}"
 
 
-def _usage(usage: Usage) -> dict[str, int]:
-    return {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+def _usage(usage: Usage) -> dict[str, int | bool]:
+    out: dict[str, int | bool] = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def tool_use_block(call: ToolCall) -> dict[str, Any]:
+    """A tool_use block. Its `input` must be an object: a call whose arguments the upstream sent as something
+    else (invalid JSON) cannot be said here, and is the upstream's error (AppError 502 `upstream_error`)."""
+    if call.arguments_error:
+        raise AppError("upstream_error", f"The upstream's tool call {call.name!r} ({call.id}) cannot be a tool_use "
+                       f"block: {call.arguments_error}", 502)
     return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
 
 

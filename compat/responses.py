@@ -408,9 +408,12 @@ def _status(status: str, finish: str) -> tuple[str, dict[str, Any] | None]:
 
 
 def usage_out(usage: Usage) -> dict[str, Any]:
-    return {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": usage.total_tokens}
+    out: dict[str, Any] = {"input_tokens": usage.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+                           "output_tokens": usage.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+                           "total_tokens": usage.total_tokens}
+    if usage.estimated:
+        out["estimated"] = True
+    return out
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -421,7 +424,7 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
 
 def call_item(call: ToolCall, arguments: str | None = None, status: str = "completed") -> dict[str, Any]:
     return {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id, "name": call.name,
-            "arguments": json.dumps(call.arguments) if arguments is None else arguments, "status": status}
+            "arguments": call.arguments_text if arguments is None else arguments, "status": status}
 
 
 def output_items(reply: Completion) -> list[dict[str, Any]]:
@@ -513,7 +516,7 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                 sequence += 1
             elif isinstance(event, ToolCallEvent):
                 close_message()
-                index, arguments = len(output), json.dumps(event.call.arguments)
+                index, arguments = len(output), event.call.arguments_text
                 item = call_item(event.call)
                 emit("response.output_item.added", output_index=index,
                      item=call_item(event.call, arguments="", status="in_progress"))
@@ -653,3 +656,50 @@ async def one(request: HttpRequest, pk: str) -> HttpResponse:
     if stored is None:
         raise _not_found(response_id)
     return JsonResponse(stored)
+
+
+async def input_items_list(request: HttpRequest, pk: str) -> HttpResponse:
+    """GET /v1/responses/{id}/input_items: the items the stored response answered (its conversation before its
+    output), OpenAI's list page: `order` (`desc`, the default, or `asc`), `limit` (1-100, default 20), `after`
+    (an item id). An item without an id of its own (a client's input message) gets `item_<position>`."""
+    from compat.api import _caller
+
+    user, _ = await _caller(request)
+    stored = await db(lambda: _owned(user, pk).values_list("history", "response").first())
+    if stored is None:
+        raise _not_found(pk)
+    history, response = stored
+    items = [_input_item(item, index) for index, item in enumerate(history[:len(history) - len(response["output"])])]
+    order, limit, after = _page_params(request)
+    if order == "desc":
+        items.reverse()
+    if after:
+        ids = [item["id"] for item in items]
+        if after not in ids:
+            raise AppError("invalid_value", f"after: no input item {after!r} in this response.", 400,
+                           {"after": ["not found"]})
+        items = items[ids.index(after) + 1:]
+    page = items[:limit]
+    return JsonResponse({"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+                         "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit})
+
+
+def _page_params(request: HttpRequest) -> tuple[str, int, str]:
+    order = request.GET.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise AppError("invalid_value", "order: asc or desc.", 400, {"order": ["asc or desc"]})
+    raw = request.GET.get("limit", "20")
+    if not raw.isdigit() or not 1 <= int(raw) <= 100:
+        raise AppError("invalid_value", "limit: an integer from 1 to 100.", 400, {"limit": ["1 to 100"]})
+    return order, int(raw), request.GET.get("after", "")
+
+
+def _input_item(item: dict[str, Any], index: int) -> dict[str, Any]:
+    """A stored item in the list's shape: an id, and a message's string content as one text part."""
+    out = {"id": f"item_{index:04d}", **item} if not item.get("id") else dict(item)
+    if out.get("type", "message") == "message":
+        out["type"] = "message"
+        if isinstance(out.get("content"), str):
+            kind = "output_text" if out.get("role") == "assistant" else "input_text"
+            out["content"] = [{"type": kind, "text": out["content"]}]
+    return out

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 from accounts.authentication import JWTAuthentication
 from compat.messages import CountTokensRequest, MessagesRequest
 from compat.responses import ResponseRequest
-from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList
+from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
@@ -123,6 +123,15 @@ class ModelsSchema(_V1):
         raise NotImplementedError
 
 
+class ModelSchema(_V1):
+    @extend_schema(tags=["v1"], summary="One model (OpenAI-compatible models.retrieve)",
+                   description="One entry of GET /v1/models; its id may hold slashes (`<connection>/<model>`).",
+                   responses={200: ModelCard, 401: _ERROR,
+                              404: OpenApiResponse(description="`model_not_found`: not in the caller's list")})
+    def get(self, request, model_id):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
 class ChatCompletionsSchema(_V1):
     @extend_schema(tags=["v1"], summary="Create a chat completion (OpenAI-compatible)",
                    request=ChatCompletionRequest,
@@ -184,6 +193,15 @@ class MessagesSchema(_V1):
                        400: _ANTHROPIC_ERROR, 401: _ANTHROPIC_ERROR, 404: _ANTHROPIC_ERROR, 429: _ANTHROPIC_ERROR,
                        502: _ANTHROPIC_ERROR})
     def post(self, request):  # pragma: no cover - never routed
+        raise NotImplementedError
+
+
+class ResponseInputItemsSchema(_V1):
+    @extend_schema(tags=["v1"], summary="A stored response's input items (its owner's only)",
+                   responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description=(
+                       '{"object": "list", "data": [item], "first_id", "last_id", "has_more"}')),
+                       400: _ERROR, 401: _ERROR, 404: OpenApiResponse(description="`not_found`: none, or not yours")})
+    def get(self, request, pk):  # pragma: no cover - never routed
         raise NotImplementedError
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import Any
@@ -42,7 +41,7 @@ def _message(index: int, message: ChatMessageIn) -> Message:
                       f"(this one has {length}).", code="message_too_long")
     if role == "assistant" and message.tool_calls:
         calls = [ToolCall.parsed(call.id, call.function.name, call.function.arguments) for call in message.tool_calls]
-        return Message("assistant", content, tool_calls=calls)
+        return Message("assistant", content, tool_calls=calls, null_content=message.content is None)
     if role == "tool":
         if not message.tool_call_id:
             raise invalid(f"messages[{index}].tool_call_id", "A tool message needs tool_call_id.")
@@ -83,7 +82,7 @@ def completion_id() -> str:
 
 def tool_call_out(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+                           "function": {"name": call.name, "arguments": call.arguments_text}}
     if index is not None:
         out = {"index": index, **out}
     return out

@@ -62,6 +62,7 @@ class Transcript:
         self.finish_reason = ""
         self.results: dict[str, ToolResult] = {}  # by call id, as each call finishes
         self.streaming_calls: list[ToolCall] = []  # announced in the round now streaming, not yet in messages
+        self.answered = ""  # the catalogue entry that answered the last round (routing.Attempts.answered)
 
     @property
     def text(self) -> str:
@@ -220,6 +221,8 @@ class _AgentRun:
         except AppError as exc:
             failure = exc.code
             data: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if exc.code == "upstream_error" and exc.status != 502:  # the LLM refused the request: the caller's to fix
+                data.update(status=exc.status, details=exc.details)
             if "Retry-After" in exc.headers:  # a budget or rate limit refused the call: when to try again
                 data["retry_after"] = int(exc.headers["Retry-After"])
             yield [self.event("error", data)]
@@ -236,7 +239,8 @@ class _AgentRun:
                 _agent_span_end(self.span, self.transcript, failure)
 
     async def _rounds(self) -> AsyncGenerator[list[AgentEvent], None]:
-        provider = metered(self.provider or routed_provider(self.settings), self.caller)
+        routed = self.provider or routed_provider(self.settings)
+        provider = metered(routed, self.caller)
         with tracing.current(self.span):  # no yield inside: the context sources' and tool listings' spans are its
             if self.prepared is not None:  # asked already, in the caller's database call (prepare_now)
                 conversation = self._with_system(self.prepared.blocks)
@@ -253,6 +257,8 @@ class _AgentRun:
             async with aclosing(self._stream_turn(provider, request, turn, announce_calls=not last)) as batches:
                 async for batch in batches:
                     yield batch
+            attempts = getattr(routed, "attempts", None)  # a RoutedProvider's: who answered this round
+            self.transcript.answered = getattr(attempts, "answered", None) or self.transcript.answered
             self.transcript.streaming_calls = []
             if not turn.calls or last:
                 yield [self._finish(turn)]

@@ -25,8 +25,12 @@ The contract other code uses (stable):
 
 **Router** (`Router`): sends one request along a route. Fallback is exact: the next target is tried only when
 the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
-malformed first event, also after its success status: `UpstreamError.retryable`); once an event has been
-yielded nothing is retried, and the failure reaches the caller as it happened. The empty list that says an
+malformed first event, also after its success status: `UpstreamError.retryable`; and an upstream 4xx whose
+status the alias lists in `fallback_on`); once an event has been
+yielded nothing is retried, and the failure reaches the caller as it happened.
+Usage is never a fake zero: a reply whose upstream reported no usage (llama.cpp never does in a stream) gets
+one estimated from the text (`Usage.estimated`; CHARS_PER_TOKEN characters a token, the prompt as the meter
+counts it), before its Finish; the meter records the same figures. The empty list that says an
 upstream answered (Provider.stream_batches) is handed on once, for the first target that answers, which is
 then `answered` (a caller names it in its reply's headers and `model`); should it fail before its first event
 after all, its try is recorded failed and the next target's answer replaces it. Any other
@@ -41,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncGenerator, Iterable
@@ -50,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.providers import PROVIDERS, Provider, default_model
 from agentsite.agent.providers.base import flatten
-from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelta, Usage
+from agentsite.agent.types import ChatRequest, Completion, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.usage import CHARS_PER_TOKEN, prompt_chars
 from agentsite.core import metrics, tracing
 from agentsite.core.env import env_float
 from agentsite.core.errors import AppError
@@ -96,6 +102,7 @@ class Alias:
     name: str
     strategy: str  # fallback | balance (weighted round-robin) | least_in_flight (weighted)
     targets: tuple[AliasTarget, ...]
+    fallback_on: frozenset[int] = frozenset()  # upstream 4xx statuses that also move on to the next target
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,12 @@ class Route:
     strategy: str
     targets: tuple[Target, ...]
     alias: bool = False
+    fallback_on: frozenset[int] = frozenset()  # the alias's: upstream 4xx statuses that also fall back
+
+    def falls_back(self, exc: BaseException) -> bool:
+        """Whether another target may be tried after this failure: a retryable one (UpstreamError.retryable), or
+        an upstream status the alias lists in `fallback_on`."""
+        return bool(getattr(exc, "retryable", False)) or getattr(exc, "upstream_status", None) in self.fallback_on
 
 
 @dataclass(frozen=True)
@@ -200,7 +213,7 @@ class Catalogue:
             if not live:
                 raise AppError("model_not_found", f"The alias {name!r} has no enabled target (its targets: "
                                f"{', '.join(t.model for t in alias.targets) or 'none'}).", 404)
-            return Route(name, alias.strategy, live, alias=True)
+            return Route(name, alias.strategy, live, alias=True, fallback_on=alias.fallback_on)
         target = self._target(name)
         if target is None and "/" not in name or target is None and name.split("/", 1)[0] not in self.connections:
             default = self.connections.get(self.default_connection)
@@ -423,7 +436,7 @@ class Router:
                             attempts.answered = None
                         self._failed(attempts, target, exc)
                         status = metric_status(exc)
-                        if last or not getattr(exc, "retryable", False):
+                        if last or not route.falls_back(exc):
                             logger.warning("Model %s failed: %s", route.name, attempts.summary())
                             raise
                         metrics.upstream_fallback()
@@ -431,11 +444,14 @@ class Router:
                     metrics.llm_first_token(label, time.perf_counter() - started)
                     if not provisional:
                         self._answered(attempts, target)
+                    estimate = UsageEstimate(request)
+                    first = estimate.see(first)
                     if first:
                         _count_tokens(label, first)
                         _span_saw(span, first, usage, texts)
                         yield first
                     async for batch in batches:  # from here on, a failure is the caller's: never retried
+                        batch = estimate.see(batch)
                         _count_tokens(label, batch)
                         _span_saw(span, batch, usage, texts)
                         yield batch
@@ -467,7 +483,7 @@ class Router:
                 _llm_span_end(span, target, exc, [0, 0], [])
                 self._failed(attempts, target, exc)
                 metrics.llm_request(label, target.connection.name, metric_status(exc))
-                if index == len(targets) - 1 or not getattr(exc, "retryable", False):
+                if index == len(targets) - 1 or not route.falls_back(exc):
                     logger.warning("Model %s failed: %s", route.name, attempts.summary())
                     raise
                 metrics.upstream_fallback()
@@ -479,6 +495,8 @@ class Router:
             finally:
                 self._count(target.entry, -1)
             metrics.llm_request(label, target.connection.name, "ok")
+            if reply.usage.total_tokens == 0:  # the upstream said nothing (or zeros): never a fake zero
+                reply.usage = estimated_usage(request, completion_chars(reply))
             metrics.llm_tokens(label, reply.usage.prompt_tokens, reply.usage.completion_tokens)
             _llm_span_end(span, target, None, [reply.usage.prompt_tokens, reply.usage.completion_tokens],
                           [reply.text])
@@ -488,6 +506,47 @@ class Router:
 
 
 ROUTER = Router()
+
+
+def estimated_usage(request: ChatRequest, completion_chars: int) -> Usage:
+    """The documented estimate: CHARS_PER_TOKEN characters a token, of the prompt as the meter counts it
+    (agentsite.agent.usage.prompt_chars) and of the reply's text and tool calls."""
+    return Usage(math.ceil(prompt_chars(request) / CHARS_PER_TOKEN), math.ceil(completion_chars / CHARS_PER_TOKEN),
+                 estimated=True)
+
+
+def event_chars(event: StreamEvent) -> int:
+    if isinstance(event, TextDelta):
+        return len(event.text)
+    if isinstance(event, ToolCallEvent):
+        return len(event.call.name) + len(json.dumps(event.call.arguments))
+    return 0
+
+
+def completion_chars(reply: Completion) -> int:
+    return len(reply.text) + sum(len(call.name) + len(json.dumps(call.arguments)) for call in reply.tool_calls)
+
+
+class UsageEstimate:
+    """Watches one answering target's batches and puts an estimated Usage before the Finish when the upstream
+    sent none with tokens in it."""
+
+    def __init__(self, request: ChatRequest):
+        self.request = request
+        self.chars = 0
+        self.reported = False
+
+    def see(self, batch: list[StreamEvent]) -> list[StreamEvent]:
+        for position, event in enumerate(batch):
+            if isinstance(event, Usage) and event.total_tokens > 0:
+                self.reported = True
+            elif isinstance(event, Finish) and not self.reported:
+                self.reported = True
+                kept = [item for item in batch[:position] if not isinstance(item, Usage)]  # a zero one: replaced
+                return [*kept, estimated_usage(self.request, self.chars), *batch[position:]]
+            else:
+                self.chars += event_chars(event)
+        return batch
 
 
 def forget_connection(connection: object) -> None:

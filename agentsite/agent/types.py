@@ -70,6 +70,14 @@ class ToolCall:
     arguments: dict[str, Any]
     # Set when the model's arguments were not a JSON object: the call is answered with a tool error.
     arguments_error: str | None = None
+    # With arguments_error: the arguments' text as it came, which a door that carries arguments as a string
+    # passes on as it is (never `{}`).
+    raw_arguments: str | None = None
+
+    @property
+    def arguments_text(self) -> str:
+        """The arguments as a JSON string for the wire: the text as it came when it was not a JSON object."""
+        return self.raw_arguments if self.raw_arguments is not None else json.dumps(self.arguments)
 
     @classmethod
     def parsed(cls, call_id: str, name: str, raw: str | dict[str, Any] | None) -> ToolCall:
@@ -83,9 +91,11 @@ class ToolCall:
         try:
             arguments = json.loads(text) if text.strip() else {}
         except ValueError as exc:
-            return cls(call_id, name, {}, arguments_error=f"The arguments were not valid JSON ({exc}): {text!r}")
+            return cls(call_id, name, {}, arguments_error=f"The arguments were not valid JSON ({exc}): {text!r}",
+                       raw_arguments=text)
         if not isinstance(arguments, dict):
-            return cls(call_id, name, {}, arguments_error=f"The arguments must be a JSON object, not {text!r}")
+            return cls(call_id, name, {}, arguments_error=f"The arguments must be a JSON object, not {text!r}",
+                       raw_arguments=text)
         return cls(call_id, name, arguments)
 
 
@@ -97,6 +107,9 @@ class Message:
     tool_call_id: str | None = None  # role "tool": the call this answers
     name: str | None = None  # role "tool": the tool's name
     is_error: bool = False  # role "tool": the tool failed
+    # role "assistant": the client sent `content: null` (an OpenAI-format upstream gets null back; else the text,
+    # `""` included: llama.cpp refuses null next to tool calls)
+    null_content: bool = False
 
     @property
     def parts(self) -> list[ContentPart]:
@@ -166,19 +179,28 @@ class ToolCallEvent:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens of a call. `estimated`: counted from the text (agentsite.agent.routing, when the upstream said
+    nothing), not the upstream's own figures; a sum is estimated when any part is."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                     self.estimated or other.estimated)
 
-    def as_dict(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.total_tokens}
+    def as_dict(self) -> dict[str, int | bool]:
+        """OpenAI's usage object; `estimated: true` is added when the figures are an estimate."""
+        usage: dict[str, int | bool] = {"prompt_tokens": self.prompt_tokens,
+                                        "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens}
+        if self.estimated:
+            usage["estimated"] = True
+        return usage
 
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "max_rounds"] | str

@@ -182,10 +182,13 @@ class _Watch:
         elif isinstance(event, Usage):
             self.usage = event
 
-    def record(self, status: str, error: str = "") -> CallRecord:
+    def record(self, status: str, error: str = "", refused: bool = False) -> CallRecord:
         usage = self.usage
-        counted = usage is not None and usage.total_tokens > 0
-        if usage is None or not counted:
+        # The router's estimate (Usage.estimated) is recorded as it is, so the reply and the meter agree.
+        counted = usage is not None and usage.total_tokens > 0 and not usage.estimated
+        if refused:  # the upstream refused the request (a 4xx): nothing was processed, nothing is charged
+            usage, counted = Usage(), True
+        elif usage is None or usage.total_tokens == 0:
             usage = Usage(math.ceil(prompt_chars(self.request) / CHARS_PER_TOKEN),
                           math.ceil(self.chars / CHARS_PER_TOKEN))
         inner = self.provider.inner
@@ -222,7 +225,7 @@ class MeteredProvider(Provider):
         ticket = await metering.admit(self.caller, self.model_for(request), prompt_tokens=prompt_estimate(request),
                                       max_tokens=request.settings.max_tokens)
         watch = _Watch(self, request)
-        status, error = "interrupted", ""
+        status, error, refused = "interrupted", "", False
         try:
             async with aclosing(self.inner.stream_batches(request)) as batches:
                 async for batch in batches:
@@ -231,10 +234,10 @@ class MeteredProvider(Provider):
                     yield batch
             status = "ok"
         except Exception as exc:
-            status, error = "error", str(getattr(exc, "message", "")) or type(exc).__name__
+            status, error, refused = "error", str(getattr(exc, "message", "")) or type(exc).__name__, _refused(exc)
             raise
         finally:
-            await _settle(metering.record(watch.record(status, error), ticket), wait=status != "interrupted")
+            await _settle(metering.record(watch.record(status, error, refused), ticket), wait=status != "interrupted")
 
     async def complete(self, request: ChatRequest) -> Completion:
         metering = _metering
@@ -242,7 +245,7 @@ class MeteredProvider(Provider):
         ticket = await metering.admit(self.caller, self.model_for(request), prompt_tokens=prompt_estimate(request),
                                       max_tokens=request.settings.max_tokens)
         watch = _Watch(self, request)
-        status, error = "interrupted", ""
+        status, error, refused = "interrupted", "", False
         try:
             completion = await self.inner.complete(request)
             watch.usage = completion.usage
@@ -250,10 +253,10 @@ class MeteredProvider(Provider):
             status = "ok"
             return completion
         except Exception as exc:
-            status, error = "error", str(getattr(exc, "message", "")) or type(exc).__name__
+            status, error, refused = "error", str(getattr(exc, "message", "")) or type(exc).__name__, _refused(exc)
             raise
         finally:
-            await _settle(metering.record(watch.record(status, error), ticket), wait=status != "interrupted")
+            await _settle(metering.record(watch.record(status, error, refused), ticket), wait=status != "interrupted")
 
     def __repr__(self) -> str:
         return f"MeteredProvider({self.inner!r}, {self.caller!r})"
@@ -280,6 +283,13 @@ async def metered_call(caller: Caller, model: str, tokens: int, call: Callable[[
         record = CallRecord(caller, model, model, 0 if status == "error" else tokens, 0,
                             (time.perf_counter() - started) * 1000, status, True, error)
         await _settle(metering.record(record, ticket), wait=status != "interrupted")
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the upstream refused the request with a 4xx (UpstreamError.upstream_status): it processed no
+    prompt, so the call costs no tokens."""
+    status = getattr(exc, "upstream_status", None)
+    return isinstance(status, int) and 400 <= status < 500
 
 
 _background: set[asyncio.Task[None]] = set()

@@ -71,8 +71,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "budget_exceeded": ErrorCode((429,), "The caller's (or the key's) token or cost budget for the day or month is "
                                          "spent; Retry-After says when it renews."),
     "internal_error": ErrorCode((500,), "The server failed; the error was logged. Always a bug."),
-    "upstream_error": ErrorCode((502,), "The LLM, an MCP server, a voice provider or a search engine failed; the "
-                                        "message carries its words."),
+    "upstream_error": ErrorCode((400, 404, 409, 413, 422, 429, 502),
+                                "The LLM, an MCP server, a voice provider or a search engine failed (502), or the LLM "
+                                "refused the request with a 4xx the caller can act on (its status, and on /v1 its own "
+                                "`type`, `code` and `param`); the message carries its words."),
     "workflow_failed": ErrorCode((502,), "/v1: the workflow behind a `workflow:` model ended with an error."),
     "mcp_connect_failed": ErrorCode((502,), "The MCP server could not be started or reached."),
     "unavailable": ErrorCode((503,), "A part of the server is not available now (the database, the sandbox, a "
@@ -123,8 +125,22 @@ def openai_envelope(code: str | None, message: str, status: int, param: str | No
 
 
 def openai_param(exc: AppError) -> str | None:
-    """The request field a 400 names (its first detail key), for OpenAI's `param`."""
-    return next(iter(exc.details), None) if exc.status == 400 and exc.details else None
+    """The request field a 400 (or a 404 of a field's id: `previous_response_id`) names, its first detail key,
+    for OpenAI's `param`; an upstream's refusal names the upstream's own."""
+    if exc.code == "upstream_error":
+        return exc.details.get("param")
+    return next(iter(exc.details), None) if exc.status in (400, 404) and exc.details else None
+
+
+def openai_error(exc: AppError) -> dict[str, Any]:
+    """An AppError in OpenAI's error shape. An upstream's refusal (a 4xx, `upstream_error` with the upstream's
+    `type`/`code` in its details) carries the upstream's own `type` and `code`, as the upstream sent them."""
+    body = openai_envelope(exc.code, exc.message, exc.status, openai_param(exc))
+    if exc.code == "upstream_error" and exc.status < 500:
+        error = body["error"]
+        error["type"] = exc.details.get("type") or error["type"]
+        error["code"] = exc.details.get("code") or error["code"]
+    return body
 
 
 # /v1/messages speaks Anthropic's error shape, so that the anthropic SDK raises the matching exception class.

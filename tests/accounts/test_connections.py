@@ -174,3 +174,21 @@ def test_a_changed_or_recreated_connection_starts_without_the_old_cool_down(admi
         assert not router.cooling("local/llama3")
     finally:
         routing.reset_router()
+
+
+def test_an_aliases_fallback_on_takes_upstream_4xx_statuses_and_reaches_the_router(admin_client):
+    from agentsite.agent.routing import resolve
+
+    create(admin_client)
+    made = admin_client.post("/api/aliases", {"name": "roomy", "targets": [{"model": "local/llama3"}],
+                                              "fallback_on": [400, 413]}, format="json")
+    assert made.status_code == 201, made.content
+    assert made.json()["fallback_on"] == [400, 413]
+    assert resolve("roomy").fallback_on == frozenset({400, 413})
+    plain = admin_client.post("/api/aliases", {"name": "plain", "targets": [{"model": "local/llama3"}]}, format="json")
+    assert plain.json()["fallback_on"] == [] and resolve("plain").fallback_on == frozenset()
+    for statuses in ([399], [500], ["x"], 400):
+        response = admin_client.post("/api/aliases", {"name": "bad", "targets": [{"model": "local/llama3"}],
+                                                      "fallback_on": statuses}, format="json")
+        assert response.status_code == 400, (statuses, response.content)
+        assert any(key.startswith("fallback_on") for key in response.json()["error"]["details"]), response.json()

@@ -1,4 +1,5 @@
-"""Every upstream failure surfaces as one AppError upstream_error (502), with the provider's words and never the key."""
+"""Every upstream failure surfaces as one AppError upstream_error, with the provider's words and never the key: a 502,
+or the upstream's own status when it refused the request as the caller's fault (a 4xx other than 401/403)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ async def stream_all(provider) -> list:
     return [event async for event in provider.stream(REQUEST)]
 
 
-def assert_upstream_error(exc: AppError) -> None:
+def assert_upstream_error(exc: AppError, status: int = 502) -> None:
     assert exc.code == "upstream_error"
-    assert exc.status == 502
+    assert exc.status == status
     for text in (exc.message, repr(exc), json.dumps(exc.details)):
         assert API_KEY not in text
 
@@ -65,7 +66,7 @@ async def test_an_http_error_status_carries_the_providers_message_without_the_ke
     with caplog.at_level(logging.DEBUG), pytest.raises(AppError) as caught:
         await (stream_all(provider) if mode == "stream" else provider.complete(REQUEST))
 
-    assert_upstream_error(caught.value)
+    assert_upstream_error(caught.value, status if status in (400, 404, 429) else 502)
     assert caught.value.details["status"] == status
     assert "Incorrect API key provided: [redacted]. Find yours at the console." in caught.value.message
     assert API_KEY not in caplog.text

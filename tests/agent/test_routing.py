@@ -7,6 +7,7 @@ import asyncio
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -147,13 +148,34 @@ async def test_a_failure_before_the_first_byte_falls_back_to_the_next_target(hos
     assert router.cooling("hosted/big") and not router.cooling("local/small")
 
 
+@pytest.mark.parametrize("mode", ["stream", "complete"])
+async def test_an_alias_whose_fallback_on_lists_a_4xx_tries_the_next_target_on_it(hosted, local, mode):
+    hosted.script(Error(400, "over this model's context", "invalid_request_error"),
+                  Error(404, "no such model", "invalid_request_error"))
+    local.script(Text("the local answer"))
+    base = catalogue(hosted, local)
+    alias = replace(base.aliases["smart"], fallback_on=frozenset({400}))
+    cat = Catalogue(base.connections.values(), [alias], default_connection="hosted")
+    router = Router(cooldown_s=30)
+    route = cat.resolve("smart")
+    if mode == "stream":
+        assert await stream_text(router, route) == "the local answer"
+    else:
+        assert (await router.complete(route, REQUEST)).text == "the local answer"
+    assert not router.cooling("hosted/big")  # the caller's request was refused: the upstream is healthy
+    with pytest.raises(AppError) as caught:  # a status it does not list is the caller's, as without the setting
+        await stream_text(router, route)
+    assert caught.value.status == 404 and len(local.requests) == 1
+
+
 @pytest.mark.parametrize("status", [400, 401, 404])
 async def test_another_4xx_is_returned_not_retried(hosted, local, status):
     hosted.script(Error(status, "bad request or bad key", "invalid_request_error"))
     router = Router(cooldown_s=30)
     with pytest.raises(AppError) as caught:
         await stream_text(router, catalogue(hosted, local).resolve("smart"))
-    assert caught.value.code == "upstream_error" and f"answered {status}" in caught.value.message
+    assert caught.value.code == "upstream_error" and "bad request or bad key" in caught.value.message
+    assert caught.value.status == (502 if status == 401 else status)  # 401: the operator's key, not the caller's
     assert getattr(caught.value, "upstream_status", None) == status
     assert local.requests == []  # never tried
     assert not router.cooling("hosted/big")  # a bad request says nothing of the upstream's health

@@ -87,13 +87,13 @@ def test_an_alias_answers_from_the_hosted_model_then_falls_back_when_it_stops(sc
     assert direct.model == "local/llama3" and direct.choices[0].message.content == "local: x"
 
 
-def test_a_4xx_from_the_first_target_is_returned_and_no_fallback_happens(scenario):
+def test_a_4xx_from_the_first_target_is_returned_with_its_status_and_no_fallback_happens(scenario):
     _server, _headers, client, hosted, local = scenario
     hosted.script(Error(400, "The model gpt-big does not take this request.", "invalid_request_error"))
     before = len(local.requests)
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(model="smart", messages=[{"role": "user", "content": "hi"}])
-    assert caught.value.status_code == 502 and "does not take this request" in caught.value.message
+    assert caught.value.status_code == 400 and "does not take this request" in caught.value.message
     assert len(local.requests) == before
 
 

@@ -44,7 +44,8 @@ from tests.fakes.replies import (
     sse,
 )
 
-__all__ = ["Call", "Drop", "Echo", "Error", "FakeAnthropic", "FakeLLMServer", "FakeOpenAI", "Hang", "Raw", "Reply",
+__all__ = ["Call", "Drop", "Echo", "Error", "FakeAnthropic", "FakeLLMServer", "FakeLlamaCpp", "FakeOpenAI", "Hang",
+           "Raw", "Reply",
            "StreamError", "Text", "ToolCalls", "Truncated", "reply_from_dict"]
 
 
@@ -259,7 +260,7 @@ class FakeOpenAI(FakeLLMServer):
         return None
 
     def error_body(self, reply: Error) -> dict[str, Any]:
-        return {"error": {"message": reply.message, "type": reply.type, "param": None, "code": None}}
+        return {"error": {"message": reply.message, "type": reply.type, "param": reply.param, "code": reply.code}}
 
     def whole(self, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         return self._completion(reply, body)
@@ -314,7 +315,7 @@ class FakeOpenAI(FakeLLMServer):
             chunks += self._call_chunks(body, reply)
             finish, usage = "tool_calls", reply.usage
         chunks.append(Chunk(self._chunk(body, {}, finish, **self._stop_fields(reply))))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if self.streams_usage(body):
             chunks.append(Chunk(sse({**self._envelope(body, "chat.completion.chunk"), "choices": [],
                                      "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                                                "total_tokens": sum(usage)}})))
@@ -333,6 +334,35 @@ class FakeOpenAI(FakeLLMServer):
             chunks += [Chunk(self._chunk(body, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
                              reply.delay) for piece in rest]
         return chunks
+
+
+class FakeLlamaCpp(FakeOpenAI):
+    """An OpenAI-format server as llama.cpp's (llama-cpp-python's) behaves: a stream never reports its usage,
+    even when `stream_options.include_usage` asks; a prompt over `context_chars` characters (the messages'
+    text together) is refused with 400 `context_length_exceeded`; an assistant message with tool calls whose
+    `content` is null is refused with a 400 (its chat template needs a string)."""
+
+    context_chars = 2000
+
+    def streams_usage(self, body: dict[str, Any]) -> bool:
+        return False
+
+    def problem(self, request: RecordedRequest, body: dict[str, Any]) -> str | None:
+        problem = super().problem(request, body)
+        if problem:
+            return problem
+        for index, message in enumerate(body["messages"]):
+            if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
+                return f"messages[{index}]: content must be a string, not null"
+        return None
+
+    def render(self, reply: Reply, request: RecordedRequest, body: dict[str, Any]) -> FakeResponse:
+        size = sum(len(json.dumps(message.get("content"))) for message in body.get("messages") or [])
+        if size > self.context_chars:
+            reply = Error(400, f"This model's maximum context length is {self.context_chars} tokens. However, "
+                          f"you requested {size} tokens.", "invalid_request_error", "context_length_exceeded",
+                          "messages")
+        return super().render(reply, request, body)
 
 
 # --- Anthropic ---

@@ -65,6 +65,8 @@ class Error:
     status: int = 500
     message: str = "The fake upstream failed."
     type: str = "server_error"
+    code: str | None = None  # OpenAI's error `code` (`context_length_exceeded`)
+    param: str | None = None
 
 
 @dataclass

@@ -71,13 +71,15 @@ PUBLIC = {
 # placeholder key is accepted.
 COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post", "/v1/embeddings"),
                  ("post", "/v1/responses"), ("get", "/v1/responses/{pk}"), ("delete", "/v1/responses/{pk}"),
-                 ("post", "/v1/messages"), ("post", "/v1/messages/count_tokens")}
+                 ("post", "/v1/messages"), ("post", "/v1/messages/count_tokens"), ("get", "/v1/models/{model_id}"),
+                 ("get", "/v1/responses/{pk}/input_items")}
 # Views written as functions have no permission classes to read a role from: each says its role here, so a
 # new one (an admin-only one above all) cannot slip through the 403 matrix unseen.
 FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/workflows/{pk}/run": "user",
                        "/v1/models": "compat", "/v1/chat/completions": "compat", "/v1/embeddings": "compat",
                        "/v1/responses": "compat", "/v1/responses/{pk}": "compat",
-                       "/v1/messages": "compat", "/v1/messages/count_tokens": "compat"}
+                       "/v1/messages": "compat", "/v1/messages/count_tokens": "compat",
+                       "/v1/models/{model_id}": "compat", "/v1/responses/{pk}/input_items": "compat"}
 # What a path parameter names: the kind of object (tests/security/conftest.py makes one of each).
 OBJECT_PARAMETERS = {
     ("/api/sessions/{pk}", "pk"): "session", ("/api/sessions/{pk}/messages", "pk"): "session",
@@ -100,6 +102,9 @@ OBJECT_PARAMETERS = {
     ("/api/approvals/{approval_id}", "approval_id"): "approval",
     ("/api/keys/{pk}", "pk"): "key",
     ("/v1/responses/{pk}", "pk"): "response",  # a stored /v1/responses response: its owner's only
+    ("/v1/responses/{pk}/input_items", "pk"): "response",
+    # Not anyone's object: a name in the model catalogue every caller shares (the ids /v1/models lists).
+    ("/v1/models/{model_id}", "model_id"): "catalogue_model",
     # Not a user's object: an MCP server is the admins' (its route is admin-only, a 403 to everyone else, which
     # the 403 matrix checks), so the ownership matrix below leaves it out.
     ("/api/mcp/servers/{name}", "name"): "mcp_server",
@@ -112,6 +117,8 @@ OBJECT_PARAMETERS = {
     ("/api/users/{user_id}/budget", "user_id"): "user",
 }
 ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user"}
+# Names no one owns, with a value that exists for every caller: left out of the ownership matrix.
+SHARED_NAMES = {"catalogue_model": "agent"}
 # A user's objects that admins manage too, by design (issue 27: admins list and revoke anyone's API keys;
 # tests/accounts/test_api_keys.py): the 404 matrix holds them to it for other users only.
 ADMIN_MANAGED = {"key"}
@@ -260,7 +267,10 @@ def _fill(route: Route, objects: dict[str, str]) -> str:
     for name in route.parameters:
         kind = OBJECT_PARAMETERS.get((route.template, name))
         assert kind is not None, f"{route.template}: say in OBJECT_PARAMETERS which object {{{name}}} names"
-        values[name] = objects.get(kind, "no-such-server") if kind in ADMIN_OBJECTS else objects[kind]
+        if kind in SHARED_NAMES:
+            values[name] = SHARED_NAMES[kind]
+        else:
+            values[name] = objects.get(kind, "no-such-server") if kind in ADMIN_OBJECTS else objects[kind]
     return route.path(**values)
 
 
@@ -353,7 +363,7 @@ V1_BODIES = {"/v1/chat/completions": {"model": "agent", "messages": [{"role": "u
 
 def test_every_v1_operation_is_public_only_while_compat_auth_says_so(bad_credentials, admin_client):
     client = APIClient()
-    path_of = {template: template.format(pk="resp_nowhere") for _method, template in COMPAT_PUBLIC}
+    path_of = {template: template.format(pk="resp_nowhere", model_id="agent") for _method, template in COMPAT_PUBLIC}
     assert admin_client.patch("/api/config", {"compat_auth": "public"}, format="json").status_code == 200
     for method, template in sorted(COMPAT_PUBLIC):
         for kind in ("no token", "garbage"):  # any placeholder API key is accepted while public
@@ -370,7 +380,7 @@ def test_every_v1_operation_is_public_only_while_compat_auth_says_so(bad_credent
         _assert_401(_send(client, method, path_of[template], body=V1_BODIES.get(template)), method=method,
                     where=template, kind="no token", openai_shape=True)
         if "{pk}" not in template:
-            response = _send(admin_client, method, template, body=V1_BODIES.get(template))
+            response = _send(admin_client, method, path_of[template], body=V1_BODIES.get(template))
             assert response.status_code == 200, f"{method.upper()} {template} with a valid token"
 
 
@@ -487,8 +497,9 @@ def test_an_admin_who_loses_the_flag_gets_a_403_with_the_same_token_at_once(api_
 
 def _object_routes(routes: list[Route]) -> list[Route]:
     """Routes naming a user's object (not the admins' own objects, such as MCP servers)."""
+    left_out = ADMIN_OBJECTS | set(SHARED_NAMES)
     return [route for route in routes if route.parameters and not any(
-        OBJECT_PARAMETERS.get((route.template, name)) in ADMIN_OBJECTS for name in route.parameters)]
+        OBJECT_PARAMETERS.get((route.template, name)) in left_out for name in route.parameters)]
 
 
 def _owner_view(client: APIClient, routes: list[Route], objects: dict[str, str]) -> dict[str, object]:

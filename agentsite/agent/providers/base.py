@@ -16,9 +16,10 @@ class Provider(ABC):
 
     `stream()` yields TextDelta and ToolCallEvent (each call complete, its arguments assembled) in the
     order the model produced them, then at most one Usage, then exactly one Finish. `complete()` answers
-    the same request without streaming. Both raise `UpstreamError` (an `AppError("upstream_error",
-    status=502)`) for every upstream failure (connection refused, timeout, an HTTP error status, a malformed
-    reply); its message is the provider's and never contains the API key. Its `upstream_status` is the
+    the same request without streaming. Both raise `UpstreamError` (an `AppError("upstream_error")`, a 502, or
+    the upstream's own 4xx when it refused the request as the caller's fault: http.caller_status) for every
+    upstream failure (connection refused, timeout, an HTTP error status, a malformed reply); its message is
+    the provider's and never contains the API key. Its `upstream_status` is the
     upstream's HTTP status (None when none came: refused, timeout, malformed) and `retryable` says whether
     another upstream may be tried instead: True for no status, a 5xx or a 429, False for any other 4xx (the
     request or the key is wrong, and would be wrong elsewhere too). The router (agentsite.agent.routing)

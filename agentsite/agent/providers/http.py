@@ -1,10 +1,11 @@
 """HTTP plumbing the network providers share: one pooled client per event loop, SSE parsing, error mapping.
 
-Every failure leaves here as one `UpstreamError` (an `AppError("upstream_error", status=502)`) whose message
-names the provider and carries the upstream's own words, with every credential scrubbed out (the API key, the
-base URL's password and query values, the connection's header values: `Upstream.secrets`; a URL is named only
-as `urls.mask_url` shows it), and which says whether another upstream may be tried (`retryable`; the Provider
-base class states the rule).
+Every failure leaves here as one `UpstreamError` (an `AppError("upstream_error")`) whose message names the
+provider and carries the upstream's own words, with every credential scrubbed out (the API key, the base URL's
+password and query values, the connection's header values: `Upstream.secrets`; a URL is named only as
+`urls.mask_url` shows it), and which says whether another upstream may be tried (`retryable`; the Provider base
+class states the rule). An upstream that refused the request as the caller's fault (a 4xx the caller can act
+on) keeps that status and the upstream's own `type`/`code`/`param`; every other failure is a 502.
 """
 
 from __future__ import annotations
@@ -77,12 +78,27 @@ def _closed_with_the_loop(registry: dict, close: Callable[[], Awaitable[Any]]) -
     return generator
 
 
+# Upstream 4xx statuses that are the operator's to fix, not the caller's: agentsite's own key or proxy for the
+# upstream was refused. Passed on as they are, a client would take them for a refusal of its own credential.
+OPERATOR_STATUSES = frozenset({401, 403, 407})
+
+
+def caller_status(upstream_status: int | None) -> int:
+    """The status a caller gets for an upstream failure: the upstream's own 4xx when it refused the request
+    (the prompt is over the context, a field is invalid, a rate limit), else 502."""
+    if upstream_status is not None and 400 <= upstream_status < 500 and upstream_status not in OPERATOR_STATUSES:
+        return upstream_status
+    return 502
+
+
 class UpstreamError(AppError):
     """An upstream failure: `upstream_status` is the HTTP status the upstream answered (None: it never did, or
-    its reply was malformed); `retryable` is True unless it was a 4xx other than 429."""
+    its reply was malformed); `retryable` is True unless it was a 4xx other than 429. Its status is
+    caller_status(upstream_status); `details` name the provider and, when the upstream answered, its `status`
+    and its error's `type`, `code` and `param` (each None when the upstream's body had none)."""
 
     def __init__(self, message: str, *, upstream_status: int | None = None, details: dict[str, Any] | None = None):
-        super().__init__("upstream_error", message, status=502, details=details)
+        super().__init__("upstream_error", message, status=caller_status(upstream_status), details=details)
         self.upstream_status = upstream_status
 
     @property
@@ -130,12 +146,42 @@ class Upstream:
         logger.warning("%s", sentence)
         return UpstreamError(sentence, upstream_status=status, details=details)
 
+    def refused(self, body: bytes, status: int) -> UpstreamError:
+        """The error for an upstream's error status: a caller's 4xx carries the upstream's own message and its
+        `type`/`code`/`param`; any other status is said as the provider's failure."""
+        fields = error_fields(body)
+        if caller_status(status) == 502:
+            return self.error(fields["message"], status=status)
+        message = scrub(fields["message"], self.api_key)[:MAX_MESSAGE_CHARS]
+        logger.warning("The LLM provider (%s) refused the request with %s: %s", self.provider, status, message)
+        details = {"provider": self.provider, "status": status,
+                   **{key: scrub(str(fields[key]), self.api_key) if fields[key] is not None else None
+                      for key in ("type", "code", "param")}}
+        return UpstreamError(message, upstream_status=status, details=details)
+
     def httpx_timeout(self) -> httpx.Timeout:
         return httpx.Timeout(self.timeout, connect=min(self.timeout, CONNECT_TIMEOUT))
 
 
 def scrub(text: str, secret: str) -> str:
     return text.replace(secret, "[redacted]") if secret else text
+
+
+def error_fields(body: bytes) -> dict[str, Any]:
+    """An upstream error body's `message` (error_text) and its error's `type`, `code` and `param` (OpenAI's
+    shape; Anthropic's has a `type`), each None when absent or not a string/number."""
+    fields: dict[str, Any] = {"message": error_text(body), "type": None, "code": None, "param": None}
+    try:
+        parsed = json.loads(body[:MAX_ERROR_BODY])
+    except ValueError:
+        return fields
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        for key in ("type", "code", "param"):
+            value = error.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                fields[key] = str(value)[:200]
+    return fields
 
 
 def error_text(body: bytes) -> str:
@@ -233,7 +279,7 @@ async def post_json(upstream: Upstream, body: dict[str, Any]) -> dict[str, Any]:
     try:
         async with _request(upstream, body) as response:
             if response.status >= 400:
-                raise upstream.error(error_text(await _read_capped(response)), status=response.status)
+                raise upstream.refused(await _read_capped(response), response.status)
             content = await response.read()
     except UPSTREAM_ERRORS as exc:
         raise transport_error(upstream, exc) from None
@@ -254,7 +300,7 @@ async def get_json(upstream: Upstream) -> Any:
         async with upstream_session().get(upstream.url, headers=headers, timeout=timeout,
                                           proxy=_proxy_for(upstream.url)) as response:
             if response.status >= 400:
-                raise upstream.error(error_text(await _read_capped(response)), status=response.status)
+                raise upstream.refused(await _read_capped(response), response.status)
             content = await response.content.read(4 * 1024 * 1024)
     except UPSTREAM_ERRORS as exc:
         raise transport_error(upstream, exc) from None
@@ -299,7 +345,7 @@ async def stream_sse_batches(upstream: Upstream, body: dict[str, Any]) -> AsyncG
     complete = False
     try:
         if response.status >= 400:
-            raise upstream.error(error_text(await _read_capped(response)), status=response.status)
+            raise upstream.refused(await _read_capped(response), response.status)
         decoder = SseDecoder()
         ready = response.content.read_nowait()  # what came with the headers, without waiting for more
         yield decoder.feed(ready) if ready else []

@@ -336,7 +336,8 @@ def _tool_images(message: Message) -> list[dict[str, Any]]:
 
 
 def _assistant_message(message: Message) -> dict[str, Any]:
-    wire: dict[str, Any] = {"role": "assistant", "content": message.text or (None if message.tool_calls else "")}
+    # The content as the client sent it: `""` stays `""` (llama.cpp refuses null next to tool calls), null stays null.
+    wire: dict[str, Any] = {"role": "assistant", "content": None if message.null_content else message.text}
     if message.tool_calls:
         wire["tool_calls"] = [{"id": call.id, "type": "function",
                                "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}

@@ -14,8 +14,8 @@ options (WhisperDecoding), plus `+vad` for faster-whisper's voice-activity filte
 silence around each clip (the provider's stt_pad_s; `+pad0` hears the clip as recorded); `before` is the
 provider as it first was: tiny.en, beam 1, faster-whisper's temperature fallback and timestamps, no padding.
 Prints, per configuration, the word error rate per voice and over all (sentences, passages, both), the
-real-time factor (wall time) and the CPU seconds per second of audio (the machine is shared: that one does not grow with others' load),
-and every sentence a configuration got wrong when --show is given.
+real-time factor (wall time) and the CPU seconds per second of audio (the machine is shared: that one does not
+grow with others' load), and every sentence a configuration got wrong when --show is given.
 
 Word error rate: (substituted + deleted + inserted words) / words said, after lower-casing, dropping
 punctuation and writing digits as words ("4 o'clock" is "four o'clock"), over the whole set.

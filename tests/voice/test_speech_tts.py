@@ -176,6 +176,17 @@ def test_a_failing_hosted_service_is_a_502_that_never_shows_the_key(owner_client
     assert SECRET not in str(error)
 
 
+@pytest.mark.parametrize(("key", "redacted"), [("x", False), ("k-12345", False), ("k-123456", True)])
+def test_hosted_errors_redact_keys_of_8_characters_or_more_and_leave_words_whole(owner_client, fake_audio, key,
+                                                                                  redacted):
+    configure(provider="openai", base_url=fake_audio.base_url, api_key=key)
+    fake_audio.script(FakeResponse.json({"error": {"message": f"max context exceeded for ({key})"}}, 500))
+    error = error_of(tts(owner_client, text="Hi", provider="hosted"), 502, "upstream_error")
+    assert "max context exceeded for (" in error["message"]
+    assert ("([redacted])" in error["message"]) is redacted and (f"({key})" in error["message"]) is not redacted
+
+
+
 def test_a_silent_hosted_service_is_a_502_at_the_time_limit(owner_client, hosted, settings):
     settings.AGENTSITE_SPEECH_TIMEOUT_S = 0.3
     hosted.script(FakeResponse(delay=30))

@@ -2,10 +2,11 @@
 
 Every failure leaves here as one `UpstreamError` (an `AppError("upstream_error")`) whose message names the
 provider and carries the upstream's own words, with every credential scrubbed out (the API key, the base URL's
-password and query values, the connection's header values: `Upstream.secrets`; a URL is named only as
-`urls.mask_url` shows it), and which says whether another upstream may be tried (`retryable`; the Provider base
-class states the rule). An upstream that refused the request as the caller's fault (a 4xx the caller can act
-on) keeps that status and the upstream's own `type`/`code`/`param`; every other failure is a 502.
+password and query values, the connection's header values: `Upstream.secrets`; each as a whole token and only
+from MIN_REDACTED characters on, `redact`; a URL is named only as `urls.mask_url` shows it), and which says
+whether another upstream may be tried (`retryable`; the Provider base class states the rule). An upstream that
+refused the request as the caller's fault (a 4xx the caller can act on) keeps that status and the upstream's own
+`type`/`code`/`param`; every other failure is a 502.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import socket
 import ssl
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,9 +108,14 @@ class UpstreamError(AppError):
         return status is None or status == 429 or status >= 500
 
 
-# A credential shorter than this is not scrubbed out of free text (it would blank common words); the URLs it is
-# in are still shown masked. The API key is scrubbed whatever its length.
-MIN_SCRUBBED = 4
+# A secret shorter than this is not looked for in free text: it cannot be told from ordinary words (the key `x`
+# would blank every "x"), and a key that short is a placeholder for a server that checks none. A URL holding it is
+# still shown masked (urls.mask_url), whatever its length.
+MIN_REDACTED = 8
+# The characters a key is made of: a secret found inside a longer run of them blanks the whole run, never a piece.
+# A match starts only where a run starts (the lookbehind): from anywhere else the leading run would be re-scanned at
+# every position, quadratic in an error body of one long run.
+_TOKEN_START, _TOKEN_CHARS = "(?<![A-Za-z0-9_-])", "[A-Za-z0-9_-]*"
 
 
 @dataclass
@@ -130,11 +136,7 @@ class Upstream:
 
     def scrub(self, text: str) -> str:
         text = text.replace(self.url, self.shown_url) if self.url else text
-        text = scrub(text, self.api_key)
-        for secret in sorted(self.secrets, key=len, reverse=True):  # a longer one may contain a shorter one
-            if len(secret) >= MIN_SCRUBBED:
-                text = text.replace(secret, "[redacted]")
-        return text
+        return redact(text, (self.api_key, *self.secrets))
 
     def error(self, message: str, *, status: int | None = None) -> UpstreamError:
         text = self.scrub(message)[:MAX_MESSAGE_CHARS]
@@ -152,10 +154,10 @@ class Upstream:
         fields = error_fields(body)
         if caller_status(status) == 502:
             return self.error(fields["message"], status=status)
-        message = scrub(fields["message"], self.api_key)[:MAX_MESSAGE_CHARS]
+        message = self.scrub(fields["message"])[:MAX_MESSAGE_CHARS]
         logger.warning("The LLM provider (%s) refused the request with %s: %s", self.provider, status, message)
         details = {"provider": self.provider, "status": status,
-                   **{key: scrub(str(fields[key]), self.api_key) if fields[key] is not None else None
+                   **{key: self.scrub(str(fields[key])) if fields[key] is not None else None
                       for key in ("type", "code", "param")}}
         return UpstreamError(message, upstream_status=status, details=details)
 
@@ -163,8 +165,21 @@ class Upstream:
         return httpx.Timeout(self.timeout, connect=min(self.timeout, CONNECT_TIMEOUT))
 
 
-def scrub(text: str, secret: str) -> str:
-    return text.replace(secret, "[redacted]") if secret else text
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret of MIN_REDACTED characters or more replaced by `[redacted]`, together with the
+    run of key characters ([A-Za-z0-9_-]) it stands in: a whole token goes, never a piece of a word. A header
+    value with a scheme (`Bearer <token>`) counts its token as a secret too."""
+    return _secrets_pattern(tuple(secrets)).sub("[redacted]", text)
+
+
+@functools.lru_cache(maxsize=64)  # one connection's secrets, for every error it has
+def _secrets_pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    found = {part for secret in secrets
+             for part in (secret, secret.partition(" ")[2] if secret.count(" ") == 1 else "")}
+    wanted = sorted((secret for secret in found if len(secret) >= MIN_REDACTED), key=len, reverse=True)
+    if not wanted:
+        return re.compile("(?!)")  # matches nothing
+    return re.compile(f"{_TOKEN_START}{_TOKEN_CHARS}(?:{'|'.join(map(re.escape, wanted))}){_TOKEN_CHARS}")
 
 
 def error_fields(body: bytes) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from agentsite.agent.providers.http import error_text, scrub, shared_client
+from agentsite.agent.providers.http import error_text, redact, shared_client
 from agentsite.agent.providers.openai import OpenAIProvider
 from agentsite.agent.providers.urls import basic_auth, join_url, mask_url, url_secrets
 from agentsite.core.errors import AppError
@@ -60,9 +60,7 @@ class HostedEndpoint:
         return {"Authorization": basic} if basic else {}
 
     def error(self, path: str, message: str, *, status: int | None = None) -> AppError:
-        text = scrub(message, self.api_key)
-        for secret in sorted(url_secrets(self.base_url), key=len, reverse=True):
-            text = text.replace(secret, "[redacted]") if len(secret) >= 4 else text
+        text = redact(message, (self.api_key, *url_secrets(self.base_url)))
         where = f"The hosted speech service ({mask_url(join_url(self.base_url, path))})"
         text = text[:500]
         sentence = f"{where} answered {status}: {text}" if status else f"{where} failed: {text}"

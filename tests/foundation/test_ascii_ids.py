@@ -8,9 +8,17 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from accounts.models import ApiKey
-from tests.foundation.test_authz_matrix import _walk
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _walk(patterns, prefix=""):
+    """Every route of the URL conf as (its pattern text, its view)."""
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _walk(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            yield prefix + str(entry.pattern), entry.callback
 
 OTHER_DIGITS = ["１", "١", "०", "𝟏"]  # full-width, Arabic-Indic, Devanagari, mathematical bold
 

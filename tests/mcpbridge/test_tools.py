@@ -78,8 +78,9 @@ def test_a_block_mcp_does_not_know_crosses_as_its_json_text():
     assert wire.content[0].type == "text" and '"points": [1, 2]' in wire.content[0].text
 
 
-@pytest.mark.parametrize(("server", "tool", "name"), [("time", "get_current_time", "time__get_current_time"),
-                                                      ("fs", "read.file", "fs__read_file"),
-                                                      ("x", "t" * 80, "x__" + "t" * 61)])
-def test_external_tools_are_named_server__tool_within_the_models_function_name_rules(server, tool, name):
-    assert model_tool_name(server, tool) == name
+# `server_name`, not `server`: that is the live-server fixture's name, which the e2e guard follows.
+@pytest.mark.parametrize(("server_name", "tool", "name"), [("time", "get_current_time", "time__get_current_time"),
+                                                           ("fs", "read.file", "fs__read_file"),
+                                                           ("x", "t" * 80, "x__" + "t" * 61)])
+def test_external_tools_are_named_server__tool_within_the_models_function_name_rules(server_name, tool, name):
+    assert model_tool_name(server_name, tool) == name

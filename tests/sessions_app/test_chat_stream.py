@@ -101,7 +101,9 @@ def test_chat_stream_stops_upstream_when_client_disconnects(session, fake_openai
     response.close()
     # The upstream reply never ends by itself (Hang): a hang-up there can only be the server passing ours on.
     fake_openai.wait_for_hangups_sync(1, timeout=5.0)
-    stored = poll(lambda: [m for m in _messages(server, headers, session_id) if m["role"] == "assistant"],
+    # The reply's row exists (`streaming`) from the turn's start: wait for its final state, not for the row.
+    stored = poll(lambda: [m for m in _messages(server, headers, session_id)
+                           if m["role"] == "assistant" and m["status"] != "streaming"],
                   "the interrupted reply was stored")
     assert stored[-1]["status"] == "interrupted"
     assert stored[-1]["content"] == "partial answer "

@@ -239,7 +239,9 @@ SPECTACULAR_SETTINGS = {
                             "ToolChoiceTypeEnum": [(name, name) for name in ("auto", "any", "tool", "none")],
                             "CustomToolTypeEnum": [("custom", "custom")],
                             "AnthropicErrorTypeEnum": [("error", "error")],
-                            "TextPartTypeEnum": [("text", "text")]},
+                            "TextPartTypeEnum": [("text", "text")],
+                            # /v1/models/{id}: a model card's `object`.
+                            "ModelObjectEnum": [("model", "model")]},
 }
 
 # CORS: local dashboards on any port, plus what the operator lists.

@@ -25,6 +25,11 @@ from compat.messages import CountTokensRequest, MessagesRequest
 from compat.responses import ResponseRequest
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 
+
+class Model(ModelCard):
+    """GET /v1/models/{id}'s answer: one ModelCard. A component of its own name, since ModelList's nested
+    ModelCard is registered by name only and the class itself would collide with it."""
+
 REF_TEMPLATE = "#/components/schemas/{model}"
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
 _SUBSCHEMA_MAPS = ("properties", "$defs")
@@ -116,7 +121,7 @@ class _V1(APIView):
 
 
 class ModelsSchema(_V1):
-    @extend_schema(tags=["v1"], summary="List models (OpenAI-compatible)",
+    @extend_schema(tags=["v1"], summary="List models (OpenAI-compatible)", operation_id="v1_models_list",
                    description='The provider model, "agent" and "hash-256".',
                    responses={200: ModelList, 401: _ERROR})
     def get(self, request):  # pragma: no cover - never routed
@@ -125,8 +130,9 @@ class ModelsSchema(_V1):
 
 class ModelSchema(_V1):
     @extend_schema(tags=["v1"], summary="One model (OpenAI-compatible models.retrieve)",
+                   operation_id="v1_models_retrieve",
                    description="One entry of GET /v1/models; its id may hold slashes (`<connection>/<model>`).",
-                   responses={200: ModelCard, 401: _ERROR,
+                   responses={200: Model, 401: _ERROR,
                               404: OpenApiResponse(description="`model_not_found`: not in the caller's list")})
     def get(self, request, model_id):  # pragma: no cover - never routed
         raise NotImplementedError

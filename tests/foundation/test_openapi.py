@@ -25,7 +25,8 @@ PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register")
                      ("post", "/v1/embeddings"), ("get", "/api/voices"),
                      ("post", "/v1/responses"), ("get", "/v1/responses/{id}"), ("delete", "/v1/responses/{id}"),
                      ("post", "/v1/embeddings"), ("get", "/api/voices"), ("post", "/v1/messages"),
-                     ("post", "/v1/messages/count_tokens")}
+                     ("post", "/v1/messages/count_tokens"), ("get", "/v1/models/{model_id}"),
+                     ("get", "/v1/responses/{id}/input_items")}
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.model_sources import model_source_for, model_sources
-from agentsite.agent.providers import collect
+from agentsite.agent.providers import collect, uncarried_fields
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
@@ -89,6 +89,33 @@ class Completion:
         self.messages = request.messages
         self.usage_estimated = False  # reply()'s usage was estimated (a stream says so in its usage instead)
         self.agent_answered = ""  # `agent`: the catalogue entry that answered its last round (a whole reply's)
+        self.refuse_uncarried()
+
+    # A door whose fields have other names than the runtime's (Responses' `text.format`) names them here.
+    field_names: dict[str, str] = {}
+
+    def refuse_uncarried(self) -> None:
+        """AppError 400 `unsupported_parameter` naming the first request field the model cannot honour: one that
+        the wire format of any upstream the route may try cannot carry, or, for a model answered inside the
+        server (the agent, a workflow), any of the extra fields and structured output (`n: 1` aside)."""
+        request = self.request
+        if self.provider is None:
+            names = sorted(name for name, value in request.extra.items() if not (name == "n" and value == 1))
+            if request.response_format is not None:
+                names = sorted([*names, "response_format"])
+            if names:
+                self._refuse(names[0], f"the model {self.model_name!r} runs inside this server, which cannot "
+                             "honour it; send it to a catalogue model.")
+            return
+        for target in self.provider.route.targets:
+            names = uncarried_fields(target.connection.provider, request)
+            if names:
+                self._refuse(names[0], f"the {target.connection.provider} upstream of {target.entry} cannot "
+                             "carry it (docs/api.md, /v1: fields per upstream).")
+
+    def _refuse(self, name: str, why: str) -> None:
+        param = self.field_names.get(name, name)
+        raise AppError("unsupported_parameter", f"{param}: {why}", 400, {param: [why]})
 
     @cached_property
     def cid(self) -> str:

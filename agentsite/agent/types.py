@@ -156,6 +156,16 @@ class ChatRequest:
     # "strict"}}): only the OpenAI provider passes it on; callers refuse it for providers without it
     # (`supports_response_format`).
     response_format: dict[str, Any] | None = None
+    # The other request fields of OpenAI's chat vocabulary (SAMPLING_FIELDS: top_p, seed, logit_bias, user, ...;
+    # and, with a passthrough connection, any field), as the client sent them. A provider passes on or
+    # translates those it can carry (Provider.carries) and the doors refuse a request with any other (400
+    # naming it) before it is sent: none is dropped.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# The chat fields a door carries in ChatRequest.extra (docs/api.md, /v1: what each upstream dialect does with them).
+SAMPLING_FIELDS = ("top_p", "top_k", "seed", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs",
+                   "logit_bias", "parallel_tool_calls", "user", "n", "service_tier", "metadata")
 
 
 def supports_response_format(provider: str) -> bool:

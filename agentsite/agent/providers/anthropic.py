@@ -84,6 +84,8 @@ class _Event(BaseModel):
 
 class AnthropicProvider(Provider):
     name = "anthropic"
+    # n: only 1, which the doors enforce; the others have their Anthropic form (wire_extra).
+    carries = frozenset({"top_p", "top_k", "user", "parallel_tool_calls", "n"})
     default_model = "claude-sonnet-4-5"
     default_base_url = "https://api.anthropic.com"
 
@@ -117,6 +119,7 @@ class AnthropicProvider(Provider):
         choice = wire_tool_choice(request.tool_choice)
         if choice is not None:
             body["tool_choice"] = choice
+        body.update(wire_extra(request.extra, choice))
         return body
 
     def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
@@ -228,6 +231,19 @@ def _finish_reason(stop_reason: str | None, calls: list[Any]) -> str:
 def _stop_sequence(stop_reason: str | None, stop_sequence: str | None) -> str | None:
     """The sequence the reply stopped on: Anthropic names it with stop_reason "stop_sequence" (null otherwise)."""
     return stop_sequence if stop_reason == "stop_sequence" and isinstance(stop_sequence, str) else None
+
+
+def wire_extra(extra: dict[str, Any], tool_choice: dict[str, Any] | None) -> dict[str, Any]:
+    """The request's extra fields that Anthropic carries (AnthropicProvider.carries), in its terms: top_p and
+    top_k as they are, OpenAI's `user` as `metadata.user_id`, `parallel_tool_calls: false` as the tool choice's
+    `disable_parallel_tool_use` (which needs a tool choice: `auto` when the request named none), `n: 1` as
+    nothing (one reply is all Anthropic gives)."""
+    out: dict[str, Any] = {key: extra[key] for key in ("top_p", "top_k") if extra.get(key) is not None}
+    if extra.get("user") is not None:
+        out["metadata"] = {"user_id": extra["user"]}
+    if extra.get("parallel_tool_calls") is False:
+        out["tool_choice"] = {**(tool_choice or {"type": "auto"}), "disable_parallel_tool_use": True}
+    return out
 
 
 def wire_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:

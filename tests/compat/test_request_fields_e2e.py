@@ -1,0 +1,160 @@
+"""Every request field reaches the upstream or is refused naming it, never dropped: a real daphne server in front
+of an OpenAI-format and an Anthropic-format fake upstream (connections of the catalogue), driven by the official
+SDKs, and the fakes' request logs as the witness of what went upstream."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+import requests
+
+from tests.e2e import server_with_fake_upstream
+from tests.fakes.llm import Text
+
+pytestmark = pytest.mark.e2e
+
+CLAUDE = "claude/claude-fake"
+HELLO = [{"role": "user", "content": "hello"}]
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}}}}
+SCHEMA = {"name": "city", "schema": {"type": "object", "properties": {"name": {"type": "string"}}}, "strict": True}
+
+# Each listed chat field, as a client sends it.
+CHAT_FIELDS = {
+    "response_format": {"type": "json_schema", "json_schema": SCHEMA},
+    "top_p": 0.5, "seed": 7, "frequency_penalty": 0.25, "presence_penalty": -0.5, "logprobs": True,
+    "top_logprobs": 3, "logit_bias": {"50256": -100}, "parallel_tool_calls": False, "user": "u-42", "n": 1,
+    "service_tier": "default", "metadata": {"team": "blue"},
+}
+
+
+@pytest.fixture(scope="module")
+def live(fake_openai_server, fake_anthropic_server):
+    server, headers = server_with_fake_upstream(fake_openai_server)
+    try:
+        made = requests.post(f"{server.base_url}/api/connections", headers=headers, timeout=10, json={
+            "name": "claude", "provider": "anthropic", "base_url": fake_anthropic_server.base_url,
+            "api_key": "sk-ant-fake", "models": ["claude-fake"]})
+        assert made.status_code == 201, made.text
+        yield server, headers
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def oai(live, fake_openai, fake_anthropic):
+    server, _ = live
+    return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="placeholder", max_retries=0)
+
+
+@pytest.fixture
+def claude(live, fake_openai, fake_anthropic):
+    server, _ = live
+    return anthropic.Anthropic(base_url=server.base_url, api_key="placeholder", max_retries=0)
+
+
+def _sent(fake) -> dict:
+    return fake.bodies()[-1]
+
+
+# --- /v1/chat/completions -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_every_listed_chat_field_reaches_an_openai_upstream_as_sent(oai, fake_openai, stream):
+    fake_openai.script(Text('{"name": "Oslo"}'))
+    reply = oai.chat.completions.create(model="fake-model", messages=HELLO, stream=stream, tools=[WEATHER],
+                                        **CHAT_FIELDS)
+    if stream:
+        list(reply)
+    sent = _sent(fake_openai)
+    assert {name: sent.get(name) for name in CHAT_FIELDS} == CHAT_FIELDS
+
+
+def test_a_json_object_format_reaches_an_openai_upstream_and_text_is_the_default(oai, fake_openai):
+    fake_openai.script(Text("{}"), Text("plain"))
+    oai.chat.completions.create(model="fake-model", messages=HELLO, response_format={"type": "json_object"})
+    assert _sent(fake_openai)["response_format"] == {"type": "json_object"}
+    oai.chat.completions.create(model="fake-model", messages=HELLO, response_format={"type": "text"})
+    assert "response_format" not in _sent(fake_openai)
+
+
+def test_fields_the_client_did_not_set_are_not_sent(oai, fake_openai):
+    fake_openai.script(Text("hi"))
+    oai.chat.completions.create(model="fake-model", messages=HELLO)
+    assert set(_sent(fake_openai)) == {"model", "messages", "stream"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_anthropic_upstream_gets_top_p_stop_tool_choice_and_user_in_its_own_terms(oai, fake_anthropic, stream):
+    fake_anthropic.script(Text("hi"))
+    reply = oai.chat.completions.create(model=CLAUDE, messages=HELLO, stream=stream, tools=[WEATHER], top_p=0.5,
+                                        stop=["END"], tool_choice="required", user="u-42",
+                                        parallel_tool_calls=False, n=1)
+    if stream:
+        list(reply)
+    sent = _sent(fake_anthropic)
+    assert (sent["top_p"], sent["stop_sequences"], sent["metadata"]) == (0.5, ["END"], {"user_id": "u-42"})
+    assert sent["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+    assert not {"user", "n", "parallel_tool_calls", "stop"} & set(sent)
+
+
+@pytest.mark.parametrize("field", ["logit_bias", "seed", "frequency_penalty", "presence_penalty", "logprobs",
+                                   "service_tier", "metadata", "response_format"])
+def test_a_field_an_anthropic_upstream_cannot_carry_is_a_400_naming_it(oai, fake_anthropic, field):
+    value = {"top_logprobs": None}.get(field, CHAT_FIELDS[field])
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model=CLAUDE, messages=HELLO, **{field: value})
+    assert (caught.value.code, caught.value.param) == ("unsupported_parameter", field)
+    assert fake_anthropic.bodies() == []
+
+
+def test_the_agent_refuses_a_field_its_loop_cannot_honour_naming_it(oai, fake_openai):
+    for field in ("seed", "response_format", "logit_bias"):
+        with pytest.raises(openai.BadRequestError) as caught:
+            oai.chat.completions.create(model="agent", messages=HELLO, **{field: CHAT_FIELDS[field]})
+        assert (caught.value.code, caught.value.param) == ("unsupported_parameter", field)
+    assert fake_openai.bodies() == []
+    fake_openai.script(Text("hi"))
+    assert oai.chat.completions.create(model="agent", messages=HELLO, n=1).choices[0].message.content == "hi"
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_n_other_than_one_is_a_400_naming_it(oai, fake_openai, n):
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model="fake-model", messages=HELLO, n=n)
+    assert caught.value.param == "n"
+    assert fake_openai.bodies() == []
+
+
+# --- /v1/responses ------------------------------------------------------------------------------------------
+
+RESPONSES_FIELDS = {"top_p": 0.5, "parallel_tool_calls": False, "metadata": {"team": "blue"}, "user": "u-42",
+                    "service_tier": "default"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_responses_fields_reach_an_openai_upstream_as_its_chat_fields(oai, fake_openai, stream):
+    fake_openai.script(Text('{"name": "Oslo"}'))
+    text = {"format": {"type": "json_schema", **SCHEMA}}
+    reply = oai.responses.create(model="fake-model", input="hello", stream=stream, store=False, text=text,
+                                 max_output_tokens=30, tools=[{"type": "function", **WEATHER["function"]}],
+                                 **RESPONSES_FIELDS)
+    if stream:
+        list(reply)
+    sent = _sent(fake_openai)
+    assert {name: sent.get(name) for name in RESPONSES_FIELDS} == RESPONSES_FIELDS
+    assert sent["max_tokens"] == 30 and sent["response_format"] == {"type": "json_schema", "json_schema": SCHEMA}
+
+
+def test_the_responses_door_translates_for_an_anthropic_upstream_and_refuses_what_it_cannot_carry(
+        oai, fake_anthropic):
+    fake_anthropic.script(Text("hi"))
+    oai.responses.create(model=CLAUDE, input="hello", store=False, top_p=0.5, user="u-42")
+    sent = _sent(fake_anthropic)
+    assert (sent["top_p"], sent["metadata"]) == (0.5, {"user_id": "u-42"})
+    for field, value in (("metadata", {"team": "blue"}), ("service_tier", "default")):
+        with pytest.raises(openai.BadRequestError) as caught:
+            oai.responses.create(model=CLAUDE, input="hello", store=False, **{field: value})
+        assert (caught.value.code, caught.value.param) == ("unsupported_parameter", field)
+    assert len(fake_anthropic.bodies()) == 1

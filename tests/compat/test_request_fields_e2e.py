@@ -158,3 +158,51 @@ def test_the_responses_door_translates_for_an_anthropic_upstream_and_refuses_wha
             oai.responses.create(model=CLAUDE, input="hello", store=False, **{field: value})
         assert (caught.value.code, caught.value.param) == ("unsupported_parameter", field)
     assert len(fake_anthropic.bodies()) == 1
+
+
+# --- /v1/messages -------------------------------------------------------------------------------------------
+
+MESSAGES_TOOL = {"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}
+
+
+def _messages_call(claude, model: str, stream: bool, **fields) -> None:
+    if stream:
+        with claude.messages.stream(model=model, max_tokens=20, messages=HELLO, **fields) as events:
+            list(events)
+    else:
+        claude.messages.create(model=model, max_tokens=20, messages=HELLO, **fields)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_messages_fields_reach_an_openai_upstream_as_its_chat_fields(claude, fake_openai, stream):
+    fake_openai.script(Text("hi"))
+    _messages_call(claude, "fake-model", stream, extra_body={"top_p": 0.5, "top_k": 40}, stop_sequences=["END"],
+                   metadata={"user_id": "u-42"}, tools=[MESSAGES_TOOL],
+                   tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True})
+    sent = _sent(fake_openai)
+    assert (sent["top_p"], sent["top_k"], sent["stop"], sent["user"]) == (0.5, 40, ["END"], "u-42")
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert sent["parallel_tool_calls"] is False
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_messages_fields_reach_an_anthropic_upstream_as_they_were_sent(claude, fake_anthropic, stream):
+    fake_anthropic.script(Text("hi"))
+    choice = {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True}
+    _messages_call(claude, CLAUDE, stream, extra_body={"top_p": 0.5, "top_k": 40}, stop_sequences=["END"],
+                   metadata={"user_id": "u-42"}, tools=[MESSAGES_TOOL], tool_choice=choice)
+    sent = _sent(fake_anthropic)
+    assert (sent["top_p"], sent["top_k"], sent["stop_sequences"]) == (0.5, 40, ["END"])
+    assert (sent["metadata"], sent["tool_choice"]) == ({"user_id": "u-42"}, choice)
+
+
+def test_the_messages_door_refuses_what_the_agent_cannot_honour_under_its_own_names(claude, fake_openai):
+    for fields, param in (({"extra_body": {"top_k": 40}}, "top_k"),
+                          ({"metadata": {"user_id": "u-42"}}, "metadata.user_id")):
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            claude.messages.create(model="agent", max_tokens=20, messages=HELLO, **fields)
+        assert caught.value.body["error"]["message"].startswith(f"{param}:")
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(model="fake-model", max_tokens=20, messages=HELLO, metadata={"team": "blue"})
+    assert caught.value.body["error"]["message"].startswith("metadata.team:")
+    assert fake_openai.bodies() == []

@@ -43,7 +43,9 @@ def uncarried_fields(provider_name: str, request: ChatRequest) -> list[str]:
     """The request's fields (its `extra` ones, and `response_format`) that a provider kind's wire format cannot
     carry, sorted: a door refuses the request naming the first, rather than drop it."""
     carries = _provider_class(provider_name).carries
-    names = [name for name in request.extra if carries is not None and name not in carries]
+    # `n: 1` asks for what every provider gives (the doors refuse any other n).
+    names = [name for name, value in request.extra.items()
+             if carries is not None and name not in carries and not (name == "n" and value == 1)]
     if request.response_format is not None and not supports_response_format(provider_name):
         names.append("response_format")
     return sorted(names)

@@ -84,8 +84,8 @@ class _Event(BaseModel):
 
 class AnthropicProvider(Provider):
     name = "anthropic"
-    # n: only 1, which the doors enforce; the others have their Anthropic form (wire_extra).
-    carries = frozenset({"top_p", "top_k", "user", "parallel_tool_calls", "n"})
+    # The others have their Anthropic form (wire_extra); `n: 1` every provider carries.
+    carries = frozenset({"top_p", "top_k", "user", "parallel_tool_calls"})
     default_model = "claude-sonnet-4-5"
     default_base_url = "https://api.anthropic.com"
 
@@ -236,8 +236,7 @@ def _stop_sequence(stop_reason: str | None, stop_sequence: str | None) -> str | 
 def wire_extra(extra: dict[str, Any], tool_choice: dict[str, Any] | None) -> dict[str, Any]:
     """The request's extra fields that Anthropic carries (AnthropicProvider.carries), in its terms: top_p and
     top_k as they are, OpenAI's `user` as `metadata.user_id`, `parallel_tool_calls: false` as the tool choice's
-    `disable_parallel_tool_use` (which needs a tool choice: `auto` when the request named none), `n: 1` as
-    nothing (one reply is all Anthropic gives)."""
+    `disable_parallel_tool_use` (which needs a tool choice: `auto` when the request named none)."""
     out: dict[str, Any] = {key: extra[key] for key in ("top_p", "top_k") if extra.get(key) is not None}
     if extra.get("user") is not None:
         out["metadata"] = {"user_id": extra["user"]}

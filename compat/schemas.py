@@ -18,7 +18,8 @@ class WireModel(BaseModel):
     """A /v1 wire format. Every subclass is documented in /api/schema under its class name (a request model's
     trailing `Request` is kept once: `ChatCompletionRequest`)."""
 
-    # Clients send fields we do not use (user, seed, logprobs, ...): accept and ignore them. Strict: a value of
+    # A field a model does not declare is left out of it: the view decides (a chat completion's unknown fields go
+    # to a passthrough connection or are refused: compat.engine.Completion.refuse_unknown). Strict: a value of
     # the wrong JSON type is refused, as by OpenAI ("50" is not a max_tokens, 1 is not a stream flag).
     model_config = ConfigDict(extra="ignore", strict=True)
 
@@ -77,7 +78,7 @@ class StreamOptions(WireModel):
 
 
 class ResponseFormat(WireModel):
-    type: Literal["text", "json_object", "json_schema"]
+    type: Literal["text", "json_schema", "json_object"]  # the order of ResponseTextFormat's: one enum in /api/schema
     json_schema: dict[str, Any] | None = Field(default=None, description='with type "json_schema": {name, schema, '
                                                'strict, description}')
 

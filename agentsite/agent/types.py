@@ -161,6 +161,9 @@ class ChatRequest:
     # translates those it can carry (Provider.carries) and the doors refuse a request with any other (400
     # naming it) before it is sent: none is dropped.
     extra: dict[str, Any] = field(default_factory=dict)
+    # Request fields no door knows, for a connection with `passthrough` (the doors refuse them for any other):
+    # every provider puts them in its body as they came, under the fields it builds itself.
+    passthrough: dict[str, Any] = field(default_factory=dict)
 
 
 # The chat fields a door carries in ChatRequest.extra (docs/api.md, /v1: what each upstream dialect does with them).

@@ -37,6 +37,11 @@ def live(fake_openai_server, fake_anthropic_server):
             "name": "claude", "provider": "anthropic", "base_url": fake_anthropic_server.base_url,
             "api_key": "sk-ant-fake", "models": ["claude-fake"]})
         assert made.status_code == 201, made.text
+        made = requests.post(f"{server.base_url}/api/connections", headers=headers, timeout=10, json={
+            "name": "open", "provider": "openai", "base_url": fake_openai_server.base_url, "models": ["fake-model"],
+            "passthrough": True})
+        assert made.status_code == 201, made.text
+        assert made.json()["passthrough"] is True
         yield server, headers
     finally:
         server.stop()
@@ -206,3 +211,36 @@ def test_the_messages_door_refuses_what_the_agent_cannot_honour_under_its_own_na
         claude.messages.create(model="fake-model", max_tokens=20, messages=HELLO, metadata={"team": "blue"})
     assert caught.value.body["error"]["message"].startswith("metadata.team:")
     assert fake_openai.bodies() == []
+
+
+# --- fields this server does not know -----------------------------------------------------------------------
+
+UNKNOWN = {"chat_template_kwargs": {"enable_thinking": False}, "min_p": 0.05}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_passthrough_connection_gets_unknown_fields_as_sent(oai, fake_openai, stream):
+    fake_openai.script(Text("hi"))
+    reply = oai.chat.completions.create(model="open/fake-model", messages=HELLO, stream=stream, top_p=0.5,
+                                        extra_body=UNKNOWN)
+    if stream:
+        list(reply)
+    sent = _sent(fake_openai)
+    assert {name: sent.get(name) for name in UNKNOWN} == UNKNOWN and sent["top_p"] == 0.5
+    assert sent["model"] == "fake-model" and sent["messages"] == HELLO
+
+
+@pytest.mark.parametrize("model", ["fake-model", CLAUDE, "agent"])
+def test_an_unknown_field_is_a_400_naming_it_without_a_passthrough_connection(oai, fake_openai, fake_anthropic,
+                                                                               model):
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model=model, messages=HELLO, extra_body={"min_p": 0.05})
+    assert (caught.value.code, caught.value.param) == ("unknown_field", "min_p")
+    assert fake_openai.bodies() == [] and fake_anthropic.bodies() == []
+
+
+def test_the_connections_api_says_passthrough_and_it_is_off_by_default(live):
+    server, headers = live
+    listed = requests.get(f"{server.base_url}/api/connections", headers=headers, timeout=10).json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert {row["name"]: row["passthrough"] for row in rows} == {"default": False, "claude": False, "open": True}

@@ -105,7 +105,7 @@ class AnthropicProvider(Provider):
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         system, messages = wire_messages(request.messages)
         options = request.settings
-        body: dict[str, Any] = {"model": self.model_for(request), "messages": messages,
+        body: dict[str, Any] = {**request.passthrough, "model": self.model_for(request), "messages": messages,
                                 "max_tokens": options.max_tokens or DEFAULT_MAX_TOKENS, "stream": stream}
         if system:
             body["system"] = system

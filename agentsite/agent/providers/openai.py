@@ -123,7 +123,7 @@ class OpenAIProvider(Provider):
 
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         # The client's extra fields first: the ones this request is built from (model, messages, stream) win.
-        body: dict[str, Any] = {**request.extra, "model": self.model_for(request),
+        body: dict[str, Any] = {**request.passthrough, **request.extra, "model": self.model_for(request),
                                 "messages": wire_messages(request.messages), "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}

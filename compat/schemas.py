@@ -105,7 +105,7 @@ class ChatCompletionRequest(WireModel):
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[str, int | float] | None = None  # int | float: -100 goes on as -100, not -100.0
     parallel_tool_calls: bool | None = None
     user: str | None = None
     service_tier: str | None = None

@@ -74,6 +74,7 @@ def test_every_listed_chat_field_reaches_an_openai_upstream_as_sent(oai, fake_op
         list(reply)
     sent = _sent(fake_openai)
     assert {name: sent.get(name) for name in CHAT_FIELDS} == CHAT_FIELDS
+    assert type(sent["logit_bias"]["50256"]) is int and type(sent["seed"]) is int  # as sent, not made floats
 
 
 def test_a_json_object_format_reaches_an_openai_upstream_and_text_is_the_default(oai, fake_openai):

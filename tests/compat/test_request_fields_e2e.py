@@ -4,13 +4,15 @@ SDKs, and the fakes' request logs as the witness of what went upstream."""
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import openai
 import pytest
 import requests
 
 from tests.e2e import server_with_fake_upstream
-from tests.fakes.llm import Text
+from tests.fakes.llm import Call, Text, ToolCalls
 
 pytestmark = pytest.mark.e2e
 
@@ -106,12 +108,42 @@ def test_an_anthropic_upstream_gets_top_p_stop_tool_choice_and_user_in_its_own_t
 
 
 @pytest.mark.parametrize("field", ["logit_bias", "seed", "frequency_penalty", "presence_penalty", "logprobs",
-                                   "service_tier", "metadata", "response_format"])
+                                   "service_tier", "metadata"])
 def test_a_field_an_anthropic_upstream_cannot_carry_is_a_400_naming_it(oai, fake_anthropic, field):
     value = {"top_logprobs": None}.get(field, CHAT_FIELDS[field])
     with pytest.raises(openai.BadRequestError) as caught:
         oai.chat.completions.create(model=CLAUDE, messages=HELLO, **{field: value})
     assert (caught.value.code, caught.value.param) == ("unsupported_parameter", field)
+    assert fake_anthropic.bodies() == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_json_mode_reaches_an_anthropic_upstream_as_a_forced_tool_whose_input_is_the_reply(oai, fake_anthropic,
+                                                                                           stream):
+    fake_anthropic.script(ToolCalls([Call("json_reply", '{"name": "Oslo"}', id="toolu_1")]))
+    reply = oai.chat.completions.create(model=CLAUDE, messages=HELLO, stream=stream,
+                                        response_format=CHAT_FIELDS["response_format"])
+    if stream:
+        chunks = list(reply)
+        text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+        finish = [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1]
+        assert not any(chunk.choices[0].delta.tool_calls for chunk in chunks if chunk.choices)
+    else:
+        text, finish = reply.choices[0].message.content, reply.choices[0].finish_reason
+        assert reply.choices[0].message.tool_calls is None
+    assert (json.loads(text), finish) == ({"name": "Oslo"}, "stop")
+    sent = _sent(fake_anthropic)
+    assert [tool["name"] for tool in sent["tools"]] == ["json_reply"]
+    assert sent["tools"][0]["input_schema"] == SCHEMA["schema"]
+    assert sent["tool_choice"] == {"type": "tool", "name": "json_reply"}
+
+
+def test_json_mode_with_tools_of_its_own_is_a_400_naming_response_format_for_an_anthropic_upstream(
+        oai, fake_anthropic):
+    with pytest.raises(openai.BadRequestError) as caught:
+        oai.chat.completions.create(model=CLAUDE, messages=HELLO, tools=[WEATHER],
+                                    response_format={"type": "json_object"})
+    assert (caught.value.code, caught.value.param) == ("unsupported_parameter", "response_format")
     assert fake_anthropic.bodies() == []
 
 

@@ -46,6 +46,6 @@ def uncarried_fields(provider_name: str, request: ChatRequest) -> list[str]:
     # `n: 1` asks for what every provider gives (the doors refuse any other n).
     names = [name for name, value in request.extra.items()
              if carries is not None and name not in carries and not (name == "n" and value == 1)]
-    if request.response_format is not None and not supports_response_format(provider_name):
+    if request.response_format is not None and not supports_response_format(provider_name, request):
         names.append("response_format")
     return sorted(names)

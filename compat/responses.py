@@ -343,11 +343,12 @@ class ResponseRun(engine.Completion):
             "type": "text"}
         return {
             "id": self.rid, "object": "response", "created_at": self.created, "instructions": body.instructions,
-            "max_output_tokens": body.max_output_tokens, "model": self.model, "parallel_tool_calls": True,
+            "max_output_tokens": body.max_output_tokens, "model": self.model,
+            "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id, "store": body.store, "temperature": body.temperature,
-            "top_p": None, "text": {"format": fmt}, "tool_choice": body.tool_choice or "auto",
+            "top_p": body.top_p, "text": {"format": fmt}, "tool_choice": body.tool_choice or "auto",
             "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []],
-            "truncation": "disabled", "metadata": {}, "user": None,
+            "truncation": "disabled", "metadata": body.metadata or {}, "user": body.user,
         }
 
     @cached_property
@@ -360,11 +361,13 @@ class ResponseRun(engine.Completion):
         fmt = body.text.format if body.text else None
         return _FIXED_HEAD % (
             self.rid.encode(), self.created, _json_or_null(body.instructions), _json_or_null(body.max_output_tokens),
-            json_text(self.model), _json_or_null(body.previous_response_id), b"true" if body.store else b"false",
-            _json_or_null(body.temperature),
+            json_text(self.model), b"false" if body.parallel_tool_calls is False else b"true",
+            _json_or_null(body.previous_response_id), b"true" if body.store else b"false",
+            _json_or_null(body.temperature), _json_or_null(body.top_p),
             json.dumps(self._fixed["text"]).encode() if fmt is not None else b'{"format": {"type": "text"}}',
             _json_or_null(body.tool_choice) if body.tool_choice else b'"auto"',
-            json.dumps(self._fixed["tools"]).encode() if body.tools else b"[]")
+            json.dumps(self._fixed["tools"]).encode() if body.tools else b"[]",
+            json.dumps(body.metadata).encode() if body.metadata else b"{}", _json_or_null(body.user))
 
     async def store(self, response: dict[str, Any]) -> None:
         if not self.spec.store:
@@ -392,9 +395,9 @@ class ResponseRun(engine.Completion):
 
 # The response object's fixed fields, in _fixed's order: what json.dumps(run._fixed) gives without its closing brace.
 _FIXED_HEAD = (b'{"id": "%s", "object": "response", "created_at": %d, "instructions": %s, "max_output_tokens": %s, '
-               b'"model": %s, "parallel_tool_calls": true, "previous_response_id": %s, "store": %s, '
-               b'"temperature": %s, "top_p": null, "text": %s, "tool_choice": %s, "tools": %s, '
-               b'"truncation": "disabled", "metadata": {}, "user": null')
+               b'"model": %s, "parallel_tool_calls": %s, "previous_response_id": %s, "store": %s, '
+               b'"temperature": %s, "top_p": %s, "text": %s, "tool_choice": %s, "tools": %s, '
+               b'"truncation": "disabled", "metadata": %s, "user": %s')
 
 
 def _json_or_null(value: Any) -> bytes:

@@ -178,10 +178,11 @@ def test_the_responses_fields_reach_an_openai_upstream_as_its_chat_fields(oai, f
     reply = oai.responses.create(model="fake-model", input="hello", stream=stream, store=False, text=text,
                                  max_output_tokens=30, tools=[{"type": "function", **WEATHER["function"]}],
                                  **RESPONSES_FIELDS)
-    if stream:
-        list(reply)
+    response = list(reply)[-1].response if stream else reply
     sent = _sent(fake_openai)
     assert {name: sent.get(name) for name in RESPONSES_FIELDS} == RESPONSES_FIELDS
+    echoed = (response.top_p, response.parallel_tool_calls, response.metadata, response.user)
+    assert echoed == (0.5, False, {"team": "blue"}, "u-42")  # the response object says what was asked
     assert sent["max_tokens"] == 30 and sent["response_format"] == {"type": "json_schema", "json_schema": SCHEMA}
 
 

@@ -338,7 +338,8 @@ class ConnectionOutputSerializer(serializers.ModelSerializer):
     class Meta:
         model = Connection
         fields = ["id", "name", "provider", "base_url", "api_key_set", "models", "discovered", "discovery_error",
-                  "discovered_at", "header_names", "timeout_s", "enabled", "is_default", "created_at", "updated_at"]
+                  "discovered_at", "header_names", "timeout_s", "enabled", "passthrough", "is_default", "created_at",
+                  "updated_at"]
 
     def get_api_key_set(self, connection: Connection) -> bool:
         return bool(connection.api_key)
@@ -401,6 +402,9 @@ class ConnectionInputSerializer(serializers.Serializer):
                                     help_text="Extra headers to send; write-only values (null removes one).")
     timeout_s = serializers.FloatField(min_value=0.1, max_value=3600, required=False)
     enabled = serializers.BooleanField(required=False)
+    passthrough = serializers.BooleanField(required=False, help_text=(
+        "Send /v1/chat/completions request fields this server does not know to this upstream as they came "
+        "(default false: a 400 naming the field)."))
 
     def validate_models(self, value):
         return _model_names(value)

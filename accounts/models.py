@@ -64,6 +64,8 @@ class Connection(models.Model):
     headers = models.JSONField(default=dict, blank=True)
     timeout_s = models.FloatField(default=120.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600.0)])
     enabled = models.BooleanField(default=True)
+    # /v1/chat/completions: request fields this server does not know go to this upstream as sent (else a 400).
+    passthrough = models.BooleanField(default=False)
     discovered = models.JSONField(default=list, blank=True)
     discovery_error = models.TextField(blank=True, default="")
     discovered_at = models.DateTimeField(null=True, blank=True)

@@ -96,7 +96,7 @@ def catalogue_of_rows(config: AgentConfig, connections: list[Connection], aliase
             name=row.name, provider=row.provider, base_url=row.base_url, api_key=row.api_key,
             headers=tuple(sorted((str(k), str(v)) for k, v in (row.headers or {}).items())),
             timeout_s=row.timeout_s, enabled=row.enabled, models=tuple(row.model_names()), discover=row.discovers,
-            error=row.discovery_error)
+            error=row.discovery_error, passthrough=row.passthrough)
         for row in connections]
     runtime_aliases = [
         routing.Alias(row.name, row.strategy, tuple(routing.AliasTarget(str(t.get("model", "")),

@@ -230,6 +230,9 @@ SPECTACULAR_SETTINGS = {
                             "SttProviderEnum": "accounts.models.AgentConfig.STT_PROVIDERS",
                             "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
                             "BrowserProviderEnum": [("browser", "browser")],
+                            # /v1's response_format and the Responses door's text.format
+                            "ResponseFormatTypeEnum": [("text", "text"), ("json_schema", "json_schema"),
+                                                       ("json_object", "json_object")],
                             "TriggerModeEnum": "workflows.models.WorkflowTrigger.MODES",
                             "SearchModeEnum": "knowledge.selectors.MODES",
                             # /v1/messages (compat/messages.py): Anthropic's block and choice types.

@@ -221,9 +221,12 @@ async def _model(request: HttpRequest, model_id: str) -> HttpResponse:
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
     user, credential = await _caller(request)
-    body: ChatCompletionRequest = _parse(request, ChatCompletionRequest, "messages")
+    raw = parsed_body(request, items="messages")
+    body: ChatCompletionRequest = validate_body(raw, ChatCompletionRequest)
+    # Fields the request model does not know: sent as they came to a passthrough connection, else a 400.
+    unknown = {name: value for name, value in raw.items() if name not in ChatCompletionRequest.model_fields}
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
-    completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller)
+    completion = engine.Completion(body, settings=await aget_settings(), user=user, caller=caller, unknown=unknown)
     if body.stream:
         stream = await completion.chunks()
         if credential is not None:  # the stream ends at its next event once the token or key is revoked

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.model_sources import model_source_for, model_sources
-from agentsite.agent.providers import collect
+from agentsite.agent.providers import collect, uncarried_fields
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
 from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
@@ -69,11 +69,13 @@ class Completion:
     compat.messages); `body` is then None, and only `reply()` and `batches()` apply (the rest renders OpenAI)."""
 
     def __init__(self, body: ChatCompletionRequest | None, *, settings: AgentSettings,
-                 user: AbstractBaseUser | None, caller: Caller | None = None, request: ChatRequest | None = None):
+                 user: AbstractBaseUser | None, caller: Caller | None = None, request: ChatRequest | None = None,
+                 unknown: dict[str, Any] | None = None):
         if request is None:
             assert body is not None
             # raises AppError 400 before anything is sent upstream
             request = translate.to_chat_request(body, body.model, translate.to_messages(body))
+            request.passthrough = dict(unknown or {})
         self.request = request
         self.model_name = model_name = request.settings.model
         self.source = model_source_for(model_name)
@@ -89,6 +91,46 @@ class Completion:
         self.messages = request.messages
         self.usage_estimated = False  # reply()'s usage was estimated (a stream says so in its usage instead)
         self.agent_answered = ""  # `agent`: the catalogue entry that answered its last round (a whole reply's)
+        self.refuse_uncarried()
+
+    # A door whose fields have other names than the runtime's (Responses' `text.format`) names them here.
+    field_names: dict[str, str] = {}
+
+    def refuse_uncarried(self) -> None:
+        """AppError 400 `unsupported_parameter` naming the first request field the model cannot honour: one that
+        the wire format of any upstream the route may try cannot carry, or, for a model answered inside the
+        server (the agent, a workflow), any of the extra fields and structured output (`n: 1` aside)."""
+        request = self.request
+        self.refuse_unknown()
+        if self.provider is None:
+            names = sorted(name for name, value in request.extra.items() if not (name == "n" and value == 1))
+            if request.response_format is not None:
+                names = sorted([*names, "response_format"])
+            if names:
+                self._refuse(names[0], f"the model {self.model_name!r} runs inside this server, which cannot "
+                             "honour it; send it to a catalogue model.")
+            return
+        for target in self.provider.route.targets:
+            names = uncarried_fields(target.connection.provider, request)
+            if names:
+                self._refuse(names[0], f"the {target.connection.provider} upstream of {target.entry} cannot "
+                             "carry it (docs/api.md, /v1: fields per upstream).")
+
+    def refuse_unknown(self) -> None:
+        """AppError 400 `unknown_field` naming the first field no door knows, unless every upstream the route may
+        try is a connection with `passthrough` (which gets it as it came)."""
+        if not self.request.passthrough:
+            return
+        targets = self.provider.route.targets if self.provider is not None else ()
+        if not targets or not all(target.connection.passthrough for target in targets):
+            name = sorted(self.request.passthrough)[0]
+            why = ("this server does not know this field; a connection with passthrough: true sends such fields "
+                   "to its upstream as they came (docs/api.md, /v1: fields per upstream).")
+            raise AppError("unknown_field", f"{name}: {why}", 400, {name: [why]})
+
+    def _refuse(self, name: str, why: str) -> None:
+        param = self.field_names.get(name, name)
+        raise AppError("unsupported_parameter", f"{param}: {why}", 400, {param: [why]})
 
     @cached_property
     def cid(self) -> str:

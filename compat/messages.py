@@ -117,7 +117,7 @@ class ToolParam(_Wire):
 class ToolChoice(_Wire):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = Field(default=None, description='the tool, with type "tool"')
-    disable_parallel_tool_use: bool | None = Field(default=None, description="ignored")
+    disable_parallel_tool_use: bool | None = Field(default=None, description="true: one tool call a turn at most")
 
 
 class _Conversation(_Wire):
@@ -133,10 +133,11 @@ class MessagesRequest(_Conversation):
     stream: bool = False
     temperature: float | None = Field(default=None, ge=0, le=1)
     stop_sequences: list[str] | None = None
+    # Carried to the upstream, or refused naming them where it cannot carry them (docs/api.md, Messages):
+    metadata: dict[str, Any] | None = Field(default=None, description="user_id only")
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
     # Accepted and ignored (docs/api.md, Messages):
-    metadata: dict[str, Any] | None = Field(default=None, description="ignored")
-    top_p: float | None = Field(default=None, description="ignored")
-    top_k: int | None = Field(default=None, description="ignored")
     service_tier: str | None = Field(default=None, description="ignored")
     cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
 
@@ -145,7 +146,7 @@ class CountTokensRequest(_Conversation):
     pass
 
 
-IGNORED = ("metadata", "top_p", "top_k", "service_tier", "cache_control", "citations", "disable_parallel_tool_use")
+IGNORED = ("service_tier", "cache_control", "citations")
 
 
 # --- the request in the runtime's types -----------------------------------------------------------
@@ -190,7 +191,28 @@ def to_chat_request(body: _Conversation) -> ChatRequest:
         messages.extend(_user(where, blocks, names))
     return ChatRequest(messages=messages, tools=[ToolSpec(tool.name, tool.description, tool.input_schema)
                                                  for tool in body.tools or []],
-                       settings=_settings(body), tool_choice=_tool_choice(body.tool_choice))
+                       settings=_settings(body), tool_choice=_tool_choice(body.tool_choice), extra=_extra(body))
+
+
+def _extra(body: _Conversation) -> dict[str, Any]:
+    """The request's fields the runtime carries in ChatRequest.extra, by their names there (OpenAI's); the
+    engine refuses those the model's upstream cannot carry, under this dialect's names (MessagesCompletion)."""
+    if not isinstance(body, MessagesRequest):
+        return {}
+    extra: dict[str, Any] = {name: getattr(body, name) for name in ("top_p", "top_k")
+                             if getattr(body, name) is not None}
+    metadata = dict(body.metadata or {})
+    user_id = metadata.pop("user_id", None)
+    if metadata:
+        name = sorted(metadata)[0]
+        raise invalid(f"metadata.{name}", "Anthropic's metadata has user_id only.")
+    if user_id is not None:
+        if not isinstance(user_id, str):
+            raise invalid("metadata.user_id", "must be a string.")
+        extra["user"] = user_id
+    if body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use:
+        extra["parallel_tool_calls"] = False
+    return extra
 
 
 def _settings(body: _Conversation) -> ModelSettings:
@@ -445,6 +467,12 @@ def _view(handler: Any) -> Any:
     return view
 
 
+class MessagesCompletion(engine.Completion):
+    """A Messages request's completion: a field its upstream cannot carry is refused under this dialect's name."""
+
+    field_names = {"user": "metadata.user_id", "parallel_tool_calls": "tool_choice.disable_parallel_tool_use"}
+
+
 async def _completion(request: HttpRequest, schema: type[_Conversation]) -> tuple[engine.Completion, Any, Any]:
     """(completion, credential, body): the caller authenticated first (401/403 before any 400), then the body."""
     from compat.api import _caller
@@ -453,8 +481,8 @@ async def _completion(request: HttpRequest, schema: type[_Conversation]) -> tupl
     body = _parse(request, schema)
     chat_request = to_chat_request(body)
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
-    completion = engine.Completion(None, settings=await aget_settings(), user=user, caller=caller,
-                                   request=chat_request)  # 404 model_not_found
+    completion = MessagesCompletion(None, settings=await aget_settings(), user=user, caller=caller,
+                                    request=chat_request)  # 404 model_not_found; 400 a field it cannot carry
     return completion, credential, body
 
 

@@ -47,7 +47,6 @@ from agentsite.agent.types import (
     ToolCallEvent,
     ToolSpec,
     Usage,
-    supports_response_format,
 )
 from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
@@ -66,11 +65,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# The request fields carried to the upstream as the chat fields of the same name (ChatRequest.extra), or refused
+# naming them where it cannot carry them.
+PASSED = ("top_p", "parallel_tool_calls", "metadata", "user", "service_tier")
 # The request fields POST /v1/responses acts on, and those it accepts and ignores (docs/api.md lists both).
 SUPPORTED = ("model", "input", "instructions", "tools", "tool_choice", "temperature", "max_output_tokens", "stream",
-             "previous_response_id", "store", "text")
-IGNORED = ("metadata", "user", "parallel_tool_calls", "top_p", "truncation", "include", "service_tier",
-           "prompt_cache_key", "safety_identifier", "reasoning", "stream_options")
+             "previous_response_id", "store", "text", *PASSED)
+IGNORED = ("truncation", "include", "prompt_cache_key", "safety_identifier", "reasoning", "stream_options")
 
 
 # --- the request ----------------------------------------------------------------------------------
@@ -114,6 +115,11 @@ class ResponseRequest(WireModel):
     previous_response_id: str | None = None
     store: bool = True
     text: ResponseText | None = None
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    parallel_tool_calls: bool | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    service_tier: str | None = None
 
 
 def new_id(prefix: str) -> str:
@@ -279,6 +285,8 @@ class ResponseRun(engine.Completion):
     """One /v1/responses request as an engine.Completion: the same model resolution, router, agent, workflows
     and metering; its own messages and ChatRequest. Raises AppError 400/404 before anything is sent."""
 
+    field_names = {"response_format": "text.format"}
+
     def __init__(self, body: ResponseRequest, history: list[dict[str, Any]], *, settings: AgentSettings,
                  user: AbstractBaseUser | None, caller: Caller):
         self.spec = body
@@ -301,21 +309,14 @@ class ResponseRun(engine.Completion):
         # What the engine's shared paths (the router, the agent, workflows) are given: this dialect's request.
         request = ChatRequest(messages=messages, tools=tools, tool_choice=self.tool_choice,
                               response_format=self.response_format,
+                              extra={name: getattr(body, name) for name in PASSED if getattr(body, name) is not None},
                               settings=ModelSettings(model=body.model, temperature=body.temperature,
                                                      max_tokens=body.max_output_tokens))
+        # raises 400 naming a field (text.format, top_p, ...) the model's upstreams cannot carry
         super().__init__(None, settings=settings, user=user, caller=caller, request=request)
-        if self.provider is None:  # the agent or a workflow: they answer with their own tools and text
-            if self.tools:
-                raise _invalid("tools", f"the model {body.model!r} runs its own tools; send tools to a catalogue "
-                               "model.")
-            if self.response_format is not None:
-                raise _invalid("text.format", f"the model {body.model!r} cannot give structured output.")
-        elif self.response_format is not None:
-            unable = sorted({target.entry for target in self.provider.route.targets
-                             if not supports_response_format(target.connection.provider)})
-            if unable:
-                raise _invalid("text.format", f"structured output ({self.response_format['type']}) is not "
-                               f"supported by the upstream of {', '.join(unable)}.")
+        if self.provider is None and self.tools:  # the agent or a workflow: they answer with their own tools
+            raise _invalid("tools", f"the model {body.model!r} runs its own tools; send tools to a catalogue "
+                           "model.")
 
     def response(self, *, status: str, output: list[dict[str, Any]], usage: Usage | None,
                  finish: str = "stop", error: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -342,11 +343,12 @@ class ResponseRun(engine.Completion):
             "type": "text"}
         return {
             "id": self.rid, "object": "response", "created_at": self.created, "instructions": body.instructions,
-            "max_output_tokens": body.max_output_tokens, "model": self.model, "parallel_tool_calls": True,
+            "max_output_tokens": body.max_output_tokens, "model": self.model,
+            "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id, "store": body.store, "temperature": body.temperature,
-            "top_p": None, "text": {"format": fmt}, "tool_choice": body.tool_choice or "auto",
+            "top_p": body.top_p, "text": {"format": fmt}, "tool_choice": body.tool_choice or "auto",
             "tools": [tool.model_dump(exclude_none=True) for tool in body.tools or []],
-            "truncation": "disabled", "metadata": {}, "user": None,
+            "truncation": "disabled", "metadata": body.metadata or {}, "user": body.user,
         }
 
     @cached_property
@@ -359,11 +361,13 @@ class ResponseRun(engine.Completion):
         fmt = body.text.format if body.text else None
         return _FIXED_HEAD % (
             self.rid.encode(), self.created, _json_or_null(body.instructions), _json_or_null(body.max_output_tokens),
-            json_text(self.model), _json_or_null(body.previous_response_id), b"true" if body.store else b"false",
-            _json_or_null(body.temperature),
+            json_text(self.model), b"false" if body.parallel_tool_calls is False else b"true",
+            _json_or_null(body.previous_response_id), b"true" if body.store else b"false",
+            _json_or_null(body.temperature), _json_or_null(body.top_p),
             json.dumps(self._fixed["text"]).encode() if fmt is not None else b'{"format": {"type": "text"}}',
             _json_or_null(body.tool_choice) if body.tool_choice else b'"auto"',
-            json.dumps(self._fixed["tools"]).encode() if body.tools else b"[]")
+            json.dumps(self._fixed["tools"]).encode() if body.tools else b"[]",
+            json.dumps(body.metadata).encode() if body.metadata else b"{}", _json_or_null(body.user))
 
     async def store(self, response: dict[str, Any]) -> None:
         if not self.spec.store:
@@ -391,9 +395,9 @@ class ResponseRun(engine.Completion):
 
 # The response object's fixed fields, in _fixed's order: what json.dumps(run._fixed) gives without its closing brace.
 _FIXED_HEAD = (b'{"id": "%s", "object": "response", "created_at": %d, "instructions": %s, "max_output_tokens": %s, '
-               b'"model": %s, "parallel_tool_calls": true, "previous_response_id": %s, "store": %s, '
-               b'"temperature": %s, "top_p": null, "text": %s, "tool_choice": %s, "tools": %s, '
-               b'"truncation": "disabled", "metadata": {}, "user": null')
+               b'"model": %s, "parallel_tool_calls": %s, "previous_response_id": %s, "store": %s, '
+               b'"temperature": %s, "top_p": %s, "text": %s, "tool_choice": %s, "tools": %s, '
+               b'"truncation": "disabled", "metadata": %s, "user": %s')
 
 
 def _json_or_null(value: Any) -> bytes:

@@ -141,8 +141,10 @@ class ModelSchema(_V1):
 class ChatCompletionsSchema(_V1):
     @extend_schema(tags=["v1"], summary="Create a chat completion (OpenAI-compatible)",
                    request=ChatCompletionRequest,
-                   description="An OpenAI chat completion request (images as data URLs). Public unless config "
-                               "compat_auth is 'token'.",
+                   description="An OpenAI chat completion request (images as data URLs). A field the model's "
+                               "upstream cannot carry is a 400 `unsupported_parameter` naming it; a field this server "
+                               "does not know, a 400 `unknown_field` unless the connection has passthrough "
+                               "(docs/api.md). Public unless config compat_auth is 'token'.",
                    responses={
                        (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT,
                                                                   description="A chat.completion object"),

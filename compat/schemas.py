@@ -18,7 +18,8 @@ class WireModel(BaseModel):
     """A /v1 wire format. Every subclass is documented in /api/schema under its class name (a request model's
     trailing `Request` is kept once: `ChatCompletionRequest`)."""
 
-    # Clients send fields we do not use (user, seed, logprobs, ...): accept and ignore them. Strict: a value of
+    # A field a model does not declare is left out of it: the view decides (a chat completion's unknown fields go
+    # to a passthrough connection or are refused: compat.engine.Completion.refuse_unknown). Strict: a value of
     # the wrong JSON type is refused, as by OpenAI ("50" is not a max_tokens, 1 is not a stream flag).
     model_config = ConfigDict(extra="ignore", strict=True)
 
@@ -76,6 +77,12 @@ class StreamOptions(WireModel):
     include_usage: bool = False
 
 
+class ResponseFormat(WireModel):
+    type: Literal["text", "json_schema", "json_object"]  # the order of ResponseTextFormat's: one enum in /api/schema
+    json_schema: dict[str, Any] | None = Field(default=None, description='with type "json_schema": {name, schema, '
+                                               'strict, description}')
+
+
 class ChatCompletionRequest(WireModel):
     model: str = Field(min_length=1, description='the provider model (GET /v1/models), "agent" or "workflow:<name>"')
     messages: list[ChatMessageIn] = Field(min_length=1)
@@ -88,7 +95,21 @@ class ChatCompletionRequest(WireModel):
         default=None, description='"none", "auto", "required", or {"type": "function", "function": {"name": ...}}')
     stop: str | list[str] | None = None
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    n: int = Field(default=1, ge=1, le=1, description="1 only: one choice is all a reply carries")
+    response_format: ResponseFormat | None = None
+    # Passed on as sent (compat.translate.to_chat_request), or refused with a 400 naming the field where the
+    # model's upstream cannot carry it (docs/api.md, /v1: fields per upstream).
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = None
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    logit_bias: dict[str, int | float] | None = None  # int | float: -100 goes on as -100, not -100.0
+    parallel_tool_calls: bool | None = None
+    user: str | None = None
+    service_tier: str | None = None
+    metadata: dict[str, str] | None = None
 
 
 class EmbeddingRequest(WireModel):

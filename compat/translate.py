@@ -8,6 +8,7 @@ from typing import Any
 
 from agentsite.agent.types import (
     MAX_MESSAGE_CHARS,
+    SAMPLING_FIELDS,
     ChatRequest,
     ContentPart,
     ImagePart,
@@ -73,7 +74,23 @@ def to_chat_request(request: ChatCompletionRequest, model: str, messages: list[M
              for tool in request.tools or []]
     settings = ModelSettings(model=model, temperature=request.temperature,
                              max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop)
-    return ChatRequest(messages=messages, tools=tools, settings=settings, tool_choice=request.tool_choice)
+    # Only the fields the client set: the SDKs send nothing they were not given, and neither do we.
+    extra = {name: getattr(request, name) for name in SAMPLING_FIELDS
+             if name in request.model_fields_set and getattr(request, name, None) is not None}
+    return ChatRequest(messages=messages, tools=tools, settings=settings, tool_choice=request.tool_choice,
+                       response_format=response_format(request), extra=extra)
+
+
+def response_format(request: ChatCompletionRequest) -> dict[str, Any] | None:
+    """The request's structured output as the runtime carries it; `text` (the default) is none."""
+    fmt = request.response_format
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    if not fmt.json_schema or not isinstance(fmt.json_schema.get("name"), str):
+        raise invalid("response_format.json_schema", 'a json_schema format needs json_schema: {"name", "schema"}.')
+    return {"type": "json_schema", "json_schema": fmt.json_schema}
 
 
 def completion_id() -> str:

@@ -86,6 +86,7 @@ class Connection:
     models: tuple[str, ...] = ()
     discover: bool = False
     error: str = ""  # the last discovery's failure, in the upstream's words
+    passthrough: bool = False  # unknown request fields (ChatRequest.passthrough) go upstream as sent
 
     def serves(self, model: str) -> bool:
         return bool(model) and (self.discover or model in self.models)

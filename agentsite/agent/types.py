@@ -153,13 +153,29 @@ class ChatRequest:
     settings: ModelSettings = field(default_factory=ModelSettings)
     tool_choice: str | dict[str, Any] | None = None
     # Structured output in OpenAI's chat vocabulary ({"type": "json_schema", "json_schema": {"name", "schema",
-    # "strict"}}): only the OpenAI provider passes it on; callers refuse it for providers without it
-    # (`supports_response_format`).
+    # "strict"}}): the OpenAI provider passes it on, the Anthropic one makes it a forced tool; callers refuse it
+    # where neither applies (`supports_response_format`).
     response_format: dict[str, Any] | None = None
+    # The other request fields of OpenAI's chat vocabulary (SAMPLING_FIELDS: top_p, seed, logit_bias, user, ...;
+    # and, with a passthrough connection, any field), as the client sent them. A provider passes on or
+    # translates those it can carry (Provider.carries) and the doors refuse a request with any other (400
+    # naming it) before it is sent: none is dropped.
+    extra: dict[str, Any] = field(default_factory=dict)
+    # Request fields no door knows, for a connection with `passthrough` (the doors refuse them for any other):
+    # every provider puts them in its body as they came, under the fields it builds itself.
+    passthrough: dict[str, Any] = field(default_factory=dict)
 
 
-def supports_response_format(provider: str) -> bool:
-    """Whether a provider kind (openai | anthropic | offline) passes `ChatRequest.response_format` upstream."""
+# The chat fields a door carries in ChatRequest.extra (docs/api.md, /v1: what each upstream dialect does with them).
+SAMPLING_FIELDS = ("top_p", "top_k", "seed", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs",
+                   "logit_bias", "parallel_tool_calls", "user", "n", "service_tier", "metadata")
+
+
+def supports_response_format(provider: str, request: ChatRequest | None = None) -> bool:
+    """Whether a provider kind (openai | anthropic | offline) carries `ChatRequest.response_format`: OpenAI's
+    as it is; Anthropic's as a tool the model is made to call, so only for a request without tools of its own."""
+    if provider == "anthropic":
+        return request is None or not request.tools
     return provider == "openai"
 
 

@@ -150,6 +150,8 @@ REQUESTS = [
     {"tools": [{"type": "function", "name": "f"}], "tool_choice": "none", "temperature": 0.0},
     {"text": {"format": {"type": "json_schema", "name": "n", "schema": SCHEMA, "strict": True}}},
     {"text": {"format": {"type": "json_object"}, "verbosity": "low"}},
+    {"top_p": 0.5, "parallel_tool_calls": False, "metadata": {"team": 'bl"ue \u2028'}, "user": "u-42"},
+    {"top_p": 1.0, "parallel_tool_calls": True, "metadata": {}},
 ]
 
 

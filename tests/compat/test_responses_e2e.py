@@ -173,7 +173,7 @@ def test_another_users_response_is_not_found(responses_server, fake_openai):
     assert mine.responses.retrieve(private.id).id == private.id  # still there
 
 
-def test_structured_output_goes_to_an_openai_upstream_and_is_refused_for_anthropic(upstream):
+def test_structured_output_goes_to_an_openai_upstream_and_to_anthropic_as_a_forced_tool(upstream):
     client, model, fake = upstream
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
               "additionalProperties": False}
@@ -185,9 +185,14 @@ def test_structured_output_goes_to_an_openai_upstream_and_is_refused_for_anthrop
         assert fake.bodies()[-1]["response_format"] == {"type": "json_schema", "json_schema": {
             "name": "reply", "schema": schema, "strict": True}}
     else:
-        with pytest.raises(openai.BadRequestError) as caught:
-            client.responses.create(model=model, input="answer", text=text)
-        assert caught.value.body["param"] == "text.format" and fake.bodies() == []
+        fake.script(ToolCalls([Call("json_reply", '{"answer": "42"}', id="toolu_1")]))
+        response = client.responses.create(model=model, input="answer", text=text)
+        assert json.loads(response.output_text) == {"answer": "42"}
+        assert fake.bodies()[-1]["tool_choice"] == {"type": "tool", "name": "json_reply"}
+        with pytest.raises(openai.BadRequestError) as caught:  # with tools of its own, it cannot be forced
+            client.responses.create(model=model, input="answer", text=text, tools=[
+                {"type": "function", "name": "f", "parameters": {"type": "object"}}])
+        assert caught.value.body["param"] == "text.format" and len(fake.bodies()) == 1
 
 
 def test_unsupported_fields_are_refused_by_name_and_documented_ones_ignored(upstream):
@@ -202,8 +207,7 @@ def test_unsupported_fields_are_refused_by_name_and_documented_ones_ignored(upst
         client.responses.create(model=model, input=[])
     assert caught.value.body["param"] == "input"
     fake.script(Text("fine"))
-    assert client.responses.create(model=model, input="x", metadata={"a": "b"}, top_p=0.9,
-                                   parallel_tool_calls=False).output_text == "fine"
+    assert client.responses.create(model=model, input="x", truncation="disabled").output_text == "fine"
 
 
 def test_the_agent_model_answers(responses_server, fake_openai):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -84,6 +85,8 @@ class _Event(BaseModel):
 
 class AnthropicProvider(Provider):
     name = "anthropic"
+    # The others have their Anthropic form (wire_extra); `n: 1` every provider carries.
+    carries = frozenset({"top_p", "top_k", "user", "parallel_tool_calls"})
     default_model = "claude-sonnet-4-5"
     default_base_url = "https://api.anthropic.com"
 
@@ -103,7 +106,7 @@ class AnthropicProvider(Provider):
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         system, messages = wire_messages(request.messages)
         options = request.settings
-        body: dict[str, Any] = {"model": self.model_for(request), "messages": messages,
+        body: dict[str, Any] = {**request.passthrough, "model": self.model_for(request), "messages": messages,
                                 "max_tokens": options.max_tokens or DEFAULT_MAX_TOKENS, "stream": stream}
         if system:
             body["system"] = system
@@ -117,6 +120,10 @@ class AnthropicProvider(Provider):
         choice = wire_tool_choice(request.tool_choice)
         if choice is not None:
             body["tool_choice"] = choice
+        body.update(wire_extra(request.extra, choice))
+        if request.response_format is not None:  # JSON mode as a tool the model must call: its input is the reply
+            body["tools"] = [json_tool(request.response_format)]
+            body["tool_choice"] = {**body.get("tool_choice", {}), "type": "tool", "name": JSON_TOOL}
         return body
 
     def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
@@ -124,7 +131,7 @@ class AnthropicProvider(Provider):
 
     async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
         upstream = self._upstream()
-        state = _StreamState(upstream)
+        state = _StreamState(upstream, json_mode=request.response_format is not None)
         async with aclosing(stream_sse_batches(upstream, self.wire_request(request, stream=True))) as reads:
             async for events in events_by_read(reads, lambda sse: state.feed(sse.data)):
                 yield events
@@ -140,6 +147,11 @@ class AnthropicProvider(Provider):
         text = "".join(block.text or "" for block in reply.content if block.type == "text")
         calls = [ToolCall(block.id or "", block.name or "", block.input or {})
                  for block in reply.content if block.type == "tool_use"]
+        if request.response_format is not None:  # the JSON tool's input is the reply's text
+            text += "".join(json.dumps(call.arguments) for call in calls if call.name == JSON_TOOL)
+            calls = [call for call in calls if call.name != JSON_TOOL]
+            if reply.stop_reason == "tool_use" and not calls:
+                reply.stop_reason = "end_turn"
         usage = Usage(reply.usage.prompt_tokens(), reply.usage.output_tokens or 0) if reply.usage else Usage()
         return Completion(text, calls, usage, _finish_reason(reply.stop_reason, calls),
                           _stop_sequence(reply.stop_reason, reply.stop_sequence))
@@ -148,8 +160,9 @@ class AnthropicProvider(Provider):
 class _StreamState:
     """Folds Anthropic's events into ours: a tool_use block becomes one ToolCallEvent when it stops."""
 
-    def __init__(self, upstream: Upstream):
+    def __init__(self, upstream: Upstream, *, json_mode: bool = False):
         self.upstream = upstream
+        self.json_mode = json_mode  # the JSON tool's input is text of the reply (json_tool)
         self.tool_blocks: dict[int, dict[str, Any]] = {}
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -198,6 +211,8 @@ class _StreamState:
         block = self.tool_blocks.pop(event.index, None) if event.index is not None else None
         if block is None:
             return []
+        if self.json_mode and block["name"] == JSON_TOOL:
+            return [TextDelta("".join(block["json"]))]
         self.called = True
         return [ToolCallEvent(ToolCall.parsed(block["id"], block["name"], "".join(block["json"])))]
 
@@ -215,6 +230,8 @@ class _StreamState:
         if not self.stopped:
             raise self.upstream.error("the stream ended before the reply was complete.")
         usage = Usage(self.prompt_tokens, self.completion_tokens)
+        if self.json_mode and self.stop_reason == "tool_use" and not self.called:
+            self.stop_reason = "end_turn"
         return [usage, Finish(_finish_reason(self.stop_reason, [None] if self.called else []),
                               _stop_sequence(self.stop_reason, self.stop_sequence))]
 
@@ -228,6 +245,31 @@ def _finish_reason(stop_reason: str | None, calls: list[Any]) -> str:
 def _stop_sequence(stop_reason: str | None, stop_sequence: str | None) -> str | None:
     """The sequence the reply stopped on: Anthropic names it with stop_reason "stop_sequence" (null otherwise)."""
     return stop_sequence if stop_reason == "stop_sequence" and isinstance(stop_sequence, str) else None
+
+
+JSON_TOOL = "json_reply"
+
+
+def json_tool(response_format: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's response_format (json_object, json_schema) as the one tool an Anthropic model is made to call:
+    Anthropic has no JSON mode, and a forced tool's input is JSON of its schema (a json_object: any object)."""
+    spec = response_format.get("json_schema") or {}
+    schema = spec.get("schema") or {"type": "object"}
+    about = f" ({spec['name']}: {spec.get('description', '')})" if spec.get("name") else ""
+    return {"name": JSON_TOOL, "description": f"Give your whole reply as this tool's input{about}.",
+            "input_schema": schema}
+
+
+def wire_extra(extra: dict[str, Any], tool_choice: dict[str, Any] | None) -> dict[str, Any]:
+    """The request's extra fields that Anthropic carries (AnthropicProvider.carries), in its terms: top_p and
+    top_k as they are, OpenAI's `user` as `metadata.user_id`, `parallel_tool_calls: false` as the tool choice's
+    `disable_parallel_tool_use` (which needs a tool choice: `auto` when the request named none)."""
+    out: dict[str, Any] = {key: extra[key] for key in ("top_p", "top_k") if extra.get(key) is not None}
+    if extra.get("user") is not None:
+        out["metadata"] = {"user_id": extra["user"]}
+    if extra.get("parallel_tool_calls") is False:
+        out["tool_choice"] = {**(tool_choice or {"type": "auto"}), "disable_parallel_tool_use": True}
+    return out
 
 
 def wire_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:

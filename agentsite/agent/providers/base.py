@@ -36,6 +36,8 @@ class Provider(ABC):
     name: ClassVar[str]
     default_model: ClassVar[str]
     default_base_url: ClassVar[str] = ""
+    # The ChatRequest.extra fields this wire format carries (passes on or translates); None: every field.
+    carries: ClassVar[frozenset[str] | None] = frozenset()
 
     def __init__(self, *, base_url: str = "", api_key: str = "", model: str = "", timeout: float = 120.0,
                  headers: dict[str, str] | None = None):

@@ -107,6 +107,7 @@ class OpenAIProvider(Provider):
     name = "openai"
     default_model = "gpt-4o-mini"
     default_base_url = "https://api.openai.com/v1"
+    carries = None  # the extra fields are OpenAI's own vocabulary: all go as they came
 
     def _upstream(self, path: str = "chat/completions") -> Upstream:
         headers = {"Content-Type": "application/json", **self.auth_headers()}
@@ -121,8 +122,9 @@ class OpenAIProvider(Provider):
         return model_ids(upstream, await get_json(upstream))
 
     def wire_request(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model_for(request), "messages": wire_messages(request.messages),
-                                "stream": stream}
+        # The client's extra fields first: the ones this request is built from (model, messages, stream) win.
+        body: dict[str, Any] = {**request.passthrough, **request.extra, "model": self.model_for(request),
+                                "messages": wire_messages(request.messages), "stream": stream}
         if stream:
             body["stream_options"] = {"include_usage": True}
         options = request.settings

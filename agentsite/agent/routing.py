@@ -273,7 +273,8 @@ class Attempt:
     entry: str
     outcome: str  # answered | failed
     error: str = ""
-    status: int | None = None
+    status: int | None = None  # the upstream's HTTP status, when it answered one
+    failure: str = ""  # refused | timeout, when it never answered (UpstreamError.failure)
 
 
 @dataclass
@@ -284,9 +285,10 @@ class Attempts:
     answered: str | None = None
 
     def summary(self) -> str:
-        """For a response header: `hosted/gpt-4o=failed(500); local/llama3=answered`."""
-        return "; ".join(f"{a.entry}={a.outcome}" + (f"({a.status or 'error'})" if a.outcome == "failed" else "")
-                         for a in self.tries)
+        """For a response header: `hosted/gpt-4o=failed(500); local/llama3=answered`. A failure names the
+        upstream's HTTP status, else `refused` or `timeout`, else `error` (a malformed or broken reply)."""
+        return "; ".join(f"{a.entry}={a.outcome}" + (f"({a.status or a.failure or 'error'})"
+                                                     if a.outcome == "failed" else "") for a in self.tries)
 
 
 def cooldown_from_env() -> float:
@@ -383,7 +385,7 @@ class Router:
 
     def _failed(self, attempts: Attempts, target: Target, exc: AppError) -> None:
         status = getattr(exc, "upstream_status", None)
-        attempts.tries.append(Attempt(target.entry, "failed", exc.message, status))
+        attempts.tries.append(Attempt(target.entry, "failed", exc.message, status, getattr(exc, "failure", "")))
         if getattr(exc, "retryable", False) and self.cooldown_s > 0:
             self._cool_until[target.entry] = self.clock() + self.cooldown_s
 

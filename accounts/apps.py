@@ -17,7 +17,7 @@ class AccountsConfig(AppConfig):
         from accounts.models import AgentConfig, ApiKey, Connection, ModelAlias
         from accounts.ratelimit import client_ip
         from agentsite.agent.config import set_settings_loader
-        from agentsite.agent.routing import forget_connection
+        from agentsite.agent.routing import COOLING_TOPIC, cool_entry, forget_connection
         from agentsite.core import audit, invalidation
         from agentsite.core.startup import on_service_start
 
@@ -31,6 +31,7 @@ class AccountsConfig(AppConfig):
         invalidation.subscribe(keys.TOPIC, keys.drop)
         invalidation.subscribe(selectors.TOPIC, selectors.config_cache_clear)
         invalidation.subscribe("connection", forget_connection)
+        invalidation.subscribe(COOLING_TOPIC, cool_entry)
         user_model = get_user_model()
         for name, signal in (("save", post_save), ("delete", post_delete)):
             signal.connect(_user_changed, sender=user_model, dispatch_uid=f"accounts-user-{name}")

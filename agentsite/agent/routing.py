@@ -35,9 +35,9 @@ upstream answered (Provider.stream_batches) is handed on once, for the first tar
 then `answered` (a caller names it in its reply's headers and `model`); should it fail before its first event
 after all, its try is recorded failed and the next target's answer replaces it. Any other
 error (a 4xx: bad request, bad key) is raised at once, untried elsewhere. A target that failed is skipped for
-`AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by later requests unless every target of the route is cooling
-down. Each request's attempts go into an `Attempts` record (also logged), whose `answered` names the entry that
-answered.
+`AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by later requests, in every process the invalidation channel
+reaches (Router), unless every target of the route is cooling down. Each request's attempts go into an
+`Attempts` record (also logged), whose `answered` names the entry that answered.
 """
 
 from __future__ import annotations
@@ -274,7 +274,8 @@ class Attempt:
     entry: str
     outcome: str  # answered | failed
     error: str = ""
-    status: int | None = None
+    status: int | None = None  # the upstream's HTTP status, when it answered one
+    failure: str = ""  # refused | timeout, when it never answered (UpstreamError.failure)
 
 
 @dataclass
@@ -285,9 +286,10 @@ class Attempts:
     answered: str | None = None
 
     def summary(self) -> str:
-        """For a response header: `hosted/gpt-4o=failed(500); local/llama3=answered`."""
-        return "; ".join(f"{a.entry}={a.outcome}" + (f"({a.status or 'error'})" if a.outcome == "failed" else "")
-                         for a in self.tries)
+        """For a response header: `hosted/gpt-4o=failed(500); local/llama3=answered`. A failure names the
+        upstream's HTTP status, else `refused` or `timeout`, else `error` (a malformed or broken reply)."""
+        return "; ".join(f"{a.entry}={a.outcome}" + (f"({a.status or a.failure or 'error'})"
+                                                     if a.outcome == "failed" else "") for a in self.tries)
 
 
 def cooldown_from_env() -> float:
@@ -299,11 +301,16 @@ class Router:
     """Picks targets and sends a request along them (see the module docstring for the exact fallback rules).
 
     State is per process: the cool-down deadlines, the in-flight counts and the round-robin positions. Safe on
-    one event loop; the counters are under a lock so that several loops (q2 workers) may share it."""
+    one event loop; the counters are under a lock so that several loops (q2 workers) may share it. The shared
+    router (ROUTER) also announces each cool-down it starts on the invalidation channel (topic `upstream_cooling`,
+    key: the entry), and every process that hears it cools that entry down too, for its own cool-down: a dead
+    upstream costs the deployment one timeout, not one per worker. Nothing is read per request: a request
+    looks only at this process's deadlines."""
 
-    def __init__(self, cooldown_s: float | None = None, clock: Any = time.monotonic):
+    def __init__(self, cooldown_s: float | None = None, clock: Any = time.monotonic, *, shared: bool = False):
         self.cooldown_s = cooldown_from_env() if cooldown_s is None else cooldown_s
         self.clock = clock
+        self.shared = shared  # announce its cool-downs to every process (the process-wide ROUTER)
         self._cool_until: dict[str, float] = {}
         self._in_flight: dict[str, int] = {}
         self._current: dict[tuple[str, str], float] = {}  # smooth weighted round-robin, per (route, entry)
@@ -384,9 +391,17 @@ class Router:
 
     def _failed(self, attempts: Attempts, target: Target, exc: AppError) -> None:
         status = getattr(exc, "upstream_status", None)
-        attempts.tries.append(Attempt(target.entry, "failed", exc.message, status))
+        attempts.tries.append(Attempt(target.entry, "failed", exc.message, status, getattr(exc, "failure", "")))
         if getattr(exc, "retryable", False) and self.cooldown_s > 0:
             self._cool_until[target.entry] = self.clock() + self.cooldown_s
+            if self.shared:
+                announce_cooling(target.entry)
+
+    def cool(self, entry: str) -> None:
+        """Skip `entry` for the cool-down from now (another process saw it fail)."""
+        if self.cooldown_s > 0:
+            with self._lock:
+                self._cool_until[entry] = self.clock() + self.cooldown_s
 
     def _answered(self, attempts: Attempts, target: Target) -> None:
         attempts.tries.append(Attempt(target.entry, "answered"))
@@ -506,7 +521,32 @@ class Router:
         raise AppError("model_not_found", f"The model {route.name!r} has no target.", 404)  # a route is never empty
 
 
-ROUTER = Router()
+ROUTER = Router(shared=True)
+COOLING_TOPIC = "upstream_cooling"
+
+
+def announce_cooling(entry: str) -> None:
+    """Tell every process that `entry` failed (agentsite.core.invalidation); off the event loop, since with Redis
+    the announcement is a network call, and never raising: a lost announcement costs the others one timeout."""
+    from agentsite.core import invalidation  # Django's settings: only once a failure is announced
+
+    def send() -> None:
+        try:
+            invalidation.announce(COOLING_TOPIC, entry)
+        except Exception:  # noqa: BLE001 - no settings (a runtime without Django) or no channel
+            logger.warning("Could not announce the cool-down of %s to other processes", entry, exc_info=True)
+
+    try:
+        asyncio.get_running_loop().run_in_executor(None, send)
+    except RuntimeError:  # no running loop
+        send()
+
+
+def cool_entry(entry: object) -> None:
+    """The `upstream_cooling` topic's subscriber: `entry` failed in another process (None, after the listener
+    reconnected: nothing to do, a cool-down missed costs one timeout)."""
+    if isinstance(entry, str) and entry:
+        ROUTER.cool(entry)
 
 
 def estimated_usage(request: ChatRequest, completion_chars: int) -> Usage:
@@ -614,7 +654,7 @@ def _count_tokens(label: str, batch: list[StreamEvent]) -> None:
 def reset_router(cooldown_s: float | None = None) -> Router:
     """A fresh process-wide router (tests; the environment's cool-down is read again)."""
     global ROUTER
-    ROUTER = Router(cooldown_s)
+    ROUTER = Router(cooldown_s, shared=True)
     return ROUTER
 
 

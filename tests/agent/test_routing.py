@@ -145,6 +145,8 @@ async def test_a_failure_before_the_first_byte_falls_back_to_the_next_target(hos
     assert [(a.entry, a.outcome) for a in attempts.tries] == [("hosted/big", "failed"), ("local/small", "answered")]
     if failure in ("500", "429"):
         assert attempts.tries[0].status == int(failure) and f"upstream says {failure}" in attempts.tries[0].error
+    shown = {"malformed": "error"}.get(failure, failure)
+    assert attempts.summary() == f"hosted/big=failed({shown}); local/small=answered"
     assert router.cooling("hosted/big") and not router.cooling("local/small")
 
 

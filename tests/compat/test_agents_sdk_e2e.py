@@ -55,3 +55,18 @@ def test_an_agent_with_a_function_tool(agents_server, fake_openai, fake_anthropi
     first, second = fake.bodies()
     assert "get_weather" in json.dumps(first["tools"]) and "Answer with the tool." in json.dumps(first)
     assert "sunny in Oslo" in json.dumps(second["messages"])
+
+
+def test_the_sdks_multiprovider_reaches_a_connection_model_name_with_model_id_prefix_mode(agents_server,
+                                                                                           fake_anthropic):
+    from agents.models.multi_provider import MultiProvider
+
+    provider = MultiProvider(openai_base_url=f"{agents_server.base_url}/v1", openai_api_key="placeholder",
+                             unknown_prefix_mode="model_id")
+    agent = agents.Agent(name="plain", instructions="Be brief.", model="claude/claude-x")
+    fake_anthropic.script(Text("Hello from claude-x."))
+
+    result = agents.Runner.run_sync(agent, "Hello", run_config=agents.RunConfig(model_provider=provider))
+
+    assert result.final_output == "Hello from claude-x."
+    assert fake_anthropic.bodies()[0]["model"] == "claude-x"

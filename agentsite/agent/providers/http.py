@@ -94,13 +94,17 @@ def caller_status(upstream_status: int | None) -> int:
 
 class UpstreamError(AppError):
     """An upstream failure: `upstream_status` is the HTTP status the upstream answered (None: it never did, or
-    its reply was malformed); `retryable` is True unless it was a 4xx other than 429. Its status is
+    its reply was malformed); `failure` says how it failed when it never answered: `refused` (the connection was
+    refused), `timeout` (no answer within the connection's timeout), else ""; `retryable` is True unless it was
+    a 4xx other than 429. Its status is
     caller_status(upstream_status); `details` name the provider and, when the upstream answered, its `status`
     and its error's `type`, `code` and `param` (each None when the upstream's body had none)."""
 
-    def __init__(self, message: str, *, upstream_status: int | None = None, details: dict[str, Any] | None = None):
+    def __init__(self, message: str, *, upstream_status: int | None = None, details: dict[str, Any] | None = None,
+                 failure: str = ""):
         super().__init__("upstream_error", message, status=caller_status(upstream_status), details=details)
         self.upstream_status = upstream_status
+        self.failure = failure
 
     @property
     def retryable(self) -> bool:
@@ -138,7 +142,7 @@ class Upstream:
         text = text.replace(self.url, self.shown_url) if self.url else text
         return redact(text, (self.api_key, *self.secrets))
 
-    def error(self, message: str, *, status: int | None = None) -> UpstreamError:
+    def error(self, message: str, *, status: int | None = None, failure: str = "") -> UpstreamError:
         text = self.scrub(message)[:MAX_MESSAGE_CHARS]
         where = f"The LLM provider ({self.provider})"
         sentence = f"{where} answered {status}: {text}" if status else f"{where} failed: {text}"
@@ -146,7 +150,7 @@ class Upstream:
         if status:
             details["status"] = status
         logger.warning("%s", sentence)
-        return UpstreamError(sentence, upstream_status=status, details=details)
+        return UpstreamError(sentence, upstream_status=status, details=details, failure=failure)
 
     def refused(self, body: bytes, status: int) -> UpstreamError:
         """The error for an upstream's error status: a caller's 4xx carries the upstream's own message and its
@@ -222,9 +226,11 @@ def error_text(body: bytes) -> str:
 def transport_error(upstream: Upstream, exc: BaseException) -> AppError:
     if isinstance(exc, TimeoutError):  # aiohttp's connect and read timeouts are TimeoutErrors
         return upstream.error(f"no answer from {upstream.shown_url} within {upstream.timeout:g} s "
-                              f"({type(exc).__name__}).")
+                              f"({type(exc).__name__}).", failure="timeout")
     if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(exc, aiohttp.ClientSSLError):
-        return upstream.error(f"could not connect to {upstream.shown_url}: {connect_failure(exc.os_error)}.")
+        refused = isinstance(exc.os_error, ConnectionRefusedError)
+        return upstream.error(f"could not connect to {upstream.shown_url}: {connect_failure(exc.os_error)}.",
+                              failure="refused" if refused else "")
     if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.InvalidURL):
         return upstream.error(f"could not connect to {upstream.shown_url}: {exc or type(exc).__name__}.")
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientOSError):

@@ -31,6 +31,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "invalid": ErrorCode((400,), "The request is malformed or a field's value is not accepted; `details` names each."),
     "invalid_value": ErrorCode((400,), "/v1: a field of the request has a value the API does not take."),
     "unknown_field": ErrorCode((400,), "The body has a field the endpoint does not take; `details` names each."),
+    "unsupported_parameter": ErrorCode((400,), "/v1: a request field the model or its upstream's wire format "
+                                               "cannot carry; `param` names it."),
     "invalid_host": ErrorCode((400,), "The Host header names a host this server does not serve."),
     "invalid_image": ErrorCode((400,), "An attached or sent image cannot be decoded as the image it claims to be."),
     "empty_document": ErrorCode((400,), "A knowledge-base document has no text."),

@@ -23,6 +23,8 @@ CONFIGURATION_SKIPS = {
     "tests/voice/conftest.py": "no espeak-ng outside CI (runs, and fails, under CI=true)",
     "tests/usage/test_two_processes.py": "PostgreSQL + Redis only (two processes share budgets through Redis)",
     "tests/foundation/test_qbroker.py": "SQLite without Redis only (the SQLite broker's pusher)",
+    "tests/mcpbridge/test_workers.py": "PostgreSQL + Redis only (two hosts share only those)",
+    "tests/usage/test_reservations.py": "the Redis store on the PostgreSQL + Redis pass only",
     "tests/needs.py": "the one place that decides",
     "tests/foundation/test_ci_rules.py": "this file",
 }

@@ -212,7 +212,9 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     full); in each case nothing is stored.
 
     The turn belongs to the calling task: run it there, or start its `events()`/`batches()` in another task,
-    before the calling task ends; else its reply is stored `interrupted` unrun (see the module docstring).
+    before the calling task ends; else its reply is stored `interrupted` unrun. This covers a caller cancelled
+    while the opening write was in flight on its thread (the write lands, nobody receives the turn) and a turn
+    dropped before it ran (a client that hung up between the opening write and the stream's first step).
     """
     opening = db_started(_turn_prepare, owner=owner, session_id=session_id, message=message,
                          upload_ids=[str(upload) for upload in attachments or []], model=model,

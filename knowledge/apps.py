@@ -7,7 +7,9 @@ class KnowledgeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Django's app registry: these import the models, which are ready only in ready().
         from agentsite.agent.context import register_context_source
+        from knowledge import dense
         from knowledge.context import knowledge_context, knowledge_context_now
         from knowledge.lexical import LexicalRanker
         from knowledge.ranking import register_ranker
@@ -17,7 +19,7 @@ class KnowledgeConfig(AppConfig):
         # The signals `hybrid` fuses, in this order (another app may register more: knowledge.ranking).
         register_ranker(VectorRanker())
         register_ranker(LexicalRanker())
-        from knowledge import dense
         if dense.model_files() is not None:  # the `dense` extra is installed (knowledge/dense_index.py)
-            from knowledge.dense_index import DenseRanker
+            from knowledge.dense_index import DenseRanker  # the app registry, as above
+
             register_ranker(DenseRanker())

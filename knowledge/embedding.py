@@ -1,20 +1,7 @@
-"""Hash embeddings: 256-d bag-of-words vectors with no model to download (the `hash-256` model of /v1).
+"""Hash embeddings: 256-d signed bag-of-words vectors with no model to download (the `hash-256` model of /v1).
 
-Tokenisation, exactly:
-
-1. The text is NFKC-normalised (full-width Ｌｅｔｔｅｒｓ and digits become ASCII, ligatures split) and
-   case-folded (lower case, `ß` → `ss`).
-2. A word is a run of letters and digits (any script, including accents, Cyrillic, Greek, Hangul,
-   Arabic); everything else (punctuation, symbols, spaces, underscores) separates words and is dropped.
-   Numbers are words; a decimal or grouped number stays one word (`3.14`, `1,000`).
-3. Chinese and Japanese (Han ideographs, Hiragana, Katakana) have no spaces between words, so a run of
-   them yields every single character and every adjacent pair as words: `大熊猫` → `大 熊 猫 大熊 熊猫`.
-   Such runs also end any Latin word they touch (`GPT模型` → `gpt`, `模`, `型`, `模型`).
-
-Vector: for each word (every occurrence counts), MD5 of its UTF-8 bytes; the first digest byte picks one of
-the 256 dimensions, and the lowest bit of the second byte the sign (+1 when 0, −1 when 1). Signed hashing
-makes collisions cancel out on average, so unrelated texts score near 0 instead of sharing a positive
-baseline. The sum is L2-normalised; a text without words gives the zero vector.
+Words come from `tokenize` (its docstring gives the rules); each word's MD5 picks a dimension and a sign, so
+collisions cancel out on average, and the sum is L2-normalised (a text without words gives the zero vector).
 """
 
 from __future__ import annotations
@@ -48,7 +35,17 @@ _BLOCK = 4096  # texts embedded per NumPy pass in embed_many: bounds the scratch
 
 
 def tokenize(text: str) -> list[str]:
-    """The words of text, as the module docstring defines them (order is not meaningful)."""
+    """The words of text (order is not meaningful). Tokenisation, exactly:
+
+    1. The text is NFKC-normalised (full-width Ｌｅｔｔｅｒｓ and digits become ASCII, ligatures split) and
+       case-folded (lower case, `ß` → `ss`).
+    2. A word is a run of letters and digits (any script, including accents, Cyrillic, Greek, Hangul,
+       Arabic); everything else (punctuation, symbols, spaces, underscores) separates words and is dropped.
+       Numbers are words; a decimal or grouped number stays one word (`3.14`, `1,000`).
+    3. Chinese and Japanese (Han ideographs, Hiragana, Katakana) have no spaces between words, so a run of
+       them yields every single character and every adjacent pair as words: `大熊猫` → `大 熊 猫 大熊 熊猫`.
+       Such runs also end any Latin word they touch (`GPT模型` → `gpt`, `模`, `型`, `模型`).
+    """
     if text.isascii() and not _ASCII_NUMBER.search(text):
         # The same words as below for most English text, at a third of the cost: ingest speed rests on this.
         return text.lower().translate(_ASCII_SEPARATORS).split()

@@ -108,6 +108,7 @@ def html_text(html: str) -> str:
 
 def pdf_text(data: bytes) -> str:
     """The text of each page of a PDF, pages separated by a blank line. Raises 400 `unreadable_document`."""
+    # Start-up cost: pypdf is imported on the first PDF, not by every process.
     from pypdf import PdfReader
 
     try:

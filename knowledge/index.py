@@ -1,28 +1,12 @@
 """Each owner's chunk vectors as one float32 matrix in this process, so a search is one matrix–vector product.
 
-A matrix is labelled with the owner's KnowledgeStamp. Every search compares the label with the stamp in
-the database (one indexed read). When they differ, another process wrote: the matrix is brought up to
-date by whole documents (chunks never change after ingest), dropping the rows of deleted documents and
-reading only the chunks of new ones; with no matrix yet, all the owner's chunks are read. Writes in this
-process patch the matrix after they commit (`matrix_add` / `matrix_remove`), without any read, when the
-matrix is exactly one write behind.
+A matrix is labelled with the owner's KnowledgeStamp; a search compares the label with the database's stamp and,
+when another process wrote, brings the matrix up to date by whole documents. Writes in this process patch it
+after they commit. Writers and refreshes lock the owner's stamp row, so a refresh reads exactly its stamp's state.
+The dense model's vectors are a second signal kept alike (knowledge/dense_index.py).
 
-Consistency of a refresh: writers lock the owner's stamp row before they touch documents or chunks and
-hold it until commit; a refresh locks the same row before it reads. So what a refresh reads is exactly
-the state of the stamp it read, never a newer write labelled with an older stamp (which a later patch
-would then apply twice).
-
-Signals: the same machinery keeps a second matrix per owner for the dense model's vectors when it is installed
-(`Signal`, knowledge/dense_index.py), in the same cache, under the same budget, patched and refreshed alike.
-
-Memory: the matrices of a process are a least-recently-used cache under a byte budget,
-AGENTSITE_KB_INDEX_CACHE_MB (`OwnerMatrix.nbytes`: about 1,040 bytes per chunk, plus the room a run of
-appends reserves). Storing or patching a matrix evicts the owners searched longest ago until the total
-fits; a matrix larger than the whole budget is used for the search that built it and not kept. So what
-one user's documents cost is held only while they are among the recent searchers, and never more than the
-budget in all (a search that must rebuild an evicted matrix reads it from the database again). A refresh
-reads chunks in batches of _FETCH_BATCH rows into arrays sized beforehand, so building a matrix needs
-little more memory than the matrix itself.
+The matrices are a least-recently-used cache under AGENTSITE_KB_INDEX_CACHE_MB: what one user's documents cost is
+held only while they are among the recent searchers, and never more than the budget in all.
 """
 
 from __future__ import annotations

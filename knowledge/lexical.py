@@ -1,23 +1,10 @@
 """The lexical (full-text) index of the chunks, kept in step with them, and BM25 ranking over it.
 
-What is indexed: a chunk's *terms*, the words of `knowledge.embedding.tokenize` (NFKC, case-folded; a run of
-Chinese or Japanese gives every character and every adjacent pair, so a CJK query matches without a
-word segmenter) less a short list of English stop words, joined by spaces. The database then stems them
-(Porter, English) on both sides, so "kneading" finds "knead".
-
-- SQLite (the embedded default): an FTS5 table `knowledge_chunk_fts` (rowid = the chunk's id), ranked by
-  FTS5's `bm25()`. Each term is stored prefixed with the owner's id (`42xmoon`), so one owner's query reads
-  only that owner's postings and the term statistics (document frequencies) are the owner's own; another
-  user's documents never change a ranking.
-- PostgreSQL: a table `knowledge_chunklexical (chunk_id, owner_id, length, terms tsvector)` with a GIN index,
-  ranked by BM25 computed in one statement (k1 = 1.2, b = 0.75; document frequencies counted over the owner's
-  matching rows; N and the mean length from `knowledge_lexicalstats`, one row per owner kept by statement
-  triggers on the index in the writing transaction (migration 0005), so a query never counts the owner's rows).
-
-Kept in step: `index_add` writes a document's rows in the transaction that inserts its chunks; a trigger on
-`knowledge_chunk` deletes a chunk's row whenever the chunk is deleted (a document deleted, cleared, its owner
-deleted, through the API or the admin), and on PostgreSQL a TRUNCATE empties the index too. Nothing is ever
-rebuilt for a query. Migration 0003 creates the index and fills it for the chunks that existed before.
+A chunk's terms are the words of `knowledge.embedding.tokenize` less English stop words, stemmed by the database.
+On SQLite an FTS5 table (`knowledge_chunk_fts`) with terms prefixed by the owner's id, so one owner's statistics
+are its own; on PostgreSQL a tsvector table with a GIN index, ranked by BM25 in one statement with per-owner
+statistics kept by triggers. `index_add` writes a document's rows in the transaction that inserts its chunks, and
+a trigger deletes a chunk's row with the chunk: nothing is rebuilt for a query.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Ranking an owner's chunks for a query: rankers (one signal each) and their fusion.
 
-A `Ranker` is one signal. Its contract, which every implementation keeps:
-
-- `rank(owner_id, query, k)` returns at most `k` `(chunk_id, score)` pairs, best first (score descending;
-  ties in any stable order), of chunks that belong to `owner_id` and are in the database as of the call
-  (never another owner's, never a deleted one once the deletion has committed).
-- Only matches: a chunk the signal has no evidence for (no word in common, a non-positive similarity) is
-  left out, so a query that matches nothing gives `[]`. An empty or wordless query gives `[]`.
-- The score is the ranker's own (a cosine similarity, a BM25 value, ...), higher is better; fusion uses
-  only the order, or the scores of the same ranker relative to each other, never compares rankers' scores.
-- No rebuild per query: a ranker reads an index kept in step with the chunks (an in-memory matrix checked
-  against the owner's stamp, a full-text index written with the chunks).
-- Thread-safe, and `rank` may be called from any thread with a database connection.
-
-`fuse` combines any number of rankings, so a new signal (a dense model) is one more `Ranker` registered with
-`register_ranker`: the fusion and the search need no edit. The modes of `chunk_search`: `vector` and
+A `Ranker` is one signal (its docstring gives the contract). `fuse` combines any number of rankings, so a new
+signal is one more `Ranker` registered with `register_ranker`. The modes of `chunk_search`: `vector` and
 `lexical` use the one ranker of that name; `hybrid` fuses every registered ranker.
 
-Fusion, chosen by measurement (bench/retrieval.py; the figures are in bench/RESULTS.md): a weighted sum.
-Each ranker's list of `depth` candidates has its scores divided by the list's best (so the best is 1), and
-`rank_score = sum over rankers of weight × scaled score`; a chunk absent from a list adds nothing for it.
-The weights are the rankers' `weight` (vector 0.2, lexical 1.0: the word-hash vectors are the weaker signal,
-and at equal weight they pulled the lexical ranking down). Reciprocal rank fusion (`rrf`,
-`sum of weight / (RRF_K + rank)`) measured lower at every weight and is kept for the benchmark's comparison.
+Fusion is a weighted sum, chosen by measurement (bench/retrieval.py): each list's scores divided by its best,
+summed with the rankers' `weight`. Reciprocal rank fusion (`fuse_rrf`) is kept for the benchmark's comparison.
 """
 
 from __future__ import annotations
@@ -38,10 +21,22 @@ Ranking = list[tuple[int, float]]  # (chunk_id, score), best first
 
 
 class Ranker(ABC):
-    """One ranking signal over an owner's chunks (see the module docstring for the contract)."""
+    """One ranking signal over an owner's chunks. Its contract, which every implementation keeps:
+
+    - `rank(owner_id, query, k)` returns at most `k` `(chunk_id, score)` pairs, best first (score descending;
+      ties in any stable order), of chunks that belong to `owner_id` and are in the database as of the call
+      (never another owner's, never a deleted one once the deletion has committed).
+    - Only matches: a chunk the signal has no evidence for (no word in common, a non-positive similarity) is
+      left out, so a query that matches nothing gives `[]`. An empty or wordless query gives `[]`.
+    - The score is the ranker's own (a cosine similarity, a BM25 value, ...), higher is better; fusion uses
+      only the order, or the scores of the same ranker relative to each other, never compares rankers' scores.
+    - No rebuild per query: a ranker reads an index kept in step with the chunks (an in-memory matrix checked
+      against the owner's stamp, a full-text index written with the chunks).
+    - Thread-safe, and `rank` may be called from any thread with a database connection.
+    """
 
     name: str = ""
-    weight: float = 1.0  # its share in the fused score (see the module docstring)
+    weight: float = 1.0  # its share in the fused score (fuse_weighted)
 
     @abstractmethod
     def rank(self, owner_id: int, query: str, k: int) -> Ranking:

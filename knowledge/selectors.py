@@ -57,7 +57,6 @@ def kb_usage_for(*, owner_id: int) -> int:
 def offered_modes() -> list[str]:
     """The modes to offer a user (the kb_search tool, the Knowledge page): MODES less `dense` unless the dense
     model is installed and on (knowledge/dense.py). The default first."""
-    from knowledge import dense
 
     return [mode for mode in MODES if mode != "dense" or (ranking.ranker("dense") is not None and dense.available())]
 

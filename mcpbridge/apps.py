@@ -1,6 +1,8 @@
 from django.apps import AppConfig
 
-MCP_PATH = "/mcp"
+from agentsite.agent.tools import registry
+from agentsite.core.mounts import MOUNTS
+from mcpbridge.paths import MCP_PATH
 
 
 class McpbridgeConfig(AppConfig):
@@ -9,9 +11,8 @@ class McpbridgeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agentsite.agent.tools import registry
-        from agentsite.core.mounts import MOUNTS
-        from mcpbridge.tools import McpToolSource
+        # Imported once the app registry is ready: the source reads McpServer rows.
+        from mcpbridge.source import McpToolSource
 
         # External servers' tools join the registry as `<server>__<tool>`; connections open lazily on use.
         registry.register_source(McpToolSource())

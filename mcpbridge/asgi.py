@@ -1,16 +1,10 @@
-"""The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse
-(messages posted to /mcp/messages/). Every request needs `Authorization: Bearer <access token or API key>` and
-acts as that credential's user (an API key needs the `mcp` scope: 403 otherwise; one without the `admin` scope
-never gets an admin's tools). An event stream it answers ends at its next event once that token dies (a logout, a
-password change, the user deactivated or deleted): the event becomes a JSON-RPC error (agentsite.core.sse.SseGuard).
+"""The MCP server over HTTP, mounted at /mcp next to Django: Streamable HTTP at /mcp, legacy SSE at /mcp/sse.
 
-Any process of the deployment answers any request (`serve --workers N`, several hosts): Streamable HTTP runs the
-SDK's stateless transport, with the sessions in the database (mcpbridge.httpsessions); a legacy SSE stream stays
-in the process that opened it, and the messages posted for it reach it through a relay (mcpbridge.sse, relay).
-
-Daphne runs no ASGI lifespan, so the Streamable HTTP session manager (which Starlette would start in its
-lifespan) is entered lazily, once, in a long-lived task on the first request; that task is cancelled when
-the server shuts down, or daphne would stop listening on SIGTERM and never exit (docs/notes.md).
+Every request needs a bearer access token or API key (with the `mcp` scope) and acts as its user; a stream ends
+at its next event once that credential dies (agentsite.core.sse.SseGuard). Any process answers any request:
+Streamable HTTP is stateless with its sessions in the database (mcpbridge.httpsessions), and the messages posted
+for a legacy SSE stream reach its process through a relay (mcpbridge.relay). Daphne runs no ASGI lifespan, so
+the session manager is entered lazily on the first request and cancelled at shutdown (docs/notes.md).
 """
 
 from __future__ import annotations
@@ -32,23 +26,32 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from rest_framework_simplejwt.exceptions import AuthenticationFailed
 from starlette.authentication import AuthCredentials
 
+from accounts.authentication import (
+    aauthenticate_key,
+    auser_for_token,
+    bearer_scheme,
+    bearer_token,
+    credential_of,
+    credential_problem,
+    failure_detail,
+    is_api_key,
+    scope_problem,
+)
 from agentsite.core.cors import origin_allowed
 from agentsite.core.errors import AppError, envelope
 from agentsite.core.hosts import host_allowed, scope_host_allowed
 from agentsite.core.sse import SseGuard, sse_event
-from mcpbridge.apps import MCP_PATH
 from mcpbridge.httpsessions import http_session_close, http_session_find, http_session_open
+from mcpbridge.paths import MCP_PATH, MESSAGES_PATH, SSE_PATH
 from mcpbridge.relay import relay_for_settings
 from mcpbridge.server import build_server, django_db_scope
 from mcpbridge.sse import SseSessions
 
 logger = logging.getLogger(__name__)
 
-PREFIX = MCP_PATH
-SSE_PATH = MCP_PATH + "/sse"
-MESSAGES_PATH = MCP_PATH + "/messages/"
 MCP_SESSION_ID = b"mcp-session-id"
 MCP_PROTOCOL_VERSION = b"mcp-protocol-version"
 _CORS_EXPOSE = b"mcp-session-id, mcp-protocol-version, www-authenticate"
@@ -94,7 +97,6 @@ class McpHttpApp:
         user_id, key, problem = await _authenticate(scope)
         if problem is not None:
             return await _error(send, 401, *problem, headers=[(b"www-authenticate", b'Bearer realm="mcp"')])
-        from accounts.authentication import scope_problem
 
         refused = scope_problem(key, "mcp", "/mcp")
         if refused is not None:
@@ -106,7 +108,7 @@ class McpHttpApp:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
-        if path in (PREFIX, PREFIX + "/"):
+        if path in (MCP_PATH, MCP_PATH + "/"):
             if not await self._session_manager_started():
                 return await _error(send, 503, "unavailable", "The MCP session manager could not start.")
             return await self._serve_streamable(scope, receive, send)
@@ -116,7 +118,7 @@ class McpHttpApp:
             return await self.sse.serve(self.server, _owner(scope), scope, receive, send)
         if path.rstrip("/") == MESSAGES_PATH.rstrip("/"):
             return await self.sse.post(_owner(scope), scope, receive, send)
-        return await _error(send, 404, "not_found", f"No MCP endpoint at {path}; use {PREFIX} or {SSE_PATH}.")
+        return await _error(send, 404, "not_found", f"No MCP endpoint at {path}; use {MCP_PATH} or {SSE_PATH}.")
 
     # Streamable HTTP: the SDK's stateless transport, the sessions in the database.
 
@@ -216,6 +218,7 @@ def on_server_shutdown(callback: Callable[[], Any]) -> None:
     """
     if "twisted.internet.reactor" not in sys.modules:
         return  # not under daphne: the event loop's end cancels the task
+    # Importing twisted.internet.reactor installs a reactor: only under daphne, which installed its own first.
     from twisted.internet import defer, reactor
 
     def trigger() -> defer.Deferred:
@@ -239,9 +242,7 @@ def _origin_is_own_host(origin: str) -> bool:
 
 async def _authenticate(scope: Scope) -> tuple[Any, Any, tuple[str, str] | None]:
     """(user id, API key or None, None), or (None, None, (code, message)) for the 401."""
-    from rest_framework_simplejwt.exceptions import AuthenticationFailed
 
-    from accounts.authentication import aauthenticate_key, auser_for_token, bearer_scheme, bearer_token, is_api_key
 
     header = _header(scope, b"authorization")
     if not bearer_scheme(header):  # the same codes as the API's: a Bearer header without a token is token_invalid
@@ -253,7 +254,6 @@ async def _authenticate(scope: Scope) -> tuple[Any, Any, tuple[str, str] | None]
             async with django_db_scope():
                 user, key = await aauthenticate_key(token)
         except AuthenticationFailed as exc:
-            from accounts.authentication import failure_detail
 
             return None, None, ("token_invalid", failure_detail(exc))
     elif token is not None:
@@ -265,8 +265,6 @@ async def _authenticate(scope: Scope) -> tuple[Any, Any, tuple[str, str] | None]
 
 
 def _revocable(scope: Scope, send: Send, receive: Receive) -> SseGuard:
-    from accounts.authentication import credential_of, credential_problem
-
     token = credential_of(_header(scope, b"authorization"))
     return SseGuard(send, receive, lambda: credential_problem(token), _revoked_event)
 

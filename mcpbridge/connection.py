@@ -127,6 +127,7 @@ class McpConnection:
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> types.CallToolResult:
         """Call a tool. Raises McpServerLost, McpCallTimeout; an MCP error answer comes back as an error result."""
+        # Start-up cost: the mcp package takes half a second to import; only a process that connects pays it.
         import mcp_types as types
         from mcp.shared.exceptions import MCPError
 
@@ -160,6 +161,7 @@ class McpConnection:
         return f"The MCP server {self.spec.name!r} went away during {during}: {self.error}"
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
+        # Start-up cost: the mcp package takes half a second to import; only a process that connects pays it.
         from mcp import ClientSession
 
         try:
@@ -220,6 +222,7 @@ class McpConnection:
                 os.killpg(self._process_group, signal.SIGKILL)
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager:
+        # Start-up cost: the mcp package takes half a second to import; only a process that connects pays it.
         from mcp.client.sse import sse_client
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -236,6 +239,7 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _streamable_http(self) -> AsyncIterator[Any]:
+        # Start-up cost: the mcp package takes half a second to import; only a process that connects pays it.
         from mcp.client.streamable_http import streamable_http_client
 
         async with self._http_client(headers=dict(self.spec.headers) or None) as http_client:
@@ -345,6 +349,7 @@ def _session_leader_children() -> set[int]:
 
 
 async def _list_all_tools(session: ClientSession) -> list[types.Tool]:
+    # Start-up cost: the mcp package takes half a second to import; only a process that connects pays it.
     import mcp_types as types
 
     tools: list[types.Tool] = []
@@ -369,6 +374,7 @@ async def _first_of(*waits: Awaitable[Any]) -> None:
 
 def describe(exc: BaseException | None) -> str:
     """The leaf errors of an exception (groups flattened), as one line a person can read."""
+    # Start-up cost: the mcp package takes half a second to import; only a process that connects pays it.
     from mcp.shared.exceptions import MCPError
 
     if exc is None:

@@ -12,6 +12,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult
+from knowledge.selectors import chunk_search
+from knowledge.selectors import offered_modes as knowledge_modes
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +25,6 @@ DEFAULT_MODE = "hybrid"
 def offered_modes() -> list[str]:
     """knowledge.selectors.offered_modes: `dense` only with the dense model installed (imported when called,
     as in _search: this module is imported before the apps are ready)."""
-    from knowledge.selectors import offered_modes as knowledge_modes
 
     return knowledge_modes()
 
@@ -49,8 +50,6 @@ async def kb_search(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 
 def _search(*, owner_id: int, query: str, top_k: int, mode: str) -> list[Any]:
-    from knowledge.selectors import chunk_search
-
     return chunk_search(owner_id=owner_id, query=query, top_k=top_k, mode=mode)
 
 

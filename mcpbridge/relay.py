@@ -1,19 +1,10 @@
 """The messages a client posts to a legacy SSE session reach the process that holds its stream, whichever process
 of the deployment took the POST.
 
-A legacy SSE session is one long GET (its event stream, held by the process that answered it, where the MCP
-server session runs) and a POST per client message, which any process may answer (`serve --workers N`, several
-hosts behind a load balancer). The stream's process listens for the session's messages (`listen`); the process
-that takes a POST hands the message over (`deliver`):
-
-- `HostRelay` (no Redis): a Unix stream socket per stream in Linux's abstract namespace, named after the database
-  and the session id; the sender connects, sends the message and waits for the owner's yes or no. It reaches the
-  processes of this host only, and only those running as this user (checked on each connection).
-- `RedisRelay` (REDIS_URL): the channel layer on Redis carries the message to the stream's channel; the cache (on
-  the same Redis) maps the session to that channel and its owner while the stream lives. Any host.
-
-A message for a stream of this process goes straight to it. Invariant: `deliver` answers True only when a live
-stream of that session, opened by that owner, took the message; a message is handed over at most once.
+The stream's process listens for its session's messages (`listen`); the process that takes a POST hands the
+message over (`deliver`): `HostRelay` (no Redis) over a Unix socket per stream in Linux's abstract namespace,
+this host and this user only; `RedisRelay` (REDIS_URL) over the channel layer, any host. `deliver` answers True
+only when a live stream of that session, opened by that owner, took the message; a message is handed over once.
 """
 
 from __future__ import annotations
@@ -28,7 +19,10 @@ import socket
 import struct
 from collections.abc import AsyncIterator
 
+from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.cache import cache
+from django.db import connections
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +74,6 @@ class HostRelay(Relay):
     PREFIX = b"\0agentsite-mcp-sse-"
 
     def address(self, session_id: str) -> bytes:
-        from django.db import connections
-
         database = str(connections["default"].settings_dict["NAME"])
         digest = hashlib.sha256(f"{database}\0{session_id}".encode()).hexdigest()[:32]
         return self.PREFIX + digest.encode()
@@ -173,9 +165,6 @@ class RedisRelay(Relay):
 
     @contextlib.asynccontextmanager
     async def _listen_remote(self, session_id: str, owner: str, inbox: asyncio.Queue[bytes]) -> AsyncIterator[None]:
-        from channels.layers import get_channel_layer
-        from django.core.cache import cache
-
         layer = get_channel_layer()
         channel = await layer.new_channel("mcp-sse.")
         entry = {"channel": channel, "owner": owner}
@@ -205,9 +194,6 @@ class RedisRelay(Relay):
                 await cache.adelete(self._key(session_id))
 
     async def _deliver_remote(self, session_id: str, owner: str, body: bytes) -> bool:
-        from channels.layers import get_channel_layer
-        from django.core.cache import cache
-
         entry = await cache.aget(self._key(session_id))
         if not isinstance(entry, dict) or entry.get("owner") != owner:
             return False

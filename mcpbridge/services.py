@@ -1,11 +1,10 @@
-"""Writes of MCP: connect (and store) a server, disconnect it, record its status, call any listed tool."""
+"""Writes of MCP: connect (and store) a server, disconnect it, set its access rule, call any listed tool."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from asgiref.sync import async_to_sync
@@ -28,19 +27,12 @@ from agentsite.core.errors import AppError
 from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, SERVER_TOPIC, McpConnectError, ServerSpec, manager
 from mcpbridge.models import McpServer
 from mcpbridge.selectors import mcp_server_get, tool_find
+from mcpbridge.status import mcp_server_status_forget, tools_dumped
 from mcpbridge.tools import McpTool
-
-if TYPE_CHECKING:
-    import mcp_types as types
 
 logger = logging.getLogger(__name__)
 
 RESERVED_NAMES = frozenset({"builtin", "mcp", "plugin", "plugins"})
-
-# What this process last wrote for each server, so that a listing on every agent turn writes only changes.
-_recorded: dict[str, tuple[str, str, tuple[str, ...] | None]] = {}
-_recorded_lock = threading.Lock()
-
 
 def transport_for_url(url: str) -> str:
     """The transport a URL most likely speaks: the legacy SSE endpoint conventionally ends in /sse."""
@@ -74,7 +66,7 @@ def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None =
         with transaction.atomic():
             server = McpServer.objects.create(
                 name=name, transport=spec.transport, command=command, args=list(spec.args), env=spec.env, url=url,
-                headers=spec.headers, status=McpServer.CONNECTED, error="", tools=_dumped(tools),
+                headers=spec.headers, status=McpServer.CONNECTED, error="", tools=tools_dumped(tools),
                 visibility=visibility)
             server.users.set(members)
     except IntegrityError:
@@ -127,10 +119,6 @@ def _check_url_allowed(url: str) -> None:
         raise AppError("invalid", str(exc), 400, {"url": [str(exc)]}) from None
 
 
-def _dumped(tools: list[types.Tool]) -> list[dict[str, Any]]:
-    return [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in tools]
-
-
 def mcp_server_disconnect(*, name: str) -> None:
     """Close this process's session with the server (a stdio server's process tree is stopped) and forget it.
     Raises AppError 404 `not_found`.
@@ -138,25 +126,10 @@ def mcp_server_disconnect(*, name: str) -> None:
     server = mcp_server_get(name=name)
     manager.run_sync(lambda: manager.disconnect(name), timeout=2 * CLOSE_TIMEOUT_S)
     server.delete()
-    with _recorded_lock:
-        _recorded.pop(name, None)
+    mcp_server_status_forget(name)
     # Every other process that holds a connection to it closes it (mcpbridge.client.let_go).
     transaction.on_commit(lambda: invalidation.announce(SERVER_TOPIC, name))
     logger.info("MCP server %r disconnected", name)
-
-
-def mcp_server_status_record(*, name: str, error: str, tools: list[types.Tool] | None = None) -> None:
-    """Store what this process found: `error` (with the reason) when error is set, else `connected`."""
-    status = McpServer.ERROR if error else McpServer.CONNECTED
-    key = (status, error, tuple(tool.name for tool in tools) if tools is not None else None)
-    with _recorded_lock:
-        if _recorded.get(name) == key:
-            return
-        _recorded[name] = key
-    changes: dict[str, Any] = {"status": status, "error": error}
-    if tools is not None:
-        changes["tools"] = _dumped(tools)
-    McpServer.objects.filter(name=name).update(**changes)
 
 
 async def mcp_tool_call(*, caller: ToolContext, server: str, tool: str, arguments: dict[str, Any]) -> ToolResult:

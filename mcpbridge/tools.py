@@ -1,14 +1,8 @@
-"""External MCP tools in the runtime's tool registry, and tool results to and from MCP's content blocks.
-
-`McpToolSource` (registered as the source "mcp") offers the tools of every stored server whose access rule
-lets the caller in (`McpServer.visibility`) as `<server>__<tool>`, connecting lazily in this process; a
-call goes back to that server through the connection manager. A failure to connect or a server that dies
-mid-call is recorded on the stored server (`status: error`).
-"""
+"""An external MCP server's tools as the runtime's tools (`<server>__<tool>`), listed and called through the
+connection manager; a failure to connect or a server that dies mid-call is recorded on the stored server."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import logging
@@ -19,17 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from agentsite.agent.tools import Tool, ToolContext, ToolResult, ToolSource
-from agentsite.core.dbcall import db
+from agentsite.agent.tools import Tool, ToolContext, ToolResult
 from agentsite.core.errors import AppError
+from mcpbridge.client import CALL_TIMEOUT_S, McpCallTimeout, McpConnectError, McpServerLost, ServerSpec, manager
+from mcpbridge.status import mcp_server_status_record
 
 if TYPE_CHECKING:
     import mcp_types as types
-
-    from mcpbridge.client import ServerSpec
-
-# The mcp package (half a second to import) is imported on first use, not by every process that loads the
-# apps: manage.py commands, q2 workers that never call an MCP tool.
 
 logger = logging.getLogger(__name__)
 
@@ -56,38 +46,6 @@ def model_tool_name(server: str, tool: str) -> str:
     return (server + SEPARATOR + _FUNCTION_NAME.sub("_", tool))[:_MAX_FUNCTION_NAME]
 
 
-class McpToolSource(ToolSource):
-    name = SOURCE_NAME
-
-    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
-        if _own_tools_only.get():
-            return []
-        from mcpbridge.client import manager
-        from mcpbridge.selectors import mcp_server_specs_for
-
-        # Only the servers whose access rule lets this caller in are listed (or connected for the listing).
-        stored, specs = await db(mcp_server_specs_for, ctx)  # the pool's threads keep their connections
-        if manager.names() - stored:  # removed (by another process) since this one connected them
-            await manager.run(lambda: manager.retain(stored))
-        listed = await asyncio.gather(*(server_tools(spec) for spec in specs))
-        return [tool for tools in listed for tool in tools]
-
-    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
-        """No tools when this caller may use no stored server and this process holds no connection to let go of
-        (the usual case: no MCP server configured); otherwise None, and the registry lists asynchronously."""
-        if _own_tools_only.get():
-            return []
-        from mcpbridge.client import manager
-        from mcpbridge.selectors import mcp_server_specs_for
-
-        stored, specs = mcp_server_specs_for(ctx)
-        try:
-            stale = manager.names() - stored
-        except RuntimeError:  # the manager's loop changed its connections meanwhile
-            return None
-        return None if specs or stale else []
-
-
 @contextlib.contextmanager
 def own_tools_only() -> Iterator[None]:
     """Within this block (and the tasks started in it) the registry lists no external MCP tools."""
@@ -98,10 +56,13 @@ def own_tools_only() -> Iterator[None]:
         _own_tools_only.reset(token)
 
 
+def listing_own_tools_only() -> bool:
+    """Whether the registry lists no external MCP tools here (within `own_tools_only`)."""
+    return _own_tools_only.get()
+
+
 async def server_tools(spec: ServerSpec) -> list[McpTool]:
     """The server's tools for a listing: none while it cannot be reached (a recent failure is not retried)."""
-    from mcpbridge.client import McpConnectError
-
     try:
         return [mcp_tool(spec, remote) for remote in await remote_tools(spec, retry_failed=False)]
     except McpConnectError:
@@ -112,8 +73,6 @@ async def remote_tools(spec: ServerSpec, *, retry_failed: bool = True) -> list[t
     """The server's own tool list, connecting first when this process has no live connection; the outcome is
     recorded on the stored server. Raises McpConnectError.
     """
-    from mcpbridge.client import McpConnectError, manager
-
     async def ensure() -> list[types.Tool]:
         return list((await manager.ensure(spec, retry_failed=retry_failed)).tools)
 
@@ -127,14 +86,10 @@ async def remote_tools(spec: ServerSpec, *, retry_failed: bool = True) -> list[t
 
 
 async def _record(spec: ServerSpec, *, error: str, tools: list[types.Tool] | None = None) -> None:
-    from mcpbridge.services import mcp_server_status_record
-
     await sync_to_async(mcp_server_status_record)(name=spec.name, error=error, tools=tools)
 
 
 def mcp_tool(spec: ServerSpec, remote: types.Tool) -> McpTool:
-    from mcpbridge.client import CALL_TIMEOUT_S
-
     schema = remote.input_schema if isinstance(remote.input_schema, dict) else {"type": "object"}
 
     async def call(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -150,7 +105,8 @@ async def call_remote(spec: ServerSpec, tool: str, arguments: dict[str, Any]) ->
     """Call a tool of an external server. Raises AppError 502 `upstream_error` when the server fails (it is then
     marked `error`); the registry turns that into an error result for the model, /api/mcp/call into a 502.
     """
-    from mcpbridge.client import CALL_TIMEOUT_S, McpCallTimeout, McpConnectError, McpServerLost, manager
+    # Imported on the first call: mcp_types costs half a second to import, which a process that never calls an
+    # MCP tool (manage.py commands, task workers) does not pay.
     from mcpbridge.content import result_from_mcp
 
     try:

@@ -7,6 +7,7 @@ class PluginsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Django's app registry: the loader and its services import the models, ready only in ready().
         from agentsite.agent.tools import registry
         from plugins.loader import PluginToolSource
         from plugins.services import plugin_loader

@@ -1,27 +1,11 @@
 """Loading plugins: each `.py` file or package directory in the plugin directory, imported in isolation.
 
-Invariants:
-- A plugin `<name>` is imported as the module `<namespace>.<name>` (default namespace `agentsite_plugins`),
-  so it never shadows or is shadowed by an installed module, and a package plugin's relative imports work.
-  Its source is compiled from the file on every load (no bytecode cache is read or written), so a change
-  within the same second, or one that keeps the file's size, is never missed.
-- A (re)load drops every `<namespace>.<name>` and `<namespace>.<name>.*` module first: nothing of the old
-  version is reused. It then swaps the plugin's state in one assignment: a listing sees the old tools or the
-  new, never a mix, and a call already running finishes on the function it started with.
-- Loads are serialised by one lock per loader. A plugin that fails (syntax error, an exception or
-  `sys.exit` at import, a tool whose signature cannot become a schema, a name that clashes) gets
-  `status: "error"` with the message and the failing line, and offers no tools: the file on disk is what
-  runs, never a hidden older version. Nothing a plugin raises at import leaves this module.
-- Each load, reload or removal sends one `plugin_reloaded` signal (`plugins.signals`) and writes its audit
-  row, in the order of the changes, after the loader's lock is let go (a slow receiver or database write
-  never holds up a load).
-- Every process serves the version on disk, not the one it happened to load: a state records the files'
-  version (`Version`: each file's and directory's mtime, size and inode, read before the import), and a
-  listing (`refresh()`) reloads any plugin whose files differ from that version once they have not changed
-  for SETTLE_S (the watcher's debounce), or at once when another process announced it loaded that plugin
-  (`tell_loaded`). The files are the shared truth: a worker whose watcher is late, or another host on shared
-  storage, runs the new version as soon as any process lists it, and a burst of writes never leaves a plugin
-  missing beyond SETTLE_S after the last write.
+A plugin `<name>` is imported as `<namespace>.<name>` from its source on every load (no bytecode cache), after
+every module of its old version is dropped; its state is swapped in one assignment, so a listing sees the old
+tools or the new, never a mix. A plugin that fails gets `status: "error"` with the message and line and offers no
+tools. Each change sends one `plugin_reloaded` signal and writes its audit row, after the loader's lock is let go.
+Every process serves the version on disk: a listing (`refresh()`) reloads a plugin whose files changed once they
+have settled for SETTLE_S, or at once when another process announced it loaded it.
 """
 
 from __future__ import annotations

@@ -7,17 +7,8 @@
         '''Reverse a text.'''
         return text[::-1]
 
-Contract:
-- The decorator returns the function unchanged (a plugin can still call it) and records a `ToolDefinition`
-  on it; the loader collects the definitions made while it imports a plugin.
-- The input schema is derived from the signature with pydantic: every parameter needs a type hint (pydantic
-  types, models, enums, `Literal`, defaults, `Annotated[T, Field(description=...)]` or `Annotated[T, "text"]`
-  all work). A parameter annotated `ToolContext` is not part of the schema: it receives the caller (its
-  `user_id`). `*args`, `**kwargs`, a missing hint or a type pydantic cannot describe raise `PluginError` at
-  decoration time, so the plugin fails to load with that message and line.
-- A call validates the arguments with the same pydantic model (so a model parameter arrives as the model),
-  runs the function (a sync one on a worker thread), and turns the return value into the tool's text: a
-  string as is, a `ToolResult` unchanged, anything else as JSON. An exception is a tool error.
+The input schema comes from the type hints (pydantic); a `ToolContext` parameter receives the caller. `define`
+gives the rules.
 """
 
 from __future__ import annotations
@@ -105,7 +96,20 @@ def tool(function: Callable[..., Any] | None = None, *, name: str | None = None,
 
 
 def define(func: Callable[..., Any], *, name: str | None = None, description: str | None = None) -> ToolDefinition:
-    """The tool definition of a function (raises PluginError naming what cannot become a schema)."""
+    """The tool definition of a function (raises PluginError naming what cannot become a schema).
+
+    Contract:
+    - The decorator returns the function unchanged (a plugin can still call it) and records a `ToolDefinition`
+      on it; the loader collects the definitions made while it imports a plugin.
+    - The input schema is derived from the signature with pydantic: every parameter needs a type hint (pydantic
+      types, models, enums, `Literal`, defaults, `Annotated[T, Field(description=...)]` or `Annotated[T, "text"]`
+      all work). A parameter annotated `ToolContext` is not part of the schema: it receives the caller (its
+      `user_id`). `*args`, `**kwargs`, a missing hint or a type pydantic cannot describe raise `PluginError` at
+      decoration time, so the plugin fails to load with that message and line.
+    - A call validates the arguments with the same pydantic model (so a model parameter arrives as the model),
+      runs the function (a sync one on a worker thread), and turns the return value into the tool's text: a
+      string as is, a `ToolResult` unchanged, anything else as JSON. An exception is a tool error.
+    """
     tool_name = name if name is not None else getattr(func, "__name__", "")
     line = getattr(getattr(func, "__code__", None), "co_firstlineno", None)
     where = f"the tool {tool_name!r}"

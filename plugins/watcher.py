@@ -1,16 +1,9 @@
 """Watching the plugin directory (watchdog, recursive) and reloading the plugins whose files change.
 
-Invariants:
-- An event is mapped to the plugin it concerns: a top-level `<name>.py`, or anything inside `<name>/` (a
-  package). Hidden files, editor back-ups (`~`, `.swp`, `.tmp`), `__pycache__` and top-level files that are not
-  `.py` concern no plugin.
-- Events are debounced per plugin: a plugin is reloaded `debounce` seconds after its last event (500 ms), or
-  `max_wait` seconds after its first (2 s) if events keep coming, so an editor's burst of writes reloads once
-  and the last version wins. Reloads run on the watcher's own thread, one at a time.
-- Whether a reload is an addition, a change or a removal is decided by the loader from what it knew and what
-  the directory holds when the reload runs, never from the event's type (a save by rename is a create, a
-  move and a delete). A plugin the loader already holds at the version on disk (a listing loaded it first:
-  `PluginLoader.refresh`) is not reloaded again.
+An event is mapped to the plugin it concerns (a top-level `<name>.py`, or anything in `<name>/`; hidden files,
+editor back-ups and `__pycache__` concern none). Events are debounced per plugin (`debounce` after the last, at
+most `max_wait` after the first), and reloads run one at a time on the watcher's thread. Whether a reload adds,
+changes or removes is the loader's decision from what the directory holds, never the event's type.
 """
 
 from __future__ import annotations

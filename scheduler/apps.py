@@ -7,6 +7,7 @@ class SchedulerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Django's app registry: the scheduler's modules import its models, ready only in ready().
         from django.db.models.signals import post_save
 
         from agentsite.core.processes import on_process_death

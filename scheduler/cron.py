@@ -1,18 +1,8 @@
 """Cron expressions as the scheduler reads them: exactly five fields, evaluated in a task's IANA time zone.
 
-Syntax (docs/api.md): minute, hour, day of month, month, day of week; `*`, lists, ranges and steps, and the
-usual three-letter month and day names. croniter's extensions (`@daily`, a sixth field, `L`, `#`, `?`, `H`)
-are refused, and so is an expression that never fires (`0 0 31 2 *`).
-
-Daylight saving, as chosen and tested (tests/scheduler/test_cron.py). Times are wall-clock times in the
-task's zone: croniter walks naive local times, and each is placed in the zone with `fold=0`. So:
-- a wall time that does not exist (the hour skipped in spring) fires at the instant it would have been had
-  the clocks not moved: 02:30 in a 02:00→03:00 gap fires at 03:30 local time. A daily 02:30 task fires
-  once that day;
-- a wall time that occurs twice (the hour repeated in autumn) fires at its first occurrence only: a daily
-  01:30 task fires once that day, not twice;
-- two wall times that land on one instant (a half-hourly task in the skipped hour) fire once.
-Every instant this module returns is an aware UTC datetime, and occurrences are strictly increasing.
+croniter's extensions (`@daily`, a sixth field, `L`, `#`, `?`, `H`) are refused, and so is an expression that
+never fires. Times are wall-clock times in the task's zone (`occurrences` gives the daylight-saving rules); every
+instant returned is an aware UTC datetime, strictly increasing.
 """
 
 from __future__ import annotations
@@ -76,10 +66,20 @@ def zone(name: str) -> ZoneInfo:
 
 def occurrences(expression: str, tz: ZoneInfo, after: datetime,
                 walks: dict[str, croniter] | None = None) -> Iterator[datetime]:
-    """The fire times strictly after `after` (aware), in UTC, increasing, without end (see the module policy).
+    """The fire times strictly after `after` (aware), in UTC, increasing, without end.
 
     `walks` (expression -> croniter) lets a caller that walks many tasks reuse each parsed expression: parsing
     costs more than a step. A shared walk must be consumed before the next occurrences() of that expression.
+
+    Daylight saving, as chosen and tested (tests/scheduler/test_cron.py). Times are wall-clock times in the
+    task's zone: croniter walks naive local times, and each is placed in the zone with `fold=0`. So:
+    - a wall time that does not exist (the hour skipped in spring) fires at the instant it would have been had
+      the clocks not moved: 02:30 in a 02:00→03:00 gap fires at 03:30 local time. A daily 02:30 task fires
+      once that day;
+    - a wall time that occurs twice (the hour repeated in autumn) fires at its first occurrence only: a daily
+      01:30 task fires once that day, not twice;
+    - two wall times that land on one instant (a half-hourly task in the skipped hour) fire once.
+    Every instant this module returns is an aware UTC datetime, and occurrences are strictly increasing.
     """
     local_start = after.astimezone(tz).replace(tzinfo=None)
     walk = walks.get(expression) if walks is not None else None

@@ -15,7 +15,13 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from agentsite.agent.config import aget_settings
+from agentsite.agent.loop import run_agent
+from agentsite.agent.types import Message
+from agentsite.agent.usage import caller_for, calling
 from agentsite.core.errors import AppError
+from sessions_app.turns import turn_start
+from workflows import runs
 
 DEFAULT_RUNNER = "scheduler.runner.agent_runner"
 
@@ -28,7 +34,6 @@ async def agent_runner(*, task: Any, scheduled_for: datetime) -> str:
     """The prompt to the agent as the task's owner (their config, tools and knowledge base) and to the task's
     `model` (else the session's, else the agent's default); with a workflow, that workflow with the prompt as
     its input; with a session, the prompt and reply appended to it as a turn."""
-    from agentsite.agent.usage import caller_for, calling
 
     # The run's every model call counts to the owner, or to the task's key when the run says so (scheduler.tasks).
     with calling(caller_for(task.owner_id, "scheduler")):
@@ -40,12 +45,8 @@ async def agent_runner(*, task: Any, scheduled_for: datetime) -> str:
 
 
 async def _agent(task: Any) -> str:
-    from agentsite.agent.loop import run_agent
-    from agentsite.agent.types import Message
-
     settings = None
     if task.model:
-        from agentsite.agent.config import aget_settings
 
         settings = (await aget_settings()).with_overrides(model=task.model)
     async for event in run_agent(messages=[Message("user", task.prompt)], user_id=task.owner_id, settings=settings):
@@ -57,8 +58,6 @@ async def _agent(task: Any) -> str:
 
 
 async def _session_turn(task: Any) -> str:
-    from sessions_app.turns import turn_start
-
     turn = await turn_start(owner=task.owner, session_id=task.session_id, message=task.prompt, model=task.model or None)
     async for event in turn.events():
         if event.type == "error":
@@ -67,8 +66,6 @@ async def _session_turn(task: Any) -> str:
 
 
 async def _workflow(task: Any) -> str:
-    from workflows import runs
-
     # The run stops itself a little before the scheduled run's own limit cuts it off, so it is stored `error`
     # saying it ran out of time, not `cancelled` as if a client had hung up.
     limit = float(getattr(settings, "AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0))

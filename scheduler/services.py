@@ -1,18 +1,9 @@
 """Writes of the scheduler: tasks (validated on every save), the tick, manual runs, and run records.
 
-The tick (`tick()`, called by the timer at each task's instant (scheduler/timer.py), and by a django-q2
-schedule every AGENTSITE_SCHEDULER_TICK_S seconds as a fallback):
-1. selects enabled tasks whose `next_run_at` has passed, by the indexed column (no cron is evaluated for
-   a task that is not due);
-2. locks them (`skip_locked`: rows another tick holds are left to it), walks each task's occurrences from
-   `next_run_at` to now, and records one run a task:
-   - one occurrence, at most `grace` old: a `schedule` run for it;
-   - several, or one older than that (the scheduler was down): the task's `missed` policy, once —
-     `run_once` queues one `catch_up` run, `skip` records one `skipped` run saying what was missed;
-   - the task's previous run still queued or running, or its owner inactive: a `skipped` run saying why;
-3. inserts the runs under the `(task, scheduled_for)` unique constraint (a race's loser inserts nothing),
-   advances `next_run_at` past now, trims each task's history to its last 100 runs, and enqueues the
-   queued runs after commit. All of this is one transaction a batch (see tick()).
+The tick (`tick()`, run by the timer at each task's instant and by a django-q2 schedule as a fallback) records one
+run for each due task (a `schedule` run, the task's `missed` policy after downtime, or a `skipped` run saying
+why), under the `(task, scheduled_for)` unique constraint so that racing ticks record it once, and queues the
+runs after commit.
 """
 
 from __future__ import annotations
@@ -27,15 +18,19 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, F, Q
+from django.db.models.constants import OnConflict
 from django.utils import timezone
+from django_q.models import Schedule
 
 from agentsite.agent.modelchoice import model_checked
-from agentsite.core import metrics
+from agentsite.core import invalidation, metrics
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
 from agentsite.core.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
+from sessions_app.models import ChatSession
+from workflows.models import Workflow, WorkflowVersion
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -46,6 +41,7 @@ HISTORY_KEPT = 100
 MAX_PROMPT_CHARS = 32_000
 COUNT_CAP = 10_000  # missed occurrences are counted up to here (a minutely task down for a year has 525,600)
 TICK_SCHEDULE_NAME = "agentsite scheduler tick"
+TOPIC = "scheduler.tasks"  # the invalidation channel's topic a saved task is announced on (the timer wakes)
 
 
 def tick_interval_s() -> int:
@@ -89,8 +85,6 @@ def _check_model(model: str, workflow_id: uuid.UUID | None) -> str:
 
 def _check_version(workflow_id: uuid.UUID | None, version: int | None) -> None:
     """A pinned version needs a workflow that has it (a version, once made, is never deleted)."""
-    from workflows.models import WorkflowVersion
-
     if version is None:
         return
     if workflow_id is None:
@@ -100,9 +94,6 @@ def _check_version(workflow_id: uuid.UUID | None, version: int | None) -> None:
 
 
 def _check_targets(*, owner: AbstractBaseUser, session_id: uuid.UUID | None, workflow_id: uuid.UUID | None) -> None:
-    from sessions_app.models import ChatSession
-    from workflows.models import Workflow
-
     if session_id is not None and not ChatSession.objects.filter(pk=session_id, owner=owner).exists():
         raise _invalid("session_id", "No such session of yours.")
     if workflow_id is not None and not Workflow.objects.filter(pk=workflow_id, owner=owner).exists():
@@ -166,10 +157,7 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any], key: Any = _KEE
 def task_saved(sender: type, instance: ScheduledTask, **kwargs: Any) -> None:
     """post_save of a task: once committed, wake the scheduler's timers (this process's, and through the
     invalidation channel every process's: Redis, or on SQLite the host's) so that they read its next instant."""
-    from agentsite.core.invalidation import announce
-    from scheduler.timer import TOPIC
-
-    transaction.on_commit(lambda: announce(TOPIC, instance.pk), robust=True)
+    transaction.on_commit(lambda: invalidation.announce(TOPIC, instance.pk), robust=True)
 
 
 def task_delete(*, task: ScheduledTask) -> None:
@@ -208,7 +196,18 @@ def due_occurrences(task: ScheduledTask, *, now: datetime, walks: dict | None = 
 
 
 def tick(*, now: datetime | None = None, limit: int = 1000) -> list[TaskRun]:
-    """Record the runs of the due tasks (see the module docstring); returns the runs recorded now.
+    """Record the runs of the due tasks; returns the runs recorded now. The tick:
+    1. selects enabled tasks whose `next_run_at` has passed, by the indexed column (no cron is evaluated for
+       a task that is not due);
+    2. locks them (`skip_locked`: rows another tick holds are left to it), walks each task's occurrences from
+       `next_run_at` to now, and records one run a task:
+       - one occurrence, at most `grace` old: a `schedule` run for it;
+       - several, or one older than that (the scheduler was down): the task's `missed` policy, once —
+         `run_once` queues one `catch_up` run, `skip` records one `skipped` run saying what was missed;
+       - the task's previous run still queued or running, or its owner inactive: a `skipped` run saying why;
+    3. inserts the runs under the `(task, scheduled_for)` unique constraint (a race's loser inserts nothing),
+       advances `next_run_at` past now, trims each task's history to its last 100 runs, and enqueues the
+       queued runs after commit.
 
     One transaction for the batch: the due tasks are selected by the indexed next_run_at and locked
     (`skip_locked`: rows another tick holds are its own), one query finds their active runs, the runs are
@@ -283,8 +282,6 @@ def _insert_runs(runs: list[TaskRun]) -> None:
     """Insert the runs with one prepared statement; a run whose occurrence another tick recorded first is
     not inserted (the unique constraint, ON CONFLICT DO NOTHING). bulk_create spends longer than the rest
     of a tick turning the same few values into parameters again and again."""
-    from django.db.models.constants import OnConflict
-
     fields = list(TaskRun._meta.concrete_fields)
     created = timezone.now()  # the wall clock, as auto_now_add would (now may be a test's clock)
     for run in runs:
@@ -416,8 +413,6 @@ def runs_mark_crashed(dead: list[str], include_unowned: bool = False) -> int:
 
 def tick_schedule_ensure() -> str:
     """The django-q2 schedule that calls the tick: created (or corrected) at start, never by hand."""
-    from django_q.models import Schedule
-
     interval = tick_interval_s()  # whole minutes (agentsite.core.env.env_whole_minutes_s): one path, tests included
     Schedule.objects.update_or_create(name=TICK_SCHEDULE_NAME, defaults={
         "func": "scheduler.tasks.tick", "repeats": -1, "schedule_type": Schedule.MINUTES,

@@ -8,15 +8,19 @@ import logging
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 
+from accounts.selectors import key_for_work
 from agentsite.agent.usage import Caller, calling
+from agentsite.core import tracing
+from agentsite.core.errors import AppError
+from scheduler import services
+from scheduler.models import TaskRun
+from scheduler.runner import runner
 
 logger = logging.getLogger(__name__)
 
 
 def tick() -> int:
     """Called by the django-q2 schedule that `scheduler.services.tick_schedule_ensure` keeps."""
-    from scheduler import services
-
     return len(services.tick())
 
 
@@ -38,8 +42,6 @@ def task_run_execute(run_id: str) -> str:
 
 
 async def _execute_all(run_ids: tuple[str, ...]) -> list[str]:
-    from scheduler import services
-
     # One statement claims the chunk: its runs start together, not one claim after another.
     claimed = {str(run.pk): run for run in await sync_to_async(services.runs_claim)(run_ids=list(run_ids))}
     outcomes = await asyncio.gather(*(_execute_one(run_id, claimed.get(run_id)) for run_id in run_ids),
@@ -56,12 +58,8 @@ async def _execute_all(run_ids: tuple[str, ...]) -> list[str]:
 
 
 async def _execute_one(run_id: str, run) -> str:
-    from scheduler import services
-    from scheduler.models import TaskRun
-
     if run is None:
         return "skipped"  # claimed by another worker, or deleted
-    from agentsite.core import tracing
 
     # Its parent: the queued task's span, when the run was queued inside a trace (a manual run's request).
     with tracing.span("scheduled run", **_span_attributes(run)) as span:
@@ -82,10 +80,6 @@ def _span_attributes(run) -> dict:
 
 
 async def _execute(run) -> tuple[str, str, str]:
-    from agentsite.core.errors import AppError
-    from scheduler.models import TaskRun
-    from scheduler.runner import runner
-
     limit = float(getattr(settings, "AGENTSITE_SCHEDULER_RUN_TIMEOUT_S", 300.0))
     try:
         caller = await _caller(run.task)
@@ -107,7 +101,6 @@ async def _caller(task) -> Caller:
     stands: the run is recorded `error` saying so, and nothing is run), else its owner."""
     if task.created_by_key_id is None:
         return Caller(task.owner_id, facet="scheduler")
-    from accounts.selectors import key_for_work
 
     key = await sync_to_async(key_for_work)(key_id=task.created_by_key_id)
     return Caller.with_key(task.owner_id, key, "scheduler")

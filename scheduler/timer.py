@@ -1,27 +1,10 @@
 """The scheduler's timer: runs the tick at each task's instant, not on a fixed beat.
 
-One loop a host (`manage.py serve` runs it on a thread beside its task cluster; a deployment that starts the
-pieces itself runs `manage.py clock`: agentsite.core.startup.on_service_loop). It
-
-1. reads the earliest `next_run_at` of the enabled tasks (one indexed MIN query);
-2. when that instant has come, runs the tick (scheduler.services.tick) at once, and again while due tasks
-   remain (a tick takes at most 1,000);
-3. otherwise sleeps until that instant, or until it is woken: a task saved in any process is announced once
-   committed (scheduler.services.task_saved) on the invalidation channel (agentsite/core/invalidation.py,
-   topic TOPIC: Redis with `REDIS_URL`, else on SQLite the host's own), and `wake` ends the sleep. On
-   SQLite the timer sleeps on a doorbell (agentsite/core/localwake.py) that `wake` rings, so that it wakes
-   for nothing else; elsewhere on an event it looks at every half second. With no channel (PostgreSQL
-   without Redis: other hosts) the timer reads the database again every POLL_S (1 s) instead, so a task
-   made in another process, due within the second, is still found on time.
-
-   With a channel, the timer still reads the database every CONNECTED_IDLE_S (30 s): that bounds what a
-   change no announcement reaches costs (a queryset update(), raw SQL).
-
-Exactly once per occurrence stays the tick's guarantee, not the timer's: several timers (several hosts, a
-`clock` and a `serve`) and django-q2's fallback schedule (TICK_SCHEDULE_NAME, every
-AGENTSITE_SCHEDULER_TICK_S) may tick at the same instant, and the `(task, scheduled_for)` unique constraint
-lets one of them record the run. One timer thread a process sleeps on the doorbell; another (a second
-process's, or the tests' several in one) waits on the event.
+One loop a host (`serve` runs it beside its task cluster; `manage.py clock` otherwise) reads the earliest
+`next_run_at`, ticks when it has come, and otherwise sleeps until then or until woken: a saved task is announced
+on the invalidation channel (topic TOPIC) and `wake` ends the sleep (on SQLite through a doorbell). Without a
+channel it reads the database every POLL_S; with one, still every CONNECTED_IDLE_S. Exactly once per occurrence
+is the tick's guarantee, not the timer's: several timers may tick at the same instant.
 """
 
 from __future__ import annotations
@@ -37,10 +20,11 @@ from django.db.models import Min
 from django.utils import timezone
 
 from agentsite.core import invalidation, localwake
+from scheduler.models import ScheduledTask
+from scheduler.services import TOPIC, tick
 
 logger = logging.getLogger(__name__)
 
-TOPIC = "scheduler.tasks"
 POLL_S = 1.0  # without the invalidation channel: how often another process's change is looked for
 CONNECTED_IDLE_S = 30.0  # with it: a change wakes the timer; this bounds what a lost announcement costs
 BUSY_RETRY_S = 0.05  # due tasks another tick holds (skip_locked): look again this soon
@@ -58,8 +42,6 @@ def wake(_key: object = None) -> None:
 
 
 def earliest_next_run() -> datetime | None:
-    from scheduler.models import ScheduledTask
-
     return ScheduledTask.objects.filter(enabled=True).aggregate(earliest=Min("next_run_at"))["earliest"]
 
 
@@ -78,8 +60,6 @@ def run(stop: threading.Event, *, now: Callable[[], datetime] = timezone.now) ->
 
 
 def _loop(stop: threading.Event, now: Callable[[], datetime], ringable: bool) -> None:
-    from scheduler.services import tick
-
     logger.info("Scheduler timer started")
     while not stop.is_set():
         _wake.clear()

@@ -7,6 +7,7 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Django's app registry: the services import the models, ready only in ready().
         from agentsite.core.processes import on_process_death
         from sessions_app.services import replies_mark_interrupted
 

@@ -1,29 +1,13 @@
 """The agent-turn service: one turn of the agent in a chat session, from the user's message to the stored reply.
 
-`turn_start` does everything that can fail with an HTTP status (the session, the message, the attachments)
-and stores the user message, with the reply as `streaming`, in one write; nothing has been streamed yet. It
-makes one crossing to a database thread for all of it, and asks the context sources and the tool listing
-there too when they can answer so (agentsite.agent.loop.prepare_now): the run then asks the model at once.
-`ChatTurn.events()` then runs the agent and stores the assistant turn once, however it ends:
+`turn_start` does everything that can fail with an HTTP status and stores the user message with the reply as
+`streaming`, in one crossing to a database thread; `ChatTurn.events()` then runs the agent and stores the reply
+once, however it ends: `complete`, `error` (what streamed is kept) or `interrupted` (the consumer stopped).
+What has been generated is checkpointed into the reply, so a process that dies leaves it `interrupted` with its
+last checkpoint (agentsite.core.processes). In a live process every reply the opening write stores ends final.
 
-- `complete`: the agent finished (`done`);
-- `error`: the agent ended with an `error` event (an upstream failure mid-stream); what had streamed is kept;
-- `interrupted`: the consumer stopped before the end (a client hang-up, a time limit); what had been
-  generated is kept, and the upstream request has been closed.
-
-The reply exists from the start as a `streaming` message owned by this process, and what has been generated
-is checkpointed into it at most every CHECKPOINT_S and after each tool result; if the process dies, the
-sweep of dead processes' work (agentsite.core.processes) turns it into `interrupted` with its last checkpoint.
-
-Invariant: in a live process, every reply the opening write stores ends final. A turn belongs to the task
-that called `turn_start` until `batches()` starts, then to the task running it; when the task it belongs to
-ends with the reply not stored, the reply is stored `interrupted`. This covers a caller cancelled while the
-opening write was in flight on its thread (the write lands, nobody receives the turn) and a turn dropped
-before it ran (a client that hung up between the opening write and the stream's first step).
-
-The chat stream and scheduled prompts that name a session both call this; code that runs the agent with
-no session (/v1's `agent` model, a workflow's `llm` node) calls `agentsite.agent.loop.run_agent` itself,
-with the same `AgentEvent` and `Transcript` types.
+The chat stream and scheduled prompts that name a session call this; code that runs the agent with no session
+calls `agentsite.agent.loop.run_agent` itself.
 """
 
 from __future__ import annotations
@@ -228,7 +212,9 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     full); in each case nothing is stored.
 
     The turn belongs to the calling task: run it there, or start its `events()`/`batches()` in another task,
-    before the calling task ends; else its reply is stored `interrupted` unrun (see the module docstring).
+    before the calling task ends; else its reply is stored `interrupted` unrun. This covers a caller cancelled
+    while the opening write was in flight on its thread (the write lands, nobody receives the turn) and a turn
+    dropped before it ran (a client that hung up between the opening write and the stream's first step).
     """
     opening = db_started(_turn_prepare, owner=owner, session_id=session_id, message=message,
                          upload_ids=[str(upload) for upload in attachments or []], model=model,

@@ -7,6 +7,7 @@ class UsageConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Django's app registry: the metering and budgets import the models, ready only in ready().
         from agentsite.agent.usage import set_metering
         from agentsite.core import invalidation
         from usage import budgets

@@ -1,26 +1,11 @@
 """Budgets and rate limits: which limits bind a caller, what each scope used in its windows, admit and settle.
 
-A caller is bound by up to two scopes: its user's budget (`u:<id>`, set by an admin) and its API key's (`k:<id>`,
-set by the key's owner). A budget is `{tokens_per_day?, tokens_per_month?, cost_per_day?, cost_per_month?,
-requests_per_minute?, tokens_per_minute?}`; each limit is checked in its window (the UTC minute, day, month).
-
-- `reserve(scopes, tokens=, cost=)` runs BEFORE the upstream is called, atomically for every process of the
-  deployment (one Lua script in Redis when REDIS_URL is set; else one transaction in the database that holds a
-  per-scope lock: PostgreSQL's advisory lock, SQLite's write lock). The call's worst case (`tokens`, `cost`)
-  must fit in what is left of every limit (the limit, less what was used, less what calls in flight hold), and
-  something must be left; it then takes one request of each scope's minute and HOLDS its worst case. It raises
-  AppError 429 `rate_limited` (a per-minute limit) or `budget_exceeded` (a day or month), with Retry-After: the
-  seconds until that window ends.
-- `settle(scopes, tokens, cost, hold=)` adds what the call used once it ended and releases its hold, in one
-  atomic step (a reader never sees the hold gone before the use is added).
-- A hold lives in a slot of HOLD_SLOT_S seconds and counts for HOLD_SLOTS slots (30-40 minutes): a call whose
-  process died before settling (SIGKILL) stops holding its share then, and so does a call still running then.
-
-Invariant: concurrent calls, in any number of processes, never spend past a limit by more than what their
-reservations under-estimated (the hold is the worst case, so admitted calls together fit in the limit); of N
-concurrent calls against `requests_per_minute: n`, at most n pass in a minute (tests/usage/test_reservations.py,
-test_metering.py).
-Counters exist only for scopes that have a budget: a caller without one costs one cached lookup.
+A caller is bound by its user's budget (`u:<id>`) and its API key's (`k:<id>`), each limit in its UTC window
+(minute, day, month). `reserve` runs before the upstream is called, atomically for every process (a Lua script
+in Redis, else a database transaction under a per-scope lock): the call's worst case must fit what is left, and
+is held until `settle` adds what it used and releases the hold in one step (AppError 429 `rate_limited` or
+`budget_exceeded` otherwise, with Retry-After). A hold expires after HOLD_SLOTS slots, so a call whose process
+died stops holding. Concurrent calls never spend past a limit by more than their reservations under-estimated.
 """
 
 from __future__ import annotations
@@ -39,6 +24,7 @@ from django.db.models import F
 
 from agentsite.core import invalidation, metrics
 from agentsite.core.errors import AppError
+from usage.models import BudgetCounter, UserBudget
 
 LIMITS = ("requests_per_minute", "tokens_per_minute", "tokens_per_day", "cost_per_day", "tokens_per_month",
           "cost_per_month")
@@ -179,8 +165,6 @@ def user_budget_peek(user_id: int) -> dict[str, float] | None:
 
 
 def user_budget_load(user_id: int) -> dict[str, float]:
-    from usage.models import UserBudget
-
     row = UserBudget.objects.filter(pk=user_id).values_list("budget", flat=True).first()
     limits = clean_budget(row)
     with _cache_lock:
@@ -261,6 +245,7 @@ _clients: dict[int, Any] = {}
 def _redis() -> Any:
     client = _clients.get(os.getpid())
     if client is None:
+        # Optional: the Redis client is imported only with REDIS_URL.
         import redis
 
         client = _clients[os.getpid()] = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2,
@@ -331,8 +316,6 @@ def _sum_held(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _db_rows(scopes: list[Scope], windows: Windows) -> None:
-    from usage.models import BudgetCounter
-
     now = datetime.fromtimestamp(windows.now, UTC)
     rows = [BudgetCounter(scope=scope.name, window=windows.name(window),
                           expires_at=now + timedelta(seconds=windows.expiry(window)))
@@ -343,8 +326,6 @@ def _db_rows(scopes: list[Scope], windows: Windows) -> None:
 
 
 def _db_used(scope: Scope, windows: Windows) -> dict[str, dict[str, float]]:
-    from usage.models import BudgetCounter
-
     names = {windows.name(window): window for window in ("m", "d", "M")}
     held = set(windows.held())
     used: dict[str, dict[str, float]] = {window: {} for window in ("m", "d", "M")}
@@ -370,8 +351,6 @@ def _db_lock(scopes: list[Scope]) -> None:
 
 
 def _db_reserve(scopes: list[Scope], windows: Windows, tokens: int, cost: float) -> None:
-    from usage.models import BudgetCounter
-
     _db_rows(scopes, windows)
     with transaction.atomic():
         _db_lock(scopes)
@@ -388,8 +367,6 @@ def _db_reserve(scopes: list[Scope], windows: Windows, tokens: int, cost: float)
 
 
 def _db_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: float, hold: Hold | None) -> None:
-    from usage.models import BudgetCounter
-
     names = [windows.name(window) for window in ("m", "d", "M")]
     with transaction.atomic():
         for scope in sorted(scopes, key=lambda scope: scope.name):

@@ -1,16 +1,9 @@
 """The usage buffer: calls are added up in this process's memory and flushed into UsageDaily rows.
 
-`add()` is what a request pays: a dict update under a lock, no I/O. A daemon thread (one per process, started
-by the first `add`) writes what accumulated every AGENTSITE_USAGE_FLUSH_S seconds (default 1.0) with one upsert
-per aggregate row (`INSERT ... ON CONFLICT DO UPDATE SET n = n + excluded.n`, which SQLite and PostgreSQL both
-speak, so processes flushing the same row at once add up and never overwrite); `atexit` flushes the rest when
-the process stops. A process killed with SIGKILL loses what it had not flushed: at most one interval of calls.
-A flush that fails (the database unreachable) puts its rows back and is retried at the next interval.
-
-Each flush also adds the same calls to the per-(day, user) rollup (UsageUserDaily), in the same transaction.
-
-Invariant: every call added is written exactly once, by the process that added it (tests/usage/test_buffer.py).
-With the interval 0 (the test settings) no thread starts: the tests flush with `flush()`.
+`add()` is what a request pays: a dict update under a lock, no I/O. A daemon thread writes what accumulated every
+AGENTSITE_USAGE_FLUSH_S seconds with one additive upsert per row (processes flushing one row add up), with the
+per-(day, user) rollup in the same transaction; `atexit` flushes the rest, and a failed flush is retried. Every
+call added is written exactly once (a SIGKILL loses at most one interval). With the interval 0 no thread starts.
 """
 
 from __future__ import annotations

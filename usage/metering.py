@@ -24,6 +24,7 @@ from agentsite.agent.usage import Caller, CallRecord
 from agentsite.core import invalidation
 from agentsite.core.dbcall import db, db_started
 from usage import budgets, buffer
+from usage.models import ModelPrice
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,6 @@ class Prices:
     def load(self) -> None:
         """Read the table; when the database cannot answer, keep the last one (a call is never failed for its
         price) and try again after PRICE_CACHE_S."""
-        from usage.models import ModelPrice
 
         try:
             table = {model: (inp, out) for model, inp, out in

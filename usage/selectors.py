@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet, Sum
 
+from accounts.models import ApiKey
 from usage import budgets
 from usage.models import ModelPrice, UsageDaily, UsageUserDaily, UserBudget
 
@@ -70,8 +71,6 @@ def _name_groups(results: list[dict[str, Any]], group_by: list[str]) -> None:
 
 def _key_names(ids: set[str]) -> dict[str, str]:
     """The API keys' names (a deleted key's usage stays, nameless)."""
-    from accounts.models import ApiKey
-
     valid = [int(key) for key in ids if key.isdigit()]
     return {str(pk): name for pk, name in ApiKey.objects.filter(pk__in=valid).values_list("pk", "name")}
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from agentsite.core.dbcall import db
+
 
 @dataclass(frozen=True)
 class AgentSettings:
@@ -78,6 +80,5 @@ async def aget_settings() -> AgentSettings:
         settings = _peek()
         if settings is not None:
             return settings
-    from agentsite.core.dbcall import db
 
     return await db(_loader)

@@ -43,10 +43,6 @@ def register_model_source(source: ModelSource) -> None:
     _sources[source.prefix] = source
 
 
-def unregister_model_source(prefix: str) -> None:
-    _sources.pop(prefix, None)
-
-
 def model_sources() -> list[ModelSource]:
     return list(_sources.values())
 

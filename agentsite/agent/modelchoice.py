@@ -11,6 +11,7 @@ makes the runs that use it fail with 404 `model_not_found` naming it.
 from __future__ import annotations
 
 from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.routing import resolve
 from agentsite.core.errors import AppError
 
 MAX_MODEL_CHARS = 300
@@ -19,7 +20,6 @@ MAX_MODEL_CHARS = 300
 def model_problem(name: str, settings: AgentSettings | None = None) -> str | None:
     """Why `name` cannot be used as a model (a sentence naming it), or None when it can (sync: may read the
     settings)."""
-    from agentsite.agent.routing import resolve
 
     if not name:
         return None

@@ -60,6 +60,7 @@ def _document_text(mime: str, filename: str, data: bytes) -> str | None:
 
 def _pdf_text(data: bytes) -> str | None:
     try:
+        # Start-up cost: pypdf is imported on the first PDF, not by every process.
         from pypdf import PdfReader
 
         reader = PdfReader(io.BytesIO(data))

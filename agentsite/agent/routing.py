@@ -1,43 +1,15 @@
 """The model catalogue and the router: which upstream answers a model name, and what happens when it fails.
 
-**Catalogue** (`Catalogue`): the connections (an upstream each: provider, base URL, key, headers, timeout, its
-models) and the aliases (a named, ordered list of targets with a strategy). Every model of every *enabled*
-connection is the catalogue entry `<connection>/<model>`; an alias is addressed by its bare name; a bare name
-that is neither an alias nor an entry (`gpt-4o`, how configs named models before connections existed) resolves
-against the default connection. A facet supplies the catalogue with the settings: `AgentSettings.catalogue`
-(accounts builds it from its Connection and ModelAlias rows in the cached settings, so resolving costs no query;
-a change of a row drops the cache through agentsite.core.invalidation like any config change). Settings without
-one (runtime tests, benches) get a catalogue of one connection, `default`, made of their provider/base_url/
-api_key/model.
+The catalogue (`Catalogue`) is the enabled connections' models as `<connection>/<model>` and the aliases (an
+ordered list of targets with a strategy); a bare name that is neither resolves against the default connection.
+A facet supplies it with the settings (`AgentSettings.catalogue`), so resolving costs no query; settings without
+one get a catalogue of one connection, `default`. The contract the rest of the code uses: `resolve`,
+`catalogue_entries`, `model_names`, `default_model_name`, `routed_provider`.
 
-The contract other code uses (stable):
-
-- `resolve(name, settings=None) -> Route`: the targets `name` stands for, in the strategy's order. Raises
-  `AppError("model_not_found", 404)` whose message names the model when nothing of that name is in the
-  catalogue (or an alias has no enabled target). Sync and I/O-free when the settings are given or cached; from
-  async code pass `await aget_settings()`.
-- `catalogue_entries(settings=None) -> list[CatalogueEntry]`: aliases first, then entries, each with its
-  connection, provider and state (`ok`, `cooling` while the router skips it, `discovery_failed`).
-- `model_names(settings=None) -> list[str]`: the names of those entries (what a model picker offers).
-- `default_model_name(settings=None) -> str`: the name the agent uses when nothing else is chosen.
-- `routed_provider(settings, model=None) -> Provider`: a provider that answers through the router (fallback,
-  balance, cool-down) for `model` (default: the settings' `model`). The agent loop and /v1 use it.
-
-**Router** (`Router`): sends one request along a route. Fallback is exact: the next target is tried only when
-the current one failed *before its first event was handed on* (connection refused, timeout, HTTP 5xx or 429, a
-malformed first event, also after its success status: `UpstreamError.retryable`; and an upstream 4xx whose
-status the alias lists in `fallback_on`); once an event has been
-yielded nothing is retried, and the failure reaches the caller as it happened.
-Usage is never a fake zero: a reply whose upstream reported no usage (llama.cpp never does in a stream) gets
-one estimated from the text (`Usage.estimated`; CHARS_PER_TOKEN characters a token, the prompt as the meter
-counts it), before its Finish; the meter records the same figures. The empty list that says an
-upstream answered (Provider.stream_batches) is handed on once, for the first target that answers, which is
-then `answered` (a caller names it in its reply's headers and `model`); should it fail before its first event
-after all, its try is recorded failed and the next target's answer replaces it. Any other
-error (a 4xx: bad request, bad key) is raised at once, untried elsewhere. A target that failed is skipped for
-`AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by later requests, in every process the invalidation channel
-reaches (Router), unless every target of the route is cooling down. Each request's attempts go into an
-`Attempts` record (also logged), whose `answered` names the entry that answered.
+The router (`Router`) sends one request along a route. It falls back to the next target only when the current one
+failed before its first event was handed on (retryable errors, and the 4xx statuses an alias lists in
+`fallback_on`); a failed target cools down for AGENTSITE_UPSTREAM_COOLDOWN_S in every process the invalidation
+channel reaches. A reply whose upstream reported no usage gets one estimated from the text, never a fake zero.
 """
 
 from __future__ import annotations
@@ -53,6 +25,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from agentsite.agent.config import get_settings
 from agentsite.agent.providers import PROVIDERS, Provider, default_model
 from agentsite.agent.providers.base import flatten
 from agentsite.agent.types import ChatRequest, Completion, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
@@ -243,8 +216,6 @@ class Catalogue:
 # --- the module-level contract --------------------------------------------------------------------------------
 
 def catalogue_of(settings: AgentSettings | None = None) -> Catalogue:
-    from agentsite.agent.config import get_settings
-
     settings = settings or get_settings()
     catalogue = settings.catalogue
     return catalogue if isinstance(catalogue, Catalogue) else Catalogue.of_settings(settings)
@@ -298,7 +269,21 @@ def cooldown_from_env() -> float:
 
 
 class Router:
-    """Picks targets and sends a request along them (see the module docstring for the exact fallback rules).
+    """Picks targets and sends a request along them.
+
+    Fallback is exact: the next target is tried only when the current one failed *before its first event was handed
+    on* (connection refused, timeout, HTTP 5xx or 429, a malformed first event, also after its success status:
+    `UpstreamError.retryable`; and an upstream 4xx whose status the alias lists in `fallback_on`); once an event has
+    been yielded nothing is retried, and the failure reaches the caller as it happened. Usage is never a fake zero:
+    a reply whose upstream reported no usage (llama.cpp never does in a stream) gets one estimated from the text
+    (`Usage.estimated`; CHARS_PER_TOKEN characters a token, the prompt as the meter counts it), before its Finish;
+    the meter records the same figures. The empty list that says an upstream answered (Provider.stream_batches) is
+    handed on once, for the first target that answers, which is then `answered` (a caller names it in its reply's
+    headers and `model`); should it fail before its first event after all, its try is recorded failed and the next
+    target's answer replaces it. Any other error (a 4xx: bad request, bad key) is raised at once, untried elsewhere.
+    A target that failed is skipped for `AGENTSITE_UPSTREAM_COOLDOWN_S` seconds (30) by later requests, in every
+    process the invalidation channel reaches (Router), unless every target of the route is cooling down. Each
+    request's attempts go into an `Attempts` record (also logged), whose `answered` names the entry that answered.
 
     State is per process: the cool-down deadlines, the in-flight counts and the round-robin positions. Safe on
     one event loop; the counters are under a lock so that several loops (q2 workers) may share it. The shared

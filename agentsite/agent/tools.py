@@ -1,20 +1,9 @@
-"""The tool registry: built-in, MCP and plugin tools behind one interface.
+"""The tool registry: built-in, MCP and plugin tools behind one interface, listed and called for one caller.
 
-A `ToolSource` lists tools (MCP sources list theirs live); the registry merges the sources, filters by the
-config's `tools` list, validates arguments against each tool's input schema, enforces each tool's time
-limit, and turns every failure into a `ToolResult` with `is_error=True` that goes back to the model. The
-built-in tools are registered as the source "builtin" when this module is imported, so the runtime does
-not depend on Django's app loading order.
-
-Who is asking decides what exists. Every listing and every call is made for one caller (`ToolContext`):
-- the registry resolves the caller first (`resolve_caller`: is the user an active admin?), so a source
-  always receives a context whose `is_admin` is a bool;
-- a source lists only the tools that caller may see and call (an MCP server outside its access rule lists
-  nothing), and the registry finds a tool by name (`get`, `call`) only among those;
-- then the registry drops the tools the operator reserved for admins (`AGENTSITE_ADMIN_ONLY_TOOLS`, by
-  default `computer_screenshot`) for everyone else.
-A tool the caller may not use is therefore indistinguishable from one that does not exist. Code that lists
-tools for one caller and calls one later (the agent loop) passes the resolved context to `call_tool`.
+The registry merges its sources, filters by the config's `tools` list, validates arguments against each tool's
+schema, enforces each tool's time limit and turns every failure into an error result for the model. A tool the
+caller may not use (outside an MCP server's access rule, or reserved for admins by AGENTSITE_ADMIN_ONLY_TOOLS) is
+indistinguishable from one that does not exist. The built-in tools are registered when this module is imported.
 """
 
 from __future__ import annotations
@@ -23,41 +12,34 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 import jsonschema
+from django.conf import settings
+from django.contrib.auth import get_user_model
 
+from agentsite.agent.builtin import builtin_tools
 from agentsite.agent.config import AgentSettings, aget_settings
-from agentsite.agent.types import ToolSpec
+from agentsite.agent.tooltypes import (
+    StaticToolSource,
+    Tool,
+    ToolCallable,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    ToolSource,
+)
+from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 
-if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractUser
+__all__ = ["StaticToolSource", "Tool", "ToolCallable", "ToolContext", "ToolError", "ToolRegistry", "ToolResult",
+           "ToolSource", "admin_only_tools", "call_tool", "registry", "resolve_caller", "validation_problem"]
 
 logger = logging.getLogger(__name__)
 
 # A tool's text result is cut here, so one fetch cannot fill the model's whole context.
 MAX_RESULT_CHARS = 100_000
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """The caller a tool is listed for and runs for.
-
-    `user_id` is None for a caller with no user (it sees only what needs no user). `is_admin` None means
-    not looked up yet: the registry resolves it before asking any source (`resolve_caller`); a context
-    built without it is never treated as an admin's.
-    """
-
-    user_id: int | None = None
-    is_admin: bool | None = None
-
-    @classmethod
-    def for_user(cls, user: AbstractUser) -> ToolContext:
-        """The context of an authenticated Django user (a request's), resolved without a query."""
-        return cls(user_id=user.pk, is_admin=bool(user.is_active and user.is_staff))
 
 
 async def resolve_caller(ctx: ToolContext) -> ToolContext:
@@ -66,14 +48,10 @@ async def resolve_caller(ctx: ToolContext) -> ToolContext:
         return ctx
     if ctx.user_id is None:
         return replace(ctx, is_admin=False)
-    from agentsite.core.dbcall import db
-
     return replace(ctx, is_admin=await db(_is_active_admin, ctx.user_id))
 
 
 def _is_active_admin(user_id: int) -> bool:
-    from django.contrib.auth import get_user_model
-
     return get_user_model().objects.filter(pk=user_id, is_active=True, is_staff=True).exists()
 
 
@@ -83,98 +61,9 @@ DEFAULT_ADMIN_ONLY_TOOLS = ("computer_screenshot",)
 
 def admin_only_tools() -> frozenset[str]:
     """The tool names the operator reserved for admins (AGENTSITE_ADMIN_ONLY_TOOLS; the default without Django)."""
-    from django.conf import settings
-
     if not settings.configured:
         return frozenset(DEFAULT_ADMIN_ONLY_TOOLS)
     return frozenset(getattr(settings, "AGENTSITE_ADMIN_ONLY_TOOLS", DEFAULT_ADMIN_ONLY_TOOLS))
-
-
-@dataclass
-class ToolResult:
-    """MCP-shaped content blocks: {"type": "text", "text"} and {"type": "image", "data": <base64>, "mimeType"}."""
-
-    content: list[dict[str, Any]] = field(default_factory=list)
-    is_error: bool = False
-
-    @classmethod
-    def of_text(cls, text: str) -> ToolResult:
-        return cls([{"type": "text", "text": text}])
-
-    @classmethod
-    def error(cls, message: str) -> ToolResult:
-        return cls([{"type": "text", "text": message}], is_error=True)
-
-    @property
-    def text(self) -> str:
-        """The text blocks joined; an image shows as a placeholder naming its type."""
-        parts = []
-        for block in self.content:
-            if block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            elif block.get("type") == "image":
-                parts.append(f"[image: {block.get('mimeType', 'image')}]")
-        return "\n".join(parts)
-
-    def __repr__(self) -> str:
-        return f"ToolResult(is_error={self.is_error}, text={self.text[:80]!r})"
-
-
-class ToolError(Exception):
-    """Raised by a tool for a failure the model should read (a refused URL, no display); logged without a trace."""
-
-
-ToolCallable = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    call: ToolCallable = field(repr=False, compare=False)
-    source: str = "builtin"
-    timeout: float = 30.0
-
-    def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, self.input_schema)
-
-
-class ToolSource:
-    """A named set of tools. `list_tools(ctx)` returns the tools this caller may see and call, and no other:
-    the registry offers, finds and runs only what it returns (ctx is resolved: `ctx.is_admin` is a bool).
-    It may do I/O (an MCP server); it should raise only when it cannot list at all, and the registry then
-    leaves the source out for that listing (logged).
-    """
-
-    name: str = ""
-
-    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
-        raise NotImplementedError
-
-    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
-        """list_tools without waiting on anything but the database (sync, called on a database thread), or None
-        when this listing needs more (an MCP server to connect): the registry then lists asynchronously. A
-        chat turn lists the tools this way in the one database call that reads its session."""
-        return None
-
-
-class StaticToolSource(ToolSource):
-    """A fixed list of tools (the built-ins, a plugin, a test)."""
-
-    def __init__(self, name: str, tools: list[Tool] | Callable[[], list[Tool]]):
-        self.name = name
-        self._tools = tools
-
-    def tools(self) -> list[Tool]:
-        return list(self._tools() if callable(self._tools) else self._tools)
-
-    async def list_tools(self, ctx: ToolContext) -> list[Tool]:
-        return self.tools()
-
-    def list_tools_now(self, ctx: ToolContext) -> list[Tool] | None:
-        # A subclass that lists its own way (an overridden list_tools) is asked that way.
-        return self.tools() if type(self).list_tools is StaticToolSource.list_tools else None
 
 
 class ToolRegistry:
@@ -342,13 +231,4 @@ def _capped(result: ToolResult) -> ToolResult:
 
 
 registry = ToolRegistry()
-
-
-def _register_builtins() -> None:
-    # Imported here, not at the top: the built-in modules import this one for Tool and ToolResult.
-    from agentsite.agent.builtin import builtin_tools
-
-    registry.register_source(StaticToolSource("builtin", builtin_tools))
-
-
-_register_builtins()
+registry.register_source(StaticToolSource("builtin", builtin_tools))

@@ -1,24 +1,13 @@
 """Metering: who made each LLM call, what it cost in tokens, and whether their budget allows the next one.
 
-The runtime imports no facet app. A door (the chat stream, /v1, a workflow, the scheduler, an MCP tool) says
-who is calling with a `Caller`, either passed to `run_agent(caller=...)` / `metered(provider, caller)` or set
-for the current task with `calling(caller)`. Every provider the runtime calls for that caller is wrapped in a
-`MeteredProvider`, which
+A door says who is calling with a `Caller` (passed to `run_agent`/`metered`, or set for the task with `calling`).
+Every provider called for it is wrapped in a `MeteredProvider`, which asks the registered `Metering` to `admit`
+the call's worst case before the upstream is contacted (AppError 429 `budget_exceeded` | `rate_limited`), takes
+the tokens from the upstream's Usage event or estimates them from the text, and hands one `CallRecord` to
+`Metering.record` however the call ended. `metered_call` does the same for a call whose cost is known up front.
 
-- asks the registered `Metering` to `admit` the call BEFORE the upstream is contacted, for its worst case: the
-  prompt's estimate (`prompt_estimate`) and the request's `max_tokens` (None: the Metering's default cap). A
-  budget or rate limit refuses it with AppError 429 `budget_exceeded` | `rate_limited`, carrying Retry-After;
-- watches the stream go by: the upstream's Usage event gives the tokens; without one (an upstream that sends
-  none, a stream cut short, a client that hung up) they are estimated from the text (4 characters a token),
-- and, however the call ended (finished, failed, closed, cancelled), hands one `CallRecord` to
-  `Metering.record`, which must not do I/O on the caller's path (it buffers) and may return an awaitable
-  that settles the call against the budgets (and releases what `admit` reserved).
-
-`metered_call` does the same for a call whose whole cost is known before it is made (hosted speech).
-
-A facet app (`usage`) registers the one Metering with `set_metering()` in its AppConfig.ready(), like the
-settings loader of `agentsite.agent.config`. Without one (runtime tests) `metered()` returns the provider
-unchanged: metering costs nothing where nothing listens.
+The runtime imports no facet app: `usage` registers the one Metering with `set_metering()` in its ready().
+Without one (runtime tests) `metered()` returns the provider unchanged.
 """
 
 from __future__ import annotations

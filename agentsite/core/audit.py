@@ -1,20 +1,13 @@
-"""The audit log's front door (issue 28, item 3): `audit(action, ...)` from any layer.
+"""The audit log's front door: `audit(action, ...)` from any layer.
 
-Each event becomes one JSON line on the logger `agentsite.audit` and one row (accounts.models.AuditEvent,
-append-only) through the store `accounts` registers in its ready(). An event names: the action (a dotted name
-from ACTIONS), the outcome (`success`, `failure`, `refused`), the actor (a user, or the username tried), the
-client address (as the trusted-proxy rule sees it: accounts.ratelimit.client_ip), the user agent, the door
-(`jwt`, `key`, `session`, `anonymous`, `system`), the target (what was acted on) and details. Details hold
-names, never values of secrets: the callers pass field names for config changes, and `details` is checked for
-keys that name secrets (SECRET_KEYS), whose values are replaced by `[set]`.
+Each event is one JSON line on the logger `agentsite.audit` and one append-only row, through the store `accounts`
+registers in its ready(). An event names the action (from ACTIONS), the outcome, the actor, the client address,
+the user agent, the door, the target and details; details hold names, never secrets (keys in SECRET_KEYS are
+replaced by `[set]`). Recording never raises into the action it records.
 
-Recording never raises into the action it records: a failing store is logged, the action goes on.
-
-Refusals a client can repeat at will (a key used outside its scopes, a failed registration or password
-change) are coalesced (`coalesce=<code>`): like events (the same action, outcome, actor, client address,
-target and code) in one clock minute are one row whose `count` says how many there were; the store inserts
-the first and counts the rest (`bucket`, unique across processes). Only the first in each process and minute
-is logged at INFO (the rest at DEBUG), so a flood fills neither the table nor the log.
+Refusals a client can repeat at will are coalesced (`coalesce=<code>`): like events in one clock minute are one
+row with a `count`, and only the first in each process and minute is logged at INFO, so a flood fills neither
+the table nor the log.
 """
 
 from __future__ import annotations
@@ -27,6 +20,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from django.db import connection
 
 logger = logging.getLogger("agentsite.audit")
 _problems = logging.getLogger(__name__)
@@ -147,8 +142,6 @@ def _first_here(bucket: str) -> bool:
 
 
 def _stored_off_loop(store: Callable[[dict[str, Any]], None], event: dict[str, Any]) -> None:
-    from django.db import connection
-
     try:
         store(event)
     except Exception:  # a boundary: as above

@@ -1,20 +1,11 @@
 """Database work from async code, on a few threads that keep their connections.
 
-`await db(fn, *args, **kwargs)` runs the sync `fn` (ORM work) on a pool of AGENTSITE_DB_THREADS threads and
-returns its result. Django's own `sync_to_async` runs such work on a thread of the request's own (its
-ThreadSensitiveContext), so every request started a thread and opened, and at its end closed, a database
-connection: on SQLite that was an eighth of a workflow run's server time. A pool thread opens its
-connection once and keeps it.
+`await db(fn, *args, **kwargs)` runs the sync `fn` on a pool of AGENTSITE_DB_THREADS threads, each opening its
+connection once, instead of a thread (and a connection) per request as `sync_to_async` does.
 
-Contract:
-- `fn` is self-contained: it opens and closes any transaction it needs (`transaction.atomic` as a block
-  or a decorator), so a pool thread holds no transaction between calls;
-- a connection that failed with an error other than an integrity or data error, and no longer answers,
-  is closed after the call, so the next call on that thread reconnects (a restarted PostgreSQL costs one
-  failed call per thread, not a broken process);
-- a caller's cancellation reaches the caller at once; `fn` itself runs to its end on its thread (like
-  `sync_to_async`), so a write it started is never half done;
-- context variables of the caller are visible to `fn`.
+Contract: `fn` opens and closes any transaction it needs; a connection that failed and no longer answers is
+closed after the call, so the thread reconnects; a caller's cancellation reaches it at once while `fn` runs to
+its end on its thread; the caller's context variables are visible to `fn`.
 """
 
 from __future__ import annotations
@@ -27,6 +18,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from django.conf import settings
+from django.db import connections
+
 T = TypeVar("T")
 
 _pool: ThreadPoolExecutor | None = None
@@ -34,8 +28,6 @@ _pool_lock = threading.Lock()
 
 
 def threads() -> int:
-    from django.conf import settings
-
     return int(getattr(settings, "AGENTSITE_DB_THREADS", 4))
 
 
@@ -70,8 +62,6 @@ def _call(fn: Callable[..., T], args: tuple, kwargs: dict) -> T:
 
 
 def _tidy() -> None:
-    from django.db import connections
-
     for connection in connections.all(initialized_only=True):
         if connection.connection is None:
             continue

@@ -1,15 +1,9 @@
 """The cache of a deployment without Redis: files under the data directory, shared by every process of the
-host (the workers of `serve --workers N`, a `manage.py` command), so that a count kept there (the login rate
-limit, accounts/ratelimit.py) is one count for all of them.
+host, so that a count kept there (the login rate limit, accounts/ratelimit.py) is one count for all of them.
 
-Django's FileBasedCache reads and writes each entry atomically, but its `add` and `incr` are a read then a
-write: two processes counting at once could both read 5 and both write 6. Here `add`, `incr`/`decr` and
-`set` hold an exclusive lock (flock on `<dir>/.lock`) for their read and write, so that the counts of
-concurrent processes add up. `incr` keeps the entry's expiry (Django's sets the default timeout again,
-which would stretch a rate-limit window).
-
-Invariants (tests/foundation/test_filecache.py): N processes each adding 1 k times to one key leave N×k;
-`add` stores for exactly one of several racing processes; an incremented entry expires when it would have.
+Django's FileBasedCache makes `add` and `incr` a read then a write, so two processes counting at once could lose
+a count. Here `add`, `incr`/`decr` and `set` hold an exclusive lock (flock on `<dir>/.lock`) for their read and
+write, and `incr` keeps the entry's expiry (Django's would stretch a rate-limit window).
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pickle
+import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,8 +70,6 @@ class SharedFileCache(FileBasedCache):
 
     def _write_at(self, fname: str, expiry: float | None, value: Any) -> None:
         """Write value with an absolute expiry (as stored), atomically (a new file moved into place)."""
-        import tempfile
-
         fd, tmp_path = tempfile.mkstemp(dir=self._dir)
         try:
             with open(fd, "wb") as f:

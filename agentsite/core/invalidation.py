@@ -1,35 +1,15 @@
 """Per-process caches kept correct across processes: a change is announced, and every process drops what it
 cached of it.
 
-A cache that lives in a process's memory (the bearer token's user, the agent config) registers a callback
-with `subscribe(topic, drop)` and calls `listen()` before each load (cheap once started). The code that
-changes what it caches calls `announce(topic, key)` once the change is committed. `drop(key)` then runs
+A cache registers `subscribe(topic, drop)` and calls `listen()` before each load; the code that changes what it
+caches calls `announce(topic, key)` once committed. `drop(key)` then runs at once in this process, and in every
+other process: over one Redis channel with REDIS_URL, else on SQLite over Unix datagram sockets registered under
+`<DATA_DIR>/run/invalidate/` (one host). PostgreSQL without Redis has no channel: `connected()` is False.
+`drop(None)` means "drop everything", sent whenever the listener (re)connects, since announcements are not kept.
 
-- at once in the announcing process, and
-- in every other process of the deployment when `REDIS_URL` is set: the announcement is published on one
-  Redis channel (`<AGENTSITE_CACHE_PREFIX>:invalidate`), which a listener thread in each process that
-  subscribed receives and applies, within milliseconds on a local network;
-- without Redis on SQLite (one host: `serve --workers N`, its task cluster, `manage.py` commands), in every
-  other process of the host: each process that subscribed listens on a Unix datagram socket of its own (Linux's
-  abstract namespace) and registers its name as an empty file in `<DATA_DIR>/run/invalidate/`; an
-  announcement is sent to every name registered there, and a name nobody listens on any more (a process that
-  died) is removed by the first announcement that finds it so. A process registers before its first load, so
-  a change committed after that load is announced to it.
-
-`drop(None)` means "drop everything": the listener calls it whenever it (re)connects, because
-announcements sent while it was not connected are lost (Redis pub/sub keeps nothing).
-PostgreSQL without Redis has no channel (its processes may be on several hosts): `connected()` is False.
-
-Contract for a cache that subscribes:
-- `drop` is cheap, thread-safe, and never raises (it runs on the listener's thread);
-- entries still expire after a time to live of the cache's own choosing: it bounds how long a change made
-  where no announcement reaches (a queryset `update()` that sends no signal; any change in another process on
-  PostgreSQL without Redis) stays unseen. A cache may live longer while `connected()` (`ttl()`), when only
-  such a change stays unseen: not one that bounds a credential's rights (accounts' caches keep theirs).
-
-Invariants: an announcement made after a commit is applied in this process before `announce` returns;
-with Redis, a process that subscribed has either received every later announcement or dropped everything
-since (tested in tests/foundation/test_invalidation.py).
+Contract for a subscriber: `drop` is cheap, thread-safe and never raises; entries still expire after a time to
+live of the cache's choosing, which bounds how long a change no announcement reaches (a queryset `update()`)
+stays unseen.
 """
 
 from __future__ import annotations
@@ -47,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+
+from agentsite.core import localwake
 
 if TYPE_CHECKING:
     import redis
@@ -143,6 +125,7 @@ def _origin() -> str:
 
 
 def _redis(url: str) -> redis.Redis:
+    # Optional: the Redis client is imported only with REDIS_URL.
     import redis
 
     key = (os.getpid(), url)
@@ -172,6 +155,7 @@ def listen() -> None:
 
 
 def _listen_forever(url: str) -> None:
+    # Optional: the Redis client is imported only with REDIS_URL.
     import redis
 
     delay = 0.1
@@ -222,7 +206,6 @@ def _local_dir() -> Path | None:
     """Where the host's listeners register (None: no host channel here: Redis, or not SQLite)."""
     if getattr(settings, "REDIS_URL", ""):
         return None
-    from agentsite.core import localwake
 
     return Path(settings.DATA_DIR) / "run" / "invalidate" if localwake.available() else None
 

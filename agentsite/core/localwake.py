@@ -1,27 +1,12 @@
 """Doorbells: a process of this host wakes a loop of another that sleeps until told, instead of that loop
-looking at the database every fraction of a second.
+polling the database.
 
-A loop with nothing to do until someone changes a table (the task queue's pusher: a task was queued; the
-scheduler's timer: a task was saved) either polls the table, which an idle `serve` pays for every second
-of its life (bench/RESULTS.md, "Idle"), or sleeps until told. On a database that lives on this host
-(SQLite) every process that can change the table is on this host too, so it can tell the sleeper directly:
-
-- `Doorbell(name)` is the doorbell of `name` on this database: a Unix datagram socket in Linux's abstract
-  namespace, named after the database file and `name`, so two data directories never share one;
-- the sleeper calls `listen()` once (it binds the address; False when it cannot: another process holds it,
-  or no abstract sockets on this platform), then `wait(timeout)`: until a ring, or the timeout. One wait
-  consumes every ring sent before it;
-- whoever changed the table calls `ring()` (an empty datagram; nothing happens when nobody listens) once
-  the change is committed: `ring_on_commit()` does that inside a transaction.
-
-Invariants (tests/foundation/test_localwake.py): a ring from another process ends a wait at once; a ring
-sent while the sleeper was busy ends its next wait at once; with no ring a wait lasts its timeout; one
-process at a time holds a doorbell, and a process forked from the holder does not hold it.
-
-A ring is only a hint to look now: the table stays the truth, so a ring that is lost (a full socket buffer,
-a sleeper restarting) costs a wait of at most the sleeper's own timeout, never a change. `available()` is
-False on a database other hosts may share (PostgreSQL): a doorbell reaches this host only, so the loops
-there keep looking at the database (or listen on Redis).
+On SQLite every process that can change a table is on this host, so it can tell the sleeper directly:
+`Doorbell(name)` is a Unix datagram socket in Linux's abstract namespace named after the database file and
+`name`; the sleeper calls `listen()` once, then `wait(timeout)`; whoever committed a change calls `ring()` (or
+`ring_on_commit()` inside a transaction). A ring is only a hint to look now: the table stays the truth, so a lost
+ring costs at most the sleeper's timeout. `available()` is False where other hosts may share the database
+(PostgreSQL): the loops there keep polling, or listen on Redis.
 """
 
 from __future__ import annotations
@@ -32,13 +17,13 @@ import select
 import socket
 import threading
 
+from django.db import connections, transaction
+
 PREFIX = b"\0agentsite-"
 
 
 def available(using: str = "default") -> bool:
     """Whether every process that changes this database is on this host (SQLite), so a doorbell reaches them."""
-    from django.db import connections
-
     return connections[using].vendor == "sqlite"
 
 
@@ -52,8 +37,6 @@ class Doorbell:
         self._failed_pid: int | None = None
 
     def address(self) -> bytes:
-        from django.db import connections
-
         database = str(connections[self.using].settings_dict["NAME"])
         digest = hashlib.sha256(f"{database}\0{self.name}".encode()).hexdigest()[:24]
         return PREFIX + digest.encode()
@@ -70,7 +53,6 @@ class Doorbell:
     def ring_on_commit(self) -> None:
         """Ring once the current transaction commits (at once outside one): before, the sleeper would look
         and not see the change."""
-        from django.db import transaction
 
         transaction.on_commit(self.ring, using=self.using)
 

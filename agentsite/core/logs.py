@@ -1,4 +1,4 @@
-"""The request id and structured logs (issue 28).
+"""The request id and structured logs.
 
 Every request gets an id: the client's `X-Request-Id` when it is well-formed (1-128 of `A-Za-z0-9._:-`), else a
 new one (32 hex digits). It is in a context variable while the request is handled (async code and the threads
@@ -26,10 +26,6 @@ def request_id_for(offered: str | None) -> str:
     if offered and _WELL_FORMED.fullmatch(offered):
         return offered
     return uuid.uuid4().hex
-
-
-def current_request_id() -> str | None:
-    return REQUEST_ID.get()
 
 
 class RequestIdFilter(logging.Filter):

@@ -1,19 +1,12 @@
-"""Prometheus metrics (issue 28): what the server counts, and the text a scrape of `GET /metrics` reads.
+"""Prometheus metrics: what the server counts, and the text a scrape of `GET /metrics` reads.
 
-Off unless AGENTSITE_METRICS=1: then every recording function below returns at its first line (one global
-read), and prometheus_client is never imported. On, each process records into prometheus_client's
-multiprocess files under PROMETHEUS_MULTIPROC_DIR (set by the settings to `<data>/metrics` unless the operator
-set it; `serve` empties it before it starts its children, and marks a child's files dead when it exits), so one
-scrape of any process sees the sum of every process of the host (`serve --workers N`, the task cluster).
-Without that directory (a test process) the metrics live in this process's registry.
+Off unless AGENTSITE_METRICS=1: every recording function then returns at its first line and prometheus_client
+is never imported. On, each process records into prometheus_client's multiprocess files under
+PROMETHEUS_MULTIPROC_DIR, so one scrape of any process sees the sum over the host's processes.
 
-Labels are bounded: no label takes a value from user input. Routes are URL templates (`/api/sessions/<uuid:pk>`),
-never paths; methods outside the HTTP set are `other`; a model is a catalogue entry the operator configured or
-`other`; upstream statuses are HTTP codes or `ok`/`error` (tests/core/test_metrics.py drives distinct inputs and
-fails when a label's value set grows with them).
-
-Scrape-time values (the task queue's depth) come from collectors that apps register with `on_scrape`. The
-dashboard's health strip (GET /api/metrics/summary) reads the same collectors through `summary()`.
+Labels are bounded: none takes a value from user input (routes are URL templates, unknown methods and models are
+`other`). Scrape-time values come from collectors apps register with `on_scrape`; the dashboard's health strip
+reads the same collectors through `summary()`.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,6 +62,7 @@ def process_exited(pid: int) -> None:
     """A child process of serve is gone: its live gauges (open streams, sandbox workers) stop counting."""
     if not ENABLED or multiproc_dir() is None:
         return
+    # Start-up cost: prometheus_client is imported only when metrics are on.
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid)
@@ -76,6 +71,7 @@ def process_exited(pid: int) -> None:
 def _m() -> dict[str, Any]:
     if _metrics:
         return _metrics
+    # Start-up cost: prometheus_client is imported only when metrics are on.
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
     directory = multiproc_dir()
@@ -188,6 +184,7 @@ def on_scrape(name: str, collect: Callable[[], list[tuple[str, str, float]]]) ->
 
 class _ScrapeCollector:
     def collect(self) -> Any:
+        # Start-up cost: prometheus_client is imported only when metrics are on.
         from prometheus_client.core import GaugeMetricFamily
 
         for name, collect in list(_scrape_hooks.items()):
@@ -202,11 +199,13 @@ class _ScrapeCollector:
 
 def _recorded() -> Any:
     """The registry that holds what every process of the host recorded (multiprocess), or this process's."""
+    # Start-up cost: prometheus_client is imported only when metrics are on.
     from prometheus_client import CollectorRegistry
 
     metrics = _m()
     if multiproc_dir() is None:
         return metrics["registry"]
+    # Start-up cost: prometheus_client is imported only when metrics are on.
     from prometheus_client import multiprocess
 
     registry = CollectorRegistry()
@@ -216,6 +215,7 @@ def _recorded() -> Any:
 
 def render() -> tuple[bytes, str]:
     """The exposition text of every process of the host (multiprocess) or of this process, and its type."""
+    # Start-up cost: prometheus_client is imported only when metrics are on.
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
     scrape = CollectorRegistry()
@@ -235,7 +235,6 @@ def summary(*, leave_out_route: str = "") -> dict[str, Any]:
     While metrics are off: `{"enabled": false}` and nothing else is read."""
     if not ENABLED:
         return {"enabled": False}
-    import time
 
     requests = errors = 0.0
     streams = 0.0
@@ -264,6 +263,7 @@ def summary(*, leave_out_route: str = "") -> dict[str, Any]:
 
 
 def _le(bound: float) -> str:
+    # Start-up cost: prometheus_client is imported only when metrics are on.
     from prometheus_client.utils import floatToGoString
 
     return str(floatToGoString(bound))

@@ -1,22 +1,10 @@
 """Which processes of the service are alive, so that work a dead one left `running` is marked, and only that.
 
-A process that starts owning work (a workflow run, a scheduled run, a streaming reply) calls
-`current_process_id()`: the first call in a process records it (`ServiceProcess`) and starts a heartbeat
-thread. Rows of running work carry that id. A process is dead when
-
-- it ran on this host (same host name and boot id) and its pid is gone or now belongs to a later process
-  (the id holds the process's start time), or
-- its heartbeat is older than `AGENTSITE_PROCESS_STALE_S` (45 s), wherever it ran.
-
-`sweep_dead()` hands the ids of dead processes to every facet's sweeper (`on_process_death`), which marks
-their running work (`error`, `interrupted`) with a reason, then forgets them. It runs when the service
-starts (`manage.py recover`: work with no owner, left by an older release, counts as dead then), when
-`serve` sees a child die, and every `AGENTSITE_PROCESS_SWEEP_S` (60 s) in each heartbeat thread, so a host
-that dies is swept by the others within about a minute. A live process's work is never marked: its pid is
-alive here, or its heartbeat is fresh there.
-
-Invariants: one id per process (a forked child gets its own); ids never repeat (pid + start time);
-a sweeper only touches rows that are still running and belong to the ids it is given.
+A process that owns work calls `current_process_id()`: the first call records it (`ServiceProcess`) and starts
+a heartbeat thread, and rows of running work carry that id. A process is dead when it ran on this host and its
+pid is gone (or reused), or when its heartbeat is older than AGENTSITE_PROCESS_STALE_S, wherever it ran.
+`sweep_dead()` hands the dead ids to every facet's sweeper (`on_process_death`) at start, when `serve` sees a
+child die, and periodically from each heartbeat thread. A live process's work is never marked.
 """
 
 from __future__ import annotations
@@ -33,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import Q
 from django.utils import timezone
 
 if TYPE_CHECKING:
@@ -50,8 +39,6 @@ heartbeat_thread: threading.Thread | None = None
 
 def owned_by(dead: list[str], include_unowned: bool = False) -> Q:
     """The filter a sweeper applies to its rows' `process` field: owned by one of the dead (or by none)."""
-    from django.db.models import Q
-
     return Q(process__in=dead) | Q(process="") if include_unowned else Q(process__in=dead)
 
 
@@ -97,6 +84,7 @@ def current_process_id() -> str:
 
 def _record() -> str:
     global _current, heartbeat_thread
+    # Django's app registry: the kernel is imported before the models are ready.
     from agentsite.models import ServiceProcess
 
     with _lock:
@@ -116,6 +104,7 @@ def _record() -> str:
 
 
 def _heartbeat(process_id: str) -> None:
+    # Django's app registry: the kernel is imported before the models are ready.
     from agentsite.models import ServiceProcess
 
     beat, sweep_every = settings.AGENTSITE_PROCESS_HEARTBEAT_S, settings.AGENTSITE_PROCESS_SWEEP_S
@@ -144,6 +133,7 @@ def _heartbeat(process_id: str) -> None:
 
 
 def dead_process_ids() -> list[str]:
+    # Django's app registry: the kernel is imported before the models are ready.
     from agentsite.models import ServiceProcess
 
     stale_before = timezone.now() - timedelta(seconds=settings.AGENTSITE_PROCESS_STALE_S)
@@ -164,6 +154,7 @@ def dead_process_ids() -> list[str]:
 def sweep_dead(*, include_unowned: bool = False) -> dict[str, int]:
     """Mark the work of dead processes through every sweeper, then forget those processes. Returns the rows
     each sweeper marked. `include_unowned`: also work that names no process (only when the service starts)."""
+    # Django's app registry: the kernel is imported before the models are ready.
     from agentsite.models import ServiceProcess
 
     dead = dead_process_ids()

@@ -1,25 +1,10 @@
 """The task queue's broker on SQLite: django-q2's ORM broker, whose pusher waits for a wake instead of polling.
 
-django-q2's ORM broker finds queued tasks by polling: its pusher reads the queue table every `poll` seconds
-(0.2) while it is empty, which on an idle `serve` was the largest share of the CPU it used doing nothing
-(bench/RESULTS.md, Under serve) and a wait of up to 0.2 s before a queued task started. A SQLite database is
-one host's, so every process that queues a task can tell the pusher directly:
-
-- the pusher (`dequeue`) holds the queue's doorbell (agentsite/core/localwake.py: a Unix datagram socket
-  named after the database file and the queue) and when the queue is empty waits on it for at most
-  IDLE_POLL_S (5 s) instead of sleeping `poll`: tasks whose retry lock runs out (a task lost with its worker,
-  after `retry`, 660 s) and wakes that got lost are still found within those seconds;
-- whoever queues a task (`enqueue`, and agentsite.core.taskqueue's batched insert) rings it once the task's
-  row is committed (`transaction.on_commit`: before, the pusher would not see it).
-
-A wake is only a hint to look now: the table stays the queue, so nothing is lost when a datagram is (a full
-socket buffer, a pusher restarting). When the socket cannot be had (not Linux, another cluster's pusher on the
-same database already holds it) the pusher polls every `poll` seconds, as django-q2's own broker does.
-PostgreSQL without Redis keeps django-q2's ORM broker: its pushers may be on several hosts.
-
-Invariants (tests/foundation/test_qbroker.py): a task queued in another process is taken within
-WAKE_BOUND_S of its commit without waiting for a poll; one queued inside a transaction is taken once the
-transaction commits; with no wake at all a queued task is still taken within IDLE_POLL_S.
+django-q2's ORM broker polls the queue table while it is empty, which costs an idle server CPU and delays a
+queued task. On SQLite every process that queues is on this host, so the pusher waits on the queue's doorbell
+(agentsite/core/localwake.py) for at most IDLE_POLL_S, and whoever queues a task rings it once the row is
+committed. The table stays the queue: a lost wake costs a wait, never a task. Without the socket (not Linux,
+another pusher holds it) the pusher polls as django-q2's does; PostgreSQL keeps django-q2's broker.
 """
 
 from __future__ import annotations
@@ -28,6 +13,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 
@@ -85,8 +71,6 @@ class LocalORM(ORM):
 
     @staticmethod
     def _now() -> datetime:
-        from django.utils import timezone
-
         return timezone.now()
 
     def _wait(self) -> None:

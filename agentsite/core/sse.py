@@ -1,16 +1,9 @@
 """Server-sent events for every stream the service sends: framing, keep-alives and the response.
 
-The chat stream, the /v1 streams and the workflow stream all frame their events here, so a client parses
-one format: `event: NAME\\n` (when named) `data: JSON\\n\\n`, with `: keep-alive` comments while idle.
-
-A stream whose credential dies while it is open (a logout, a password change, its user deactivated or deleted)
-ends at its next event: `ended_when` wraps a stream of events, `SseGuard` an ASGI app's event stream (/mcp);
-accounts.authentication.revocable binds them to a request's bearer token.
-
-Cancellation (docs/notes.md): Django cancels a streaming async generator once when the client hangs up. On
-Python 3.11, `asyncio.wait_for` can swallow that cancellation when the awaited item arrives in the same
-loop step, and the hang-up is lost for good; every wait here uses `asyncio.timeout` instead, which
-re-raises an outside cancellation whatever else happened in that step.
+Every stream frames its events here (`event: NAME` when named, `data: JSON`, `: keep-alive` while idle), so a
+client parses one format. A stream whose credential dies while open ends at its next event (`ended_when`,
+`SseGuard`). Every wait uses `asyncio.timeout`, not `asyncio.wait_for`, which on Python 3.11 can swallow the
+cancellation Django sends when a client hangs up (docs/notes.md).
 """
 
 from __future__ import annotations

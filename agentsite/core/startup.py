@@ -15,6 +15,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from agentsite.core.processes import sweep_dead
+
 logger = logging.getLogger(__name__)
 
 _hooks: dict[str, Callable[[], object]] = {}
@@ -31,7 +33,6 @@ def on_service_start(name: str, hook: Callable[[], object]) -> None:
 def run_start_hooks() -> dict[str, object]:
     """Sweep the work dead processes left running (work that names no process included), then run every
     hook; one that fails is logged and does not stop the others. Returns their results by name."""
-    from agentsite.core.processes import sweep_dead
 
     results: dict[str, object] = {"work left running by stopped processes": sweep_dead(include_unowned=True)}
     for name, hook in list(_hooks.items()):

@@ -1,35 +1,21 @@
 """Queueing work for the django-q2 cluster, in batches.
 
-`enqueue(func, calls)` queues one task per argument tuple, each exactly the package `django_q.tasks.async_task`
-builds (the same keys, signed the same way, the `pre_enqueue` signal sent for each), but pushed in one round
-trip: one multi-row INSERT on the ORM broker (then a wake for the pusher on SQLite: agentsite/core/qbroker.py),
-one pipelined RPUSH on Redis, one `enqueue` a task on any other broker. `async_task` costs a round trip and,
-with Redis, a new connection per task: a scheduler tick that queued 100 runs spent more time there than in the
-rest of the tick.
+`enqueue(func, calls)` queues one task per argument tuple, each exactly the package `async_task` builds, but in
+one round trip (one multi-row INSERT on the ORM broker, one pipelined RPUSH on Redis) instead of one a task.
+`enqueue_with_commit` is for code that records work in a transaction: on the ORM broker the tasks commit with it,
+on other brokers they are pushed once it has committed.
 
-`enqueue_with_commit(func, calls)` is what code that records work in a transaction calls: on the ORM broker the
-tasks are inserted in the caller's transaction (the work and its tasks commit together, or neither does);
-on any other broker they are pushed once the transaction has committed (a worker never meets a row that
-is not there yet).
-
-Trace context (agentsite.core.tracing) crosses the queue: a task queued while a span is current (a request's)
-carries that span's W3C `traceparent` in its package (the `traceparent` key, beside `func` and `args`: the
-function's own arguments stay as they are); the worker, told by django-q2's `pre_execute` signal, runs it under a
-`task <func>` span (CONSUMER) whose parent is that context, so the work it does joins the request's trace, and
-ends the span on `post_execute_in_worker`. A task queued outside any trace (the scheduler's timer, housekeeping)
-carries nothing and gets no task span. Tracing off, nothing is added and each hook costs one global read.
-
-Invariants (tests/foundation/test_taskqueue.py):
-- a task queued here is indistinguishable, to the cluster, from one queued by `async_task` (but for the
-  `traceparent` key while tracing is on, which the cluster ignores);
-- with the cluster's `sync` option (tests), each task runs inline exactly as `async_task` would run it;
-- on the ORM broker, inside a transaction, the tasks commit or roll back with it.
+Trace context crosses the queue: a task queued inside a span carries its `traceparent`, and the worker runs it
+under a `task <func>` span whose parent is that context (agentsite/core/tracing.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
 
 from agentsite.core import tracing
 
@@ -40,7 +26,7 @@ _traced: dict[str, tuple[Any, Any]] = {}  # task id -> (its span, the context to
 def enqueue(func: str, calls: Iterable[Sequence[Any]], *, traceparent: str | None = None) -> list[str]:
     """Queue `func(*args)` for each args in calls; returns the task ids, in order. Each task carries
     `traceparent` (default: the current span's, when tracing is on)."""
-    from django.utils import timezone
+    # django-q2's modules read Django's settings when imported; this one is imported before they are set.
     from django_q.brokers import get_broker
     from django_q.conf import Conf
     from django_q.humanhash import uuid
@@ -76,7 +62,7 @@ def enqueue(func: str, calls: Iterable[Sequence[Any]], *, traceparent: str | Non
 
 def enqueue_with_commit(func: str, calls: Iterable[Sequence[Any]]) -> None:
     """Queue the calls with the current transaction (see the module docstring)."""
-    from django.db import transaction
+    # django-q2's modules read Django's settings when imported; this one is imported before they are set.
     from django_q.conf import Conf
 
     calls = [tuple(args) for args in calls]
@@ -114,6 +100,7 @@ def task_finished(sender: Any = None, func: Any = None, task: dict[str, Any] | N
 
 def connect_trace_hooks() -> None:
     """Listen to django-q2's worker signals (agentsite's AppConfig.ready, in every process)."""
+    # django-q2's modules read Django's settings when imported; this one is imported before they are set.
     from django_q.signals import post_execute_in_worker, pre_execute
 
     pre_execute.connect(task_started, dispatch_uid="agentsite.taskqueue.task_started")
@@ -121,19 +108,21 @@ def connect_trace_hooks() -> None:
 
 
 def _push(broker: Any, packs: list[str], conf: Any) -> None:
+    # django-q2's modules read Django's settings when imported (qbroker's too); this one is imported before.
     from django_q.brokers.orm import ORM
     from django_q.brokers.redis_broker import Redis
 
     from agentsite.core.qbroker import LocalORM
 
     if type(broker) in (ORM, LocalORM):
-        from django.utils import timezone
+        # Django's app registry (and django-q2 reads the settings when imported).
         from django_q.models import OrmQ
 
         now = timezone.now()
         key = broker.list_key or conf.CLUSTER_NAME
         OrmQ.objects.using(conf.ORM).bulk_create([OrmQ(key=key, payload=pack, lock=now) for pack in packs])
         if type(broker) is LocalORM:
+            # qbroker imports django-q2, which reads Django's settings when imported.
             from agentsite.core.qbroker import wake_on_commit
 
             wake_on_commit(key)  # the pusher looks once the rows are committed, not at its next poll
@@ -149,6 +138,7 @@ def _push(broker: Any, packs: list[str], conf: Any) -> None:
 
 def queue_depth() -> list[tuple[str, str, float]]:
     """agentsite_task_queue_depth: tasks waiting in the broker (one queue per deployment), read at scrape time."""
+    # django-q2's modules read Django's settings when imported; this one is imported before they are set.
     from django_q.brokers import get_broker
 
     return [("agentsite_task_queue_depth", "Tasks waiting in the task queue.", float(get_broker().queue_size()))]

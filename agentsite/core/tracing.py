@@ -1,22 +1,12 @@
-"""OpenTelemetry traces (issue 28, item 2), an optional extra: `pip install agentsite[otel]`.
+"""OpenTelemetry traces, an optional extra: `pip install agentsite[otel]`.
 
-On when the standard variables name a collector (OTEL_EXPORTER_OTLP_ENDPOINT or
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; OTEL_SDK_DISABLED=true turns it off) and the SDK is installed; otherwise
-every function here is a no-op costing one global read, and opentelemetry is never imported. Spans go to the
-collector over OTLP/HTTP (protobuf) from a batch processor; the exporter reads the other OTEL_* variables
-(headers, timeout, ...) itself. This module keeps its own TracerProvider (not the process-global one), so
-that nothing else in the process changes how it exports.
+On when the standard variables name a collector (OTEL_EXPORTER_OTLP_ENDPOINT or ..._TRACES_ENDPOINT) and the SDK
+is installed; otherwise every function is a no-op and opentelemetry is never imported. Spans go over OTLP/HTTP
+from a batch processor on a TracerProvider of this module's own. docs/deploying.md lists the spans; content is
+recorded only with AGENTSITE_OTEL_CAPTURE_CONTENT=1.
 
-Spans (docs/deploying.md lists each with its attributes): one per HTTP request (the outermost middleware; a
-streamed response's lasts to the stream's end), per agent turn (`invoke_agent`), per LLM call (the router: GenAI
-semantic conventions), whose context goes upstream as `traceparent`, per tool call (`execute_tool`), per workflow
-run and node, per scheduled run, and per queued task that was queued inside a trace (agentsite.core.taskqueue
-carries the context across the queue). Prompts, completions, tool arguments and results are recorded only with
-AGENTSITE_OTEL_CAPTURE_CONTENT=1; an exception marks a span with its type, never its message.
-
-Async generators: a span is made current only around a step that does not yield (`current`, `anext_in`,
-`stream_in`), never across a `yield`: the code the generator yields to runs in its own context, and a context
-attached in one step and detached in another (or in a finalizer's task) breaks both.
+In async generators a span is made current only around a step that does not yield (`current`, `anext_in`,
+`stream_in`): a context attached in one step and detached in another breaks both.
 """
 
 from __future__ import annotations
@@ -48,6 +38,7 @@ def configure(exporter: Any = None) -> bool:
         ENABLED = False
         return False
     try:
+        # Optional dependency: the OpenTelemetry SDK (the otel extra), imported only when tracing is on.
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -55,6 +46,7 @@ def configure(exporter: Any = None) -> bool:
         ENABLED = False
         return False
     if exporter is None:
+        # Optional dependency: the OTLP exporter (the otel extra), imported only when tracing is on.
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter()
@@ -82,6 +74,7 @@ def shutdown() -> None:
 
 
 def _kind(kind: str) -> Any:
+    # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
     from opentelemetry.trace import SpanKind
 
     return {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT,
@@ -113,6 +106,7 @@ def start(name: str, kind: str = "client", /, parent: Any = None, **attributes: 
         return None
     context = None
     if parent is not None:
+        # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
         from opentelemetry import context as otel_context
         from opentelemetry import trace
 
@@ -127,6 +121,7 @@ def current(span_: Any) -> Iterator[None]:
     if span_ is None:
         yield
         return
+    # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
     from opentelemetry import trace
 
     with trace.use_span(span_, end_on_exit=False, record_exception=False, set_status_on_exception=False):
@@ -170,6 +165,7 @@ def annotate(span_: Any, error: BaseException | str | None = None, **attributes:
         if value is not None:
             span_.set_attribute(key, value)
     if error is not None:
+        # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
         from opentelemetry.trace import Status, StatusCode
 
         kind = error if isinstance(error, str) else type(error).__name__
@@ -188,6 +184,7 @@ def attach(span_: Any) -> Any:
     """Make `span_` current until `detach(token)` (the same thread, the same context); None for None."""
     if span_ is None:
         return None
+    # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
     from opentelemetry import context as otel_context
     from opentelemetry import trace
 
@@ -196,6 +193,7 @@ def attach(span_: Any) -> Any:
 
 def detach(token: Any) -> None:
     if token is not None:
+        # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
         from opentelemetry import context as otel_context
 
         otel_context.detach(token)
@@ -213,6 +211,7 @@ def extract(value: str | None) -> Any:
     """The context a `traceparent` names (for `start(parent=...)`); None when off or there is none."""
     if not ENABLED or not value:
         return None
+    # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     return TraceContextTextMapPropagator().extract({"traceparent": value})
@@ -221,6 +220,7 @@ def extract(value: str | None) -> Any:
 def inject(headers: dict[str, str]) -> dict[str, str]:
     """Add `traceparent` (W3C) for the current span to outgoing headers (unchanged when tracing is off)."""
     if ENABLED:
+        # Optional dependency: OpenTelemetry (the otel extra), imported only when tracing is on.
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         TraceContextTextMapPropagator().inject(headers)

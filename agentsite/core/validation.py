@@ -6,6 +6,8 @@ import re
 from typing import Any
 
 from django.http import HttpRequest, QueryDict
+from django.urls import register_converter
+from django.urls.converters import get_converters
 from rest_framework import serializers
 
 from agentsite.core.errors import AppError, flatten_details, validation_message
@@ -182,7 +184,6 @@ def _is_json_type(value: Any, expected: str) -> bool:
 def query_text(params: Any, name: str, *, max_length: int = 200) -> str:
     """A free-text query parameter ("" when absent), or AppError 400 `invalid` naming it: a NUL, bytes that were
     not UTF-8 (decoded as U+FFFD), a lone surrogate, or more than `max_length` characters."""
-    from agentsite.core.errors import AppError
 
     value = params.get(name, "") or ""
     if len(value) > max_length or any(char == "\x00" or char == "\ufffd" or "\ud800" <= char <= "\udfff"
@@ -213,8 +214,5 @@ class IdConverter:
 
 def register_id_converter() -> None:
     """Register `id` once (each URL conf that uses it calls this first; Django refuses a name registered twice)."""
-    from django.urls import register_converter
-    from django.urls.converters import get_converters
-
     if "id" not in get_converters():
         register_converter(IdConverter, "id")

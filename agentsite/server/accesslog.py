@@ -1,4 +1,4 @@
-"""daphne's access log as JSON lines (AGENTSITE_LOG_FORMAT=json, issue 28).
+"""daphne's access log as JSON lines (AGENTSITE_LOG_FORMAT=json).
 
 daphne writes its access log (one line per request, on stdout at its default verbosity) through an
 AccessLogGenerator that sees the method, path, status and size but not the response. Under JSON logs the
@@ -16,6 +16,7 @@ _finishing: list[Any] = [None]
 
 
 def install_json_access_log() -> None:
+    # Only under daphne: patched when its server starts, not by every process that imports the server package.
     from daphne import access, http_protocol
 
     if getattr(access.AccessLogGenerator, "_agentsite_json", False):

@@ -233,6 +233,7 @@ DISCARD_CAP = 64 * 1024 * 1024
 def install_daphne_body_limit(limit: int | None = None) -> bool:
     """Patch daphne's request and Twisted's channel once; returns False when daphne is not installed."""
     try:
+        # Only under daphne: patched when its server starts (and daphne may be missing: False).
         from daphne.http_protocol import WebRequest
         from twisted.web.http import HTTPChannel
     except ImportError:
@@ -375,6 +376,7 @@ def _flush(request) -> None:
 def _install_websocket_headers() -> None:
     """A WebSocket upgrade is answered by autobahn (daphne's WebSocket layer): its refusals get the headers too."""
     try:
+        # Only under daphne: patched when its server starts, not by every process that imports this module.
         from autobahn.websocket.protocol import WebSocketServerProtocol
     except ImportError:
         return

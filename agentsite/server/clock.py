@@ -8,13 +8,13 @@ import threading
 
 from django.core.management.base import BaseCommand
 
+from agentsite.core.startup import service_loops_start
+
 
 class Command(BaseCommand):
     help = "Run the service loops (the scheduler's timer) until SIGINT/SIGTERM: one a host, beside qcluster."
 
     def handle(self, *args, **options) -> None:
-        from agentsite.core.startup import service_loops_start
-
         stopping = threading.Event()
         signal.signal(signal.SIGINT, lambda *_: stopping.set())
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())

@@ -1,26 +1,12 @@
 """A daphne worker process: `python -m agentsite.server.daphne_worker [daphne's options] agentsite.asgi:application`.
 
-`serve` starts each HTTP worker with this instead of `python -m daphne`; the tests' live servers do too. It is
-daphne's own command line, on the event loop AGENTSITE_EVENT_LOOP names:
+`serve` (and the tests' live servers) start each HTTP worker with this instead of `python -m daphne`: daphne's
+own command line, on the event loop AGENTSITE_EVENT_LOOP names (`uvloop`, the default, or `asyncio`), and
+accepting one connection per wake-up, so that the workers sharing a listening socket split a burst between them
+instead of the first one awake taking most of it.
 
-- `uvloop` (the default): libuv's loop (the uvloop package). A streamed reply is a wake-up of this process
-  per upstream read; uvloop does the loop's part of each (epoll, callbacks, socket calls) in C
-  (bench/RESULTS.md has the figures).
-- `asyncio`: the standard library's selector loop, as `python -m daphne` runs. Also what a platform without
-  uvloop gets, with a warning.
-
-Connections: `serve --workers N` runs N of these on one listening socket, and each takes **one connection per
-wake-up** (`accept_one_at_a_time`). Twisted's listening port accepts up to 100 at a time, and more the more it
-finds: the first worker to wake took most of a burst (seen: 91/37, 128/0 of 128 kept-alive connections), and
-kept-alive connections stay where they landed. One at a time, a busy worker takes its next connection only
-after the rest of its loop's turn, so the others get a share of a burst. The split is closer, not even (on
-average 16 connections of 128 off an even split, against 29: bench/RESULTS.md): a worker already running
-still accepts before an idle one has woken.
-
-Contract: the loop is chosen before anything imports daphne's server module. daphne makes its loop (and
-installs Twisted's asyncio reactor on it) when that module is first imported, with whatever policy is set
-then; a policy set later would change nothing. `event_loop_choice()` is the one reader of the variable, so
-`serve` (through the settings) refuses a bad value before it starts a worker that would refuse it in turn.
+The loop is chosen before anything imports daphne's server module, which makes its loop on first import;
+`event_loop_choice()` is the one reader of the variable, so `serve` refuses a bad value before starting a worker.
 """
 
 from __future__ import annotations
@@ -29,6 +15,8 @@ import asyncio
 import os
 import sys
 
+from django.core.exceptions import ImproperlyConfigured
+
 from agentsite.core.env import env_str
 
 EVENT_LOOPS = ("uvloop", "asyncio")
@@ -36,8 +24,6 @@ EVENT_LOOPS = ("uvloop", "asyncio")
 
 def event_loop_choice() -> str:
     """AGENTSITE_EVENT_LOOP, checked: one of EVENT_LOOPS (default the first)."""
-    from django.core.exceptions import ImproperlyConfigured
-
     choice = env_str("AGENTSITE_EVENT_LOOP", EVENT_LOOPS[0]).strip().lower()
     if choice not in EVENT_LOOPS:
         raise ImproperlyConfigured(f"AGENTSITE_EVENT_LOOP must be {' or '.join(EVENT_LOOPS)} (got {choice!r}).")
@@ -49,6 +35,7 @@ def install_event_loop(choice: str) -> str:
     loop installed (`asyncio` where uvloop cannot be imported)."""
     if choice == "uvloop":
         try:
+            # Optional: uvloop may be missing (then asyncio's loop).
             import uvloop
         except ImportError:
             print("agentsite: uvloop is not installed here; serving on asyncio's own event loop "
@@ -64,6 +51,7 @@ def accept_one_at_a_time() -> None:
     Twisted's `tcp.Port.doRead` accepts `self.numberAccepts` connections in a loop and adapts that number
     (100 to start, +20 after a full loop); here it reads 1 always and its adaptations are dropped
     (tests/foundation/test_dependency_hooks.py checks doRead still reads it)."""
+    # Twisted's modules are imported after the reactor this worker chose is installed.
     from twisted.internet import tcp
 
     tcp.Port.numberAccepts = property(lambda port: 1, lambda port, value: None)  # type: ignore[assignment]
@@ -84,6 +72,7 @@ def main() -> None:
     accept_one_at_a_time()
     no_websocket_accelerator()
     print(f"agentsite: HTTP worker {os.getpid()} on the {loop} event loop", file=sys.stderr, flush=True)
+    # Twisted's modules are imported after the reactor this worker chose is installed.
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface.entrypoint()

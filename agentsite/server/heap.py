@@ -1,23 +1,10 @@
 """The garbage collector's settings in a server process: the heap it starts with frozen, young objects
 collected in larger batches.
 
-A daphne worker starts with ~150,000 tracked objects (Django, the apps, their modules) that live as long as it
-does. CPython's cyclic collector still walks all of them on every full collection: 70-140 ms with the request
-under way paused (a p99 of tens of ms on a 2 ms request), and with the default thresholds (700, 10, 10) a
-collection of some generation ran every few requests, about 0.24 ms of CPU per /v1 request in all
-(bench/RESULTS.md, "The garbage collector in a server process").
-
-`settle()` collects once, then freezes what is left (gc.freeze: those objects are never walked again, nor
-collected, which is what objects that live for the whole process need), and raises the first generation's
-threshold so that a collection runs every YOUNG_THRESHOLD net allocations instead of 700. Most of a
-request's objects are freed by reference counting as soon as it ends, so fewer, larger young collections
-walk about the same survivors each time: less work in all. Cyclic garbage is still collected, a little later.
-
-Invariants (tests/foundation/test_heap.py):
-- it applies to a server process only (daphne, as `serve` and the README start it), never to a process that
-  merely imports the ASGI module (tests, management commands);
-- after it, the startup heap is frozen and the thresholds are (YOUNG_THRESHOLD, 10, 10);
-- it runs once per process (a second call changes nothing).
+A worker starts with many long-lived objects (Django, the apps) that the cyclic collector would walk on every
+full collection, pausing requests. `settle()` collects once, freezes what is left (gc.freeze), and raises the
+first generation's threshold to YOUNG_THRESHOLD: fewer, larger young collections, cyclic garbage still collected.
+It applies to a server process only (never to one that merely imports the ASGI module), once.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """A child of `manage.py serve` never outlives serve for long, even when serve is killed outright.
 
-serve starts each child (daphne, the django-q2 cluster) as the leader of its own process group, with SIGTERM as
-its parent-death signal. That SIGTERM starts a graceful stop, which the cluster does not bound: it waits for a
-busy worker to finish its task (up to `AGENTSITE_Q_TIMEOUT`, 600 s), serving nobody meanwhile. So each child's
-main process also runs this guard: a thread that notices serve is gone (its parent pid changed) and, once
-`AGENTSITE_ORPHAN_GRACE_S` (15 s, serve's own stop grace) have passed, kills its whole process group. The
-guard sleeps on a pidfd of serve, which wakes it when serve exits; where there is none, it looks every POLL_S. The
-work it cuts off is marked by the next start's recovery, like any other crash's.
-
-Invariant: the guard runs only in a process serve itself started (serve's pid in `AGENTSITE_SERVE_PID` is its
-parent, and it leads its own group), so it can never kill a group it does not own. A worker forked by the
-cluster has no thread of it (fork copies none), and a worker spawned afresh has another parent.
+Each child leads its own process group with SIGTERM as its parent-death signal, but a graceful stop of the task
+cluster may wait for a busy worker's task. So each child's main process also runs a guard thread that notices
+serve is gone (on a pidfd, else every POLL_S) and, after AGENTSITE_ORPHAN_GRACE_S, kills its whole group. It runs
+only in a process serve itself started (AGENTSITE_SERVE_PID), so it never kills a group it does not own.
 """
 
 from __future__ import annotations
@@ -20,6 +13,8 @@ import select
 import signal
 import threading
 import time
+
+from django.conf import settings
 
 SERVE_PID_ENV = "AGENTSITE_SERVE_PID"
 POLL_S = 0.5
@@ -33,7 +28,6 @@ def guard_if_child_of_serve() -> bool:
     serve_pid = os.environ.get(SERVE_PID_ENV, "")
     if _started or not serve_pid.isdigit() or int(serve_pid) != os.getppid() or os.getpgrp() != os.getpid():
         return _started
-    from django.conf import settings
 
     grace = settings.AGENTSITE_ORPHAN_GRACE_S
     threading.Thread(target=_watch, args=(int(serve_pid), grace), name="agentsite-orphan-guard",

@@ -1,22 +1,10 @@
 """Each HTTP request's sync work on a reused thread that keeps its database connection.
 
-Django runs a request's sync parts (sync views and middleware, the request signals' receivers, closing
-the response, `sync_to_async` calls of async views) on a thread of that request's own: asgiref's
-ThreadSensitiveContext starts one the first time and joins it when the request ends. Every request
-therefore started and joined a thread and, since Django's connections belong to threads, opened and closed
-a database connection: most of the server's time for a small request (bench/RESULTS.md).
-
-`ReusedRequestThreads` lends each request an idle single-thread executor instead. What stays the same:
-one request's sync code runs on one thread, one call at a time, and a task that outlives its request
-(the MCP session manager, started by the first MCP request) gets a thread of its own when it next calls
-sync code, as before. What changes: the thread, and with it the connection (CONN_MAX_AGE=None, settings),
-serves one request after another.
-
-Invariants (tests/foundation/test_requestthreads.py):
-- a lent executor serves one request at a time;
-- a request that ended while its sync call was still running (a client hung up) hands the executor back at
-  once; the next borrower's first call runs after that call, on the same thread, never beside it;
-- at most KEEP executors wait idle; one more is shut down after its thread closed its connections.
+Django runs a request's sync parts on a thread of that request's own (asgiref's ThreadSensitiveContext), so every
+request started a thread and opened and closed a database connection. `ReusedRequestThreads` lends each request
+an idle single-thread executor instead: one request's sync code still runs on one thread, one call at a time, but
+the thread and its connection serve one request after another. A request that ended while its sync call still
+ran hands the executor back at once; the next borrower's first call runs after that call, never beside it.
 """
 
 from __future__ import annotations
@@ -25,13 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
+from django.db import connections
 
 KEEP = 16
 
 
 def _close_connections() -> None:
-    from django.db import connections
-
     connections.close_all()
 
 

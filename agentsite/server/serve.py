@@ -17,6 +17,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentsite.core import metrics
 from agentsite.core.datadir import data_dir_ensure, secrets_ensure
+from agentsite.core.processes import sweep_dead
+from agentsite.core.startup import service_loops_start
 from agentsite.server.orphan import SERVE_PID_ENV
 
 STOP_GRACE_S = 15
@@ -96,7 +98,6 @@ class Command(BaseCommand):
         children = {name: self._spawn(name, command) for name, command in commands.items()}
         workers = f" with {self.workers} workers" if self.workers > 1 else ""
         self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/{workers} (Ctrl-C stops)"))
-        from agentsite.core.startup import service_loops_start
 
         loops = service_loops_start() if not no_cluster else None  # the scheduler's timer (one per host)
         try:
@@ -173,8 +174,6 @@ class Command(BaseCommand):
 
 
     def _sweep(self) -> None:
-        from agentsite.core.processes import sweep_dead
-
         try:
             sweep_dead()
         except Exception as exc:  # a boundary: the database may be what failed; the next sweep catches up

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.types import Message
-from mcpbridge import services
+from mcpbridge import status
 from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.models import McpServer, masked_url
 from mcpbridge.services import transport_for_url
@@ -25,7 +25,7 @@ def connections() -> Iterator[None]:
     """Connections this process opens in the test are closed after it (their servers stopped)."""
     yield
     manager.run_sync(manager.disconnect_all, timeout=30)
-    services._recorded.clear()
+    status._recorded.clear()
 
 
 def error_code(response) -> str:

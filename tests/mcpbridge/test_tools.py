@@ -10,7 +10,8 @@ from mcp import Client
 from agentsite.agent.tools import StaticToolSource, Tool, ToolContext, ToolResult, registry
 from mcpbridge.content import result_from_mcp, result_to_mcp
 from mcpbridge.server import build_server
-from mcpbridge.tools import McpToolSource, model_tool_name, own_tools_only
+from mcpbridge.source import McpToolSource
+from mcpbridge.tools import model_tool_name, own_tools_only
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake image bytes").decode()
 

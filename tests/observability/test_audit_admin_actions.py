@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import AuditEvent
-from mcpbridge import services as mcp_services
+from mcpbridge import status as mcp_status
 from mcpbridge.client import manager
 from mcpbridge.models import McpServer
 from tests.mcpbridge.conftest import TIME_SERVER
@@ -71,7 +71,7 @@ def test_a_successful_mcp_connect_is_audited_with_the_transport_only(admin_clien
         assert event.details == {"transport": "stdio"} and MCP_ENV_SECRET not in str(event.details)
     finally:
         manager.run_sync(manager.disconnect_all, timeout=30)
-        mcp_services._recorded.clear()
+        mcp_status._recorded.clear()
 
 
 @pytest.fixture

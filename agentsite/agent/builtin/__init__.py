@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from agentsite.agent.tools import Tool
+from agentsite.agent.builtin.screenshot import SCREENSHOT_TOOL
+from agentsite.agent.builtin.web_fetch import WEB_FETCH_TOOL
+from agentsite.agent.builtin.web_search import WEB_SEARCH_TOOL
+from agentsite.agent.tooltypes import Tool
 
 
 def builtin_tools() -> list[Tool]:
-    # Imported on first listing, not at module import: these modules import agentsite.agent.tools, which
-    # registers this function while it is itself being imported.
-    from agentsite.agent.builtin.screenshot import SCREENSHOT_TOOL
-    from agentsite.agent.builtin.web_fetch import WEB_FETCH_TOOL
-    from agentsite.agent.builtin.web_search import WEB_SEARCH_TOOL
-
     return [WEB_FETCH_TOOL, WEB_SEARCH_TOOL, SCREENSHOT_TOOL]

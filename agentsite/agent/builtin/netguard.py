@@ -14,7 +14,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agentsite.agent.tools import ToolError
+from agentsite.agent.tooltypes import ToolError
 
 logger = logging.getLogger(__name__)
 

@@ -9,13 +9,14 @@ import os
 import sys
 from typing import Any
 
-from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult
+from agentsite.agent.tooltypes import Tool, ToolContext, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
 
 
 def capture_png(monitor: int = 1) -> tuple[bytes, tuple[int, int], str]:
     """(PNG bytes, (width, height), display name); raises ToolError naming the cause when there is no display."""
+    # Optional: mss needs a display, and is imported on the first screenshot only.
     import mss
     import mss.tools
 

@@ -18,7 +18,7 @@ import httpx
 from django.conf import settings
 
 from agentsite.agent.builtin.netguard import AddressPolicy
-from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult
+from agentsite.agent.tooltypes import Tool, ToolContext, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ def _html_title(body: bytes) -> str:
 
 
 def _html_text(body: bytes, url: str, output_format: str) -> str:
+    # Start-up cost: trafilatura (and lxml) are imported on the first fetch, not by every process.
     import trafilatura
 
     markdown = output_format == "markdown"
@@ -143,6 +144,7 @@ def _html_text(body: bytes, url: str, output_format: str) -> str:
                                include_tables=True, include_comments=False, favor_recall=True)
     if text:
         return text
+    # Start-up cost: BeautifulSoup is imported on the first fetch, not by every process.
     from bs4 import BeautifulSoup
 
     soup = BeautifulSoup(body, "html.parser")

@@ -13,7 +13,7 @@ from agentsite.agent.builtin.search.base import SearchBackend, SearchUnavailable
 from agentsite.agent.builtin.search.duckduckgo import DEFAULT_URL as DUCKDUCKGO_URL
 from agentsite.agent.builtin.search.duckduckgo import DuckDuckGoBackend
 from agentsite.agent.builtin.search.searxng import SearxngBackend
-from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult
+from agentsite.agent.tooltypes import Tool, ToolContext, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
 

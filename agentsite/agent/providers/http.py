@@ -165,9 +165,6 @@ class Upstream:
                       for key in ("type", "code", "param")}}
         return UpstreamError(message, upstream_status=status, details=details)
 
-    def httpx_timeout(self) -> httpx.Timeout:
-        return httpx.Timeout(self.timeout, connect=min(self.timeout, CONNECT_TIMEOUT))
-
 
 def redact(text: str, secrets: Iterable[str]) -> str:
     """`text` with every secret of MIN_REDACTED characters or more replaced by `[redacted]`, together with the

@@ -23,6 +23,7 @@ class DuckDuckGoBackend(SearchBackend):
 
 
 def parse_results(page: str) -> list[SearchResult]:
+    # Start-up cost: BeautifulSoup is imported on the first search, not by every process.
     from bs4 import BeautifulSoup
 
     results = []

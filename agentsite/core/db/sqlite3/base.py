@@ -1,7 +1,7 @@
 """Django's SQLite backend, creating the database file's directory when it first connects.
 
-The settings no longer create the data directory when imported (`manage.py help` writes nothing), so
-whatever opens the database first (migrate, serve, a test run) creates it here.
+The settings do not create the data directory when imported (`manage.py help` writes nothing), so whatever
+opens the database first (migrate, serve, a test run) creates it here.
 """
 
 from __future__ import annotations

@@ -1,0 +1,33 @@
+"""vulture's whitelist (tests/foundation/test_unreferenced.py): the names a framework calls by convention or a
+setting names as a string, which no Python code references. Parsed by vulture, never imported or run."""
+# ruff: noqa: B018, F821
+
+# Django admin: permission hooks, and the columns list_display names as strings.
+_.has_add_permission
+_.has_change_permission
+_.has_delete_permission
+_.environment  # mcpbridge/admin.py
+_.header_names  # mcpbridge/admin.py
+# Django: a management command's arguments, a middleware's exception hook, a URL converter's reverse.
+_.add_arguments
+_.process_exception
+_.to_url
+# Django REST framework: a paginator's and a schema extension's hooks; settings.REST_FRAMEWORK's handler.
+_.get_limit
+_.get_offset
+_.get_name
+_.get_security_definition
+drf_exception_handler  # agentsite/settings.py: REST_FRAMEWORK["EXCEPTION_HANDLER"]
+# importlib's loader protocol (plugins/loader.py), watchdog's event handler (plugins/watcher.py).
+_.get_code
+_.on_any_event
+# Anthropic's stream events, dispatched by name: getattr(self, f"_on_{event.type}") (providers/anthropic.py).
+_._on_error
+_._on_message_start
+_._on_content_block_start
+_._on_content_block_delta
+_._on_content_block_stop
+_._on_message_delta
+_._on_message_stop
+# django-q2 entry points, queued by dotted name: one a release queued, still run for tasks queued then.
+task_run_execute  # scheduler/tasks.py

@@ -26,6 +26,7 @@ urlpatterns = [
     path("api/", include("scheduler.urls")),
     path("api/", include("workflows.urls")),
     path("api/", include("voice.urls")),
+    path("api/", include("uploads.urls")),
     path("api/", include("plugins.urls")),
     path("api/", include("usage.urls")),
     path("metrics", metrics_view, name="metrics"),

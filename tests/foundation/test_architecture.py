@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice", "plugins",
-        "usage")
+        "usage", "uploads")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -40,7 +40,8 @@ APP_EDGES = {
     "knowledge": set(),
     "scheduler": {"accounts", "sessions_app", "workflows"},
     "workflows": {"accounts"},
-    "voice": {"accounts", "knowledge", "sessions_app"},
+    "voice": {"accounts"},
+    "uploads": {"knowledge", "sessions_app"},
     "plugins": {"accounts"},
     "usage": {"accounts"},
 }

@@ -13,7 +13,7 @@ from django.db.models import QuerySet, Sum
 from agentsite.agent.multimodal import upload_part
 from agentsite.agent.types import ContentPart, TextPart
 from agentsite.core.errors import AppError
-from voice.models import Upload
+from uploads.models import Upload
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser

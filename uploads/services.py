@@ -25,8 +25,8 @@ from django.db import transaction
 
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from voice import selectors
-from voice.models import Upload, UploadQuota
+from uploads import selectors
+from uploads.models import Upload, UploadQuota
 
 logger = logging.getLogger(__name__)
 

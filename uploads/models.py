@@ -1,5 +1,8 @@
 """Uploaded files: one row per file (its bytes live under the data directory's media/), and a per-owner row
-that is locked while a quota decision is made."""
+that is locked while a quota decision is made.
+
+The tables keep the names they were created with in the voice app (Meta.db_table): the move to this app
+changed no table, so a data directory upgrades without touching its rows (uploads/migrations/0001_initial.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ class Upload(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "voice_upload"
         ordering = ["-created_at", "id"]
         indexes = [models.Index(fields=["owner", "-created_at"], name="upload_owner_created")]
 
@@ -38,6 +42,9 @@ class UploadQuota(models.Model):
 
     owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
                                  related_name="upload_quota")
+
+    class Meta:
+        db_table = "voice_uploadquota"
 
     def __str__(self) -> str:
         return f"uploads of {self.owner_id}"

@@ -1,3 +1,5 @@
+"""The admin's view of the uploads store: read-only rows, a download link, and each uploader's space used."""
+
 from django.contrib import admin
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse

@@ -1,8 +1,6 @@
 """Uploaded files: one row per file (its bytes live under the data directory's media/), and a per-owner row
-that is locked while a quota decision is made.
-
-The tables keep the names they were created with in the voice app (Meta.db_table): the move to this app
-changed no table, so a data directory upgrades without touching its rows (uploads/migrations/0001_initial.py)."""
+that is locked while a quota decision is made. The tables keep the names the voice app gave them
+(Meta.db_table), so that no upgrade has to rename them (uploads/migrations/0001_initial.py says why)."""
 
 from __future__ import annotations
 

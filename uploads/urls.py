@@ -1,3 +1,5 @@
+"""/api/upload and /api/uploads/<id>: store a file, list the caller's, read or delete one."""
+
 from django.urls import path
 
 from uploads import api

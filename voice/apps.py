@@ -1,3 +1,6 @@
+"""The voice app: speech in and out (voice/speech/). It has no models; its migrations stay, since they created
+the tables the uploads app now owns (uploads/migrations/0001_initial.py)."""
+
 from django.apps import AppConfig
 
 

@@ -21,8 +21,8 @@ from agentsite.server.requestthreads import ReusedRequestThreads  # noqa: E402
 # sync work runs on a reused thread that keeps its database connection (agentsite/server/requestthreads.py).
 django_app = ReusedRequestThreads(ASGIStaticFilesHandler(get_asgi_application()))
 
-from agentsite.routing import build_application  # noqa: E402
 from agentsite.server.asgi_limits import LimitsMiddleware, install_daphne_body_limit  # noqa: E402
+from agentsite.server.routing import build_application  # noqa: E402
 
 application = LimitsMiddleware(build_application(django_app))
 install_daphne_body_limit()  # under daphne: refuse an over-size body while it arrives, not after

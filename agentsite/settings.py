@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "scheduler",
     "workflows",
     "voice",
+    "uploads",
     "usage",
 ]
 
@@ -316,7 +317,7 @@ AGENTSITE_WORKFLOW_RUNS_MAX_AGE_DAYS = env_int("AGENTSITE_WORKFLOW_RUNS_MAX_AGE_
 AGENTSITE_SCHEDULER_RUNNER = env_str("AGENTSITE_SCHEDULER_RUNNER")
 # Runs a worker runs side by side: a tick queues its runs in chunks of this size.
 AGENTSITE_SCHEDULER_RUN_CONCURRENCY = env_int("AGENTSITE_SCHEDULER_RUN_CONCURRENCY", 8, minimum=1)
-# Uploads (voice/): a file of at most 10 MB, each user's storage quota (0: none). POST /api/upload carries
+# Uploads (uploads/): a file of at most 10 MB, each user's storage quota (0: none). POST /api/upload carries
 # that file in a multipart or base64 JSON envelope, so its body may be a third larger; every other path
 # keeps MAX_BODY_BYTES. Stored files are private to the server's user, like the rest of the data dir.
 AGENTSITE_UPLOAD_MAX_BYTES = 10 * 1024 * 1024

@@ -3,8 +3,8 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from agentsite.apidocs import ApiDocsView
 from agentsite.core.errors import error_response
+from agentsite.dashboard.apidocs import ApiDocsView
 from agentsite.dashboard.views import dashboard, favicon
 from agentsite.health import HealthView, MetricsSummaryView, metrics_view
 from agentsite.middleware import is_api_path
@@ -26,6 +26,7 @@ urlpatterns = [
     path("api/", include("scheduler.urls")),
     path("api/", include("workflows.urls")),
     path("api/", include("voice.urls")),
+    path("api/", include("uploads.urls")),
     path("api/", include("plugins.urls")),
     path("api/", include("usage.urls")),
     path("metrics", metrics_view, name="metrics"),

@@ -1,6 +1,6 @@
 """How chat attachments (upload ids) become content parts.
 
-The uploads store belongs to the voice-and-uploads facet; it installs a resolver here (voice/apps.py). An
+The uploads store is the uploads app; it installs a resolver here (uploads/apps.py). An
 id that is not one of the caller's uploads (another user's, a deleted one, one that never existed) answers
 404 before anything is stored or streamed: ids do not leak (docs/api.md, Ownership). Without a resolver no
 upload id can exist, so any attachment answers the same 404.

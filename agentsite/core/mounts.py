@@ -1,6 +1,6 @@
 """The registry of ASGI apps mounted next to Django: a facet adds (path prefix, factory) in its AppConfig.ready(),
-and the project's router (agentsite/routing.py) serves them. Here, not in the router, so that an app registers
-without importing the project shell (docs/architecture.md: dependencies point one way)."""
+and the router (agentsite/server/routing.py) serves them. Here, not in the router, so that an app registers
+without importing the server layer (docs/architecture.md: dependencies point one way)."""
 
 from __future__ import annotations
 

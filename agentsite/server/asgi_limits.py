@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from agentsite.core.bodygate import gate_for
+from agentsite.core.bodygate import body_limit_for, gate_for
 from agentsite.core.errors import AppError, envelope_for
 from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.jsonbody import MAX_JSON_DEPTH, json_too_deep
@@ -49,12 +49,6 @@ def _with_security_headers(headers: list) -> list:
 
 def _error_body(path: str, code: str, message: str, status: int) -> bytes:
     return json.dumps(envelope_for(path, code, message, status)).encode()
-
-
-def body_limit_for(path: str) -> int:
-    """The largest body a path takes: MAX_BODY_BYTES, or its own (MAX_BODY_BYTES_BY_PATH: the upload path, whose
-    10 MB file comes in a multipart or base64 envelope). `path` is decoded, without the query string."""
-    return getattr(settings, "MAX_BODY_BYTES_BY_PATH", {}).get(path, settings.MAX_BODY_BYTES)
 
 
 def _too_large_body(path: str, limit: int | None = None) -> bytes:

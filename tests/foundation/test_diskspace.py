@@ -16,7 +16,7 @@ from knowledge.models import Document
 from sessions_app.models import ChatMessage, ChatSession
 from tests.needs import unavailable
 from tests.server import LiveServer
-from voice.models import Upload
+from uploads.models import Upload
 
 MB = 1024 * 1024
 

@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 import requests
 
-from agentsite.server.asgi_limits import body_limit_for
+from agentsite.core.bodygate import body_limit_for
 from tests.foundation.test_openapi import ADMIN_OPERATIONS
 from tests.server import LiveServer
 

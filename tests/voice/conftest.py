@@ -1,18 +1,13 @@
-"""Uploads fixtures: a media directory of the test's own, and small files made on the spot. The speech tests
-speak with espeak-ng, a system package: without it they are skipped, saying so, except in CI (CI=true,
-which .ci/run sets after installing it), where a missing espeak-ng must fail rather than pass quietly."""
+"""Speech fixtures. The speech tests speak with espeak-ng, a system package: without it they are skipped, saying
+so, except in CI (CI=true, which .ci/run sets after installing it), where a missing espeak-ng must fail rather
+than pass quietly."""
 
 from __future__ import annotations
 
-import io
 import shutil
-import struct
-import zlib
-from pathlib import Path
 
 import pytest
 
-from tests.knowledge.conftest import minimal_pdf as pdf_of_lines
 from tests.needs import in_ci
 from tests.server import LiveServer
 
@@ -30,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def live():
-    """One real daphne server for the voice facet's end-to-end tests (uploads and speech)."""
+    """One real daphne server for the speech tests that go over HTTP."""
     server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
     yield server
     server.stop()
@@ -39,39 +34,3 @@ def live():
 @pytest.fixture(scope="session")
 def headers(live) -> dict[str, str]:
     return {"Authorization": f"Bearer {live.login()['token']}"}
-
-
-@pytest.fixture
-def media(settings, tmp_path) -> Path:
-    """MEDIA_ROOT in this test's own directory (tmp_path/media); tmp_path holds nothing else."""
-    root = tmp_path / "media"
-    settings.MEDIA_ROOT = root
-    return root
-
-
-def stored_files(root: Path) -> list[Path]:
-    """Every file under root (the media directory, or the directory around it)."""
-    return sorted(path for path in root.rglob("*") if path.is_file()) if root.exists() else []
-
-
-def image_bytes(fmt: str = "PNG", size: tuple[int, int] = (4, 3), color: tuple[int, int, int] = (200, 30, 60)) -> bytes:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", size, color).save(buffer, format=fmt)
-    return buffer.getvalue()
-
-
-def png_with_header(width: int, height: int) -> bytes:
-    """A PNG whose header claims width x height pixels, with one tiny (invalid) data chunk: cheap to make, and
-    what a decompression bomb looks like to a reader that trusts the header."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00")) + chunk(b"IEND", b"")
-
-
-def minimal_pdf(text: str) -> bytes:
-    """A one-page PDF showing `text` (the knowledge base tests' maker, one line)."""
-    return pdf_of_lines([text])

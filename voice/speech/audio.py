@@ -24,8 +24,9 @@ _ENCODERS = {"mp3": ("mp3", "libmp3lame"), "wav": ("wav", "pcm_s16le")}
 
 
 def _av() -> ModuleType:
-    """PyAV, imported on first use: it and its FFmpeg libraries are ~20 MiB of every server process's memory,
-    for a facet many deployments never call."""
+    """PyAV, imported on first use."""
+    # Here, not at the top: PyAV and its FFmpeg libraries are much of a server process's memory, for a facet
+    # many deployments never call.
     import av
 
     return av

@@ -1,10 +1,8 @@
 """Speech work: transcribe audio and synthesize speech with the requested (or the configured) provider.
 
-A provider that spends the operator's upstream key (`spends_upstream_key`: hosted) is metered for the caller,
-facet `voice`, and held to their budgets before it is called (agentsite.agent.usage.metered_call): text to speech
-counts its text at CHARS_PER_TOKEN characters a token, as a prompt is estimated; speech to text counts
-STT_TOKENS_PER_SECOND tokens a second of audio. Both are prompt tokens of the hosted model (tts-1, whisper-1),
-priced like any model in the price table.
+A provider that spends the operator's upstream key (hosted) is metered for the caller, facet `voice`, and held
+to their budgets before it is called (agentsite.agent.usage.metered_call): its text or seconds of audio count as
+prompt tokens of the hosted model, priced like any model.
 """
 
 from __future__ import annotations

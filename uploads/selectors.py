@@ -13,7 +13,8 @@ from django.db.models import QuerySet, Sum
 from agentsite.agent.multimodal import upload_part
 from agentsite.agent.types import ContentPart, TextPart
 from agentsite.core.errors import AppError
-from voice.models import Upload
+from knowledge.extraction import decode_text, html_text, pdf_text
+from uploads.models import Upload
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -85,8 +86,6 @@ def _part(upload: Upload) -> ContentPart:
 
 def document_text(mime: str, filename: str, data: bytes) -> str | None:
     """A document's text for the model, through the knowledge base's extraction; None when it has none to read."""
-    from knowledge.extraction import decode_text, html_text, pdf_text
-
     try:
         if mime == "application/pdf":
             return pdf_text(data)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from channels.routing import ProtocolTypeRouter
+
 from agentsite.core import logs
 from agentsite.core.mounts import MOUNTS
 
@@ -27,8 +29,6 @@ async def _with_request_id(app, scope, receive, send):
 
 
 def build_application(django_app):
-    from channels.routing import ProtocolTypeRouter
-
     def http_router():
         # A mount's app is built on its first request (the MCP server and its SDK are ~50 MiB of memory that a
         # process serving no MCP client never needs). Building runs on the event loop, so it happens once.

@@ -16,9 +16,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
 
-from tests.voice.conftest import image_bytes, minimal_pdf, png_with_header, stored_files
-from voice import selectors, services
-from voice.models import Upload
+from tests.uploads.conftest import image_bytes, minimal_pdf, png_with_header, stored_files
+from uploads import selectors, services
+from uploads.models import Upload
 
 pytestmark = pytest.mark.django_db
 
@@ -390,17 +390,17 @@ def test_the_admin_lists_uploads_downloads_them_as_attachments_and_deletes_throu
     png = image_bytes("PNG")
     upload = services.upload_create(owner_id=owner.pk, filename="cat.png", data=png)
 
-    listing = admin_site.get("/admin/voice/upload/")
-    download = admin_site.get(f"/admin/voice/upload/{upload.pk}/download/")
-    quotas = admin_site.get("/admin/voice/uploadquota/")
+    listing = admin_site.get("/admin/uploads/upload/")
+    download = admin_site.get(f"/admin/uploads/upload/{upload.pk}/download/")
+    quotas = admin_site.get("/admin/uploads/uploadquota/")
 
     assert listing.status_code == 200 and b"cat.png" in listing.content
-    assert admin_site.get(f"/admin/voice/upload/{upload.pk}/change/").status_code == 200
+    assert admin_site.get(f"/admin/uploads/upload/{upload.pk}/change/").status_code == 200
     assert download.status_code == 200 and download.content == png
     assert download["Content-Disposition"] == 'attachment; filename="cat.png"'
     assert quotas.status_code == 200 and f'<td class="field-used_bytes">{len(png)}</td>'.encode() in quotas.content
     with django_capture_on_commit_callbacks(execute=True):
-        deleted = admin_site.post("/admin/voice/upload/", {"action": "delete_selected",
+        deleted = admin_site.post("/admin/uploads/upload/", {"action": "delete_selected",
                                                            "_selected_action": [str(upload.pk)], "post": "yes"})
     assert deleted.status_code == 302
     assert not Upload.objects.exists() and stored_files(media) == []

@@ -11,7 +11,7 @@ import requests
 
 from tests.e2e import UPSTREAM_KEY, server_with_fake_upstream, sse_events
 from tests.fakes.llm import Text
-from tests.voice.conftest import image_bytes, minimal_pdf
+from tests.uploads.conftest import image_bytes, minimal_pdf
 
 pytestmark = pytest.mark.e2e
 

@@ -1,9 +1,7 @@
 """Writes of the uploads store: storing a file (its type sniffed from its bytes, within the size limit and the
-owner's quota) and deleting one; plus the start-up sweep of files no row points to.
-
-A file is written under a generated name before its row is inserted, and removed again when the insert
-does not happen (over quota, a database error): a failed upload leaves neither. A deleted row's file goes
-once the delete has committed.
+owner's quota), deleting one, and the start-up sweep of files no row names. A file is written before its row
+and removed when the insert fails (a failed upload leaves neither); a deleted row's file goes once the delete
+has committed.
 """
 
 from __future__ import annotations
@@ -25,8 +23,8 @@ from django.db import transaction
 
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from voice import selectors
-from voice.models import Upload, UploadQuota
+from uploads import selectors
+from uploads.models import Upload, UploadQuota
 
 logger = logging.getLogger(__name__)
 
@@ -224,6 +222,7 @@ def sniff(data: bytes, filename: str = "") -> Sniffed:
 
 
 def _image_type(data: bytes) -> str:
+    # Here, not at the top: every process imports this module at start-up, and only an image upload needs Pillow.
     from PIL import Image
 
     try:

@@ -2,9 +2,10 @@
 that allows only this server's own files.
 
 drf-spectacular's page carries an inline <style> and, unless split, an inline <script>; here the script comes
-from `?script` (its split view) and the style from a static file (templates/agentsite/api_docs.html), so the
-policy needs no 'unsafe-inline' and no 'unsafe-eval'. Swagger UI draws its icons from data: URIs in its
-stylesheet, and "Try it out" calls this same origin.
+from `?script` (its split view) and the style from a static file (the template:
+agentsite/dashboard/templates/agentsite/api_docs.html), so the policy needs no 'unsafe-inline' and no
+'unsafe-eval'. Swagger UI draws its icons from data: URIs in its stylesheet, and "Try it out" calls this same
+origin.
 """
 
 from __future__ import annotations

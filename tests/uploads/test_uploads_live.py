@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from tests.voice.conftest import stored_files
+from tests.uploads.conftest import stored_files
 
 pytestmark = pytest.mark.e2e
 

@@ -1,3 +1,5 @@
+"""The admin's view of the uploads store: read-only rows, a download link, and each uploader's space used."""
+
 from django.contrib import admin
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest, HttpResponse
@@ -5,9 +7,9 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from voice import selectors, services
-from voice.models import Upload, UploadQuota
-from voice.upload_api import upload_response
+from uploads import selectors, services
+from uploads.api import upload_response
+from uploads.models import Upload, UploadQuota
 
 
 @admin.register(Upload)
@@ -24,7 +26,7 @@ class UploadAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         download = self.admin_site.admin_view(self.download_view)
-        return [path("<uuid:object_id>/download/", download, name="voice_upload_download"), *super().get_urls()]
+        return [path("<uuid:object_id>/download/", download, name="uploads_upload_download"), *super().get_urls()]
 
     def download_view(self, request: HttpRequest, object_id) -> HttpResponse:
         upload = get_object_or_404(Upload, pk=object_id)
@@ -35,7 +37,7 @@ class UploadAdmin(admin.ModelAdmin):
 
     @admin.display(description="file")
     def download(self, upload: Upload) -> str:
-        return format_html('<a href="{}">download</a>', reverse("admin:voice_upload_download", args=[upload.pk]))
+        return format_html('<a href="{}">download</a>', reverse("admin:uploads_upload_download", args=[upload.pk]))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

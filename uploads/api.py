@@ -21,12 +21,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentsite.core.bodygate import body_limit_for
 from agentsite.core.errors import AppError
 from agentsite.core.jsonbody import json_loads_bounded
 from agentsite.core.validation import validated
-from agentsite.server.asgi_limits import body_limit_for
-from voice import selectors, services
-from voice.models import Upload
+from uploads import selectors, services
+from uploads.models import Upload
 
 # A browser's FileReader gives a data URL; its prefix is dropped (the type it names is not believed).
 _DATA_URL_PREFIX = re.compile(r"^data:[^,]*;base64,", re.IGNORECASE)

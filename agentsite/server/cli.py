@@ -13,6 +13,7 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    # After the settings module is named: Django reads it when its management package loads.
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["agentsite", *sys.argv[1:]])

@@ -1,6 +1,9 @@
+"""Identity's rows: API keys, revoked access tokens, and the audit log (users are Django's own)."""
+
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -59,7 +62,7 @@ class AuditEvent(models.Model):
         if self.pk is not None:
             raise ValueError("Audit events are append-only.")
         super().save(*args, **kwargs)
-# The limits a budget may set (issue 27): absent or null means no limit. `validate_budget` is the one check, for
+# The limits a budget may set: absent or null means no limit. `validate_budget` is the one check, for
 # a key's budget and a user's alike.
 BUDGET_FIELDS = ("tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month", "requests_per_minute",
                  "tokens_per_minute")
@@ -68,8 +71,6 @@ BUDGET_FIELDS = ("tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per
 def validate_budget(value: object) -> None:
     """A budget is null or an object whose keys are among BUDGET_FIELDS, each a non-negative number or null.
     Raises django's ValidationError naming the offending key."""
-    from django.core.exceptions import ValidationError
-
     if value is None:
         return
     if not isinstance(value, dict):
@@ -87,7 +88,7 @@ def validate_budget(value: object) -> None:
 
 
 class ApiKey(models.Model):
-    """A user's API key (issue 27): the secret `ask-<random>` is shown once, when created; only its SHA-256
+    """A user's API key: the secret `ask-<random>` is shown once, when created; only its SHA-256
     (`hash`) is kept, and `prefix` (its first characters) to tell keys apart in a list.
 
     A key acts as its user, within its `scopes` (SCOPES): `v1` the OpenAI-compatible API, `mcp` the MCP server,

@@ -13,12 +13,15 @@ from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rest_framework_simplejwt.backends import TokenBackend
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
 from rest_framework_simplejwt.tokens import RefreshToken
 
-from accounts.models import RevokedAccessToken
+from accounts.authentication import KEY_PREFIX, UserCache, key_digest
+from accounts.models import ApiKey, RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
+from agentsite.core import invalidation
 from agentsite.core.datadir import write_private
 from agentsite.core.errors import AppError
 
@@ -111,8 +114,6 @@ REFRESH_REUSED = "The refresh token was already used."
 def refresh_reused(refresh: str) -> Any:
     """The user of a refresh token that was already rotated or revoked (its signature holds and its jti is
     blacklisted): a replay, for the audit log. None for any other token."""
-    from rest_framework_simplejwt.backends import TokenBackend
-
     try:
         payload = TokenBackend(settings.SIMPLE_JWT["ALGORITHM"], settings.SIMPLE_JWT["SIGNING_KEY"]).decode(
             refresh, verify=True)
@@ -141,9 +142,6 @@ def tokens_logout(*, user: AbstractBaseUser, refresh: str, access: Any) -> None:
 def access_token_revoke(*, user: AbstractBaseUser, access: Any) -> None:
     """Revoke a validated access token of user until it expires, in every process once committed (the user
     is announced: each process's cache of the user holds its revoked tokens, accounts.authentication)."""
-    from accounts.authentication import UserCache
-    from agentsite.core import invalidation
-
     now = timezone.now()
     RevokedAccessToken.objects.filter(expires_at__lte=now).delete()  # dead anyway: the table stays small
     expires_at = datetime.fromtimestamp(int(access["exp"]), tz=UTC)
@@ -185,9 +183,6 @@ def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = 
     `ask-` + 43 URL-safe characters (256 random bits), exists only in this return value: the row keeps its
     SHA-256. `admin` is a scope only an admin gives, to their own key. `parent`: the key the request was made
     with, which the new key may not exceed (`key_within`). Raises AppError 400 / 401 / 403 / 409."""
-    from accounts.authentication import KEY_PREFIX, key_digest
-    from accounts.models import ApiKey
-
     scopes = sorted(set(scopes if scopes is not None else DEFAULT_KEY_SCOPES), key=ApiKey.SCOPES.index)
     if not scopes:
         raise AppError("invalid", "scopes: give at least one scope.", 400, {"scopes": ["Give at least one scope."]})
@@ -219,8 +214,6 @@ def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = 
 
 def _key_now(key_id: int) -> Any:
     """The key's row as committed now, locked for this transaction (a revocation of it waits, or went first)."""
-    from accounts.models import ApiKey
-
     row = ApiKey.objects.select_for_update().filter(pk=key_id).first()
     if row is None or row.revoked:
         raise _revoked_parent()
@@ -290,8 +283,6 @@ def _key_changed(key: Any, changes: dict[str, Any]) -> Any:
 
 def key_descends(*, key_id: int, ancestor_id: int) -> bool:
     """Whether the key was made, directly or down the tree, by the key `ancestor_id`."""
-    from accounts.models import ApiKey
-
     seen: set[int] = set()
     current = ApiKey.objects.filter(pk=key_id).values_list("created_by_key_id", flat=True).first()
     while current is not None and current not in seen:
@@ -307,8 +298,6 @@ def key_revoke(*, key: Any) -> int:
     """Revoke a key and every key made below it (by it, by those, ...), in one transaction: each stops at once
     in every process (each save is announced: accounts.authentication). Revoking a revoked key revokes only
     what below it still stands. Returns how many keys below it were revoked."""
-    from accounts.models import ApiKey
-
     _key_revoked(key)
     below, frontier = 0, [key.pk]
     while frontier:

@@ -1,3 +1,5 @@
+"""The /api routes of identity: log-in, tokens, the caller, API keys and the audit log."""
+
 from django.urls import path
 
 from accounts import api, keys_api

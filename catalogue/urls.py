@@ -1,3 +1,5 @@
+"""The /api routes of the catalogue: the config, connections, aliases and the model list."""
+
 from django.urls import path
 
 from catalogue import aliases_api, config_api, connections_api

@@ -11,17 +11,14 @@ from agentsite.agent.providers.urls import credentials_problem, mask_url, unmask
 from agentsite.agent.routing import STRATEGIES
 from agentsite.core.errors import AppError
 from catalogue.models import AgentConfig, Connection, ModelAlias
-from catalogue.services import alias_check
+from catalogue.services import CONFIG_FIELDS, CONNECTION_CONFIG_FIELDS, alias_check
 
 
 class AgentConfigForm(forms.ModelForm):
     class Meta:
         model = AgentConfig
-        fields = [
-            "connection", "model", "system_prompt", "temperature", "max_tokens", "tools",
-            "kb_enabled", "kb_top_k", "kb_max_chars", "stt_provider", "tts_provider", "tts_voice",
-            "allow_registration", "compat_auth",
-        ]
+        # The API's config fields, with the connection itself in place of its provider, base URL and key.
+        fields = ["connection", *(name for name in CONFIG_FIELDS if name not in CONNECTION_CONFIG_FIELDS)]
 
 
 @admin.register(AgentConfig)

@@ -20,13 +20,13 @@ def provider_known(value: str) -> None:
     """A provider is a key of the provider registry (agentsite.agent.providers.PROVIDERS): the field carries no
     `choices`, so a provider added there needs no migration here."""
     if value not in PROVIDERS:
-        raise ValidationError(f"provider: {value!r} is not one of {', '.join(PROVIDERS)}.", code="invalid_choice")
+        raise ValidationError(f"provider: {value!r} is not one of {', '.join(PROVIDERS)}.", code="unknown")
 
 
 def strategy_known(value: str) -> None:
     """A strategy is one of the router's (agentsite.agent.routing.STRATEGIES)."""
     if value not in STRATEGIES:
-        raise ValidationError(f"strategy: {value!r} is not one of {', '.join(STRATEGIES)}.", code="invalid_choice")
+        raise ValidationError(f"strategy: {value!r} is not one of {', '.join(STRATEGIES)}.", code="unknown")
 
 
 def _all_tools() -> list[str]:

@@ -1,4 +1,4 @@
-"""The audit log's store, selector, retention and API (issue 28, item 3); the front door is agentsite/core/audit.py."""
+"""The audit log's store, selector, retention and API; the front door is agentsite/core/audit.py."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django_q.models import Schedule
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.generics import GenericAPIView
@@ -59,8 +60,6 @@ def audit_trim() -> int:
 
 
 def audit_trim_schedule_ensure() -> str:
-    from django_q.models import Schedule
-
     Schedule.objects.update_or_create(name=TRIM_SCHEDULE_NAME, defaults={
         "func": "accounts.audit.audit_trim", "repeats": -1, "schedule_type": Schedule.DAILY, "cron": None})
     return "daily"

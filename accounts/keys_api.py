@@ -1,9 +1,10 @@
-"""Serializers and thin views for /api/keys: a user's API keys (accounts.models.ApiKey; issue 27)."""
+"""Serializers and thin views for /api/keys: a user's API keys (accounts.models.ApiKey)."""
 
 from __future__ import annotations
 
 import time
 
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
@@ -20,8 +21,6 @@ from agentsite.core.validation import validated
 
 
 def _budget(value):
-    from django.core.exceptions import ValidationError
-
     try:
         validate_budget(value)
     except ValidationError as exc:

@@ -1,9 +1,8 @@
-"""Writes of accounts: registration, passwords, tokens, the initial admin, the config singleton."""
+"""Writes of accounts: registration, passwords, tokens, the initial admin, API keys."""
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,12 +13,15 @@ from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rest_framework_simplejwt.backends import TokenBackend
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, OutstandingToken
 from rest_framework_simplejwt.tokens import RefreshToken
 
-from accounts.models import AgentConfig, Connection, ModelAlias, RevokedAccessToken
+from accounts.authentication import KEY_PREFIX, UserCache, key_digest
+from accounts.models import ApiKey, RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
+from agentsite.core import invalidation
 from agentsite.core.datadir import write_private
 from agentsite.core.errors import AppError
 
@@ -112,8 +114,6 @@ REFRESH_REUSED = "The refresh token was already used."
 def refresh_reused(refresh: str) -> Any:
     """The user of a refresh token that was already rotated or revoked (its signature holds and its jti is
     blacklisted): a replay, for the audit log. None for any other token."""
-    from rest_framework_simplejwt.backends import TokenBackend
-
     try:
         payload = TokenBackend(settings.SIMPLE_JWT["ALGORITHM"], settings.SIMPLE_JWT["SIGNING_KEY"]).decode(
             refresh, verify=True)
@@ -142,9 +142,6 @@ def tokens_logout(*, user: AbstractBaseUser, refresh: str, access: Any) -> None:
 def access_token_revoke(*, user: AbstractBaseUser, access: Any) -> None:
     """Revoke a validated access token of user until it expires, in every process once committed (the user
     is announced: each process's cache of the user holds its revoked tokens, accounts.authentication)."""
-    from accounts.authentication import UserCache
-    from agentsite.core import invalidation
-
     now = timezone.now()
     RevokedAccessToken.objects.filter(expires_at__lte=now).delete()  # dead anyway: the table stays small
     expires_at = datetime.fromtimestamp(int(access["exp"]), tz=UTC)
@@ -173,83 +170,7 @@ def admin_bootstrap(*, data_dir: Path | None = None) -> tuple[str, str] | None:
     return INITIAL_ADMIN_USERNAME, password
 
 
-# --- config -----------------------------------------------------------------------------------------
-
-CONFIG_FIELDS = (
-    "provider", "base_url", "api_key", "model", "system_prompt", "temperature", "max_tokens", "tools",
-    "kb_enabled", "kb_top_k", "kb_max_chars", "stt_provider", "tts_provider", "tts_voice",
-    "allow_registration", "compat_auth",
-)
-
-
-CONNECTION_CONFIG_FIELDS = ("provider", "base_url", "api_key")
-DEFAULT_CONNECTION_NAME = "default"
-
-
-def config_create_default() -> AgentConfig:
-    """The first-run config and its connection `default`: a provider key in the environment picks that
-    provider."""
-    config = AgentConfig.objects.filter(pk=1).first()
-    if config is not None:
-        return config
-    defaults: dict[str, Any] = {"provider": "offline"}
-    if os.environ.get("OPENAI_API_KEY"):
-        defaults = {"provider": "openai", "api_key": os.environ["OPENAI_API_KEY"]}
-    elif os.environ.get("ANTHROPIC_API_KEY"):
-        defaults = {"provider": "anthropic", "api_key": os.environ["ANTHROPIC_API_KEY"]}
-    try:
-        with transaction.atomic():
-            connection = Connection.objects.filter(name=DEFAULT_CONNECTION_NAME).first()
-            if connection is None:
-                connection = Connection.objects.create(name=DEFAULT_CONNECTION_NAME, **defaults)
-            config, _ = AgentConfig.objects.get_or_create(pk=1, defaults={"connection": connection})
-    except IntegrityError:
-        # Another process or thread made them first (20 scheduled runs starting together on a new server did):
-        # it made both in one transaction, so its config is there once its connection is; theirs stands.
-        config = AgentConfig.objects.get(pk=1)
-    return config
-
-
-@transaction.atomic
-def config_update(*, changes: dict[str, Any]) -> AgentConfig:
-    """Apply validated changes to the singleton. Unknown fields must be rejected before this call.
-
-    `provider`, `base_url` and `api_key` edit the config's connection (made, named `default`, if it has none);
-    a bare `model` that connection does not list yet is added to its list (replacing the config's previous bare
-    model), so `PATCH /api/config {"model": ...}` keeps working as it did before connections. A model that
-    names no alias or catalogue entry is refused (400 `invalid`)."""
-    config_create_default()
-    config = AgentConfig.objects.select_for_update().get(pk=1)  # no join: PostgreSQL locks no outer join
-    connection_changes = {name: changes.pop(name) for name in CONNECTION_CONFIG_FIELDS if name in changes}
-    connection = config.connection
-    if connection_changes or ("model" in changes and connection is None):
-        if connection is None:
-            connection = Connection(name=_free_connection_name(DEFAULT_CONNECTION_NAME), provider="offline")
-        for name, value in connection_changes.items():
-            setattr(connection, name, value)
-        connection.save()
-        config.connection = connection
-    model = changes.get("model")
-    if model and connection is not None and not connection.discovers and "/" not in model \
-            and not ModelAlias.objects.filter(name=model).exists():
-        names = [str(name) for name in connection.models or []]
-        if model not in names:
-            if config.model in names and "/" not in config.model:
-                names[names.index(config.model)] = model
-            else:
-                names.append(model)
-            connection.models = names
-            connection.save(update_fields=["models", "updated_at"])
-    for name, value in changes.items():
-        setattr(config, name, value)
-    config.save()
-    if model:
-        _check_model(model, field="model")
-    logger.info("Config updated: %s", ", ".join(sorted([*changes, *connection_changes])))  # names only: secrets
-    return config
-
-
-# --- API keys (issue 27) ----------------------------------------------------------------------------
+# --- API keys ----------------------------------------------------------------------------
 
 DEFAULT_KEY_SCOPES = ("v1",)
 MAX_LIVE_KEYS = 100  # per user: keys neither revoked nor expired
@@ -262,9 +183,6 @@ def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = 
     `ask-` + 43 URL-safe characters (256 random bits), exists only in this return value: the row keeps its
     SHA-256. `admin` is a scope only an admin gives, to their own key. `parent`: the key the request was made
     with, which the new key may not exceed (`key_within`). Raises AppError 400 / 401 / 403 / 409."""
-    from accounts.authentication import KEY_PREFIX, key_digest
-    from accounts.models import ApiKey
-
     scopes = sorted(set(scopes if scopes is not None else DEFAULT_KEY_SCOPES), key=ApiKey.SCOPES.index)
     if not scopes:
         raise AppError("invalid", "scopes: give at least one scope.", 400, {"scopes": ["Give at least one scope."]})
@@ -296,8 +214,6 @@ def key_create(*, user: AbstractBaseUser, name: str, scopes: list[str] | None = 
 
 def _key_now(key_id: int) -> Any:
     """The key's row as committed now, locked for this transaction (a revocation of it waits, or went first)."""
-    from accounts.models import ApiKey
-
     row = ApiKey.objects.select_for_update().filter(pk=key_id).first()
     if row is None or row.revoked:
         raise _revoked_parent()
@@ -367,8 +283,6 @@ def _key_changed(key: Any, changes: dict[str, Any]) -> Any:
 
 def key_descends(*, key_id: int, ancestor_id: int) -> bool:
     """Whether the key was made, directly or down the tree, by the key `ancestor_id`."""
-    from accounts.models import ApiKey
-
     seen: set[int] = set()
     current = ApiKey.objects.filter(pk=key_id).values_list("created_by_key_id", flat=True).first()
     while current is not None and current not in seen:
@@ -384,8 +298,6 @@ def key_revoke(*, key: Any) -> int:
     """Revoke a key and every key made below it (by it, by those, ...), in one transaction: each stops at once
     in every process (each save is announced: accounts.authentication). Revoking a revoked key revokes only
     what below it still stands. Returns how many keys below it were revoked."""
-    from accounts.models import ApiKey
-
     _key_revoked(key)
     below, frontier = 0, [key.pk]
     while frontier:
@@ -402,154 +314,3 @@ def _key_revoked(key: Any) -> bool:
     key.save(update_fields=["revoked", "revoked_at"])
     logger.info("API key %s (%s) of user %s revoked", key.pk, key.prefix, key.user_id)
     return True
-
-
-def _free_connection_name(name: str) -> str:
-    candidate, number = name, 1
-    while Connection.objects.filter(name=candidate).exists():
-        number += 1
-        candidate = f"{name}-{number}"
-    return candidate
-
-
-def catalogue_now():
-    """The catalogue as the rows stand now (inside a transaction: before the cache sees them)."""
-    from accounts.selectors import catalogue_of_rows
-
-    config = AgentConfig.objects.filter(pk=1).first() or AgentConfig(pk=1)
-    return catalogue_of_rows(config, list(Connection.objects.all()), list(ModelAlias.objects.all()))
-
-
-def _check_model(name: str, *, field: str) -> None:
-    try:
-        catalogue_now().resolve(name)
-    except AppError as exc:
-        raise AppError("invalid", f"{field}: {exc.message}", 400, {field: [exc.message]}) from None
-
-
-# --- connections and aliases (admin only: the views check) -------------------------------------------------
-
-def connection_create(*, data: dict[str, Any]) -> Connection:
-    """Create a connection from validated data; "discover" models are read from the upstream at once (a failure
-    is stored on the connection, never raised). Raises 409 `conflict` for a taken name."""
-    if Connection.objects.filter(name=data["name"]).exists():
-        raise AppError("conflict", f"A connection named {data['name']!r} exists.", 409,
-                       {"name": ["That name is taken."]})
-    try:
-        with transaction.atomic():
-            connection = Connection.objects.create(**data)
-    except IntegrityError as exc:
-        raise AppError("conflict", f"A connection named {data['name']!r} exists.", 409,
-                       {"name": ["That name is taken."]}) from exc
-    if connection.discovers:
-        connection_discover(connection=connection)
-    return connection
-
-
-def connection_update(*, connection: Connection, changes: dict[str, Any]) -> Connection:
-    name = changes.get("name")
-    if name and name != connection.name and Connection.objects.filter(name=name).exists():
-        raise AppError("conflict", f"A connection named {name!r} exists.", 409, {"name": ["That name is taken."]})
-    if "headers" in changes and changes["headers"] is not None:
-        changes["headers"] = _headers_merged(connection.headers or {}, changes["headers"])
-    for field_name, value in changes.items():
-        setattr(connection, field_name, value)
-    connection.save()
-    if connection.discovers and ({"models", "base_url", "api_key", "provider", "headers"} & set(changes)):
-        connection_discover(connection=connection)
-    return connection
-
-
-def _headers_merged(old: dict[str, str], new: dict[str, str | None]) -> dict[str, str]:
-    """Header values are write-only: a PATCH sends the headers to set; null removes one; the others stay."""
-    merged = dict(old)
-    for name, value in new.items():
-        if value is None:
-            merged.pop(name, None)
-        else:
-            merged[name] = value
-    return merged
-
-
-def connection_delete(*, connection: Connection) -> None:
-    connection.delete()
-
-
-def connection_discover(*, connection: Connection) -> Connection:
-    """Read the upstream's model list (GET /models for openai, /v1/models for anthropic) into `discovered`; a
-    failure goes into `discovery_error` with the upstream's words. Never raises for the upstream's sake."""
-    from asgiref.sync import async_to_sync
-
-    from agentsite.agent.providers import PROVIDERS
-
-    provider_class = PROVIDERS.get(connection.provider)
-    try:
-        if provider_class is None:
-            raise AppError("invalid", f"The provider {connection.provider!r} is unknown.", 400)
-        provider = provider_class(base_url=connection.base_url, api_key=connection.api_key,
-                                  timeout=min(connection.timeout_s, DISCOVERY_TIMEOUT_S),
-                                  headers=dict(connection.headers or {}))
-        names = async_to_sync(provider.list_models)()
-        connection.discovered, connection.discovery_error = names, ""
-    except AppError as exc:
-        connection.discovery_error = exc.message
-    except Exception as exc:  # a boundary: a discovery failure is shown on the connection, never a 500
-        logger.exception("Discovery of the connection %s failed", connection.name)
-        connection.discovery_error = f"Discovery failed: {type(exc).__name__}."
-    connection.discovered_at = timezone.now()
-    connection.save(update_fields=["discovered", "discovery_error", "discovered_at", "updated_at"])
-    return connection
-
-
-DISCOVERY_TIMEOUT_S = 30.0
-RESERVED_MODEL_NAMES = ("agent", "hash-256")
-
-
-def alias_check(*, name: str, strategy: str, targets: list[dict[str, Any]]) -> None:
-    """Raises 400 `invalid` naming the field: a reserved name, an unknown strategy, a target that is not a
-    `<connection>/<model>` the catalogue holds (disabled connections count: their aliases come back with them)."""
-    from agentsite.agent.routing import STRATEGIES
-
-    if name in RESERVED_MODEL_NAMES or name.startswith("workflow:"):
-        raise AppError("invalid", f"name: {name!r} is a built-in model's name.", 400, {"name": ["Reserved."]})
-    if strategy not in STRATEGIES:
-        raise AppError("invalid", f"strategy: one of {', '.join(STRATEGIES)}.", 400, {"strategy": ["Unknown."]})
-    connections = {row.name: row for row in Connection.objects.all()}
-    for index, target in enumerate(targets):
-        model = target["model"]
-        connection_name, slash, model_name = model.partition("/")
-        connection = connections.get(connection_name) if slash else None
-        if connection is None or not model_name or not (connection.discovers or model_name in connection.model_names()):
-            message = (f"targets[{index}].model: {model!r} is not a catalogue entry (`<connection>/<model>` of a "
-                       "connection that lists it).")
-            raise AppError("invalid", message, 400, {f"targets[{index}].model": [message]})
-    if strategy != "fallback" and not any(float(target.get("weight", 1)) > 0 for target in targets):
-        raise AppError("invalid", "targets: at least one weight must be above 0.", 400, {"targets": ["All zero."]})
-
-
-def alias_create(*, data: dict[str, Any]) -> ModelAlias:
-    alias_check(name=data["name"], strategy=data.get("strategy", "fallback"), targets=data["targets"])
-    if ModelAlias.objects.filter(name=data["name"]).exists():
-        raise AppError("conflict", f"An alias named {data['name']!r} exists.", 409, {"name": ["That name is taken."]})
-    try:
-        with transaction.atomic():
-            return ModelAlias.objects.create(**data)
-    except IntegrityError as exc:
-        raise AppError("conflict", f"An alias named {data['name']!r} exists.", 409,
-                       {"name": ["That name is taken."]}) from exc
-
-
-def alias_update(*, alias: ModelAlias, changes: dict[str, Any]) -> ModelAlias:
-    name = changes.get("name", alias.name)
-    alias_check(name=name, strategy=changes.get("strategy", alias.strategy), targets=changes.get("targets",
-                                                                                               alias.targets))
-    if name != alias.name and ModelAlias.objects.filter(name=name).exists():
-        raise AppError("conflict", f"An alias named {name!r} exists.", 409, {"name": ["That name is taken."]})
-    for field_name, value in changes.items():
-        setattr(alias, field_name, value)
-    alias.save()
-    return alias
-
-
-def alias_delete(*, alias: ModelAlias) -> None:
-    alias.delete()

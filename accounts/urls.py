@@ -1,3 +1,5 @@
+"""The /api routes of identity: log-in, tokens, the caller, API keys and the audit log."""
+
 from django.urls import path
 
 from accounts import api, keys_api
@@ -15,13 +17,6 @@ urlpatterns = [
     path("auth/logout", api.LogoutView.as_view(), name="auth-logout"),
     path("auth/change-password", api.PasswordChangeView.as_view(), name="auth-change-password"),
     path("auth/me", api.MeView.as_view(), name="auth-me"),
-    path("config", api.ConfigView.as_view(), name="config"),
     path("keys", keys_api.KeyListView.as_view(), name="keys"),
     path("keys/<id:pk>", keys_api.KeyDetailView.as_view(), name="key-detail"),
-    path("connections", api.ConnectionListView.as_view(), name="connections"),
-    path("connections/<str:connection_id>", api.ConnectionDetailView.as_view(), name="connection"),
-    path("connections/<str:connection_id>/discover", api.ConnectionDiscoverView.as_view(), name="connection-discover"),
-    path("aliases", api.AliasListView.as_view(), name="aliases"),
-    path("aliases/<str:alias_id>", api.AliasDetailView.as_view(), name="alias"),
-    path("models", api.ModelsView.as_view(), name="models"),
 ]

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "agentsite",
     "agentsite.dashboard",
     "accounts",
+    "catalogue",
     "sessions_app",
     "compat",
     # Before mcpbridge and workflows: apps register their tool sources in this order, and a tool call asks
@@ -227,9 +228,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"WorkflowNodeTypeEnum": "workflows.models.WorkflowNode.TYPES",
                             "FunctionTypeEnum": [("function", "function")],
                             # `provider` is the LLM's in the config, a speech provider in /api/voice/*.
-                            "ProviderEnum": "accounts.models.PROVIDERS",
-                            "SttProviderEnum": "accounts.models.AgentConfig.STT_PROVIDERS",
-                            "TtsProviderEnum": "accounts.models.AgentConfig.TTS_PROVIDERS",
+                            "ProviderEnum": "agentsite.agent.providers.PROVIDERS",
+                            "SttProviderEnum": "catalogue.models.AgentConfig.STT_PROVIDERS",
+                            "TtsProviderEnum": "catalogue.models.AgentConfig.TTS_PROVIDERS",
                             "BrowserProviderEnum": [("browser", "browser")],
                             # /v1's response_format and the Responses door's text.format
                             "ResponseFormatTypeEnum": [("text", "text"), ("json_schema", "json_schema"),

@@ -30,12 +30,12 @@ from accounts.authentication import (
     scope_problem,
 )
 from accounts.ratelimit import client_ip
-from accounts.selectors import config_get, config_peek
 from agentsite.agent.config import aget_settings
 from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, openai_error
 from agentsite.core.sse import sse_event, sse_response
+from catalogue.selectors import config_get, config_peek
 from compat import engine
 from compat.limits import parsed_body
 from compat.schemas import ChatCompletionRequest, EmbeddingRequest

@@ -150,7 +150,7 @@ def _fresh_caches():
     from django.core.cache import cache
 
     from accounts.authentication import keys, users
-    from accounts.selectors import config_cache_clear
+    from catalogue.selectors import config_cache_clear
     from usage.budgets import drop_user_budget
 
     def clear() -> None:

@@ -23,7 +23,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from accounts.authentication import KeyCredential, authenticate_key, credential_of, credential_problem, key_digest
-from accounts.models import AgentConfig, ApiKey, AuditEvent
+from accounts.models import ApiKey, AuditEvent
+from catalogue.models import AgentConfig
 from tests.conftest import PASSWORD, client_for
 from tests.e2e import poll
 

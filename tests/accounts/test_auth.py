@@ -1,6 +1,6 @@
 import pytest
 
-from accounts.models import AgentConfig
+from catalogue.models import AgentConfig
 from tests.conftest import PASSWORD, client_for
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 
 import pytest
 
-from accounts.services import config_update
+from catalogue.services import config_update
 
 pytestmark = pytest.mark.django_db
 

@@ -1,8 +1,8 @@
 import pytest
 
-from accounts.models import AgentConfig
-from accounts.services import config_update
 from agentsite.agent.config import get_settings
+from catalogue.models import AgentConfig
+from catalogue.services import config_update
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +77,7 @@ def test_api_key_can_be_cleared(admin_client):
 
 
 def test_first_run_config_takes_the_provider_key_from_the_environment(monkeypatch):
-    from accounts.services import config_create_default
+    from catalogue.services import config_create_default
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     config = config_create_default()
@@ -93,8 +93,8 @@ def test_the_first_config_made_by_many_at_once_is_made_once_and_every_one_gets_i
 
     from django.db import connection as db_connection
 
-    from accounts.models import Connection
-    from accounts.services import config_create_default
+    from catalogue.models import Connection
+    from catalogue.services import config_create_default
 
     start, results, failures = threading.Barrier(8), [], []
 

@@ -9,9 +9,9 @@ import logging
 import pytest
 from django.test import Client
 
-from accounts.models import Connection
-from accounts.selectors import config_cache_clear
-from accounts.services import config_update
+from catalogue.models import Connection
+from catalogue.selectors import config_cache_clear
+from catalogue.services import config_update
 from tests.fakes.llm import Error, Text
 from tests.server import refusing_port
 
@@ -81,8 +81,8 @@ def test_the_admin_site_shows_base_urls_masked(admin):
     Connection.objects.create(name="gw", provider="openai", base_url=credentialed("http://gw.example/v1"))
     client = Client()
     client.force_login(admin)
-    listing = client.get("/admin/accounts/connection/")
-    change = client.get(f"/admin/accounts/connection/{Connection.objects.get(name='gw').pk}/change/")
+    listing = client.get("/admin/catalogue/connection/")
+    change = client.get(f"/admin/catalogue/connection/{Connection.objects.get(name='gw').pk}/change/")
     assert listing.status_code == 200 and change.status_code == 200
     assert "bob:***@gw.example" in listing.content.decode()
     assert_no_secret(listing.content.decode() + change.content.decode())

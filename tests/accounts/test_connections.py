@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.models import AgentConfig, Connection
-from accounts.selectors import config_cache_clear
+from catalogue.models import AgentConfig, Connection
+from catalogue.selectors import config_cache_clear
 from tests.fakes.llm import Error
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the catalogue cache is dropped on commit

@@ -9,8 +9,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
-from accounts import authentication
-from accounts.authentication import auser_for_token, user_for_token, users
+from accounts.authentication import api_keys, auser_for_token, jwt_auth, user_cache, user_for_token, users
 from accounts.tokens import token_pair_for
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +76,7 @@ def test_a_lost_admin_flag_is_a_403_on_the_next_request(admin):
 
 
 class FakeClock:
-    """accounts.authentication's `time` module, with the clocks the test moves."""
+    """the authentication modules' `time` module, with the clocks the test moves."""
 
     def __init__(self) -> None:
         self.offset = 0.0
@@ -95,7 +94,8 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(authentication, "time", fake)
+    for module in (user_cache, jwt_auth, api_keys):  # the modules that read the clock
+        monkeypatch.setattr(module, "time", fake)
     return fake
 
 
@@ -111,16 +111,16 @@ def test_a_change_no_signal_announces_is_seen_after_the_time_to_live(owner, sett
 
 
 def test_a_load_that_raced_a_drop_is_not_kept(owner, monkeypatch):
-    real = authentication.password_version
+    real = user_cache.password_version
 
     def dropped_meanwhile(user):
         users.drop(str(user.pk))  # a save announced while this load was reading the old row
         return real(user)
 
-    monkeypatch.setattr(authentication, "password_version", dropped_meanwhile)
+    monkeypatch.setattr(user_cache, "password_version", dropped_meanwhile)
     assert users.load(owner.pk) is not None  # the caller still gets what it read...
     assert users.fresh(owner.pk) == (False, None)  # ...but the cache did not keep it
-    monkeypatch.setattr(authentication, "password_version", real)
+    monkeypatch.setattr(user_cache, "password_version", real)
     users.load(owner.pk)
     assert users.fresh(owner.pk)[0]
 
@@ -157,11 +157,11 @@ def test_a_validated_token_is_reused_until_it_expires_and_bad_ones_are_never_kep
     token.set_exp(lifetime=timedelta(minutes=5))
     raw = str(token)
     assert user_for_token(raw).pk == owner.pk
-    assert raw in authentication._validated_tokens and len(full_checks) == 1
+    assert raw in jwt_auth._validated_tokens and len(full_checks) == 1
     assert user_for_token(raw).pk == owner.pk
     assert len(full_checks) == 1  # reused: no second signature check
     assert user_for_token(raw[:-2] + ("AA" if not raw.endswith("AA") else "BB")) is None  # a bad signature
-    assert len([key for key in authentication._validated_tokens if key.startswith(raw[:-2])]) == 1
+    assert len([key for key in jwt_auth._validated_tokens if key.startswith(raw[:-2])]) == 1
     checks = len(full_checks)
     clock.offset = 5 * 60 + 1  # past the token's expiry
     user_for_token(raw)
@@ -186,7 +186,8 @@ def test_a_token_newer_than_the_cached_user_reads_the_user_again(owner):
                                          "é.é.é", ""])
 def test_what_is_no_jwt_is_no_token_without_a_validation(owner, monkeypatch, placeholder):
     """An anonymous /v1 caller's placeholder key (any string) costs no signature check and no exception."""
-    from accounts.authentication import JWTAuthentication, _validated, credential_of
+    from accounts.authentication import JWTAuthentication, credential_of
+    from accounts.authentication.jwt_auth import _validated
 
     validations = []
 
@@ -201,7 +202,7 @@ def test_what_is_no_jwt_is_no_token_without_a_validation(owner, monkeypatch, pla
 
 
 def test_a_jwt_shaped_string_is_still_validated(owner):
-    from accounts.authentication import _validated
+    from accounts.authentication.jwt_auth import _validated
 
     raw = token_pair_for(owner)["token"]
     assert _validated(raw) is not None

@@ -8,13 +8,13 @@ import logging
 
 import pytest
 
-from accounts.selectors import config_cache_clear
-from accounts.services import config_update
 from agentsite.agent.providers.anthropic import AnthropicProvider
 from agentsite.agent.providers.http import redact
 from agentsite.agent.providers.openai import OpenAIProvider
 from agentsite.agent.types import ChatRequest, Message
 from agentsite.core.errors import AppError
+from catalogue.selectors import config_cache_clear
+from catalogue.services import config_update
 from tests.fakes.llm import Error
 
 REQUEST = ChatRequest([Message("user", "Hello?")])

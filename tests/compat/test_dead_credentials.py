@@ -12,8 +12,8 @@ import pytest
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
-from accounts.services import config_update
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
+from catalogue.services import config_update
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)

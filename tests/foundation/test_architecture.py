@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice", "plugins",
-        "usage", "uploads")
+APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
+        "plugins", "usage", "uploads")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
-          "filecache", "metrics", "logs", "audit", "tracing", "qbroker", "localwake", "bodygate")
+          "filecache", "metrics", "logs", "audit", "tracing", "qbroker", "localwake", "bodygate", "permissions")
 # The kernel's one model (ServiceProcess) stays at agentsite/models.py under the `agentsite` app label, so the
 # migration history of existing data directories stays valid: imported as part of the kernel.
 KERNEL_MODELS = "agentsite.models"
@@ -37,14 +37,16 @@ SHELL_MODULES_MAX = 12
 PACKAGES = {"core": "kernel", "agent": "runtime", "server": "server", "dashboard": "dashboard"}
 # Which app may import which (what a facet builds on). Anything else between apps is a backward import.
 APP_EDGES = {
-    "accounts": set(),
+    # Identity reads one flag of the agent config (allow_registration); the catalogue imports no app.
+    "accounts": {"catalogue"},
+    "catalogue": set(),
     "sessions_app": {"accounts"},
-    "compat": {"accounts", "knowledge"},
+    "compat": {"accounts", "catalogue", "knowledge"},
     "mcpbridge": {"accounts", "knowledge"},
     "knowledge": set(),
     "scheduler": {"accounts", "sessions_app", "workflows"},
     "workflows": {"accounts"},
-    "voice": {"accounts"},
+    "voice": {"accounts", "catalogue"},
     "uploads": {"knowledge", "sessions_app"},
     "plugins": {"accounts"},
     "usage": {"accounts"},

@@ -198,7 +198,7 @@ def test_every_route_is_an_operation_of_the_schema(schema):
 
 
 def test_every_bad_body_on_every_operation_is_a_4xx_envelope_and_stores_nothing(schema, clients, objects):
-    from accounts.selectors import config_get
+    from catalogue.selectors import config_get
 
     config_get()  # the config row is made on first read, by whichever request reads it first
     operations = _operations(schema)

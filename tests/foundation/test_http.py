@@ -155,7 +155,7 @@ def test_the_admin_site_shows_users_and_the_config(server):
         headers={"Referer": f"{server.base_url}/admin/login/"})
     assert response.status_code == 200 and "Log out" in response.text
     assert session.get(f"{server.base_url}/admin/auth/user/", timeout=5).status_code == 200
-    config_page = session.get(f"{server.base_url}/admin/accounts/agentconfig/", timeout=5)
+    config_page = session.get(f"{server.base_url}/admin/catalogue/agentconfig/", timeout=5)
     assert config_page.status_code == 200
 
 

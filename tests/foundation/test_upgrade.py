@@ -89,7 +89,7 @@ def test_a_configured_previous_release_upgrades_into_the_connection_default(prev
 
     _manage(ROOT, data_dir, "migrate", "--no-input")
     shown = _manage(ROOT, data_dir, "shell", "-c",
-                    "import json; from accounts.models import AgentConfig, Connection; "
+                    "import json; from catalogue.models import AgentConfig, Connection; "
                     "from agentsite.agent.config import get_settings; from agentsite.agent.routing import resolve; "
                     "c = AgentConfig.objects.get(pk=1); n = c.connection; s = get_settings(); "
                     "t = resolve('').targets[0]; print(json.dumps([Connection.objects.count(), n.name, n.provider, "

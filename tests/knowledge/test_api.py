@@ -3,7 +3,7 @@ import uuid
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from accounts.models import AgentConfig
+from catalogue.models import AgentConfig
 from knowledge.models import Chunk, Document
 from tests.knowledge.conftest import minimal_pdf
 

@@ -79,7 +79,7 @@ def test_logins_logouts_refresh_reuse_password_changes_and_registration(django_u
 
 
 def test_registration_and_activation_and_config_changes(admin_client, admin, django_user_model):
-    from accounts.services import config_update
+    from catalogue.services import config_update
 
     config_update(changes={"allow_registration": True})
     anon = APIClient()

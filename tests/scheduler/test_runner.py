@@ -31,7 +31,7 @@ def test_a_prompt_goes_to_the_agent_as_the_owner(owner):
 
 
 def test_the_owners_config_is_used(owner, fake_openai):
-    from accounts.services import config_update
+    from catalogue.services import config_update
 
     config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "model": "m", "kb_enabled": False})
     fake_openai.script(Text("Scheduled answer."))

@@ -18,9 +18,9 @@ import time
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from accounts.selectors import config_cache_clear
-from accounts.services import config_update
 from agentsite.core.errors import AppError
+from catalogue.selectors import config_cache_clear
+from catalogue.services import config_update
 from tests.fakes.audio import reencode, speak
 from tests.fakes.http import FakeResponse
 from voice.speech.audio import audio_decode

@@ -9,8 +9,8 @@ import time
 import av
 import pytest
 
-from accounts.selectors import config_cache_clear
-from accounts.services import config_update
+from catalogue.selectors import config_cache_clear
+from catalogue.services import config_update
 from tests.fakes.audio import tone
 from tests.fakes.http import FakeResponse
 

@@ -63,7 +63,7 @@ def test_preset_espeak_voices_follow_language_and_gender():
 
 
 def test_the_provider_registries_are_the_config_s_choices():
-    from accounts.models import AgentConfig
+    from catalogue.models import AgentConfig
     from voice.speech.providers import STT_PROVIDERS, TTS_PROVIDERS
 
     assert list(STT_PROVIDERS) == [name for name, _ in AgentConfig.STT_PROVIDERS]

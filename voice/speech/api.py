@@ -21,11 +21,11 @@ from rest_framework.response import Response
 from rest_framework.utils import html
 from rest_framework.views import APIView
 
-from accounts.models import AgentConfig
 from agentsite.agent.usage import Caller
 from agentsite.core.errors import AppError
 from agentsite.core.parsers import BoundedJSONParser
 from agentsite.core.validation import validated
+from catalogue.models import AgentConfig
 from voice.speech import services
 from voice.speech.audio import CONTENT_TYPES, INPUT_FORMATS, OUTPUT_FORMATS
 from voice.speech.selectors import voice_list

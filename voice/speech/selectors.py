@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from accounts.selectors import config_get
+from catalogue.selectors import config_get
 from voice.speech.providers.base import SpeechSettings
 from voice.speech.voices import PRESETS, Voice
 

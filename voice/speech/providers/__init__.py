@@ -10,7 +10,7 @@ from voice.speech.providers.espeak import EspeakTextToSpeech
 from voice.speech.providers.hosted import HostedSpeechToText, HostedTextToSpeech
 from voice.speech.providers.whisper import LocalSpeechToText
 
-# In the config's order (accounts.models.AgentConfig): the schema names each set of choices once.
+# In the config's order (catalogue.models.AgentConfig): the schema names each set of choices once.
 STT_PROVIDERS: dict[str, type[SpeechToText]] = {
     provider.name: provider for provider in (HostedSpeechToText, LocalSpeechToText, BrowserSpeechToText)}
 TTS_PROVIDERS: dict[str, type[TextToSpeech]] = {

@@ -1,0 +1,71 @@
+"""A database made by the previous release (its migrations, its `accounts` models) upgrades into the catalogue
+app: every connection, alias and the config are read back through catalogue.models, the catalogue resolves, new
+rows can be made, and what referenced the old models (permissions given to a group and a user, the admin's
+history) points at the same rows under `catalogue`.
+
+Each half runs in its own process on a database made for the test: a fresh SQLite file, or on the PostgreSQL
+pass (DATABASE_URL naming PostgreSQL) a fresh PostgreSQL database beside the test database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.server import ROOT
+
+pytestmark = pytest.mark.e2e  # every test here starts processes
+
+
+def _run(step: str, env: dict[str, str]) -> dict:
+    done = subprocess.run([sys.executable, "-m", "tests.catalogue.upgrade_steps", step], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{step}:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def fresh_database(tmp_path):
+    """The environment of a process on a new, empty database of the backend this run uses."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(AGENTSITE_DATA_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres:", "postgresql:")):
+        yield env
+        return
+    import psycopg  # only on the PostgreSQL pass: SQLite runs need no driver
+
+    name = f"upgrade_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    env["DATABASE_URL"] = urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+    try:
+        yield env
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_previous_releases_catalogue_is_read_through_the_catalogue_app(fresh_database):
+    before = _run("old", fresh_database)
+    after = _run("new", fresh_database)
+    gateway, discovering = before["connections"]
+    assert after["connections"] == [
+        [gateway, "gw", "openai", "http://user:pw@127.0.0.1:9/v1", "sk-old", {"X-Team": "red"}, 33.0, ["m1", "m2"],
+         [], True, True],
+        [discovering, "disc", "anthropic", "", "", {}, 120.0, "discover", ["c1"], False, False]]
+    assert after["alias"] == ["fast", "balance", [429]]
+    assert after["config"] == ["gw", "fast", 0.25, ["web_search"], "key", False]
+    assert after["route"] == ["gw/m1"]  # disc is disabled: its entry is not a live target
+    # The content types changed app in place (same ids), and no second set of permissions was made.
+    assert after["types"] == {model: ["catalogue", before["types"][model], 4] for model in before["types"]}
+    assert after["perms"] == [True, True, False]
+    assert after["history"] == "gw (openai)"
+    assert after["after"] == [True, ["gw/m1", "disc/c1", "after/x"]]

@@ -198,7 +198,7 @@ class Completion:
         return translate.completion_object(cid=self.cid, model=self.model, text=reply.text,
                                            tool_calls=reply.tool_calls,
                                            finish_reason=translate.finish_reason_out(reply.finish_reason),
-                                           usage=reply.usage.as_dict())
+                                           usage=reply.usage.as_dict(), logprobs=reply.logprobs)
 
     async def opened(self) -> tuple[list[StreamEvent], AsyncIterator[list[StreamEvent]]]:
         """The stream, opened: (its first list, the rest). Returns once the upstream has answered with a success
@@ -284,7 +284,10 @@ async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEv
         nonlocal usage, finish, tool_index
         for event in batch:
             if isinstance(event, TextDelta) and event.text:
-                out.append(head + json_text(event.text) + tail)
+                if event.logprobs is None:
+                    out.append(head + json_text(event.text) + tail)
+                else:  # the upstream's log probabilities of these tokens, relayed
+                    out.append(chunk(delta={"content": event.text}, logprobs=event.logprobs))
             elif isinstance(event, ToolCallEvent):
                 out.append(chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]}))
                 tool_index += 1

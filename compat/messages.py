@@ -7,8 +7,10 @@ upstream. Only the two ends are this dialect's: the request models below and the
 message object, or the typed SSE events `message_start` ... `message_stop`). Every error leaves in Anthropic's
 shape (`{"type": "error", "error": {"type", "message"}}`), so the `anthropic` SDK raises the matching class.
 
-Fields: what a model below declares is supported; the fields of `IGNORED` are accepted and ignored (documented
-in docs/api.md); any other field anywhere in the body is a 400 naming it.
+Fields: what a model below declares is supported; `service_tier` and `cache_control` go as they are to an
+Anthropic-format upstream (NATIVE) and are translated or, for cache hints only, left out for the others
+(docs/api.md says why); an unknown top-level field goes to a passthrough connection; any other field anywhere in
+the body is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class ImageSource(_Wire):
 
 class ContentBlock(_Wire):
     """One block of a message: `text`, `image`, `tool_use` or `tool_result` (each takes the fields of its type
-    only; `cache_control` and `citations` are ignored)."""
+    only; `cache_control` as the request's, NATIVE; `citations` only empty: this door takes no document to cite)."""
 
     type: Literal["text", "image", "tool_use", "tool_result"]
     text: str | None = None
@@ -84,14 +86,22 @@ class ContentBlock(_Wire):
     tool_use_id: str | None = None
     content: str | list[ContentBlock] | None = None
     is_error: bool | None = None
-    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
-    citations: list[Any] | None = Field(default=None, description="ignored")
+    cache_control: dict[str, Any] | None = Field(default=None, description="a prompt cache breakpoint")
+    citations: list[Any] | None = Field(default=None, description="empty only (no document blocks here)")
 
 
 _BLOCK_FIELDS = {"text": ({"text"}, {"text"}), "image": ({"source"}, {"source"}),
                  "tool_use": ({"id", "name", "input"}, {"id", "name", "input"}),
                  "tool_result": ({"tool_use_id"}, {"tool_use_id", "content", "is_error"})}
-_IGNORED_BLOCK_FIELDS = {"type", "cache_control", "citations"}
+_IGNORED_BLOCK_FIELDS = {"type", "cache_control", "citations"}  # checked apart (native, _no_citations)
+
+
+def _no_citations(where: str, citations: list[Any] | None) -> None:
+    """Citations point into document or search-result blocks, which this door does not take: a block may
+    carry none (null or [], as the SDK echoes a reply), any other is a 400 naming it."""
+    if citations:
+        why = "citations point into document blocks, which this server does not take; send none."
+        raise AppError("unsupported_parameter", f"{where}.citations: {why}", 400, {f"{where}.citations": [why]})
 
 
 class MessageParam(_Wire):
@@ -102,8 +112,8 @@ class MessageParam(_Wire):
 class SystemBlock(_Wire):
     type: Literal["text"]
     text: str
-    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
-    citations: list[Any] | None = Field(default=None, description="ignored")
+    cache_control: dict[str, Any] | None = Field(default=None, description="a prompt cache breakpoint")
+    citations: list[Any] | None = Field(default=None, description="empty only (no document blocks here)")
 
 
 class ToolParam(_Wire):
@@ -111,7 +121,7 @@ class ToolParam(_Wire):
     description: str = ""
     input_schema: dict[str, Any]
     type: Literal["custom"] | None = Field(default=None, description='only "custom": server tools are refused')
-    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
+    cache_control: dict[str, Any] | None = Field(default=None, description="a prompt cache breakpoint")
 
 
 class ToolChoice(_Wire):
@@ -137,16 +147,20 @@ class MessagesRequest(_Conversation):
     metadata: dict[str, Any] | None = Field(default=None, description="user_id only")
     top_p: float | None = Field(default=None, ge=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
-    # Accepted and ignored (docs/api.md, Messages):
-    service_tier: str | None = Field(default=None, description="ignored")
-    cache_control: dict[str, Any] | None = Field(default=None, description="ignored")
+    # As they are to an Anthropic-format upstream, translated or left out for the others (NATIVE):
+    service_tier: Literal["auto", "standard_only"] | None = None
+    cache_control: dict[str, Any] | None = Field(default=None, description="automatic prompt caching")
 
 
 class CountTokensRequest(_Conversation):
     pass
 
 
-IGNORED = ("service_tier", "cache_control", "citations")
+# Anthropic's own fields (top-level `cache_control` standing for the blocks' too), sent as they are when every
+# upstream the model may route to speaks Anthropic's dialect (MessagesCompletion).
+NATIVE = ("service_tier", "cache_control")
+# `service_tier` in OpenAI's chat vocabulary, for an OpenAI-format upstream.
+SERVICE_TIERS = {"auto": "auto", "standard_only": "default"}
 
 
 # --- the request in the runtime's types -----------------------------------------------------------
@@ -163,6 +177,8 @@ def to_chat_request(body: _Conversation) -> ChatRequest:
     if isinstance(body.system, str) and body.system:
         messages.append(Message("system", body.system))
     elif isinstance(body.system, list) and body.system:
+        for index, block in enumerate(body.system):
+            _no_citations(f"system.{index}", block.citations)
         messages.append(Message("system", "\n\n".join(block.text for block in body.system)))
     names: dict[str, str] = {}
     asked: set[str] = set()  # the tool_use ids of the assistant message before this one
@@ -215,6 +231,36 @@ def _extra(body: _Conversation) -> dict[str, Any]:
     return extra
 
 
+def native_fields(body: _Conversation) -> dict[str, Any]:
+    """The request's NATIVE fields as an Anthropic-format upstream takes them. Breakpoints on blocks, which the
+    runtime's messages cannot carry, become the one top-level `cache_control` (Anthropic's automatic caching of
+    the longest prefix) when the request has none, with the longest `ttl` any of them asked for."""
+    if not isinstance(body, MessagesRequest):
+        return {}
+    native = {name: getattr(body, name) for name in NATIVE if getattr(body, name) is not None}
+    marks = _block_cache_marks(body)
+    if "cache_control" not in native and marks:
+        ttls = [mark["ttl"] for mark in marks if isinstance(mark.get("ttl"), str)]
+        native["cache_control"] = {"type": "ephemeral", **({"ttl": max(ttls, key=_ttl_seconds)} if ttls else {})}
+    return native
+
+
+def _block_cache_marks(body: MessagesRequest) -> list[dict[str, Any]]:
+    blocks: list[Any] = [*(body.system if isinstance(body.system, list) else ()), *(body.tools or ())]
+    for message in body.messages:
+        if isinstance(message.content, list):
+            blocks += message.content
+            blocks += [inner for block in message.content if isinstance(block.content, list)
+                       for inner in block.content]
+    return [block.cache_control for block in blocks if block.cache_control]
+
+
+def _ttl_seconds(ttl: str) -> int:
+    """`5m`, `1h` (Anthropic's cache lifetimes) in seconds; 0 for anything else."""
+    number, unit = ttl[:-1], ttl[-1:]
+    return int(number) * {"s": 1, "m": 60, "h": 3600}.get(unit, 0) if number.isdigit() else 0
+
+
 def _settings(body: _Conversation) -> ModelSettings:
     if not isinstance(body, MessagesRequest):
         return ModelSettings(model=body.model)
@@ -238,6 +284,7 @@ def _check_block(where: str, block: ContentBlock) -> None:
     extra = sorted(block.model_fields_set - allowed - _IGNORED_BLOCK_FIELDS)
     if extra:
         raise invalid(f"{where}.{extra[0]}", f"A {block.type} block has no field {extra[0]!r}.")
+    _no_citations(where, block.citations)
     missing = sorted(name for name in required if getattr(block, name) is None)
     if missing:
         raise invalid(f"{where}.{missing[0]}", f"A {block.type} block needs {missing[0]!r}.")
@@ -429,10 +476,16 @@ def error_event(exc: AppError) -> bytes:
     return sse_event(anthropic_envelope(exc.status, exc.message), "error")
 
 
-def _parse(request: HttpRequest, schema: type[_Conversation]) -> Any:
+def _parse(request: HttpRequest, schema: type[_Conversation]) -> tuple[Any, dict[str, Any]]:
+    """(the request, its top-level fields this door does not know). Those go to a passthrough connection (or
+    are refused, engine.Completion.refuse_unknown) on a message; count_tokens, which sends nothing, refuses
+    them here."""
     body = parsed_body(request, items="messages")
+    unknown: dict[str, Any] = {}
+    if schema is MessagesRequest:
+        unknown = {name: body.pop(name) for name in list(body) if name not in schema.model_fields}
     try:
-        return schema.model_validate(body)
+        return schema.model_validate(body), unknown
     except ValidationError as exc:
         from compat.api import _telling_error
 
@@ -468,9 +521,25 @@ def _view(handler: Any) -> Any:
 
 
 class MessagesCompletion(engine.Completion):
-    """A Messages request's completion: a field its upstream cannot carry is refused under this dialect's name."""
+    """A Messages request's completion: a field its upstream cannot carry is refused under this dialect's name;
+    Anthropic's own fields (NATIVE) go as they are to an Anthropic-format route, translated to the others."""
 
     field_names = {"user": "metadata.user_id", "parallel_tool_calls": "tool_choice.disable_parallel_tool_use"}
+
+    def __init__(self, *args: Any, native: dict[str, Any] | None = None, **kwargs: Any):
+        self.native = native or {}
+        super().__init__(*args, **kwargs)
+
+    def refuse_uncarried(self) -> None:
+        targets = self.provider.route.targets if self.provider is not None else ()
+        anthropic = bool(targets) and all(target.connection.provider == "anthropic" for target in targets)
+        tier = self.native.get("service_tier")
+        if tier is not None and not anthropic:  # a chat field for the others (refused where not carried)
+            self.request.extra["service_tier"] = SERVICE_TIERS[tier]
+        super().refuse_uncarried()
+        if anthropic:  # after the unknown-field check: these are known, and sent as they came
+            self.request.passthrough.update(self.native)
+        # `cache_control` elsewhere: a cache hint that changes no reply, left out (docs/api.md, Messages).
 
 
 async def _completion(request: HttpRequest, schema: type[_Conversation]) -> tuple[engine.Completion, Any, Any]:
@@ -478,11 +547,13 @@ async def _completion(request: HttpRequest, schema: type[_Conversation]) -> tupl
     from compat.api import _caller
 
     user, credential = await _caller(request)
-    body = _parse(request, schema)
+    body, unknown = _parse(request, schema)
     chat_request = to_chat_request(body)
+    chat_request.passthrough = unknown
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
     completion = MessagesCompletion(None, settings=await aget_settings(), user=user, caller=caller,
-                                    request=chat_request)  # 404 model_not_found; 400 a field it cannot carry
+                                    request=chat_request, native=native_fields(body))
+    # ^ 404 model_not_found; 400 a field it cannot carry
     return completion, credential, body
 
 

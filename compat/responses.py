@@ -9,7 +9,8 @@ Messages; its function tools, tool_choice, temperature, max_output_tokens and `t
 The runtime's stream events are rendered as a response object or as the typed `response.*` SSE events, each with
 its `sequence_number`.
 
-Invariants: a field this module does not list in SUPPORTED or IGNORED is a 400 naming it (never dropped); a
+Invariants: a field this module does not list in SUPPORTED or IGNORED goes to a passthrough connection or is a
+400 naming it (never dropped); a
 stored response is seen, continued and deleted by its owner only (another's is a 404 like a missing one);
 `store: false` writes nothing.
 """
@@ -67,11 +68,15 @@ logger = logging.getLogger(__name__)
 
 # The request fields carried to the upstream as the chat fields of the same name (ChatRequest.extra), or refused
 # naming them where it cannot carry them.
-PASSED = ("top_p", "parallel_tool_calls", "metadata", "user", "service_tier")
-# The request fields POST /v1/responses acts on, and those it accepts and ignores (docs/api.md lists both).
+PASSED = ("top_p", "parallel_tool_calls", "metadata", "user", "service_tier", "prompt_cache_key",
+          "safety_identifier", "top_logprobs")
+# The request fields POST /v1/responses acts on, and those it accepts without effect (docs/api.md says why).
 SUPPORTED = ("model", "input", "instructions", "tools", "tool_choice", "temperature", "max_output_tokens", "stream",
-             "previous_response_id", "store", "text", *PASSED)
-IGNORED = ("truncation", "include", "prompt_cache_key", "safety_identifier", "reasoning", "stream_options")
+             "previous_response_id", "store", "text", "reasoning", "include", "truncation", *PASSED)
+IGNORED = ("stream_options",)
+# `include` asks for the upstream's token log probabilities with this value; its other values name items of
+# built-in tools this door never produces.
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
 
 # --- the request ----------------------------------------------------------------------------------
@@ -99,8 +104,20 @@ class ResponseText(WireModel):
     verbosity: str | None = None
 
 
+class Reasoning(WireModel):
+    """`reasoning`: its effort is the chat field `reasoning_effort`; a summary no chat completion can carry
+    (refused naming `reasoning.summary` when set)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    effort: str | None = None
+    summary: str | None = None
+    generate_summary: str | None = None
+
+
 class ResponseRequest(WireModel):
-    """POST /v1/responses. Top-level fields outside SUPPORTED and IGNORED are refused (400 naming the field)."""
+    """POST /v1/responses. Top-level fields outside SUPPORTED and IGNORED go to a passthrough connection as they
+    came, or are refused (400 naming the field: engine.Completion.refuse_unknown)."""
 
     model_config = ConfigDict(extra="ignore", strict=True, populate_by_name=True)
 
@@ -120,6 +137,12 @@ class ResponseRequest(WireModel):
     metadata: dict[str, str] | None = None
     user: str | None = None
     service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    include: list[str] | None = None
+    reasoning: Reasoning | None = None
+    truncation: Literal["auto", "disabled"] | None = Field(default=None, description='"disabled" only')
 
 
 def new_id(prefix: str) -> str:
@@ -138,18 +161,39 @@ def _invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
     return AppError(code, f"{param}: {message}", 400, {param: [message]})
 
 
-def parse_request(request: HttpRequest) -> ResponseRequest:
+def parse_request(request: HttpRequest) -> tuple[ResponseRequest, dict[str, Any]]:
+    """(the request, its fields this door does not know: for a passthrough connection, else refused)."""
     from compat.api import validate_body
 
     body = parsed_body(request, items="input")
-    for name in body:
-        if name not in SUPPORTED and name not in IGNORED:
-            raise _invalid(name, "this server's /v1/responses does not support this field (docs/api.md lists "
-                           "the supported and the ignored ones).", code="unknown_field")
+    unknown = {name: value for name, value in body.items() if name not in SUPPORTED and name not in IGNORED}
     where = _nul_at(body)
     if where is not None:  # a stored response is JSON in the database, and PostgreSQL refuses a NUL in it
         raise _invalid(where, "a NUL character (\\u0000) cannot be stored; remove it.")
-    return validate_body(body, ResponseRequest)
+    return validate_body(body, ResponseRequest), unknown
+
+
+def chat_extra(body: ResponseRequest) -> dict[str, Any]:
+    """The request's fields the runtime carries as chat fields (ChatRequest.extra, OpenAI's chat names): PASSED
+    as they are, `reasoning.effort` as `reasoning_effort`, `include`'s logprobs as `logprobs: true`. An empty
+    `reasoning` (or one whose fields are null) asks for nothing."""
+    extra = {name: getattr(body, name) for name in PASSED if getattr(body, name) is not None}
+    reasoning = body.reasoning
+    if reasoning is not None:
+        summary = next((name for name in ("summary", "generate_summary") if getattr(reasoning, name) is not None),
+                       None)
+        if summary is not None:
+            why = "a chat completions upstream has no reasoning summary; leave it out."
+            raise AppError("unsupported_parameter", f"reasoning.{summary}: {why}", 400,
+                           {f"reasoning.{summary}": [why]})
+        if reasoning.effort is not None:
+            extra["reasoning_effort"] = reasoning.effort
+    if LOGPROBS_INCLUDE in (body.include or ()):
+        extra["logprobs"] = True
+    if body.truncation == "auto":  # this door never drops items: over the context is the upstream's 400
+        why = 'this server does not truncate a conversation; send "disabled" (the default).'
+        raise AppError("unsupported_parameter", f"truncation: {why}", 400, {"truncation": [why]})
+    return extra
 
 
 def _nul_at(value: Any, path: str = "") -> str | None:
@@ -285,10 +329,10 @@ class ResponseRun(engine.Completion):
     """One /v1/responses request as an engine.Completion: the same model resolution, router, agent, workflows
     and metering; its own messages and ChatRequest. Raises AppError 400/404 before anything is sent."""
 
-    field_names = {"response_format": "text.format"}
+    field_names = {"response_format": "text.format", "reasoning_effort": "reasoning.effort", "logprobs": "include"}
 
     def __init__(self, body: ResponseRequest, history: list[dict[str, Any]], *, settings: AgentSettings,
-                 user: AbstractBaseUser | None, caller: Caller):
+                 user: AbstractBaseUser | None, caller: Caller, unknown: dict[str, Any] | None = None):
         self.spec = body
         self.rid = new_id("resp")
         self.created = int(time.time())
@@ -308,8 +352,8 @@ class ResponseRun(engine.Completion):
         self.response_format = _response_format(body)
         # What the engine's shared paths (the router, the agent, workflows) are given: this dialect's request.
         request = ChatRequest(messages=messages, tools=tools, tool_choice=self.tool_choice,
-                              response_format=self.response_format,
-                              extra={name: getattr(body, name) for name in PASSED if getattr(body, name) is not None},
+                              response_format=self.response_format, extra=chat_extra(body),
+                              passthrough=dict(unknown or {}),
                               settings=ModelSettings(model=body.model, temperature=body.temperature,
                                                      max_tokens=body.max_output_tokens))
         # raises 400 naming a field (text.format, top_p, ...) the model's upstreams cannot carry
@@ -420,9 +464,10 @@ def usage_out(usage: Usage) -> dict[str, Any]:
     return out
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if status == "completed" \
-        else []
+def message_item(item_id: str, text: str, status: str = "completed",
+                 logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}] \
+        if status == "completed" else []
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 
@@ -432,7 +477,8 @@ def call_item(call: ToolCall, arguments: str | None = None, status: str = "compl
 
 
 def output_items(reply: Completion) -> list[dict[str, Any]]:
-    items = [message_item(item_id(), reply.text)] if reply.text or not reply.tool_calls else []
+    items = [message_item(item_id(), reply.text, logprobs=reply.logprobs)] if reply.text or not reply.tool_calls \
+        else []
     return items + [call_item(call) for call in reply.tool_calls]
 
 
@@ -462,7 +508,7 @@ _PART_ADDED = (b'event: response.content_part.added\ndata: {"type": "response.co
                b'"output_index": %d, "content_index": 0, "part": {"type": "output_text", "text": "", '
                b'"annotations": [], "logprobs": []}, "sequence_number": %d}\n\n')
 _TEXT_DONE = (b'event: response.output_text.done\ndata: {"type": "response.output_text.done", "item_id": "%s", '
-              b'"output_index": %d, "content_index": 0, "text": %s, "logprobs": [], "sequence_number": %d}\n\n')
+              b'"output_index": %d, "content_index": 0, "text": %s, "logprobs": %s, "sequence_number": %d}\n\n')
 _PART_DONE = (b'event: response.content_part.done\ndata: {"type": "response.content_part.done", "item_id": "%s", '
               b'"output_index": %d, "content_index": 0, "part": %s, "sequence_number": %d}\n\n')
 _ITEM_DONE = (b'event: response.output_item.done\ndata: {"type": "response.output_item.done", "output_index": %d, '
@@ -478,6 +524,7 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
     usage = Usage()
     finish = "stop"
     text: list[str] = []
+    logprobs: list[dict[str, Any]] = []  # the open message's, when the upstream sends them
     open_message: dict[str, Any] | None = None
 
     def emit(kind: str, **fields: Any) -> None:
@@ -493,16 +540,18 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
             return
         index, item_id, whole = len(output), open_message["id"], "".join(text)
         whole_json, raw_id = json_text(whole), item_id.encode()
-        part = b'{"type": "output_text", "text": %s, "annotations": [], "logprobs": []}' % whole_json
+        probs = json.dumps(logprobs).encode() if logprobs else b"[]"
+        part = b'{"type": "output_text", "text": %s, "annotations": [], "logprobs": %s}' % (whole_json, probs)
         item = (b'{"type": "message", "id": "%s", "status": "completed", "role": "assistant", "content": [%s]}'
                 % (raw_id, part))
-        out.extend((_TEXT_DONE % (raw_id, index, whole_json, sequence),
+        out.extend((_TEXT_DONE % (raw_id, index, whole_json, probs, sequence),
                     _PART_DONE % (raw_id, index, part, sequence + 1), _ITEM_DONE % (index, item, sequence + 2)))
         sequence += 3
-        output.append(message_item(item_id, whole))
+        output.append(message_item(item_id, whole, logprobs=list(logprobs)))
         encoded.append(item)
         open_message = delta_template = None
         text.clear()
+        logprobs.clear()
 
     def render(batch: list[StreamEvent]) -> None:
         nonlocal usage, finish, open_message, delta_template, sequence
@@ -516,8 +565,13 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                     # Most of a stream's events: one template per message item (its id and index are fixed).
                     delta_template = _delta_template(open_message["id"], index)
                 text.append(event.text)
-                out.append(delta_template % (json_text(event.text), sequence))  # type: ignore[operator]
-                sequence += 1
+                if event.logprobs is None:
+                    out.append(delta_template % (json_text(event.text), sequence))  # type: ignore[operator]
+                    sequence += 1
+                else:  # the upstream's log probabilities of these tokens, relayed
+                    logprobs.extend(event.logprobs)
+                    emit("response.output_text.delta", item_id=open_message["id"], output_index=len(output),
+                         content_index=0, delta=event.text, logprobs=event.logprobs)
             elif isinstance(event, ToolCallEvent):
                 close_message()
                 index, arguments = len(output), event.call.arguments_text
@@ -552,7 +606,7 @@ async def _events(run: ResponseRun, first: list[StreamEvent], batches: AsyncIter
                 # template, without render's dispatch and the join (render gives the same bytes).
                 if delta_template is not None and len(batch) == 1:
                     event = batch[0]
-                    if type(event) is TextDelta and event.text:
+                    if type(event) is TextDelta and event.text and event.logprobs is None:
                         text.append(event.text)
                         yield delta_template % (json_text(event.text), sequence)
                         sequence += 1
@@ -623,10 +677,10 @@ async def create(request: HttpRequest) -> HttpResponse:
     from compat.api import _caller
 
     user, credential = await _caller(request)
-    body = parse_request(request)
+    body, unknown = parse_request(request)
     history = await _history(user, body.previous_response_id) if body.previous_response_id else []
     caller = Caller.with_key(getattr(user, "pk", None), getattr(request, "api_key", None), "v1")
-    run = ResponseRun(body, history, settings=await aget_settings(), user=user, caller=caller)
+    run = ResponseRun(body, history, settings=await aget_settings(), user=user, caller=caller, unknown=unknown)
     if body.stream:
         # The stream ends at its next event, with response.failed, once the token or key is revoked.
         stands = (lambda: credential_problem(credential)) if credential is not None else None

@@ -110,6 +110,9 @@ class ChatCompletionRequest(WireModel):
     user: str | None = None
     service_tier: str | None = None
     metadata: dict[str, str] | None = None
+    reasoning_effort: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
 
 
 class EmbeddingRequest(WireModel):

@@ -21,6 +21,9 @@ from agentsite.agent.types import (
 from agentsite.core.errors import AppError
 from compat.schemas import ChatCompletionRequest, ChatMessageIn, ContentPartImage
 
+# The chat fields carried in ChatRequest.extra: the runtime's, and those only an OpenAI-format upstream takes.
+CHAT_EXTRA_FIELDS = (*SAMPLING_FIELDS, "reasoning_effort", "prompt_cache_key", "safety_identifier")
+
 
 def invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
     """A 400 naming the request field (OpenAI's `param`)."""
@@ -75,7 +78,7 @@ def to_chat_request(request: ChatCompletionRequest, model: str, messages: list[M
     settings = ModelSettings(model=model, temperature=request.temperature,
                              max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop)
     # Only the fields the client set: the SDKs send nothing they were not given, and neither do we.
-    extra = {name: getattr(request, name) for name in SAMPLING_FIELDS
+    extra = {name: getattr(request, name) for name in CHAT_EXTRA_FIELDS
              if name in request.model_fields_set and getattr(request, name, None) is not None}
     return ChatRequest(messages=messages, tools=tools, settings=settings, tool_choice=request.tool_choice,
                        response_format=response_format(request), extra=extra)
@@ -105,25 +108,33 @@ def tool_call_out(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     return out
 
 
+def logprobs_out(content: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A choice's `logprobs` for the upstream's token entries: null when it sent none."""
+    return None if content is None else {"content": content, "refusal": None}
+
+
 def completion_object(*, cid: str, model: str, text: str, tool_calls: list[ToolCall], finish_reason: str,
-                      usage: dict[str, int]) -> dict[str, Any]:
+                      usage: dict[str, int], logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": text if text or not tool_calls else None,
                                "refusal": None}
     if tool_calls:
         message["tool_calls"] = [tool_call_out(call) for call in tool_calls]
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
+                                        "logprobs": logprobs_out(logprobs)}],
             "usage": usage, "system_fingerprint": None}
 
 
 def chunk_object(*, cid: str, created: int, model: str, delta: dict[str, Any] | None = None,
-                 finish_reason: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
+                 finish_reason: str | None = None, usage: dict[str, int] | None = None,
+                 logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     chunk: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                              "system_fingerprint": None}
     if usage is not None:
         chunk["choices"], chunk["usage"] = [], usage
     else:
-        chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason, "logprobs": None}]
+        chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason,
+                             "logprobs": logprobs_out(logprobs)}]
     return chunk
 
 

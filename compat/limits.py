@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from agentsite.core.errors import AppError
 from agentsite.core.jsonbody import json_containers
 from agentsite.core.validation import json_object_body
-from compat.schemas import MAX_EMBEDDING_INPUTS
+from compat.chat.wire import MAX_EMBEDDING_INPUTS
 
 MAX_MESSAGES = 2048  # `messages` (chat completions, messages, count_tokens) or `input` items (responses)
 MAX_TOOLS = 128

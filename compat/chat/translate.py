@@ -1,9 +1,7 @@
-"""OpenAI request -> the runtime's types, and the runtime's results -> OpenAI objects."""
+"""A chat completion request in the runtime's types (ChatRequest): its messages, tools and fields."""
 
 from __future__ import annotations
 
-import secrets
-import time
 from typing import Any
 
 from agentsite.agent.types import (
@@ -19,7 +17,7 @@ from agentsite.agent.types import (
     ToolSpec,
 )
 from agentsite.core.errors import AppError
-from compat.schemas import ChatCompletionRequest, ChatMessageIn, ContentPartImage
+from compat.chat.wire import ChatCompletionRequest, ChatMessageIn, ContentPartImage
 
 # The chat fields carried in ChatRequest.extra: the runtime's, and those only an OpenAI-format upstream takes.
 CHAT_EXTRA_FIELDS = (*SAMPLING_FIELDS, "reasoning_effort", "prompt_cache_key", "safety_identifier")
@@ -84,6 +82,14 @@ def to_chat_request(request: ChatCompletionRequest, model: str, messages: list[M
                        response_format=response_format(request), extra=extra)
 
 
+def chat_request(body: ChatCompletionRequest, unknown: dict[str, Any]) -> ChatRequest:
+    """The whole request: its messages and fields, and the fields it does not know (for a passthrough
+    connection). Raises AppError 400 naming a field (a message too long, a bad part or format)."""
+    request = to_chat_request(body, body.model, to_messages(body))
+    request.passthrough = dict(unknown)
+    return request
+
+
 def response_format(request: ChatCompletionRequest) -> dict[str, Any] | None:
     """The request's structured output as the runtime carries it; `text` (the default) is none."""
     fmt = request.response_format
@@ -94,51 +100,3 @@ def response_format(request: ChatCompletionRequest) -> dict[str, Any] | None:
     if not fmt.json_schema or not isinstance(fmt.json_schema.get("name"), str):
         raise invalid("response_format.json_schema", 'a json_schema format needs json_schema: {"name", "schema"}.')
     return {"type": "json_schema", "json_schema": fmt.json_schema}
-
-
-def completion_id() -> str:
-    return f"chatcmpl-{secrets.token_hex(16)}"
-
-
-def tool_call_out(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": call.arguments_text}}
-    if index is not None:
-        out = {"index": index, **out}
-    return out
-
-
-def logprobs_out(content: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """A choice's `logprobs` for the upstream's token entries: null when it sent none."""
-    return None if content is None else {"content": content, "refusal": None}
-
-
-def completion_object(*, cid: str, model: str, text: str, tool_calls: list[ToolCall], finish_reason: str,
-                      usage: dict[str, int], logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tool_calls else None,
-                               "refusal": None}
-    if tool_calls:
-        message["tool_calls"] = [tool_call_out(call) for call in tool_calls]
-    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
-                                        "logprobs": logprobs_out(logprobs)}],
-            "usage": usage, "system_fingerprint": None}
-
-
-def chunk_object(*, cid: str, created: int, model: str, delta: dict[str, Any] | None = None,
-                 finish_reason: str | None = None, usage: dict[str, int] | None = None,
-                 logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                             "system_fingerprint": None}
-    if usage is not None:
-        chunk["choices"], chunk["usage"] = [], usage
-    else:
-        chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason,
-                             "logprobs": logprobs_out(logprobs)}]
-    return chunk
-
-
-def finish_reason_out(reason: str) -> str:
-    # OpenAI clients know stop | length | tool_calls | content_filter; the agent's round limit reads as length.
-    return reason if reason in {"stop", "length", "tool_calls", "content_filter"} else (
-        "length" if reason == "max_rounds" else "stop")

@@ -95,7 +95,7 @@ class ResponseRun(Run):
     def _fixed_head(self) -> bytes:
         """The fixed fields encoded, as the start of a response object (`{...` without its closing brace):
         json.dumps(self._fixed) byte for byte (tests/compat/test_chunk_bytes.py holds it over requests that set
-        each field), from a template; encoding the dict cost a stream ~5-10 us. A field a request leaves unset
+        each field), from a template, cheaper than encoding the dict each time. A field a request leaves unset
         is a constant; one it sets is encoded alone."""
         body = self.spec
         fmt = body.text.format if body.text else None

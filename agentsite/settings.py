@@ -237,7 +237,7 @@ SPECTACULAR_SETTINGS = {
                                                        ("json_object", "json_object")],
                             "TriggerModeEnum": "workflows.models.WorkflowTrigger.MODES",
                             "SearchModeEnum": "knowledge.selectors.MODES",
-                            # /v1/messages (compat/messages.py): Anthropic's block and choice types.
+                            # /v1/messages (compat/messages/): Anthropic's block and choice types.
                             "MessageBlockTypeEnum": [(name, name) for name in ("text", "image", "tool_use",
                                                                                "tool_result")],
                             "ImageSourceTypeEnum": [("base64", "base64")],

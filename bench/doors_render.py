@@ -1,6 +1,6 @@
 """What each /v1 door costs in process to render one streamed reply: the same runtime events (a token per
-batch, as a paced upstream gives them, then the usage and the finish) through chat completions' `_chunks`,
-the Responses door's `_events` and the Messages door's `message_events`, interleaved round by round.
+batch, as a paced upstream gives them, then the usage and the finish) through the chat door's `chunks`,
+the Responses door's `events` and the Messages door's `message_events`, interleaved round by round.
 
     python bench/doors_render.py [--tokens 100] [--rounds 30]
 
@@ -33,10 +33,15 @@ django.setup()
 from agentsite.agent.config import AgentSettings  # noqa: E402
 from agentsite.agent.types import Finish, StreamEvent, TextDelta, Usage  # noqa: E402
 from agentsite.agent.usage import Caller  # noqa: E402
-from compat.engine import Completion, _chunks  # noqa: E402
-from compat.messages import message_events  # noqa: E402
-from compat.responses import ResponseRequest, ResponseRun, _events  # noqa: E402
-from compat.schemas import ChatCompletionRequest  # noqa: E402
+from compat.chat.render import chunks as _chunks  # noqa: E402
+from compat.chat.render import completion_id  # noqa: E402
+from compat.chat.translate import chat_request  # noqa: E402
+from compat.chat.wire import ChatCompletionRequest  # noqa: E402
+from compat.messages.render import message_events  # noqa: E402
+from compat.responses.render import events as _events  # noqa: E402
+from compat.responses.run import ResponseRun  # noqa: E402
+from compat.responses.wire import ResponseRequest  # noqa: E402
+from compat.run import Run  # noqa: E402
 
 
 def _batches(tokens: int) -> Callable[[], AsyncIterator[list[StreamEvent]]]:
@@ -60,15 +65,15 @@ def doors(tokens: int) -> dict[str, Callable[[], Coroutine[Any, Any, int]]]:
 
     # Each door builds its run (what a request does before its first byte) and renders the events.
     async def chat() -> int:
-        completion = Completion(chat_body, settings=settings, user=None)
-        return sum([len(piece) async for piece in _chunks([], batches(), cid=completion.cid, model=completion.model,
+        run = Run(chat_request(chat_body, {}), settings=settings, user=None)
+        return sum([len(piece) async for piece in _chunks([], batches(), cid=completion_id(), model=run.model,
                                                           include_usage=False)])
 
     async def responses() -> int:
         run = ResponseRun(body, [], settings=settings, user=None, caller=Caller(None, facet="v1"))
         return sum([len(piece) async for piece in _events(run, [], batches())])
 
-    async def messages() -> int:  # its run is an engine.Completion of the translated request (not built here)
+    async def messages() -> int:  # its run is a compat.run.Run of the translated request (not built here)
         return sum([len(piece) async for piece in message_events([], batches(), mid="msg_1", model="fake-model")])
 
     return {"chat completions": chat, "responses": responses, "messages": messages}

@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from agentsite.core.bodygate import BODY_GATES
+
 
 class CompatConfig(AppConfig):
     name = "compat"
@@ -7,10 +9,8 @@ class CompatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agentsite.core.bodygate import BODY_GATES
-
-        async def gate(scope):  # compat.api imports the ORM's models: not before the apps are ready
-            from compat.api import gate as v1_gate
+        async def gate(scope):  # compat.http imports the ORM's models: not before the apps are ready
+            from compat.http import gate as v1_gate
 
             return await v1_gate(scope)
 

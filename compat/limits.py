@@ -1,9 +1,9 @@
 """How much one /v1 request may hold (docs/api.md, "Limits of one /v1 request"), and the parsed body held to it.
 
-The request models validate ~10 µs an object on the event loop, and a legal 10 MB body of tiny messages holds
-300,000 of them: seconds during which the worker answered nothing else. The counts here are taken on the parsed
-JSON first, in the time of a `len()` (or a walk that stops at the limit), so that validation is bounded. The
-invariant: every door's body goes through `parsed_body` before its request model sees it.
+Validating a request model costs time per object on the event loop, and a legal body of tiny messages holds
+enough of them to keep the worker from answering anything else. The counts here are taken first, in the time
+of a `len()` (or a walk that stops at the limit), so that validation is bounded. The invariant: every door's
+body goes through `parsed_body` before its request model sees it.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from django.http import HttpRequest
 from agentsite.core.errors import AppError
 from agentsite.core.jsonbody import json_containers
 from agentsite.core.validation import json_object_body
-from compat.schemas import MAX_EMBEDDING_INPUTS
+from compat.chat.wire import MAX_EMBEDDING_INPUTS
 
 MAX_MESSAGES = 2048  # `messages` (chat completions, messages, count_tokens) or `input` items (responses)
 MAX_TOOLS = 128
 MAX_OBJECTS = 16384  # JSON objects and arrays in the whole body, counted on the raw bytes before parsing
 
 # A lone surrogate can only come from a `\uD800`-`\uDFFF` escape, or from its UTF-8 form (json.loads decodes bytes
-# with surrogatepass): a body without either needs no encoding check (a json.dumps of the whole body, ~0.3 s for
+# with surrogatepass): a body without either needs no encoding check (a json.dumps of the whole body, slow for
 # 10 MB).
 _MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
@@ -34,7 +34,7 @@ def parsed_body(request: HttpRequest, *, items: str | None, embeddings: bool = F
     or the embedding inputs); raises AppError 415/400 (json_object_body), 400 `invalid_value` past a limit (naming
     the field for a count)."""
     if request.content_type == "application/json" and json_containers(request.body, MAX_OBJECTS) > MAX_OBJECTS:
-        # Counted on the raw bytes: a body of 300,000 tiny objects is refused before it is parsed at all.
+        # Counted on the raw bytes: a body of too many tiny objects is refused before it is parsed at all.
         raise AppError("invalid_value", f"The body holds more than {MAX_OBJECTS} JSON objects and arrays, this "
                        "server's limit for one request.", 400)
     body = json_object_body(request)

@@ -26,20 +26,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types.jsonrpc import CONNECTION_CLOSED, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-from rest_framework_simplejwt.exceptions import AuthenticationFailed
 from starlette.authentication import AuthCredentials
 
-from accounts.authentication import (
-    aauthenticate_key,
-    auser_for_token,
-    bearer_scheme,
-    bearer_token,
-    credential_of,
-    credential_problem,
-    failure_detail,
-    is_api_key,
-    scope_problem,
-)
+from accounts import caller
+from accounts.authentication import bearer_scheme, bearer_token, credential_problem
 from agentsite.core.cors import origin_allowed
 from agentsite.core.errors import AppError, envelope
 from agentsite.core.hosts import host_allowed, scope_host_allowed
@@ -94,16 +84,16 @@ class McpHttpApp:
             return await _preflight(scope, send, allowed_origin)
         if origin and not allowed_origin and not _origin_is_own_host(origin):
             return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
-        user_id, key, problem = await _authenticate(scope)
-        if problem is not None:
-            return await _error(send, 401, *problem, headers=[(b"www-authenticate", b'Bearer realm="mcp"')])
-
-        refused = scope_problem(key, "mcp", "/mcp")
+        identity, refused = await _authenticate(scope)
         if refused is not None:
-            return await _error(send, 403, refused.code, refused.message)
-        # scope["api_key"]: the API key this request came with, or None (accounts.authentication).
-        scope = {**scope, "user": _mcp_user(scope, user_id, key), "auth": AuthCredentials([]), "api_key": key}
-        guard = _revocable(scope, send, receive)  # an event stream ends at its next event once the token dies
+            headers = [(b"www-authenticate", b'Bearer realm="mcp"')] if refused.status == 401 else None
+            return await _error(send, refused.status, refused.code, refused.message, headers=headers)
+        assert identity is not None
+        key = identity.key
+        # scope["api_key"]: the API key this request came with, or None (accounts.caller).
+        scope = {**scope, "user": _mcp_user(scope, identity.user_id, key), "auth": AuthCredentials([]), "api_key": key}
+        # An event stream ends at its next event once the token or key dies.
+        guard = _revocable(identity.credential, send, receive)
         await self._route(scope, guard.receive, guard.send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -240,33 +230,27 @@ def _origin_is_own_host(origin: str) -> bool:
     return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
 
 
-async def _authenticate(scope: Scope) -> tuple[Any, Any, tuple[str, str] | None]:
-    """(user id, API key or None, None), or (None, None, (code, message)) for the 401."""
-
-
+async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
+    """(the caller, None) of the request's Bearer credential (accounts.caller, a key needing the `mcp` scope), or
+    (None, the AppError that refuses it: 401 without a standing credential, 403 `key_scope`)."""
     header = _header(scope, b"authorization")
     if not bearer_scheme(header):  # the same codes as the API's: a Bearer header without a token is token_invalid
-        return None, None, ("not_authenticated", "Send Authorization: Bearer <access token or API key> (from "
-                            "/api/auth/login or /api/keys).")
-    token, user, key = bearer_token(header), None, None
-    if token is not None and is_api_key(token):
-        try:
-            async with django_db_scope():
-                user, key = await aauthenticate_key(token)
-        except AuthenticationFailed as exc:
-
-            return None, None, ("token_invalid", failure_detail(exc))
-    elif token is not None:
+        return None, AppError("not_authenticated", "Send Authorization: Bearer <access token or API key> (from "
+                              "/api/auth/login or /api/keys).", 401)
+    token = bearer_token(header)
+    if token is None:
+        return None, AppError("token_invalid", "The access token is invalid, expired or revoked; log in again.", 401)
+    try:
         async with django_db_scope():
-            user = await auser_for_token(token)
-    if user is None:
-        return None, None, ("token_invalid", "The access token is invalid, expired or revoked; log in again.")
-    return user.pk, key, None
+            return await caller.resolve(token, scope="mcp", where="/mcp"), None
+    except caller.Refused as exc:
+        return None, AppError("token_invalid", exc.detail, 401)
+    except AppError as exc:  # a key without the mcp scope
+        return None, exc
 
 
-def _revocable(scope: Scope, send: Send, receive: Receive) -> SseGuard:
-    token = credential_of(_header(scope, b"authorization"))
-    return SseGuard(send, receive, lambda: credential_problem(token), _revoked_event)
+def _revocable(credential: Any, send: Send, receive: Receive) -> SseGuard:
+    return SseGuard(send, receive, lambda: credential_problem(credential), _revoked_event)
 
 
 def _revoked_event(exc: AppError, replaced: bytes) -> bytes:

@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.authentication import async_post_view, revocable
+from accounts.caller import authenticated
 from agentsite.agent.loop import AgentEvent
-from agentsite.agent.usage import Caller
 from agentsite.agent.usage import check as usage_check
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
@@ -160,13 +160,14 @@ class ChatSchemaView(APIView):
 async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/sessions/:id/chat: everything that can fail with a status fails before the stream starts."""
     data = chat_input(json_object_body(request))
-    caller = Caller.with_key(user.pk, getattr(request, "api_key", None), "chat")
+    identity = authenticated(user, getattr(request, "api_key", None), request.headers.get("Authorization"))
+    caller = identity.usage("chat")
     await usage_check(caller)  # a spent budget: 429 before anything is stored
     turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
                             model=data.get("model") or None)
     turn.caller = caller
     # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
-    return sse_response(revocable(chat_stream(turn.batches()), request.headers.get("Authorization")))
+    return sse_response(revocable(chat_stream(turn.batches()), None, credential=identity.credential))
 
 
 chat = async_post_view(_chat, schema_view=ChatSchemaView)

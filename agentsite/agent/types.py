@@ -186,6 +186,9 @@ def supports_response_format(provider: str, request: ChatRequest | None = None) 
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+    # The upstream's log probabilities of this text's tokens (OpenAI's `logprobs.content` entries), when the
+    # request asked for them and the upstream sent them; the doors relay them.
+    logprobs: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -243,3 +246,4 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     finish_reason: FinishReason = "stop"
     stop_sequence: str | None = None  # as Finish.stop_sequence
+    logprobs: list[dict[str, Any]] | None = None  # as TextDelta.logprobs, for the whole text

@@ -17,8 +17,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -142,7 +142,13 @@ def estimate_tokens(text: str) -> int:
 def prompt_estimate(request: ChatRequest) -> int:
     """The prompt's tokens before a call: its characters over CHARS_PER_TOKEN, plus IMAGE_TOKENS an image."""
     images = sum(len(message.images) for message in request.messages)
-    return math.ceil(prompt_chars(request) / CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+    return prompt_text_tokens(request) + images * IMAGE_TOKENS
+
+
+def prompt_text_tokens(request: ChatRequest) -> int:
+    """The prompt's text (messages, tool calls, tool definitions) in tokens: its characters over
+    CHARS_PER_TOKEN."""
+    return math.ceil(prompt_chars(request) / CHARS_PER_TOKEN)
 
 
 def prompt_chars(request: ChatRequest) -> int:
@@ -178,8 +184,7 @@ class _Watch:
         if refused:  # the upstream refused the request (a 4xx): nothing was processed, nothing is charged
             usage, counted = Usage(), True
         elif usage is None or usage.total_tokens == 0:
-            usage = Usage(math.ceil(prompt_chars(self.request) / CHARS_PER_TOKEN),
-                          math.ceil(self.chars / CHARS_PER_TOKEN))
+            usage = Usage(prompt_text_tokens(self.request), math.ceil(self.chars / CHARS_PER_TOKEN))
         inner = self.provider.inner
         # Through the router (agentsite.agent.routing): the name the caller asked for, and the catalogue entry
         # that answered it (after a fallback, another than the first).
@@ -209,43 +214,23 @@ class MeteredProvider(Provider):
         return flatten(self.stream_batches(request))
 
     async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
-        metering = _metering
-        assert metering is not None
-        ticket = await metering.admit(self.caller, self.model_for(request), prompt_tokens=prompt_estimate(request),
-                                      max_tokens=request.settings.max_tokens)
         watch = _Watch(self, request)
-        status, error, refused = "interrupted", "", False
-        try:
+        async with _admitted(self.caller, self.model_for(request), prompt_estimate(request),
+                             request.settings.max_tokens, watch.record):
             async with aclosing(self.inner.stream_batches(request)) as batches:
                 async for batch in batches:
                     for event in batch:
                         watch.see(event)
                     yield batch
-            status = "ok"
-        except Exception as exc:
-            status, error, refused = "error", str(getattr(exc, "message", "")) or type(exc).__name__, _refused(exc)
-            raise
-        finally:
-            await _settle(metering.record(watch.record(status, error, refused), ticket), wait=status != "interrupted")
 
     async def complete(self, request: ChatRequest) -> Completion:
-        metering = _metering
-        assert metering is not None
-        ticket = await metering.admit(self.caller, self.model_for(request), prompt_tokens=prompt_estimate(request),
-                                      max_tokens=request.settings.max_tokens)
         watch = _Watch(self, request)
-        status, error, refused = "interrupted", "", False
-        try:
+        async with _admitted(self.caller, self.model_for(request), prompt_estimate(request),
+                             request.settings.max_tokens, watch.record):
             completion = await self.inner.complete(request)
             watch.usage = completion.usage
             watch.chars = len(completion.text)
-            status = "ok"
             return completion
-        except Exception as exc:
-            status, error, refused = "error", str(getattr(exc, "message", "")) or type(exc).__name__, _refused(exc)
-            raise
-        finally:
-            await _settle(metering.record(watch.record(status, error, refused), ticket), wait=status != "interrupted")
 
     def __repr__(self) -> str:
         return f"MeteredProvider({self.inner!r}, {self.caller!r})"
@@ -255,23 +240,36 @@ async def metered_call(caller: Caller, model: str, tokens: int, call: Callable[[
     """`await call()` for `caller`, admitted first for `tokens` (AppError 429 when a budget has no room for
     them) and recorded however it ends: `tokens` prompt tokens, or none when it failed (the upstream refused
     it or could not be reached). For a call whose whole cost is known before it is made (hosted speech)."""
-    metering = _metering
-    if metering is None:
+    if _metering is None:
         return await call()
-    ticket = await metering.admit(caller, model, prompt_tokens=tokens, max_tokens=0)
     started = time.perf_counter()
-    status, error = "interrupted", ""
+
+    def record(status: str, error: str, refused: bool) -> CallRecord:
+        return CallRecord(caller, model, model, 0 if status == "error" else tokens, 0,
+                          (time.perf_counter() - started) * 1000, status, True, error)
+
+    async with _admitted(caller, model, tokens, 0, record):
+        return await call()
+
+
+@asynccontextmanager
+async def _admitted(caller: Caller, model: str, prompt_tokens: int, max_tokens: int | None,
+                    record: Callable[[str, str, bool], CallRecord]) -> AsyncIterator[None]:
+    """The frame of every metered call: admitted first (AppError 429 when a budget has no room), then recorded
+    however it ends (`record(status, error, refused)`: `ok`, `error`, or `interrupted` for a call closed or
+    cancelled midway, which settles in the background)."""
+    metering = _metering
+    assert metering is not None
+    ticket = await metering.admit(caller, model, prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+    status, error, refused = "interrupted", "", False
     try:
-        result = await call()
+        yield
         status = "ok"
-        return result
     except Exception as exc:
-        status, error = "error", str(getattr(exc, "message", "")) or type(exc).__name__
+        status, error, refused = "error", str(getattr(exc, "message", "")) or type(exc).__name__, _refused(exc)
         raise
     finally:
-        record = CallRecord(caller, model, model, 0 if status == "error" else tokens, 0,
-                            (time.perf_counter() - started) * 1000, status, True, error)
-        await _settle(metering.record(record, ticket), wait=status != "interrupted")
+        await _settle(metering.record(record(status, error, refused), ticket), wait=status != "interrupted")
 
 
 def _refused(exc: BaseException) -> bool:
@@ -301,4 +299,4 @@ async def _settle(settling: Awaitable[None] | None, *, wait: bool) -> None:
 
 __all__ = ["CHARS_PER_TOKEN", "IMAGE_TOKENS", "CallRecord", "Caller", "MeteredProvider", "Metering", "caller_for",
            "calling", "check", "current_caller", "estimate_tokens", "get_metering", "metered", "metered_call",
-           "prompt_estimate", "set_metering"]
+           "prompt_estimate", "prompt_text_tokens", "set_metering"]

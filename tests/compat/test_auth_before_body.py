@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from accounts.tokens import token_pair_for
 from agentsite.server.asgi_limits import LimitsMiddleware
 from catalogue.services import config_update
-from compat.api import CALLER_SCOPE_KEY
+from compat.http import CALLER_SCOPE_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

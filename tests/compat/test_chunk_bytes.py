@@ -12,11 +12,13 @@ from agentsite.agent.config import AgentSettings
 from agentsite.agent.types import Finish, TextDelta, ToolCall, ToolCallEvent, Usage
 from agentsite.agent.usage import Caller
 from agentsite.core.sse import json_text, sse_event
-from compat import translate
-from compat.engine import _chunks
-from compat.messages import message_events
-from compat.responses import ResponseRequest, ResponseRun, call_item, message_item
-from compat.responses import _events as response_events
+from compat.chat import render as translate
+from compat.chat.render import chunks as _chunks
+from compat.messages.render import message_events
+from compat.responses.render import call_item, message_item
+from compat.responses.render import events as response_events
+from compat.responses.run import ResponseRun
+from compat.responses.wire import ResponseRequest
 
 TEXTS = ["plain", 'quotes " and \\ backslashes', "line\nbreaks\tand tabs", "ünïcödé 漢字 🙂", "\ud800 lone",
          "\x00 nul", "</script>", "100% %s %d %%", ""]
@@ -29,7 +31,7 @@ async def _batches(size: int):
 
 
 async def _pieces(size: int, **options) -> list[bytes]:
-    """What _chunks writes for the events in batches of `size`, given as Completion.chunks() gives them."""
+    """What _chunks writes for the events in batches of `size`, given as Run.opened() gives them."""
     batches = _batches(size)
     first = await anext(batches)
     return [piece async for piece in _chunks(first, batches, **options)]

@@ -1,4 +1,4 @@
-"""compat/messages.py without a server: the Messages request in the runtime's types, and the stream's bytes."""
+"""compat/messages/ without a server: the Messages request in the runtime's types, and the stream's bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 from agentsite.agent.types import Finish, TextDelta, ToolCall, ToolCallEvent, Usage
 from agentsite.core.errors import AppError
-from compat.messages import MessagesRequest, message_events, to_chat_request
+from compat.messages.render import message_events
+from compat.messages.translate import to_chat_request
+from compat.messages.wire import MessagesRequest
 
 
 def _request(**fields) -> MessagesRequest:

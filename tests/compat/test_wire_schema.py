@@ -1,4 +1,4 @@
-"""/v1 has one definition per wire format: the pydantic models of compat/schemas.py validate the requests, and
+"""/v1 has one definition per wire format: the pydantic models of compat/chat/wire.py validate the requests, and
 /api/schema and docs/api.md document exactly those models, field by field.
 
 The check reads the models' type annotations (not pydantic's JSON Schema, from which the documentation is
@@ -19,8 +19,9 @@ import pytest
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from compat import schemas
-from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelList, WireModel
+from compat.chat import wire as schemas
+from compat.chat.wire import ChatCompletionRequest, EmbeddingRequest, ModelList
+from compat.wire import WireModel
 
 REQUESTS = {"/v1/chat/completions": ChatCompletionRequest, "/v1/embeddings": EmbeddingRequest}
 RESPONSES = {"/v1/models": ModelList}
@@ -141,7 +142,7 @@ def test_each_v1_request_body_is_documented_as_the_model_that_validates_it(opena
     for path, model in RESPONSES.items():
         content = openapi["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]
         responses.model(model, content["schema"], path)
-    assert agreement.seen | responses.seen == _wire_models(), "a model of compat/schemas.py is documented nowhere"
+    assert agreement.seen | responses.seen == _wire_models(), "a model of compat/chat/wire.py is documented nowhere"
 
 
 @pytest.mark.django_db

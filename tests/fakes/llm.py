@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import threading
 import time
 from collections import deque
@@ -282,9 +283,21 @@ class FakeOpenAI(FakeLLMServer):
             message["content"] = getattr(reply, "text", "")
         return {**self._envelope(body, "chat.completion"),
                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None,
-                             **self._stop_fields(reply)}],
+                             **self._stop_fields(reply), **self._logprobs(body, message["content"] or "")}],
                 "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                           "total_tokens": usage[0] + usage[1]}}
+
+    def _logprobs(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        """OpenAI's `logprobs` of a choice for `text` when the request asked (one token per word here, each
+        logprob -0.25, with `top_logprobs` alternatives): {} when it did not."""
+        if not body.get("logprobs") or not text:
+            return {}
+        tokens = re.findall(r"\S+\s*|\s+", text)
+        top = int(body.get("top_logprobs") or 0)
+        return {"logprobs": {"content": [
+            {"token": token, "logprob": -0.25, "bytes": list(token.encode()),
+             "top_logprobs": [{"token": token, "logprob": -0.25, "bytes": list(token.encode())}][:top]}
+            for token in tokens], "refusal": None}}
 
     def _call(self, call: Call) -> dict[str, Any]:
         arguments = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
@@ -301,7 +314,8 @@ class FakeOpenAI(FakeLLMServer):
         text = getattr(reply, "text", "")
         pieces = reply.deltas() if isinstance(reply, Text) else split_words(text) if text else []
         delay = getattr(reply, "delay", 0.0)
-        chunks += [Chunk(self._chunk(body, {"content": piece}), delay) for piece in pieces]
+        chunks += [Chunk(self._chunk(body, {"content": piece}, **self._logprobs(body, piece)), delay)
+                   for piece in pieces]
         if isinstance(reply, Hang | Truncated):
             return FakeResponse(content_type="text/event-stream", chunks=chunks, hang=isinstance(reply, Hang),
                                 truncate=isinstance(reply, Truncated))

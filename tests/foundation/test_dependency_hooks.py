@@ -357,7 +357,7 @@ def test_twisted_waits_for_the_before_shutdown_trigger_that_closes_mcp_sessions(
 
 def test_drf_spectacular_documents_the_function_views_through_their_cls():
     """The async POST views (chat, workflow run) and /v1's function views are documented by setting `view.cls`
-    (accounts/authentication/views.py async_post_view, compat/api.py _attach_schemas): drf-spectacular reads a route's
+    (accounts/authentication/views.py async_post_view, compat/urls.py): drf-spectacular reads a route's
     operation from its view's `cls`. If this fails, the operations below vanished from /api/schema."""
     from drf_spectacular.generators import SchemaGenerator
 

@@ -194,7 +194,7 @@ def test_a_valid_limit_and_offset_page_through_the_list(owner_client):
 
 @pytest.mark.django_db
 def test_the_documented_v1_bodies_require_what_the_v1_views_require(schema):
-    from compat.schemas import ChatCompletionRequest, EmbeddingRequest
+    from compat.chat.wire import ChatCompletionRequest, EmbeddingRequest
 
     components = schema["components"]["schemas"]
     for model, component in ((ChatCompletionRequest, "ChatCompletionRequest"), (EmbeddingRequest, "EmbeddingRequest")):

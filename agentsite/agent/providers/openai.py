@@ -62,6 +62,7 @@ class _ChunkChoice(BaseModel):
     delta: _Delta | None = None
     finish_reason: str | None = None
     stop_reason: str | int | None = None  # vLLM's: the stop string (or token id) that ended the reply
+    logprobs: dict[str, Any] | None = None
 
 
 class _Usage(BaseModel):
@@ -94,6 +95,7 @@ class _Choice(BaseModel):
     message: _ReplyMessage
     finish_reason: str | None = None
     stop_reason: str | int | None = None  # as _ChunkChoice's
+    logprobs: dict[str, Any] | None = None
 
 
 class _Completion(BaseModel):
@@ -168,7 +170,7 @@ class OpenAIProvider(Provider):
         usage = Usage(reply.usage.prompt_tokens or 0, reply.usage.completion_tokens or 0) if reply.usage else Usage()
         reason = choice.finish_reason or ("tool_calls" if calls else "stop")
         return Completion(_reply_text(choice.message.content), calls, usage, reason,
-                          _stop_sequence(reason, choice.stop_reason, request))
+                          _stop_sequence(reason, choice.stop_reason, request), _logprobs(choice.logprobs))
 
 
 class _StreamState:
@@ -206,7 +208,7 @@ class _StreamState:
         for choice in chunk.choices[:1]:  # n=1: one choice is all we ask for
             delta = choice.delta
             if delta and delta.content:
-                events.append(TextDelta(delta.content))
+                events.append(TextDelta(delta.content, _logprobs(choice.logprobs)))
             for position, part in enumerate((delta.tool_calls or []) if delta else []):
                 self._add_call_part(part, position)
             if choice.finish_reason:
@@ -267,11 +269,19 @@ def _plain_text(data: str) -> str | None:
     choice = choices[0]
     if type(choice) is not dict or choice.get("finish_reason") is not None or type(choice.get("index", 0)) is not int:
         return None
+    if choice.get("logprobs") is not None:  # relayed with the text: _Chunk reads them
+        return None
     delta = choice.get("delta")
     if type(delta) is not dict or delta.get("tool_calls") is not None:
         return None
     content = delta.get("content")
     return content if type(content) is str else None
+
+
+def _logprobs(logprobs: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The `content` entries of a choice's logprobs (one per token), or None when the upstream sent none."""
+    content = (logprobs or {}).get("content")
+    return content if isinstance(content, list) and content else None
 
 
 def _parse_call(call_id: str | None, name: str, arguments: str | dict[str, Any] | None) -> ToolCall:

@@ -1,35 +1,29 @@
-"""The /v1 engine: which model a request names, the runtime stream behind it, and that stream as OpenAI objects.
+"""The dialect-neutral run of every /v1 door: which model a request names, the runtime's stream behind it, and
+the checks made before anything is sent.
 
-A request for the configured provider's model is translated and passed through (the client's own tools
-included); a request for `agent` runs the agent loop, whose own tool calls stay inside the server. Either
-way the engine works on the runtime's provider-neutral stream events (TextDelta, ToolCallEvent, Usage,
-Finish) and renders them as a chat.completion object or as chat.completion.chunk events. The views in
-`compat.api` parse, authenticate and call these; nothing here reads a request.
+A door translates its dialect into the runtime's ChatRequest and hands it to a `Run`. A catalogue model goes
+through the router (fallback, balance, metering) with the client's own tools; `agent` runs the agent loop, whose
+tools stay inside the server; `workflow:*` and other facets' models answer through their model sources. Either
+way the door gets the runtime's provider-neutral events (TextDelta, ToolCallEvent, Usage, Finish) and renders them
+in its dialect (compat/<dialect>/render.py, through compat.stream).
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentsite.agent.config import AgentSettings
-from agentsite.agent.model_sources import model_source_for, model_sources
+from agentsite.agent.loop import run_agent
+from agentsite.agent.model_sources import model_source_for
 from agentsite.agent.providers import collect, uncarried_fields
 from agentsite.agent.providers.base import one_per_list
 from agentsite.agent.routing import RoutedProvider, catalogue_entries, resolve
-from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta, ToolCallEvent, Usage
+from agentsite.agent.types import ChatRequest, Finish, StreamEvent, TextDelta
 from agentsite.agent.types import Completion as Reply
 from agentsite.agent.usage import Caller, metered
-from agentsite.core.errors import AppError, openai_envelope, openai_error
-from agentsite.core.sse import json_text, sse_event
-from compat import translate
-from compat.schemas import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
+from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -53,29 +47,12 @@ def model_ids(settings: AgentSettings) -> list[str]:
     return [*names, AGENT_MODEL, EMBEDDING_MODEL]
 
 
-async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> dict[str, Any]:
-    """The models, with those that facets answer for this caller (their workflows) when they are known."""
-    user_id = getattr(user, "pk", None)
-    extra = [name for source in model_sources() for name in await source.list_models(user_id)]
-    data = [ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite")
-            for model_id in [*model_ids(settings), *extra]]
-    return ModelList(data=data).model_dump()
+class Run:
+    """One request of any door, in the runtime's types, resolved to its event source. Raises AppError 404
+    `model_not_found`, and 400 naming a field the model cannot carry, before anything is sent."""
 
-
-class Completion:
-    """One chat completion request, resolved to its event source. Raises AppError 404 `model_not_found`.
-
-    `request`: the request already in the runtime's types (another door's dialect, translated by that door:
-    compat.messages); `body` is then None, and only `reply()` and `batches()` apply (the rest renders OpenAI)."""
-
-    def __init__(self, body: ChatCompletionRequest | None, *, settings: AgentSettings,
-                 user: AbstractBaseUser | None, caller: Caller | None = None, request: ChatRequest | None = None,
-                 unknown: dict[str, Any] | None = None):
-        if request is None:
-            assert body is not None
-            # raises AppError 400 before anything is sent upstream
-            request = translate.to_chat_request(body, body.model, translate.to_messages(body))
-            request.passthrough = dict(unknown or {})
+    def __init__(self, request: ChatRequest, *, settings: AgentSettings, user: AbstractBaseUser | None,
+                 caller: Caller | None = None):
         self.request = request
         self.model_name = model_name = request.settings.model
         self.source = model_source_for(model_name)
@@ -84,7 +61,6 @@ class Completion:
         self.provider: RoutedProvider | None = None
         if model_name != AGENT_MODEL and self.source is None:
             self.provider = RoutedProvider(resolve(model_name, settings))  # 404 model_not_found
-        self.body = body
         self.settings = settings
         self.user = user
         self.caller = caller or Caller(getattr(user, "pk", None), facet="v1")
@@ -131,11 +107,6 @@ class Completion:
     def _refuse(self, name: str, why: str) -> None:
         param = self.field_names.get(name, name)
         raise AppError("unsupported_parameter", f"{param}: {why}", 400, {param: [why]})
-
-    @cached_property
-    def cid(self) -> str:
-        """The chat.completion id, made when first asked for (the other doors' runs have ids of their own)."""
-        return translate.completion_id()
 
     @property
     def is_agent(self) -> bool:
@@ -192,14 +163,6 @@ class Completion:
         self.usage_estimated = reply.usage.estimated
         return reply
 
-    async def result(self) -> dict[str, Any]:
-        """The chat.completion object."""
-        reply = await self.reply()
-        return translate.completion_object(cid=self.cid, model=self.model, text=reply.text,
-                                           tool_calls=reply.tool_calls,
-                                           finish_reason=translate.finish_reason_out(reply.finish_reason),
-                                           usage=reply.usage.as_dict())
-
     async def opened(self) -> tuple[list[StreamEvent], AsyncIterator[list[StreamEvent]]]:
         """The stream, opened: (its first list, the rest). Returns once the upstream has answered with a success
         status (the first list then empty: nothing is ready yet, Provider.stream_batches) or sent its first
@@ -213,14 +176,6 @@ class Completion:
             first = []
         return first, batches
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The stream's SSE bytes, opened (see opened()). Events that were ready together leave in one piece of
-        bytes."""
-        first, batches = await self.opened()
-        options = self.body.stream_options if self.body is not None else None
-        return _chunks(first, batches, cid=self.cid, model=self.model,
-                       include_usage=bool(options and options.include_usage))
-
 
 async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, settings: AgentSettings,
                        caller: Caller | None = None,
@@ -228,8 +183,6 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
     """The agent loop as stream events: its text, then its summed usage and finish. An `error` event is raised
     as the AppError it reports (502 unless it says otherwise). The request's tools are not the agent's: its
     own tools run inside the server."""
-    from agentsite.agent.loop import run_agent
-
     messages = request.messages
     overrides = {key: value for key, value in (("temperature", request.settings.temperature),
                  ("max_tokens", request.settings.max_tokens)) if value is not None}
@@ -256,83 +209,3 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
             # An LLM's refusal (the prompt is over its context) keeps its 4xx; every other failure is a 502.
             status = event.data.get("status", 502) if code == "upstream_error" else 502
             raise AppError(code, event.data.get("message", ""), status, event.data.get("details"))
-
-
-_SPLIT = "\x00split\x00"
-_SPLIT_JSON = json.dumps(_SPLIT).encode()
-
-
-async def _chunks(first: list[StreamEvent], batches: AsyncIterator[list[StreamEvent]], *, cid: str, model: str,
-                  include_usage: bool) -> AsyncIterator[bytes]:
-    """chat.completion.chunk events for `first` and then each batch, then [DONE]; the events of one batch as
-    one piece of bytes. A client hang-up cancels this and, with it, the upstream (closed on the way out)."""
-    created = int(time.time())
-
-    def chunk(**fields: Any) -> bytes:
-        return sse_event(translate.chunk_object(cid=cid, created=created, model=model, **fields))
-
-    # A text delta is most of a stream's chunks: its bytes are this stream's one template around the text,
-    # byte for byte what chunk(delta={"content": text}) gives, without building and encoding the object.
-    head, tail = chunk(delta={"content": _SPLIT}).split(_SPLIT_JSON)
-
-    out = [chunk(delta={"role": "assistant", "content": ""})]
-    usage = Usage()
-    finish = "stop"
-    tool_index = 0
-
-    def render(batch: list[StreamEvent]) -> None:
-        nonlocal usage, finish, tool_index
-        for event in batch:
-            if isinstance(event, TextDelta) and event.text:
-                out.append(head + json_text(event.text) + tail)
-            elif isinstance(event, ToolCallEvent):
-                out.append(chunk(delta={"tool_calls": [translate.tool_call_out(event.call, index=tool_index)]}))
-                tool_index += 1
-            elif isinstance(event, Usage):
-                usage = event
-            elif isinstance(event, Finish):
-                finish = event.reason
-
-    try:
-        async with aclosing(batches):
-            render(first)
-            yield b"".join(out)  # the role chunk and the first events
-            out.clear()
-            async for batch in batches:
-                render(batch)
-                if out:
-                    yield b"".join(out)
-                    out.clear()
-    except AppError as exc:  # a started stream ends with an error chunk, which SDKs raise as an APIError
-        out.append(sse_event(openai_error(exc)))
-        yield b"".join(out)
-        return
-    except Exception:  # a boundary: never a hanging or broken stream
-        logger.exception("The /v1 stream failed")
-        out.append(sse_event(openai_envelope("internal_error", "The server failed; the error was logged.", 500)))
-        yield b"".join(out)
-        return
-    out.append(chunk(delta={}, finish_reason=translate.finish_reason_out(finish)))
-    if include_usage:
-        out.append(chunk(usage=usage.as_dict()))
-    out.append(sse_event("[DONE]"))
-    yield b"".join(out)
-
-
-def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
-    """The knowledge base's own vectors for the inputs (1 to 2048 of them: EmbeddingRequest enforces it). Raises
-    AppError 404 `model_not_found`."""
-    from knowledge.embedding import embed_many, tokenize
-
-    if body.model != EMBEDDING_MODEL:
-        raise AppError("model_not_found", f"The embedding model {body.model!r} does not exist; use "
-                       f"{EMBEDDING_MODEL!r}.", 404)
-    texts = [body.input] if isinstance(body.input, str) else list(body.input)
-    data = []
-    for index, vector in enumerate(embed_many(texts)):
-        embedding: Any = (base64.b64encode(vector.astype("<f4").tobytes()).decode()
-                          if body.encoding_format == "base64" else [float(x) for x in vector])
-        data.append({"object": "embedding", "index": index, "embedding": embedding})
-    tokens = sum(len(tokenize(text)) for text in texts)
-    return {"object": "list", "data": data, "model": EMBEDDING_MODEL,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}

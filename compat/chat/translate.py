@@ -1,9 +1,7 @@
-"""OpenAI request -> the runtime's types, and the runtime's results -> OpenAI objects."""
+"""A chat completion request in the runtime's types (ChatRequest): its messages, tools and fields."""
 
 from __future__ import annotations
 
-import secrets
-import time
 from typing import Any
 
 from agentsite.agent.types import (
@@ -19,7 +17,10 @@ from agentsite.agent.types import (
     ToolSpec,
 )
 from agentsite.core.errors import AppError
-from compat.schemas import ChatCompletionRequest, ChatMessageIn, ContentPartImage
+from compat.chat.wire import ChatCompletionRequest, ChatMessageIn, ContentPartImage
+
+# The chat fields carried in ChatRequest.extra: the runtime's, and those only an OpenAI-format upstream takes.
+CHAT_EXTRA_FIELDS = (*SAMPLING_FIELDS, "reasoning_effort", "prompt_cache_key", "safety_identifier")
 
 
 def invalid(param: str, message: str, code: str = "invalid_value") -> AppError:
@@ -75,10 +76,18 @@ def to_chat_request(request: ChatCompletionRequest, model: str, messages: list[M
     settings = ModelSettings(model=model, temperature=request.temperature,
                              max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop)
     # Only the fields the client set: the SDKs send nothing they were not given, and neither do we.
-    extra = {name: getattr(request, name) for name in SAMPLING_FIELDS
+    extra = {name: getattr(request, name) for name in CHAT_EXTRA_FIELDS
              if name in request.model_fields_set and getattr(request, name, None) is not None}
     return ChatRequest(messages=messages, tools=tools, settings=settings, tool_choice=request.tool_choice,
                        response_format=response_format(request), extra=extra)
+
+
+def chat_request(body: ChatCompletionRequest, unknown: dict[str, Any]) -> ChatRequest:
+    """The whole request: its messages and fields, and the fields it does not know (for a passthrough
+    connection). Raises AppError 400 naming a field (a message too long, a bad part or format)."""
+    request = to_chat_request(body, body.model, to_messages(body))
+    request.passthrough = dict(unknown)
+    return request
 
 
 def response_format(request: ChatCompletionRequest) -> dict[str, Any] | None:
@@ -91,43 +100,3 @@ def response_format(request: ChatCompletionRequest) -> dict[str, Any] | None:
     if not fmt.json_schema or not isinstance(fmt.json_schema.get("name"), str):
         raise invalid("response_format.json_schema", 'a json_schema format needs json_schema: {"name", "schema"}.')
     return {"type": "json_schema", "json_schema": fmt.json_schema}
-
-
-def completion_id() -> str:
-    return f"chatcmpl-{secrets.token_hex(16)}"
-
-
-def tool_call_out(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": call.arguments_text}}
-    if index is not None:
-        out = {"index": index, **out}
-    return out
-
-
-def completion_object(*, cid: str, model: str, text: str, tool_calls: list[ToolCall], finish_reason: str,
-                      usage: dict[str, int]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text if text or not tool_calls else None,
-                               "refusal": None}
-    if tool_calls:
-        message["tool_calls"] = [tool_call_out(call) for call in tool_calls]
-    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
-            "usage": usage, "system_fingerprint": None}
-
-
-def chunk_object(*, cid: str, created: int, model: str, delta: dict[str, Any] | None = None,
-                 finish_reason: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
-    chunk: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                             "system_fingerprint": None}
-    if usage is not None:
-        chunk["choices"], chunk["usage"] = [], usage
-    else:
-        chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason, "logprobs": None}]
-    return chunk
-
-
-def finish_reason_out(reason: str) -> str:
-    # OpenAI clients know stop | length | tool_calls | content_filter; the agent's round limit reads as length.
-    return reason if reason in {"stop", "length", "tool_calls", "content_filter"} else (
-        "length" if reason == "max_rounds" else "stop")

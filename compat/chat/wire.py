@@ -1,27 +1,15 @@
-"""The OpenAI wire formats of /v1, as explicit pydantic models: the one definition of each.
-
-The views validate request bodies with these models, and /api/schema documents /v1 from them
-(compat/schema.py turns their JSON Schema into OpenAPI components); nothing else describes their fields.
-A constraint belongs on the field here (`Field(min_length=...)`), where it is both enforced and documented.
-"""
+"""OpenAI's chat completions, models and embeddings wire formats: the request and reply models of the chat
+door, the one definition of their fields (compat/wire.py says how they are used)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from compat.wire import WireModel
 
 MAX_EMBEDDING_INPUTS = 2048
-
-
-class WireModel(BaseModel):
-    """A /v1 wire format. Every subclass is documented in /api/schema under its class name (a request model's
-    trailing `Request` is kept once: `ChatCompletionRequest`)."""
-
-    # A field a model does not declare is left out of it: the view decides (a chat completion's unknown fields go
-    # to a passthrough connection or are refused: compat.engine.Completion.refuse_unknown). Strict: a value of
-    # the wrong JSON type is refused, as by OpenAI ("50" is not a max_tokens, 1 is not a stream flag).
-    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 # --- requests -------------------------------------------------------------------------------------
@@ -97,7 +85,7 @@ class ChatCompletionRequest(WireModel):
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1, description="1 only: one choice is all a reply carries")
     response_format: ResponseFormat | None = None
-    # Passed on as sent (compat.translate.to_chat_request), or refused with a 400 naming the field where the
+    # Passed on as sent (compat.chat.translate.to_chat_request), or refused with a 400 naming the field where the
     # model's upstream cannot carry it (docs/api.md, /v1: fields per upstream).
     top_p: float | None = Field(default=None, ge=0, le=1)
     seed: int | None = None
@@ -110,6 +98,9 @@ class ChatCompletionRequest(WireModel):
     user: str | None = None
     service_tier: str | None = None
     metadata: dict[str, str] | None = None
+    reasoning_effort: str | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
 
 
 class EmbeddingRequest(WireModel):

@@ -1,0 +1,107 @@
+"""/v1/models, /v1/chat/completions and /v1/embeddings: thin views over compat.run in OpenAI's dialect."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from accounts.authentication import revocable
+from agentsite.agent.config import AgentSettings, aget_settings
+from agentsite.agent.model_sources import model_sources
+from agentsite.core.errors import AppError
+from agentsite.core.sse import sse_response
+from compat.chat import render
+from compat.chat.translate import chat_request
+from compat.chat.wire import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
+from compat.http import door_view, request_caller, validate_body
+from compat.limits import parsed_body
+from compat.run import EMBEDDING_MODEL, MODEL_CREATED, Run, model_ids
+
+
+async def model_list(settings: AgentSettings, user: Any) -> dict[str, Any]:
+    """The models, with those that facets answer for this caller (their workflows) when they are known."""
+    user_id = getattr(user, "pk", None)
+    extra = [name for source in model_sources() for name in await source.list_models(user_id)]
+    data = [ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite")
+            for model_id in [*model_ids(settings), *extra]]
+    return ModelList(data=data).model_dump()
+
+
+async def _models(request: HttpRequest) -> HttpResponse:
+    # What the caller may use: refused as the other /v1 paths refuse (compat_auth, a dead key, a key without
+    # the v1 scope); a known caller also sees their own models (their workflows).
+    caller = await request_caller(request)
+    return JsonResponse(await model_list(await aget_settings(), caller.user))
+
+
+async def _model(request: HttpRequest, model_id: str) -> HttpResponse:
+    """One model of the list (`models.retrieve`): its ids hold slashes (`<connection>/<model>`)."""
+    caller = await request_caller(request)
+    listed = await model_list(await aget_settings(), caller.user)
+    card = next((card for card in listed["data"] if card["id"] == model_id), None)
+    if card is None:
+        raise AppError("model_not_found", f"The model {model_id!r} does not exist; GET /v1/models lists the "
+                       "models.", 404)
+    return JsonResponse(card)
+
+
+async def _chat_completions(request: HttpRequest) -> HttpResponse:
+    caller = await request_caller(request)
+    raw = parsed_body(request, items="messages")
+    body: ChatCompletionRequest = validate_body(raw, ChatCompletionRequest)
+    # Fields the request model does not know: sent as they came to a passthrough connection, else a 400.
+    unknown = {name: value for name, value in raw.items() if name not in ChatCompletionRequest.model_fields}
+    run = Run(chat_request(body, unknown), settings=await aget_settings(), user=caller.user,
+              caller=caller.usage("v1"))
+    cid = render.completion_id()
+    if body.stream:
+        first, batches = await run.opened()
+        options = body.stream_options
+        stream = render.chunks(first, batches, cid=cid, model=run.model,
+                               include_usage=bool(options and options.include_usage))
+        if caller.credential is not None:  # the stream ends at its next event once the token or key is revoked
+            stream = revocable(stream, None, render.error_event, credential=caller.credential)
+        response: HttpResponse = sse_response(stream)
+    else:
+        reply = await run.reply()
+        response = JsonResponse(render.completion_object(
+            cid=cid, model=run.model, text=reply.text, tool_calls=reply.tool_calls,
+            finish_reason=render.finish_reason_out(reply.finish_reason), usage=reply.usage.as_dict(),
+            logprobs=reply.logprobs))
+    for name, value in run.headers().items():
+        response[name] = value
+    return response
+
+
+async def _embeddings(request: HttpRequest) -> HttpResponse:
+    await request_caller(request)
+    body = validate_body(parsed_body(request, items="input", embeddings=True), EmbeddingRequest)
+    return JsonResponse(embeddings(body))
+
+
+def embeddings(body: EmbeddingRequest) -> dict[str, Any]:
+    """The knowledge base's own vectors for the inputs (1 to 2048 of them: EmbeddingRequest enforces it). Raises
+    AppError 404 `model_not_found`."""
+    # Start-up cost: the embedding module loads numpy, which only this route needs.
+    from knowledge.embedding import embed_many, tokenize
+
+    if body.model != EMBEDDING_MODEL:
+        raise AppError("model_not_found", f"The embedding model {body.model!r} does not exist; use "
+                       f"{EMBEDDING_MODEL!r}.", 404)
+    texts = [body.input] if isinstance(body.input, str) else list(body.input)
+    data = []
+    for index, vector in enumerate(embed_many(texts)):
+        embedding: Any = (base64.b64encode(vector.astype("<f4").tobytes()).decode()
+                          if body.encoding_format == "base64" else [float(x) for x in vector])
+        data.append({"object": "embedding", "index": index, "embedding": embedding})
+    tokens = sum(len(tokenize(text)) for text in texts)
+    return {"object": "list", "data": data, "model": EMBEDDING_MODEL,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+models = door_view(_models, render.error_response, methods=("GET",))
+model = door_view(_model, render.error_response, methods=("GET",))
+chat_completions = door_view(_chat_completions, render.error_response)
+embeddings_view = door_view(_embeddings, render.error_response)

@@ -6,11 +6,11 @@ class AgentsiteConfig(AppConfig):
     verbose_name = "agentsite"
 
     def ready(self) -> None:
-        from agentsite.core import metrics, taskqueue
+        # Once the app registry is ready: the task queue (django-q2) and tracing read settings when imported.
+        from agentsite.core import metrics, taskqueue, tracing
         from agentsite.server.orphan import guard_if_child_of_serve
 
         metrics.on_scrape("task queue", taskqueue.queue_depth)
-        from agentsite.core import tracing
 
         tracing.configure()  # on only with OTEL_EXPORTER_OTLP_ENDPOINT and the [otel] extra
         taskqueue.connect_trace_hooks()  # a queued task's trace context, picked up in the worker
@@ -28,6 +28,7 @@ def _request_signals_at_the_end_only() -> None:
     connection age (CONN_MAX_AGE=None) or health check (CONN_HEALTH_CHECKS off) for it to act on. So both run
     at the end only, inside the crossing Django makes anyway to close the response.
     """
+    # Called from ready() only: kept beside the one caller.
     from django.core import signals
     from django.db import close_old_connections, reset_queries
 

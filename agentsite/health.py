@@ -7,6 +7,7 @@ import hmac
 import ipaddress
 import time
 
+from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 
 import agentsite
 from accounts.api import IsAdmin
+from agentsite.core import metrics
 from agentsite.core.errors import error_response
 
 STARTED_AT = time.monotonic()
@@ -79,8 +81,6 @@ class MetricsSummaryView(APIView):
                                "a reader makes rates from two answers (`at`). `{\"enabled\": false}` while "
                                "AGENTSITE_METRICS is off.")
     def get(self, request: Request) -> Response:
-        from agentsite.core import metrics
-
         return Response(metrics.summary(leave_out_route=SUMMARY_ROUTE))
 
 
@@ -88,10 +88,6 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     """GET /metrics: the Prometheus text of every process of the host (agentsite/core/metrics.py). 404 while
     AGENTSITE_METRICS is off; with AGENTSITE_METRICS_TOKEN a scrape sends it as a bearer token (401 otherwise),
     without one only loopback clients are answered (403)."""
-    from django.conf import settings
-
-    from agentsite.core import metrics
-
     if not metrics.ENABLED:
         return error_response("not_found", "Metrics are off (AGENTSITE_METRICS).", 404)
     if request.method not in ("GET", "HEAD"):

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.exceptions import SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
 
+from accounts.ratelimit import client_ip, login_attempt_check
 from agentsite.core import logs, metrics, tracing
 from agentsite.core.errors import AppError, app_error_response, code_for_status, error_response
 from agentsite.server.asgi_limits import SECURITY_HEADERS
@@ -157,8 +159,6 @@ class AdminLoginRateLimitMiddleware(_DualMiddleware):
 
     def __call__(self, request: HttpRequest):
         if request.method == "POST" and request.path.rstrip("/").endswith("/admin/login"):
-            from accounts.ratelimit import client_ip, login_attempt_check
-
             try:
                 login_attempt_check(ip=client_ip(request))
             except AppError as exc:
@@ -231,8 +231,6 @@ class BrowserOnlyMiddleware:
     ]
 
     def __init__(self, get_response: Callable):
-        from django.utils.module_loading import import_string
-
         self.get_response = get_response
         self.is_async = iscoroutinefunction(get_response)
         handler = get_response

@@ -17,6 +17,7 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny, IsAdminUser
 
 from agentsite.core.errors import is_anthropic_path, is_openai_path
+from agentsite.core.permissions import IsAdmin
 
 # Operations with a per-client rate limit (accounts.ratelimit): they can answer 429 with Retry-After.
 RATE_LIMITED = {("POST", "/api/auth/login")}
@@ -130,8 +131,6 @@ class AppAutoSchema(AutoSchema):
         return bool(permissions) and all(isinstance(permission, AllowAny) for permission in permissions)
 
     def _is_admin_only(self) -> bool:
-        from accounts.api import IsAdmin
-
         admin_classes = (IsAdmin, IsAdminUser)  # a tuple: DRF permission classes overload `|`
         return any(isinstance(permission, admin_classes) for permission in self._permissions())
 

@@ -9,7 +9,8 @@ class CompatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        async def gate(scope):  # compat.http imports the ORM's models: not before the apps are ready
+        async def gate(scope):
+            # compat.http imports the ORM's models: not before the apps are ready.
             from compat.http import gate as v1_gate
 
             return await v1_gate(scope)

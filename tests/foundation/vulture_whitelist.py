@@ -31,3 +31,24 @@ _._on_message_delta
 _._on_message_stop
 # django-q2 entry points, queued by dotted name: one a release queued, still run for tasks queued then.
 task_run_execute  # scheduler/tasks.py
+# Django REST framework by field name: a SerializerMethodField's get_<field>, a serializer's validate_<field>.
+_.get_api_key_set  # catalogue/connections_api.py
+_.get_base_url
+_.get_discovery_error
+_.get_header_names
+_.get_is_default
+_.get_status  # accounts/keys_api.py
+_.get_url  # uploads/api.py
+_.validate_models  # catalogue/connections_api.py
+_.validate_headers
+_.validate_text  # voice/speech/api.py
+# DRF's content negotiation (uploads/api.py) and simplejwt's user lookup (accounts/authentication/jwt_auth.py).
+_.select_renderer
+_.get_user
+# Django forms by field name (clean_<field>), and admin columns list_display names as strings.
+_.clean_base_url  # catalogue/admin.py
+_.clean_api_key
+_.clean_headers
+_.shown_base_url
+_.uploads  # uploads/admin.py
+_.used_bytes

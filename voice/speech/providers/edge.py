@@ -37,7 +37,8 @@ class EdgeTextToSpeech(TextToSpeech):
         return Speech(self.name, text, voice.edge_id, audio, audio_format)
 
     async def _mp3(self, text: str, voice_id: str) -> bytes:
-        import aiohttp  # edge-tts and aiohttp take half a second to import: only when this provider is used
+        # edge-tts and aiohttp take half a second to import: only when this provider is used.
+        import aiohttp
         import edge_tts
         from edge_tts.exceptions import EdgeTTSException
 

@@ -1,6 +1,6 @@
 """Writes of workflows: create, update, add a node, import, delete; and the run records.
 
-Every save validates the whole graph (`workflows.graph.validate`, and `model_problems`: an `llm` node's
+Every save validates the whole graph (`workflows.checks.validate`, and `model_problems`: an `llm` node's
 `model` must be in the model catalogue) and stores nodes and edges together in
 one transaction, so a stored workflow is always valid. A failure is one AppError 400 `invalid` whose
 details name the node (`node:<id>`), the edge (`edge:<from>-><to>`) or the `workflow`.
@@ -23,6 +23,7 @@ from agentsite.agent.modelchoice import model_problem
 from agentsite.core import metrics
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
+from workflows.checks import validate
 from workflows.graph import (
     NAME_PATTERN,
     Graph,
@@ -31,7 +32,6 @@ from workflows.graph import (
     edges_from_wire,
     node_from_wire,
     nodes_from_wire,
-    validate,
 )
 from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
 from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, Runnable, workflow_get_for, workflow_graph

@@ -148,6 +148,7 @@ class ToolSource:
     """
 
     name: str = ""
+    label: str = ""  # how the dashboard names it (GET /api/meta); empty: its name
 
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         raise NotImplementedError
@@ -162,8 +163,9 @@ class ToolSource:
 class StaticToolSource(ToolSource):
     """A fixed list of tools (the built-ins, a plugin, a test)."""
 
-    def __init__(self, name: str, tools: list[Tool] | Callable[[], list[Tool]]):
+    def __init__(self, name: str, tools: list[Tool] | Callable[[], list[Tool]], label: str = ""):
         self.name = name
+        self.label = label
         self._tools = tools
 
     def tools(self) -> list[Tool]:
@@ -194,6 +196,10 @@ class ToolRegistry:
 
     def sources(self) -> list[str]:
         return list(self._sources)
+
+    def describe_sources(self) -> list[dict[str, str]]:
+        """The registered sources, in the order they are asked: {name, label} (GET /api/meta)."""
+        return [{"name": name, "label": source.label or name} for name, source in self._sources.items()]
 
     def source(self, name: str) -> ToolSource | None:
         return self._sources.get(name)
@@ -348,7 +354,7 @@ def _register_builtins() -> None:
     # Imported here, not at the top: the built-in modules import this one for Tool and ToolResult.
     from agentsite.agent.builtin import builtin_tools
 
-    registry.register_source(StaticToolSource("builtin", builtin_tools))
+    registry.register_source(StaticToolSource("builtin", builtin_tools, label="Built-in"))
 
 
 _register_builtins()

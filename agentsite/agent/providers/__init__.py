@@ -1,6 +1,12 @@
-"""LLM providers: one module per wire format behind the `Provider` base class."""
+"""LLM providers: one module per wire format behind the `Provider` base class, and their registry.
+
+`PROVIDERS` is the one list of provider names (its keys): connections are validated against it, and
+`describe_providers()` is what GET /api/meta answers for the forms that pick one.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.providers.anthropic import AnthropicProvider
@@ -17,8 +23,14 @@ PROVIDERS: dict[str, type[Provider]] = {
 }
 
 __all__ = ["PROVIDERS", "AnthropicProvider", "OfflineProvider", "OpenAIProvider", "Provider", "collect",
-           "default_model", "get_provider",
-           "uncarried_fields"]
+           "default_model", "describe_providers", "get_provider", "uncarried_fields"]
+
+
+def describe_providers() -> list[dict[str, Any]]:
+    """Each provider as a form shows it: its name, label, defaults, and whether it needs a key and a URL."""
+    return [{"name": name, "label": kind.label, "default_model": kind.default_model,
+             "default_base_url": kind.default_base_url, "needs_key": kind.needs_key, "needs_url": kind.needs_url}
+            for name, kind in PROVIDERS.items()]
 
 
 def _provider_class(name: str) -> type[Provider]:

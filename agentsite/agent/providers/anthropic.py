@@ -85,6 +85,7 @@ class _Event(BaseModel):
 
 class AnthropicProvider(Provider):
     name = "anthropic"
+    label = "Anthropic"
     # The others have their Anthropic form (wire_extra); `n: 1` every provider carries.
     carries = frozenset({"top_p", "top_k", "user", "parallel_tool_calls"})
     default_model = "claude-sonnet-4-5"

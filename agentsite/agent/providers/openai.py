@@ -105,6 +105,7 @@ class _Completion(BaseModel):
 
 class OpenAIProvider(Provider):
     name = "openai"
+    label = "OpenAI-compatible (OpenAI, Ollama, vLLM...)"
     default_model = "gpt-4o-mini"
     default_base_url = "https://api.openai.com/v1"
     carries = None  # the extra fields are OpenAI's own vocabulary: all go as they came

@@ -24,10 +24,13 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django_q.models import Schedule
 
 from agentsite.core.errors import AppError
+from agentsite.core.processes import current_process_id
 from agentsite.core.taskqueue import enqueue_with_commit
 from workflows.models import WorkflowApproval, WorkflowRun
+from workflows.services import SWEPT_MESSAGE
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -48,9 +51,6 @@ def run_wait(*, run: WorkflowRun, outputs: dict[str, Any], output: Any, trace: l
              state: dict[str, Any], pending: dict[str, dict[str, Any]]) -> WorkflowRun:
     """Store a run that stopped at approval nodes: `waiting`, its state, and one pending approval per node
     (with its approvers and its timeout's schedule). Only a run still running is changed."""
-    from agentsite.core.processes import current_process_id
-    from workflows.services import SWEPT_MESSAGE
-
     graph_names = {item["id"]: item["name"] for item in run.graph.get("nodes", [])}
     swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
     with transaction.atomic():
@@ -80,8 +80,6 @@ def _approval_create(run: WorkflowRun, node_id: str, node_name: str, ask: dict[s
         expires_at=timezone.now() + timedelta(seconds=timeout) if timeout else None)
     approval.approvers.set(users)
     if approval.expires_at is not None:
-        from django_q.models import Schedule
-
         Schedule.objects.create(name=schedule_name(approval.pk), func=TIMEOUT_TASK, args=repr(str(approval.pk)),
                                 schedule_type=Schedule.ONCE, repeats=-1, next_run=approval.expires_at)
     return approval
@@ -156,8 +154,6 @@ def _decide(approval: WorkflowApproval, status: str, *, by: AbstractBaseUser | N
         approval.status, approval.decided_by, approval.decided_at = status, by, now
         approval.comment, approval.data = comment, data
         if approval.expires_at is not None:
-            from django_q.models import Schedule
-
             Schedule.objects.filter(name=schedule_name(approval.pk)).delete()
         if not WorkflowApproval.objects.filter(run_id=approval.run_id, status=WorkflowApproval.PENDING).exists():
             queued = WorkflowRun.objects.filter(pk=approval.run_id, status=WorkflowRun.WAITING).update(

@@ -7,6 +7,7 @@ class WorkflowsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported once the app registry is ready: these modules import the models.
         from agentsite.agent.model_sources import register_model_source
         from agentsite.agent.tools import registry
         from agentsite.core.meta import register_section

@@ -39,6 +39,7 @@ from agentsite.core import tracing
 from agentsite.core.errors import AppError
 from workflows.graph import Graph, Node, successors
 from workflows.nodes import NodeFailure, Routed, RunContext, node_type
+from workflows.sandbox import SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -295,8 +296,6 @@ def retryable(exc: Exception) -> bool:
 
 
 def failure_message(exc: Exception) -> str:
-    from workflows.sandbox import SandboxError
-
     if isinstance(exc, NodeFailure | SandboxError):
         return str(getattr(exc, "message", None) or exc)
     if isinstance(exc, AppError):

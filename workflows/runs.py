@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from accounts.selectors import key_for_work  # keys are read through accounts' selector, never its models
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
@@ -123,8 +124,6 @@ async def _run_caller(run: WorkflowRun, given: Caller | None = None) -> Caller:
 
 
 def _key_budget(*, key_id: str) -> dict[str, Any] | None:
-    from accounts.selectors import key_for_work  # workflows reads keys through accounts' selector (no model import)
-
     return key_for_work(key_id=int(key_id)).budget if key_id.isdigit() else None
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import threading
 import time
@@ -39,7 +40,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agentsite.core.audit import audit
@@ -193,8 +194,6 @@ def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str
 def _trigger_row(trigger_id: uuid.UUID) -> tuple[Any, ...] | None:
     """The trigger's row with its workflow's owner, by a statement written once (as workflows.selectors'
     _stamp_row: an ORM query built and compiled for each request cost ~0.9 ms of CPU)."""
-    from django.db import connection
-
     quote, trigger, workflow = connection.ops.quote_name, WorkflowTrigger._meta, Workflow._meta
     columns = ", ".join(f"t.{quote(trigger.get_field(name).column)}" for name in (
         "id", "nonce", "enabled", "mode", "version", "rate_per_minute", "workflow", "created_by_key"))
@@ -266,15 +265,13 @@ def _redis() -> Any:
         return None
     with _redis_lock:
         if _redis_client is None:
-            import redis
+            import redis  # only with REDIS_URL: without it the client library is never loaded
 
             _redis_client = redis.Redis.from_url(url, socket_timeout=2)
         return _redis_client
 
 
 def _prefix() -> str:
-    import os
-
     return os.environ.get("AGENTSITE_CACHE_PREFIX", "agentsite")
 
 

@@ -1,17 +1,16 @@
-"""Approvals: what a run waiting at approval nodes asks, who may decide it, the decision, and the resume.
+"""Approvals: what a run waiting at approval nodes asks, who may decide it, the decision, and the resume."""
 
-Invariants (tests/workflows/test_approvals.py):
-- a run stops `waiting` with one pending approval per approval node it reached; nothing runs it meanwhile
-  (no task, thread or connection: its state is in the run record, `WorkflowRun.state`);
-- only an approval's approvers see it (GET /api/approvals) or decide it; anyone else gets 404;
-- an approval is decided once: the decision is a conditional update, so a second one (or one racing a
-  timeout) is refused with 409 `conflict`;
-- when the last pending approval of a run is decided, the run is queued again (in the decision's
-  transaction, `enqueue_with_commit`) and any worker of the task queue resumes it on the graph it started
-  with (the run's own snapshot), replaying the finished nodes;
-- an approval with `timeout_s` has a one-off django-q2 schedule at its expiry that decides it `on_timeout`
-  (by: null) when nobody decided it first.
-"""
+# Invariants (tests/workflows/test_approvals.py):
+# - a run stops `waiting` with one pending approval per approval node it reached; nothing runs it meanwhile
+#   (no task, thread or connection: its state is in the run record, `WorkflowRun.state`);
+# - only an approval's approvers see it (GET /api/approvals) or decide it; anyone else gets 404;
+# - an approval is decided once: the decision is a conditional update, so a second one (or one racing a
+#   timeout) is refused with 409 `conflict`;
+# - when the last pending approval of a run is decided, the run is queued again (in the decision's
+#   transaction, `enqueue_with_commit`) and any worker of the task queue resumes it on the graph it started
+#   with (the run's own snapshot), replaying the finished nodes;
+# - an approval with `timeout_s` has a one-off django-q2 schedule at its expiry that decides it `on_timeout`
+#   (by: null) when nobody decided it first.
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool.
+"""Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool."""
 
-`workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
-failing node, or with the server's own failure), or `cancelled` when the task awaiting it is cancelled
-because its client hung up (the LLM request of a running `llm` node closes with it). `cancelled` means
-only that: code that stops a run for a failure of its own says so first (`Interruption.failed`), and the
-run is stored `error` with that cause. A run reached again through workflow tools nests one level deeper;
-past MAX_DEPTH the tool answers with an error instead of running.
-"""
+# `workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
+# failing node, or with the server's own failure), or `cancelled` when the task awaiting it is cancelled
+# because its client hung up (the LLM request of a running `llm` node closes with it). `cancelled` means
+# only that: code that stops a run for a failure of its own says so first (`Interruption.failed`), and the
+# run is stored `error` with that cause. A run reached again through workflow tools nests one level deeper;
+# past MAX_DEPTH the tool answers with an error instead of running.
 
 from __future__ import annotations
 

@@ -230,6 +230,7 @@ class WorkflowToolSource(ToolSource):
     """The caller's workflows, each as the tool `workflow__<name>` taking `{input}`."""
 
     name = TOOL_SOURCE
+    label = "Workflows"
 
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         if ctx.user_id is None:

@@ -13,7 +13,7 @@ from agentsite.agent.providers.anthropic import AnthropicProvider
 from agentsite.agent.providers.base import Provider, collect
 from agentsite.agent.providers.offline import OfflineProvider
 from agentsite.agent.providers.openai import OpenAIProvider
-from agentsite.agent.types import ChatRequest, supports_response_format
+from agentsite.agent.types import ChatRequest
 from agentsite.core.errors import AppError
 
 PROVIDERS: dict[str, type[Provider]] = {
@@ -54,10 +54,11 @@ def default_model(provider_name: str) -> str:
 def uncarried_fields(provider_name: str, request: ChatRequest) -> list[str]:
     """The request's fields (its `extra` ones, and `response_format`) that a provider kind's wire format cannot
     carry, sorted: a door refuses the request naming the first, rather than drop it."""
-    carries = _provider_class(provider_name).carries
+    kind = _provider_class(provider_name)
+    carries = kind.carries
     # `n: 1` asks for what every provider gives (the doors refuse any other n).
     names = [name for name, value in request.extra.items()
              if carries is not None and name not in carries and not (name == "n" and value == 1)]
-    if request.response_format is not None and not supports_response_format(provider_name, request):
+    if request.response_format is not None and not kind.carries_response_format(request):
         names.append("response_format")
     return sorted(names)

@@ -43,6 +43,11 @@ class Provider(ABC):
     # The ChatRequest.extra fields this wire format carries (passes on or translates); None: every field.
     carries: ClassVar[frozenset[str] | None] = frozenset()
 
+    @classmethod
+    def carries_response_format(cls, request: ChatRequest | None = None) -> bool:
+        """Whether this wire format carries `ChatRequest.response_format` (for this request)."""
+        return False
+
     def __init__(self, *, base_url: str = "", api_key: str = "", model: str = "", timeout: float = 120.0,
                  headers: dict[str, str] | None = None):
         self.base_url = (base_url or self.default_base_url).rstrip("/")

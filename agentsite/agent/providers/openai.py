@@ -110,6 +110,10 @@ class OpenAIProvider(Provider):
     default_base_url = "https://api.openai.com/v1"
     carries = None  # the extra fields are OpenAI's own vocabulary: all go as they came
 
+    @classmethod
+    def carries_response_format(cls, request: ChatRequest | None = None) -> bool:
+        return True  # as it is
+
     def _upstream(self, path: str = "chat/completions") -> Upstream:
         headers = {"Content-Type": "application/json", **self.auth_headers()}
         if self._api_key:  # local servers (Ollama, llama.cpp) need none

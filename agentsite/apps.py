@@ -16,6 +16,21 @@ class AgentsiteConfig(AppConfig):
         taskqueue.connect_trace_hooks()  # a queued task's trace context, picked up in the worker
         _request_signals_at_the_end_only()
         guard_if_child_of_serve()
+        _runtime_lists_in_meta()
+
+
+def _runtime_lists_in_meta() -> None:
+    """The runtime's registries in GET /api/meta: the shell ties them to the kernel (the runtime imports no
+    app config of its own, and the kernel imports no runtime)."""
+    # Imported here: the runtime's modules need the app registry, which is ready only now.
+    from agentsite.agent.configfields import describe_config_fields
+    from agentsite.agent.providers import describe_providers
+    from agentsite.agent.tools import registry
+    from agentsite.core.meta import register_section
+
+    register_section("providers", describe_providers)
+    register_section("tool_sources", registry.describe_sources)
+    register_section("config_fields", describe_config_fields)
 
 
 def _request_signals_at_the_end_only() -> None:

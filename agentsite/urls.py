@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from agentsite.core.errors import error_response
+from agentsite.core.meta import MetaView
 from agentsite.dashboard.apidocs import ApiDocsView
 from agentsite.dashboard.views import dashboard, favicon
 from agentsite.health import HealthView, MetricsSummaryView, metrics_view
@@ -17,6 +18,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/health", HealthView.as_view(), name="health"),
     path("api/metrics/summary", MetricsSummaryView.as_view(), name="metrics-summary"),
+    path("api/meta", MetaView.as_view(), name="meta"),
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs", ApiDocsView.as_view(url_name="schema"), name="docs"),
     path("api/", include("accounts.urls")),

@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentsite.agent import configfields
 from agentsite.agent.providers import PROVIDERS
 from agentsite.agent.routing import STRATEGIES
 from agentsite.core.errors import AppError
@@ -22,13 +23,10 @@ logger = logging.getLogger(__name__)
 
 # --- config -----------------------------------------------------------------------------------------
 
-CONFIG_FIELDS = (
-    "provider", "base_url", "api_key", "model", "system_prompt", "temperature", "max_tokens", "tools",
-    "kb_enabled", "kb_top_k", "kb_max_chars", "stt_provider", "tts_provider", "tts_voice",
-    "allow_registration", "compat_auth",
-)
-
-CONNECTION_CONFIG_FIELDS = ("provider", "base_url", "api_key")
+# What PATCH /api/config accepts: the fields the form describes (agentsite/agent/configfields.py), of which
+# those describing the connection edit the config's connection.
+CONFIG_FIELDS = tuple(spec.name for spec in configfields.CONFIG_FIELDS)
+CONNECTION_CONFIG_FIELDS = tuple(spec.name for spec in configfields.CONFIG_FIELDS if spec.connection)
 
 
 @transaction.atomic

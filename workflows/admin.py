@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 
+from agentsite.core.errors import AppError
 from workflows.models import (
     Workflow,
     WorkflowApproval,
@@ -12,6 +13,7 @@ from workflows.models import (
     WorkflowVersion,
 )
 from workflows.services import version_record_live
+from workflows.triggers import trigger_changes_check
 
 
 class NodeInline(admin.TabularInline):
@@ -151,9 +153,6 @@ class WorkflowTriggerForm(forms.ModelForm):
         fields = ["enabled", "mode", "version", "rate_per_minute"]
 
     def clean(self) -> dict:
-        from agentsite.core.errors import AppError
-        from workflows.triggers import trigger_changes_check
-
         data = super().clean()
         try:
             trigger_changes_check(self.instance.workflow, {name: data.get(name) for name in ("mode", "version",

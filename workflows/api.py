@@ -45,8 +45,7 @@ class PositionSerializer(serializers.Serializer):
 class NodeSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="Unique within the workflow; edges and branches name it. Assigned when "
                                          "missing.")
-    type = serializers.ChoiceField(choices=["input", "llm", "tool", "condition", "code", "delay",
-                                                    "output", "approval"])
+    type = serializers.CharField(help_text="A node type: GET /api/meta lists them (`node_types`).")
     name = serializers.CharField(help_text="Unique within the workflow; `${name}` and context.outputs use it.")
     config = serializers.DictField(help_text="The type's keys (see the README), plus retry and onError.")
     position = PositionSerializer()

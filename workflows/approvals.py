@@ -1,17 +1,16 @@
-"""Approvals: what a run waiting at approval nodes asks, who may decide it, the decision, and the resume.
+"""Approvals: what a run waiting at approval nodes asks, who may decide it, the decision, and the resume."""
 
-Invariants (tests/workflows/test_approvals.py):
-- a run stops `waiting` with one pending approval per approval node it reached; nothing runs it meanwhile
-  (no task, thread or connection: its state is in the run record, `WorkflowRun.state`);
-- only an approval's approvers see it (GET /api/approvals) or decide it; anyone else gets 404;
-- an approval is decided once: the decision is a conditional update, so a second one (or one racing a
-  timeout) is refused with 409 `conflict`;
-- when the last pending approval of a run is decided, the run is queued again (in the decision's
-  transaction, `enqueue_with_commit`) and any worker of the task queue resumes it on the graph it started
-  with (the run's own snapshot), replaying the finished nodes;
-- an approval with `timeout_s` has a one-off django-q2 schedule at its expiry that decides it `on_timeout`
-  (by: null) when nobody decided it first.
-"""
+# Invariants (tests/workflows/test_approvals.py):
+# - a run stops `waiting` with one pending approval per approval node it reached; nothing runs it meanwhile
+#   (no task, thread or connection: its state is in the run record, `WorkflowRun.state`);
+# - only an approval's approvers see it (GET /api/approvals) or decide it; anyone else gets 404;
+# - an approval is decided once: the decision is a conditional update, so a second one (or one racing a
+#   timeout) is refused with 409 `conflict`;
+# - when the last pending approval of a run is decided, the run is queued again (in the decision's
+#   transaction, `enqueue_with_commit`) and any worker of the task queue resumes it on the graph it started
+#   with (the run's own snapshot), replaying the finished nodes;
+# - an approval with `timeout_s` has a one-off django-q2 schedule at its expiry that decides it `on_timeout`
+#   (by: null) when nobody decided it first.
 
 from __future__ import annotations
 
@@ -24,10 +23,13 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django_q.models import Schedule
 
 from agentsite.core.errors import AppError
+from agentsite.core.processes import current_process_id
 from agentsite.core.taskqueue import enqueue_with_commit
 from workflows.models import WorkflowApproval, WorkflowRun
+from workflows.services import SWEPT_MESSAGE
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -48,9 +50,6 @@ def run_wait(*, run: WorkflowRun, outputs: dict[str, Any], output: Any, trace: l
              state: dict[str, Any], pending: dict[str, dict[str, Any]]) -> WorkflowRun:
     """Store a run that stopped at approval nodes: `waiting`, its state, and one pending approval per node
     (with its approvers and its timeout's schedule). Only a run still running is changed."""
-    from agentsite.core.processes import current_process_id
-    from workflows.services import SWEPT_MESSAGE
-
     graph_names = {item["id"]: item["name"] for item in run.graph.get("nodes", [])}
     swept_but_mine = Q(status=WorkflowRun.ERROR, process=current_process_id(), error__message=SWEPT_MESSAGE)
     with transaction.atomic():
@@ -80,8 +79,6 @@ def _approval_create(run: WorkflowRun, node_id: str, node_name: str, ask: dict[s
         expires_at=timezone.now() + timedelta(seconds=timeout) if timeout else None)
     approval.approvers.set(users)
     if approval.expires_at is not None:
-        from django_q.models import Schedule
-
         Schedule.objects.create(name=schedule_name(approval.pk), func=TIMEOUT_TASK, args=repr(str(approval.pk)),
                                 schedule_type=Schedule.ONCE, repeats=-1, next_run=approval.expires_at)
     return approval
@@ -156,8 +153,6 @@ def _decide(approval: WorkflowApproval, status: str, *, by: AbstractBaseUser | N
         approval.status, approval.decided_by, approval.decided_at = status, by, now
         approval.comment, approval.data = comment, data
         if approval.expires_at is not None:
-            from django_q.models import Schedule
-
             Schedule.objects.filter(name=schedule_name(approval.pk)).delete()
         if not WorkflowApproval.objects.filter(run_id=approval.run_id, status=WorkflowApproval.PENDING).exists():
             queued = WorkflowRun.objects.filter(pk=approval.run_id, status=WorkflowRun.WAITING).update(

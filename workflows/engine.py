@@ -1,28 +1,27 @@
-"""The workflow engine: runs a validated graph with asyncio and records what each node did.
+"""The workflow engine: runs a validated graph with asyncio and records what each node did."""
 
-How a run walks the graph (docs/api.md "Execution"):
-- It starts at the input node. Edges that lead back to a node already on the current path (found by a
-  depth-first walk from the input node: the visited set) are dropped, so every node runs at most once and
-  the rest is a DAG; nodes the input node cannot reach never run.
-- A node runs once every edge into it is settled, provided at least one was taken; an edge is taken when
-  its source finished (a condition takes only the edge to its chosen branch). A node whose edges all
-  settled untaken is skipped, and so are the edges it leads to. So a join waits for all its reached
-  predecessors, and independent branches run at the same time (at most `max_concurrency` nodes at once).
-- A node's input is its predecessor's output; at a join where several were taken, an object of their
-  outputs by node name. The input node's output is the run's input text.
-- A failing node is retried per its `retry` (exponential backoff with jitter) unless its failure says another
-  attempt cannot help (a SandboxError of kind "budget": the run's sandbox time is spent); after the last attempt,
-  `onError: "continue"` makes its output null and the run goes on, otherwise the run stops with `error`
-  and the nodes still running are cancelled.
-- An approval node (a type whose `pauses` is set) does not run: reaching it records it in `pending` with
-  what its approvers are asked, and the rest of the graph goes on as far as it can without it. A run that
-  ends with pending approvals ends `waiting`; `state()` is then all a later execution needs to go on. A
-  resumed execution (`done` from that state, `decided` the approval nodes' outputs) replays the finished
-  nodes' outputs without running them again, gives each decided approval node its decision as output, and
-  runs the rest; an approval node still undecided stays pending.
-- Cancelling the task that awaits `Execution.run()` cancels every running node (an LLM request closes
-  at once); the execution's `trace` and `outputs` then hold what had happened.
-"""
+# How a run walks the graph (docs/api.md "Execution"):
+# - It starts at the input node. Edges that lead back to a node already on the current path (found by a
+#   depth-first walk from the input node: the visited set) are dropped, so every node runs at most once and
+#   the rest is a DAG; nodes the input node cannot reach never run.
+# - A node runs once every edge into it is settled, provided at least one was taken; an edge is taken when
+#   its source finished (a condition takes only the edge to its chosen branch). A node whose edges all
+#   settled untaken is skipped, and so are the edges it leads to. So a join waits for all its reached
+#   predecessors, and independent branches run at the same time (at most `max_concurrency` nodes at once).
+# - A node's input is its predecessor's output; at a join where several were taken, an object of their
+#   outputs by node name. The input node's output is the run's input text.
+# - A failing node is retried per its `retry` (exponential backoff with jitter) unless its failure says another
+#   attempt cannot help (a SandboxError of kind "budget": the run's sandbox time is spent); after the last attempt,
+#   `onError: "continue"` makes its output null and the run goes on, otherwise the run stops with `error`
+#   and the nodes still running are cancelled.
+# - An approval node (a type whose `pauses` is set) does not run: reaching it records it in `pending` with
+#   what its approvers are asked, and the rest of the graph goes on as far as it can without it. A run that
+#   ends with pending approvals ends `waiting`; `state()` is then all a later execution needs to go on. A
+#   resumed execution (`done` from that state, `decided` the approval nodes' outputs) replays the finished
+#   nodes' outputs without running them again, gives each decided approval node its decision as output, and
+#   runs the rest; an approval node still undecided stays pending.
+# - Cancelling the task that awaits `Execution.run()` cancels every running node (an LLM request closes
+#   at once); the execution's `trace` and `outputs` then hold what had happened.
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ from agentsite.core import tracing
 from agentsite.core.errors import AppError
 from workflows.graph import Graph, Node, successors
 from workflows.nodes import NodeFailure, Routed, RunContext, node_type
+from workflows.sandbox import SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -295,8 +295,6 @@ def retryable(exc: Exception) -> bool:
 
 
 def failure_message(exc: Exception) -> str:
-    from workflows.sandbox import SandboxError
-
     if isinstance(exc, NodeFailure | SandboxError):
         return str(getattr(exc, "message", None) or exc)
     if isinstance(exc, AppError):

@@ -1,17 +1,8 @@
-"""A workflow's graph as plain data: nodes, edges, the `${name}` references, and what makes a graph valid.
+"""A workflow's graph as plain data: nodes, edges, `${name}` references, and their shapes on the wire.
 
-The same `Graph` is validated when a workflow is saved, snapshotted into every run (a run keeps the graph
-it ran), exported, and walked by the engine. Nothing here touches the database or runs code; the check
-that JavaScript compiles is passed in (it needs the sandbox).
-
-Invariants of a valid graph (docs/api.md, and what this module enforces):
-- node ids are unique, names are unique and 1-64 letters, digits, `-`, `_` (a name is how `${name}` and
-  `context.outputs` refer to a node, so it must be safe in both);
-- every type is known and its config has only known keys, each of the right type (`nodes.CONFIG`);
-- every edge and every condition branch names nodes of the graph, with no self-loop and no duplicate edge;
-- every `${name}` in an `llm` prompt or a `tool` node's `toolArgs` names a node (or `input`);
-- condition and code JavaScript compiles;
-- there is exactly one `input` node.
+The same `Graph` is validated when a workflow is saved (workflows/checks.py), kept by every run, exported,
+and walked by the engine. It knows no node type, touches no database and runs no code, so every other
+module of the app can build on it.
 """
 
 from __future__ import annotations
@@ -112,7 +103,7 @@ class Problems:
         return next(iter(self.found.values()))[0]
 
 
-# Raw wire data -> nodes and edges (ids assigned where missing). Shapes are checked here; meaning in validate().
+# Raw wire data -> nodes and edges (ids assigned where missing). Shapes are checked here; meaning in checks.py.
 
 def nodes_from_wire(items: Any, problems: Problems) -> list[Node]:
     if not isinstance(items, list):
@@ -186,59 +177,7 @@ def edges_from_wire(items: Any, problems: Problems) -> list[Edge]:
     return edges
 
 
-# Meaning.
-
 CompileCheck = Callable[[str, str], str | None]  # (source, "code" | "condition") -> the syntax error, or None
-
-
-def validate(graph: Graph, *, compile_check: CompileCheck | None, problems: Problems | None = None) -> Problems:
-    """Every problem of the graph (see the module docstring). `compile_check` None skips the JavaScript check."""
-    from workflows.nodes import node_type
-
-    problems = problems or Problems()
-    ids = [node.id for node in graph.nodes]
-    names = [node.name for node in graph.nodes]
-    for node in graph.nodes:
-        if ids.count(node.id) > 1:
-            problems.node(node, f"the id {node.id!r} is used by another node.")
-        if not NAME_PATTERN.match(node.name):
-            problems.node(node, "a name is 1-64 letters, digits, '-' or '_'.")
-        elif names.count(node.name) > 1:
-            problems.node(node, "another node has the same name.")
-        elif node.name == INPUT_REFERENCE and node.type != "input":
-            problems.node(node, f"{INPUT_REFERENCE!r} is reserved for the run's input (${{input}}).")
-        kind = node_type(node.type)
-        if kind is None:
-            problems.node(node, f"unknown type; use one of {', '.join(_type_names())}.")
-            continue
-        for message in kind.problems(node, graph, compile_check):
-            problems.node(node, message)
-    _edge_problems(graph, problems)
-    inputs = [node for node in graph.nodes if node.type == "input"]
-    if len(inputs) != 1:
-        problems.add("workflow", f"A workflow needs exactly one input node (it has {len(inputs)}).")
-    return problems
-
-
-def _type_names() -> list[str]:
-    from workflows.nodes import NODE_TYPES
-
-    return sorted(NODE_TYPES)
-
-
-def _edge_problems(graph: Graph, problems: Problems) -> None:
-    known = graph.by_id()
-    seen: set[tuple[str, str]] = set()
-    for edge in graph.edges:
-        where = f"edge:{edge.key}"
-        missing = [end for end in (edge.source, edge.target) if end not in known]
-        if missing:
-            problems.add(where, f"The edge {edge.key} names no node {', '.join(map(repr, missing))}.")
-        elif edge.source == edge.target:
-            problems.add(where, f"The edge {edge.key} joins a node to itself.")
-        elif (edge.source, edge.target) in seen:
-            problems.add(where, f"The edge {edge.key} is listed twice.")
-        seen.add((edge.source, edge.target))
 
 
 def successors(graph: Graph) -> dict[str, list[str]]:

@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.selectors import key_for_work
 from agentsite.agent import usage
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError, app_error_response
@@ -169,8 +170,6 @@ async def _caller(admitted: triggers.Admitted) -> usage.Caller:
     no longer stands), else the owner."""
     if admitted.key_id is None:
         return usage.Caller(admitted.owner_id, facet="webhook")
-    from accounts.selectors import key_for_work
-
     try:
         key = await db(key_for_work, key_id=admitted.key_id)
     except AppError as exc:

@@ -30,13 +30,12 @@ class Workflow(models.Model):
 
 
 class WorkflowNode(models.Model):
-    """One node. `node_id` is the id edges and branches name (the client's own, or assigned)."""
-
-    TYPES = [(name, name) for name in ("input", "llm", "tool", "condition", "code", "delay", "output", "approval")]
+    """One node. `node_id` is the id edges and branches name (the client's own, or assigned). `type` names a
+    node type of the registry (workflows/nodes.py), checked when the workflow is saved, not by the column."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=64)
-    type = models.CharField(max_length=20, choices=TYPES)
+    type = models.CharField(max_length=20)
     name = models.CharField(max_length=64)
     config = models.JSONField(default=dict, blank=True)
     position_x = models.FloatField(default=0.0)

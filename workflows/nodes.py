@@ -1,9 +1,8 @@
-"""The node types: what config each takes, what is checked when a workflow is saved, and what it does.
+"""The node registry: each node type's config (with how a form edits it), its checks, and what it does.
 
-Each type is one `NodeType`: `config` declares its keys (type, required); `problems()` adds the checks a
-schema cannot say; `run()` turns the node's input into its output, or raises `NodeFailure` (or a
-`SandboxError`, an `AppError`) with a message the workflow's author can act on. The engine owns the
-order, the retries and the trace; a node type never sees other nodes except through `RunContext`.
+A `NodeType` declares its keys in `config`, adds the checks a schema cannot say in `problems()`, and turns
+its input into its output in `run()`. `NODE_TYPES` is the one list of node types: saving validates against
+it, and GET /api/meta answers `describe_node_types()`, from which the dashboard draws its node form.
 """
 
 from __future__ import annotations
@@ -14,13 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from agentsite.agent.config import aget_settings
+from agentsite.agent.loop import run_agent
+from agentsite.agent.tools import ToolContext, registry
+from agentsite.agent.types import Message
+from agentsite.agent.usage import caller_for
 from workflows.graph import INPUT_REFERENCE, REFERENCE, CompileCheck, Graph, Node, references
-from workflows.sandbox import RunBudget, run_budget
+from workflows.sandbox import RunBudget, run_budget, sandbox_pool
 
 MAX_DELAY_MS = 600_000
 MAX_RETRIES = 10
 MAX_BACKOFF_MS = 60_000
-OUTPUT_FORMATS = ("text", "markdown", "json")
 
 
 class NodeFailure(Exception):
@@ -29,9 +32,28 @@ class NodeFailure(Exception):
 
 @dataclass(frozen=True)
 class ConfigKey:
+    """One config key: what it holds, and how the node form edits it (`kind`: text, textarea, json, node (the
+    id of another node), integer, names (a list of user names), select; `suggest`: the list a text field
+    offers, "models" or "tools")."""
+
     types: tuple[type, ...]
     required: bool = False
     description: str = ""
+    label: str = ""
+    kind: str = "text"
+    default: Any = None  # what a new node's form starts with
+    options: tuple[tuple[str, str], ...] = ()
+    min: int | None = None
+    suggest: str = ""
+    placeholder: str = ""
+    rows: int | None = None  # a textarea's height in lines
+
+    def describe(self, name: str) -> dict[str, Any]:
+        described = {"name": name, "label": self.label or name, "kind": self.kind, "required": self.required,
+                     "help": self.description, "default": self.default}
+        extras = {"options": [list(pair) for pair in self.options], "min": self.min, "suggest": self.suggest,
+                  "placeholder": self.placeholder, "rows": self.rows}
+        return {**described, **{key: value for key, value in extras.items() if value not in (None, "", [])}}
 
 
 @dataclass
@@ -100,9 +122,11 @@ COMMON_KEYS = {
 
 
 class NodeType:
-    """One kind of node. Subclasses set `name` and `config`, and implement `run()`."""
+    """One kind of node. Subclasses set `name`, `label` and `config`, and implement `run()`."""
 
     name: ClassVar[str]
+    label: ClassVar[str] = ""
+    help: ClassVar[str] = ""  # what the form says of a type with no config
     config: ClassVar[dict[str, ConfigKey]] = {}
     referencing: ClassVar[tuple[str, ...]] = ()  # config keys whose ${name} references are resolved
     # A type that pauses the run (approval): the engine never calls run(); reaching the node calls request(),
@@ -137,6 +161,10 @@ class NodeType:
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
         raise NotImplementedError
 
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label or self.name, "help": self.help, "pauses": self.pauses,
+                "fields": [spec.describe(key) for key, spec in self.config.items()]}
+
 
 def _type_word(kind: type) -> str:
     return {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "an object",
@@ -165,6 +193,8 @@ def _int_between(value: Any, low: int, high: int) -> bool:
 
 class InputNode(NodeType):
     name = "input"
+    label = "Input"
+    help = "The input node passes the run's input on. A workflow has exactly one."
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
         return ctx.input
@@ -172,16 +202,17 @@ class InputNode(NodeType):
 
 class LlmNode(NodeType):
     name = "llm"
-    config = {"prompt": ConfigKey((str,), required=True), "model": ConfigKey((str,))}
+    label = "LLM"
+    config = {
+        "prompt": ConfigKey((str,), required=True, label="Prompt", kind="textarea", default="${input}", rows=5,
+                            description="${name} is that node's output; ${input} the run's input."),
+        "model": ConfigKey((str,), label="Model", suggest="models", placeholder="the agent's model",
+                           description="An alias or <connection>/<model> (Settings lists them); empty: the "
+                                       "agent's model."),
+    }
     referencing = ("prompt",)
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
-
-        from agentsite.agent.config import aget_settings
-        from agentsite.agent.loop import run_agent
-        from agentsite.agent.types import Message
-        from agentsite.agent.usage import caller_for
-
         settings = await aget_settings()
         if node.config.get("model"):
             settings = settings.with_overrides(model=node.config["model"])
@@ -199,12 +230,15 @@ class LlmNode(NodeType):
 
 class ToolNode(NodeType):
     name = "tool"
-    config = {"toolName": ConfigKey((str,), required=True), "toolArgs": ConfigKey((dict,))}
+    label = "Tool"
+    config = {
+        "toolName": ConfigKey((str,), required=True, label="Tool name", default="", suggest="tools"),
+        "toolArgs": ConfigKey((dict,), label="Tool arguments (JSON)", kind="json", default={},
+                              description="A JSON object; ${name} in a string is replaced by that node's output."),
+    }
     referencing = ("toolArgs",)
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
-        from agentsite.agent.tools import ToolContext, registry
-
         arguments = substitute_value(node.config.get("toolArgs") or {}, ctx)
         result = await registry.call(node.config["toolName"], arguments,
                                      ToolContext(user_id=ctx.owner_id, is_admin=ctx.is_admin))
@@ -215,8 +249,14 @@ class ToolNode(NodeType):
 
 class ConditionNode(NodeType):
     name = "condition"
-    config = {"condition": ConfigKey((str,), required=True), "trueBranch": ConfigKey((str,)),
-              "falseBranch": ConfigKey((str,))}
+    label = "Condition"
+    config = {
+        "condition": ConfigKey((str,), required=True, label="Condition (JavaScript expression)", kind="textarea",
+                               default="input.length > 0", rows=2,
+                               description="Sees input and context; true takes the true branch."),
+        "trueBranch": ConfigKey((str,), label="True branch", kind="node"),
+        "falseBranch": ConfigKey((str,), label="False branch", kind="node"),
+    }
 
     def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
         found = super().problems(node, graph, compile_check)
@@ -236,8 +276,6 @@ class ConditionNode(NodeType):
         return found
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
-        from workflows.sandbox import sandbox_pool
-
         chosen = await sandbox_pool().run_condition(node.config["condition"], input=value, context=ctx.js_context(),
                                                     owner=ctx.owner_id, budget=ctx.sandbox_budget)
         target = node.config.get("trueBranch" if chosen else "falseBranch")
@@ -246,7 +284,11 @@ class ConditionNode(NodeType):
 
 class CodeNode(NodeType):
     name = "code"
-    config = {"code": ConfigKey((str,), required=True)}
+    label = "Code (JavaScript)"
+    config = {"code": ConfigKey((str,), required=True, label="Code (JavaScript function body)", kind="textarea",
+                                default="return input;", rows=7,
+                                description="The body of function (input, context); its return value is the "
+                                            "output.")}
 
     def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
         found = super().problems(node, graph, compile_check)
@@ -256,15 +298,14 @@ class CodeNode(NodeType):
         return found
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
-        from workflows.sandbox import sandbox_pool
-
         return await sandbox_pool().run_code(node.config["code"], input=value, context=ctx.js_context(),
                                              owner=ctx.owner_id, budget=ctx.sandbox_budget)
 
 
 class DelayNode(NodeType):
     name = "delay"
-    config = {"delayMs": ConfigKey((int,), required=True)}
+    label = "Delay"
+    config = {"delayMs": ConfigKey((int,), required=True, label="Delay (ms)", kind="integer", default=1000, min=0)}
 
     def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
         found = super().problems(node, graph, compile_check)
@@ -281,12 +322,15 @@ class DelayNode(NodeType):
 
 class OutputNode(NodeType):
     name = "output"
-    config = {"outputFormat": ConfigKey((str,))}
+    label = "Output"
+    config = {"outputFormat": ConfigKey((str,), label="Output format", kind="select", default="text",
+                                        options=(("text", "Text"), ("markdown", "Markdown"), ("json", "JSON")))}
 
     def problems(self, node: Node, graph: Graph, compile_check: CompileCheck | None) -> list[str]:
         found = super().problems(node, graph, compile_check)
-        if node.config.get("outputFormat", "text") not in OUTPUT_FORMATS:
-            found.append(f"config.outputFormat must be one of {', '.join(OUTPUT_FORMATS)}.")
+        formats = [value for value, _ in self.config["outputFormat"].options]
+        if node.config.get("outputFormat", "text") not in formats:
+            found.append(f"config.outputFormat must be one of {', '.join(formats)}.")
         return found
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
@@ -307,7 +351,6 @@ def format_output(value: Any, output_format: str) -> Any:
 
 MAX_APPROVAL_TIMEOUT_S = 90 * 24 * 3600
 MAX_APPROVERS = 50
-TIMEOUT_DECISIONS = ("reject", "approve")
 
 
 class ApprovalNode(NodeType):
@@ -316,10 +359,17 @@ class ApprovalNode(NodeType):
     {decision: "approve"|"reject", comment, data, by} (by: the approver's name; null when it timed out)."""
 
     name = "approval"
-    config = {"prompt": ConfigKey((str,), description="What the approvers are asked; ${name} is replaced."),
-              "approvers": ConfigKey((list,), description="User names; absent or empty: the owner."),
-              "timeout_s": ConfigKey((int,), description=f"1-{MAX_APPROVAL_TIMEOUT_S}; absent: no timeout."),
-              "on_timeout": ConfigKey((str,), description='"reject" (default) or "approve".')}
+    label = "Approval (a person decides)"
+    config = {
+        "prompt": ConfigKey((str,), label="Prompt", kind="textarea", default="Approve ${input}?", rows=3,
+                            description="What the approvers are asked; ${name} is that node's output."),
+        "approvers": ConfigKey((list,), label="Approvers", kind="names", placeholder="you (the owner)",
+                               description="User names, separated by commas; empty: you."),
+        "timeout_s": ConfigKey((int,), label="Timeout (s)", kind="integer", min=1, placeholder="none",
+                               description=f"1-{MAX_APPROVAL_TIMEOUT_S}; empty: no timeout."),
+        "on_timeout": ConfigKey((str,), label="On timeout", kind="select", default="reject",
+                                options=(("reject", "Reject"), ("approve", "Approve"))),
+    }
     referencing = ("prompt",)
     pauses = True
 
@@ -332,7 +382,7 @@ class ApprovalNode(NodeType):
         timeout = node.config.get("timeout_s")
         if isinstance(timeout, int) and not _int_between(timeout, 1, MAX_APPROVAL_TIMEOUT_S):
             found.append(f"config.timeout_s must be from 1 to {MAX_APPROVAL_TIMEOUT_S}.")
-        if node.config.get("on_timeout", "reject") not in TIMEOUT_DECISIONS:
+        if node.config.get("on_timeout", "reject") not in ("reject", "approve"):
             found.append('config.on_timeout must be "reject" or "approve".')
         if "retry" in node.config:
             found.append("an approval node takes no retry (a person decides once).")
@@ -344,9 +394,26 @@ class ApprovalNode(NodeType):
                 "timeout_s": node.config.get("timeout_s"), "on_timeout": node.config.get("on_timeout", "reject")}
 
 
-NODE_TYPES: dict[str, NodeType] = {kind.name: kind() for kind in (
-    InputNode, LlmNode, ToolNode, ConditionNode, CodeNode, DelayNode, OutputNode, ApprovalNode)}
+NODE_TYPES: dict[str, NodeType] = {}
+
+
+def register_node_type(kind: NodeType) -> None:
+    """Add (or replace) a node type: saving, the engine and GET /api/meta all read NODE_TYPES."""
+    NODE_TYPES[kind.name] = kind
+
+
+def unregister_node_type(name: str) -> None:
+    NODE_TYPES.pop(name, None)
 
 
 def node_type(name: str) -> NodeType | None:
     return NODE_TYPES.get(name)
+
+
+def describe_node_types() -> list[dict[str, Any]]:
+    """Every node type, in the registry's order, as the node form draws it (GET /api/meta's `node_types`)."""
+    return [kind.describe() for kind in NODE_TYPES.values()]
+
+
+for _kind in (InputNode, LlmNode, ToolNode, ConditionNode, CodeNode, DelayNode, ApprovalNode, OutputNode):
+    register_node_type(_kind())

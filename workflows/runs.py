@@ -1,12 +1,11 @@
-"""Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool.
+"""Running a workflow: its run record, the engine, the streamed events, and the workflow as a tool."""
 
-`workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
-failing node, or with the server's own failure), or `cancelled` when the task awaiting it is cancelled
-because its client hung up (the LLM request of a running `llm` node closes with it). `cancelled` means
-only that: code that stops a run for a failure of its own says so first (`Interruption.failed`), and the
-run is stored `error` with that cause. A run reached again through workflow tools nests one level deeper;
-past MAX_DEPTH the tool answers with an error instead of running.
-"""
+# `workflow_execute` runs a run that is `running` and stores how it ended: `success`, `error` (with the
+# failing node, or with the server's own failure), or `cancelled` when the task awaiting it is cancelled
+# because its client hung up (the LLM request of a running `llm` node closes with it). `cancelled` means
+# only that: code that stops a run for a failure of its own says so first (`Interruption.failed`), and the
+# run is stored `error` with that cause. A run reached again through workflow tools nests one level deeper;
+# past MAX_DEPTH the tool answers with an error instead of running.
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from accounts.selectors import key_for_work  # keys are read through accounts' selector, never its models
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
@@ -123,8 +123,6 @@ async def _run_caller(run: WorkflowRun, given: Caller | None = None) -> Caller:
 
 
 def _key_budget(*, key_id: str) -> dict[str, Any] | None:
-    from accounts.selectors import key_for_work  # workflows reads keys through accounts' selector (no model import)
-
     return key_for_work(key_id=int(key_id)).budget if key_id.isdigit() else None
 
 
@@ -232,6 +230,7 @@ class WorkflowToolSource(ToolSource):
     """The caller's workflows, each as the tool `workflow__<name>` taking `{input}`."""
 
     name = TOOL_SOURCE
+    label = "Workflows"
 
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         if ctx.user_id is None:

@@ -1,6 +1,6 @@
 """Writes of workflows: create, update, add a node, import, delete; and the run records.
 
-Every save validates the whole graph (`workflows.graph.validate`, and `model_problems`: an `llm` node's
+Every save validates the whole graph (`workflows.checks.validate`, and `model_problems`: an `llm` node's
 `model` must be in the model catalogue) and stores nodes and edges together in
 one transaction, so a stored workflow is always valid. A failure is one AppError 400 `invalid` whose
 details name the node (`node:<id>`), the edge (`edge:<from>-><to>`) or the `workflow`.
@@ -13,16 +13,18 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django_q.models import Schedule
 
 from agentsite.agent.config import get_settings
 from agentsite.agent.modelchoice import model_problem
 from agentsite.core import metrics
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
+from workflows.checks import validate
 from workflows.graph import (
     NAME_PATTERN,
     Graph,
@@ -31,10 +33,17 @@ from workflows.graph import (
     edges_from_wire,
     node_from_wire,
     nodes_from_wire,
-    validate,
 )
 from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
-from workflows.selectors import EXPORT_FORMAT, EXPORT_VERSION, Runnable, workflow_get_for, workflow_graph
+from workflows.sandbox import SandboxError, sandbox_pool
+from workflows.selectors import (
+    EXPORT_FORMAT,
+    EXPORT_VERSION,
+    Runnable,
+    workflow_get_for,
+    workflow_graph,
+    workflow_version_get,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -48,8 +57,6 @@ MAX_DESCRIPTION = 2000
 
 def compile_check(source: str, kind: str) -> str | None:
     """The sandbox's syntax check. Raises AppError 503 when the sandbox cannot answer."""
-    from workflows.sandbox import SandboxError, sandbox_pool
-
     try:
         return sandbox_pool().compile_problem_sync(source, kind=kind)
     except SandboxError as exc:
@@ -192,8 +199,6 @@ def workflow_version_restore(*, workflow: Workflow, number: int) -> Workflow:
     """Make a new version whose nodes, edges and description are version `number`'s (the name stays: it is how
     /v1 and the tools reach the workflow). The graph is validated again (a model it names may since have left
     the catalogue). Raises AppError 404 for a missing version, 400 `invalid`."""
-    from workflows.selectors import workflow_version_get
-
     old = workflow_version_get(workflow=workflow, number=number)
     return workflow_update(workflow=workflow, changes={"description": old.description, **old.graph},
                            note=f"restore of version {number}")
@@ -255,8 +260,6 @@ def _run_insert(run: WorkflowRun) -> WorkflowRun:
     own `pre_save` and `get_db_prep_save`: the defaults, `created_at`, the JSON columns). Every run is one of
     these; through the ORM (an insert query built and compiled each time) it cost ~0.15 ms more of CPU
     (tests/workflows/test_run_records.py: the row equals the ORM's)."""
-    from django.db import connection
-
     fields = WorkflowRun._meta.local_concrete_fields
     values = [field.get_db_prep_save(field.pre_save(run, True), connection) for field in fields]
     with connection.cursor() as cursor:
@@ -271,8 +274,6 @@ _statements: dict[tuple[str, str], str] = {}
 def _insert_sql(vendor: str) -> str:
     sql = _statements.get(("insert", vendor))
     if sql is None:
-        from django.db import connection
-
         quote, meta = connection.ops.quote_name, WorkflowRun._meta
         columns = [quote(field.column) for field in meta.local_concrete_fields]
         sql = _statements[("insert", vendor)] = (
@@ -313,8 +314,6 @@ _FINISHED = ("status", "outputs", "output", "error", "trace", "finished_at", "st
 def _finish_running(pk: Any, changes: dict[str, Any]) -> int:
     """`UPDATE … SET <changes> WHERE pk AND status = running` by a statement written once (every run ends
     here; through the ORM it cost ~0.35 ms more of CPU): the number of rows changed (0 or 1)."""
-    from django.db import connection
-
     meta = WorkflowRun._meta
     sql = _statements.get(("finish", connection.vendor))
     if sql is None:
@@ -375,8 +374,6 @@ def runs_prune(*, now: datetime | None = None) -> int:
 
 def runs_prune_schedule_ensure() -> str:
     """The hourly django-q2 schedule that runs runs_prune (made or updated at service start)."""
-    from django_q.models import Schedule
-
     Schedule.objects.update_or_create(name=PRUNE_SCHEDULE_NAME, defaults={
         "func": "workflows.tasks.workflow_runs_prune_task", "repeats": -1, "schedule_type": Schedule.HOURLY,
         "cron": None})

@@ -1,35 +1,34 @@
-"""Webhook triggers: their records, their secrets, and the checks a `POST /hooks/<id>` passes before it runs.
+"""Webhook triggers: their records, their secrets, and the checks a `POST /hooks/<id>` passes before it runs."""
 
-A request is admitted (`admit`) in this order, each refusal an AppError in the envelope, recorded in the audit
-log as `webhook.refused` under the flood rule of `refusal_record`:
-
-1. the trigger exists (404 `not_found`);
-2. the body is at most MAX_BODY_BYTES (413 `payload_too_large`): 4 bytes a character, so no body of
-   MAX_INPUT_CHARS UTF-8 characters is refused here;
-3. the credential: `Authorization: Bearer <secret>`, or `X-Agentsite-Timestamp: <unix seconds>` with
-   `X-Agentsite-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + raw body)>`; a wrong or missing
-   one is 401 `signature_invalid`, a timestamp more than WINDOW_S away 401 `signature_expired`, a signature
-   accepted before 409 `signature_replayed` (the seen-signature store is shared by every process: Redis when
-   REDIS_URL is set, else the database; an entry expires after the window);
-4. the trigger is enabled (403 `trigger_disabled`);
-5. the content type: `application/json` (a JSON document: the run's input is its text) or `text/plain` (the
-   text), UTF-8; anything else 415 `unsupported_media_type`; a text over the run API's input limit
-   (runs.MAX_INPUT_CHARS characters) 413 `payload_too_large` naming it;
-6. the trigger's rate (`rate_per_minute`, a fixed minute window; shared through Redis when set, else per
-   process): 429 `rate_limited` with Retry-After.
-
-The view checks next that the API key the trigger's secret was handed to (`created_by_key`, if any) still
-stands (403 `trigger_disabled` naming why not: the trigger stops with its key), then the budget (usage
-`check` with a Caller for that key, else for the owner, facet "webhook").
-Nothing of a trigger is cached in a process: each request reads its row, so a disabled trigger or a rotated
-secret refuses at once in every process.
-"""
+# A request is admitted (`admit`) in this order, each refusal an AppError in the envelope, recorded in the audit
+# log as `webhook.refused` under the flood rule of `refusal_record`:
+# 1. the trigger exists (404 `not_found`);
+# 2. the body is at most MAX_BODY_BYTES (413 `payload_too_large`): 4 bytes a character, so no body of
+#    MAX_INPUT_CHARS UTF-8 characters is refused here;
+# 3. the credential: `Authorization: Bearer <secret>`, or `X-Agentsite-Timestamp: <unix seconds>` with
+#    `X-Agentsite-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + raw body)>`; a wrong or missing
+#    one is 401 `signature_invalid`, a timestamp more than WINDOW_S away 401 `signature_expired`, a signature
+#    accepted before 409 `signature_replayed` (the seen-signature store is shared by every process: Redis when
+#    REDIS_URL is set, else the database; an entry expires after the window);
+# 4. the trigger is enabled (403 `trigger_disabled`);
+# 5. the content type: `application/json` (a JSON document: the run's input is its text) or `text/plain` (the
+#    text), UTF-8; anything else 415 `unsupported_media_type`; a text over the run API's input limit
+#    (runs.MAX_INPUT_CHARS characters) 413 `payload_too_large` naming it;
+# 6. the trigger's rate (`rate_per_minute`, a fixed minute window; shared through Redis when set, else per
+#    process): 429 `rate_limited` with Retry-After.
+#
+# The view checks next that the API key the trigger's secret was handed to (`created_by_key`, if any) still
+# stands (403 `trigger_disabled` naming why not: the trigger stops with its key), then the budget (usage
+# `check` with a Caller for that key, else for the owner, facet "webhook").
+# Nothing of a trigger is cached in a process: each request reads its row, so a disabled trigger or a rotated
+# secret refuses at once in every process.
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import threading
 import time
@@ -39,7 +38,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agentsite.core.audit import audit
@@ -193,8 +192,6 @@ def admit(*, trigger_id: uuid.UUID, headers: Any, body: bytes, content_type: str
 def _trigger_row(trigger_id: uuid.UUID) -> tuple[Any, ...] | None:
     """The trigger's row with its workflow's owner, by a statement written once (as workflows.selectors'
     _stamp_row: an ORM query built and compiled for each request cost ~0.9 ms of CPU)."""
-    from django.db import connection
-
     quote, trigger, workflow = connection.ops.quote_name, WorkflowTrigger._meta, Workflow._meta
     columns = ", ".join(f"t.{quote(trigger.get_field(name).column)}" for name in (
         "id", "nonce", "enabled", "mode", "version", "rate_per_minute", "workflow", "created_by_key"))
@@ -266,15 +263,13 @@ def _redis() -> Any:
         return None
     with _redis_lock:
         if _redis_client is None:
-            import redis
+            import redis  # only with REDIS_URL: without it the client library is never loaded
 
             _redis_client = redis.Redis.from_url(url, socket_timeout=2)
         return _redis_client
 
 
 def _prefix() -> str:
-    import os
-
     return os.environ.get("AGENTSITE_CACHE_PREFIX", "agentsite")
 
 

@@ -15,7 +15,7 @@ from agentsite.core.dbcall import db
 
 @dataclass(frozen=True)
 class AgentSettings:
-    provider: str = "offline"  # openai | anthropic | offline
+    provider: str = "offline"  # a name of agentsite.agent.providers.PROVIDERS
     base_url: str = ""  # empty: the provider's public endpoint
     api_key: str = field(default="", repr=False)  # never logged: repr hides it
     model: str = ""  # empty: the provider's default model

@@ -84,6 +84,10 @@ class ToolRegistry:
     def sources(self) -> list[str]:
         return list(self._sources)
 
+    def describe_sources(self) -> list[dict[str, str]]:
+        """The registered sources, in the order they are asked: {name, label} (GET /api/meta)."""
+        return [{"name": name, "label": source.label or name} for name, source in self._sources.items()]
+
     def source(self, name: str) -> ToolSource | None:
         return self._sources.get(name)
 
@@ -231,4 +235,4 @@ def _capped(result: ToolResult) -> ToolResult:
 
 
 registry = ToolRegistry()
-registry.register_source(StaticToolSource("builtin", builtin_tools))
+registry.register_source(StaticToolSource("builtin", builtin_tools, label="Built-in"))

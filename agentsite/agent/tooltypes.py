@@ -88,6 +88,7 @@ class ToolSource:
     """
 
     name: str = ""
+    label: str = ""  # how the dashboard names it (GET /api/meta); empty: its name
 
     async def list_tools(self, ctx: ToolContext) -> list[Tool]:
         raise NotImplementedError
@@ -102,8 +103,9 @@ class ToolSource:
 class StaticToolSource(ToolSource):
     """A fixed list of tools (the built-ins, a plugin, a test)."""
 
-    def __init__(self, name: str, tools: list[Tool] | Callable[[], list[Tool]]):
+    def __init__(self, name: str, tools: list[Tool] | Callable[[], list[Tool]], label: str = ""):
         self.name = name
+        self.label = label
         self._tools = tools
 
     def tools(self) -> list[Tool]:

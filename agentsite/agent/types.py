@@ -154,7 +154,7 @@ class ChatRequest:
     tool_choice: str | dict[str, Any] | None = None
     # Structured output in OpenAI's chat vocabulary ({"type": "json_schema", "json_schema": {"name", "schema",
     # "strict"}}): the OpenAI provider passes it on, the Anthropic one makes it a forced tool; callers refuse it
-    # where neither applies (`supports_response_format`).
+    # where neither applies (`Provider.carries_response_format`).
     response_format: dict[str, Any] | None = None
     # The other request fields of OpenAI's chat vocabulary (SAMPLING_FIELDS: top_p, seed, logit_bias, user, ...;
     # and, with a passthrough connection, any field), as the client sent them. A provider passes on or
@@ -169,14 +169,6 @@ class ChatRequest:
 # The chat fields a door carries in ChatRequest.extra (docs/api.md, /v1: what each upstream dialect does with them).
 SAMPLING_FIELDS = ("top_p", "top_k", "seed", "frequency_penalty", "presence_penalty", "logprobs", "top_logprobs",
                    "logit_bias", "parallel_tool_calls", "user", "n", "service_tier", "metadata")
-
-
-def supports_response_format(provider: str, request: ChatRequest | None = None) -> bool:
-    """Whether a provider kind (openai | anthropic | offline) carries `ChatRequest.response_format`: OpenAI's
-    as it is; Anthropic's as a tool the model is made to call, so only for a request without tools of its own."""
-    if provider == "anthropic":
-        return request is None or not request.tools
-    return provider == "openai"
 
 
 # Stream events, in the order a provider yields them: TextDelta* and ToolCallEvent* interleaved,

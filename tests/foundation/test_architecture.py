@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
         "plugins", "usage", "uploads")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
-KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes",
+KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
           "filecache", "metrics", "logs", "audit", "tracing", "qbroker", "localwake", "bodygate", "permissions")
 # The kernel's one model (ServiceProcess) stays at agentsite/models.py under the `agentsite` app label, so the

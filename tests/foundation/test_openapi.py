@@ -54,6 +54,13 @@ def test_the_schema_declares_bearer_auth_and_every_token_route_requires_it(schem
             assert security == [{"bearerAuth": []}], f"{method} {path}: {security}"
 
 
+@pytest.mark.django_db
+def test_the_lists_document_is_a_token_route_of_the_schema(schema):
+    # GET /api/meta: every signed-in user's (the dashboard draws its forms from it), no admin's only.
+    assert schema["paths"]["/api/meta"]["get"]["security"] == [{"bearerAuth": []}]
+    assert ("get", "/api/meta") not in ADMIN_OPERATIONS | PUBLIC_OPERATIONS
+
+
 # docs/api.md gives these errors a body of their own: health's 503 is the health object with status "degraded".
 OWN_SHAPE_ERRORS = {("get", "/api/health", "503")}
 

@@ -52,3 +52,7 @@ _.clean_headers
 _.shown_base_url
 _.uploads  # uploads/admin.py
 _.used_bytes
+_.approver_names  # workflows/admin.py
+_.hook_path
+# A queued task named by its dotted path (workflows/approvals.py TIMEOUT_TASK).
+approval_timeout_task

@@ -13,8 +13,9 @@ from agentsite.agent.tools import Tool, ToolContext, ToolResult
 from tests.agent.conftest import runtime_registries_without_facets  # noqa: F401 - autouse: no DB-backed sources
 from tests.fakes.llm import Text
 from tests.workflows.conftest import graph, node
+from workflows.checks import validate
 from workflows.engine import Execution
-from workflows.graph import Graph, Problems, edges_from_wire, nodes_from_wire, validate
+from workflows.graph import Graph, Problems, edges_from_wire, nodes_from_wire
 from workflows.nodes import RunContext, format_output
 
 

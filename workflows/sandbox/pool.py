@@ -1,29 +1,28 @@
-"""The pool of sandbox workers that runs workflow JavaScript: `code` bodies, `condition` expressions, compile checks.
+"""The pool of sandbox workers that runs workflow JavaScript: `code` bodies, `condition` expressions, compile checks."""
 
-Contract:
-- `sandbox_pool()` is this process's pool; `SandboxPool` is thread-safe, and its async methods run the blocking
-  pipe I/O in the pool's own threads (at most `size`), so no event loop ever blocks on a worker.
-- Workers start lazily, up to `size`, and belong to the pid that started them: after a fork the child drops the
-  parent's workers (closing its copies of their pipes, never signalling them) and starts its own.
-- An evaluation gives a JSON value (code), a bool (condition) or None / a message (compile), or raises
-  SandboxError. A worker that timed out, ran out of memory, died, spoke garbage or missed the deadline (time
-  limit + grace) is killed and replaced on the next checkout; the caller's process never fails with it.
-- A worker goes back to the pool only after its answer has been read in full. A cancelled async caller does not
-  change that: the pool thread finishes the round trip (bounded by the deadline), so no stale answer is ever
-  left in a pipe for the next caller. A caller cancelled while still waiting for a worker leaves nothing behind.
-- Fairness (scheduling.FairQueue): every evaluation carries an `owner` (a workflow's owner; None for compile
-  checks and callers without one). One owner holds at most `owner_workers` workers at once (default size - 1,
-  so one owner's runaway code never holds them all), a freed worker goes to the waiting owner holding the
-  fewest, and an evaluation that waits `queue_wait_s` for a worker fails with SandboxError("busy").
-- An evaluation may carry its run's RunBudget: it starts only while the run has sandbox time left, its time
-  limit is at most what is left, and its time on the worker is charged to the run ("budget" when spent).
-- Inputs cross as JSON (`json.dumps(allow_nan=False)`: a value JSON cannot carry raises TypeError/ValueError
-  here, in the caller's process).
-
-This module imports without Django; it reads the optional settings AGENTSITE_SANDBOX_WORKERS,
-AGENTSITE_SANDBOX_TIME_LIMIT_S, AGENTSITE_SANDBOX_MEMORY_MB, AGENTSITE_SANDBOX_OWNER_WORKERS,
-AGENTSITE_SANDBOX_QUEUE_WAIT_S and AGENTSITE_SANDBOX_RUN_BUDGET_S only when Django is configured.
-"""
+# Contract:
+# - `sandbox_pool()` is this process's pool; `SandboxPool` is thread-safe, and its async methods run the blocking
+#   pipe I/O in the pool's own threads (at most `size`), so no event loop ever blocks on a worker.
+# - Workers start lazily, up to `size`, and belong to the pid that started them: after a fork the child drops the
+#   parent's workers (closing its copies of their pipes, never signalling them) and starts its own.
+# - An evaluation gives a JSON value (code), a bool (condition) or None / a message (compile), or raises
+#   SandboxError. A worker that timed out, ran out of memory, died, spoke garbage or missed the deadline (time
+#   limit + grace) is killed and replaced on the next checkout; the caller's process never fails with it.
+# - A worker goes back to the pool only after its answer has been read in full. A cancelled async caller does not
+#   change that: the pool thread finishes the round trip (bounded by the deadline), so no stale answer is ever
+#   left in a pipe for the next caller. A caller cancelled while still waiting for a worker leaves nothing behind.
+# - Fairness (scheduling.FairQueue): every evaluation carries an `owner` (a workflow's owner; None for compile
+#   checks and callers without one). One owner holds at most `owner_workers` workers at once (default size - 1,
+#   so one owner's runaway code never holds them all), a freed worker goes to the waiting owner holding the
+#   fewest, and an evaluation that waits `queue_wait_s` for a worker fails with SandboxError("busy").
+# - An evaluation may carry its run's RunBudget: it starts only while the run has sandbox time left, its time
+#   limit is at most what is left, and its time on the worker is charged to the run ("budget" when spent).
+# - Inputs cross as JSON (`json.dumps(allow_nan=False)`: a value JSON cannot carry raises TypeError/ValueError
+#   here, in the caller's process).
+#
+# This module imports without Django; it reads the optional settings AGENTSITE_SANDBOX_WORKERS,
+# AGENTSITE_SANDBOX_TIME_LIMIT_S, AGENTSITE_SANDBOX_MEMORY_MB, AGENTSITE_SANDBOX_OWNER_WORKERS,
+# AGENTSITE_SANDBOX_QUEUE_WAIT_S and AGENTSITE_SANDBOX_RUN_BUDGET_S only when Django is configured.
 
 from __future__ import annotations
 
@@ -346,6 +345,7 @@ def sandbox_pool() -> SandboxPool:
 
 def _configured_arguments() -> dict[str, Any]:
     try:
+        # Django is optional here: the pool also runs outside a configured project (the sandbox's own tests).
         from django.conf import settings
     except ImportError:
         return {}
@@ -364,6 +364,7 @@ def run_budget() -> RunBudget:
     """A new run's sandbox budget: AGENTSITE_SANDBOX_RUN_BUDGET_S when Django is configured, else the default."""
     seconds = RUN_BUDGET_S
     try:
+        # Django is optional here: the pool also runs outside a configured project (the sandbox's own tests).
         from django.conf import settings
     except ImportError:
         return RunBudget(seconds)

@@ -1,13 +1,12 @@
-"""One sandbox worker process seen from its parent: start it bare, send a request, read the answer by a deadline.
+"""One sandbox worker process seen from its parent: start it bare, send a request, read the answer by a deadline."""
 
-The worker is `python -I worker.py` (isolated mode: no PYTHON* variables, no user site, no cwd on sys.path) with
-an environment of PATH and LANG only, cwd `/`, no inherited descriptors but its pipes, and its own session (a ^C
-to the server's terminal is the server's to handle). It exits at EOF on stdin, so a parent that dies, however
-it dies, does not leave workers behind.
-
-A request is blocking I/O with a deadline; callers run it in a thread when they are async. Failure to answer in
-time, EOF or a malformed line raise WorkerLost, after which the worker must be killed, never reused.
-"""
+# The worker is `python -I worker.py` (isolated mode: no PYTHON* variables, no user site, no cwd on sys.path) with
+# an environment of PATH and LANG only, cwd `/`, no inherited descriptors but its pipes, and its own session (a ^C
+# to the server's terminal is the server's to handle). It exits at EOF on stdin, so a parent that dies, however
+# it dies, does not leave workers behind.
+#
+# A request is blocking I/O with a deadline; callers run it in a thread when they are async. Failure to answer in
+# time, EOF or a malformed line raise WorkerLost, after which the worker must be killed, never reused.
 
 from __future__ import annotations
 

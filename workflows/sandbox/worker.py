@@ -1,24 +1,23 @@
-"""A sandbox worker process: V8 (mini-racer) behind a JSON-lines protocol on stdin/stdout.
+"""A sandbox worker process: V8 (mini-racer) behind a JSON-lines protocol on stdin/stdout."""
 
-Run only by `workflows.sandbox.process` as `python -I <this file> <config JSON>`, with a scrubbed environment.
-It imports the standard library and py_mini_racer, nothing of ours and no Django: it holds no secret, no settings
-and no database connection, so code that escapes V8 finds an empty, resource-limited process.
-
-Contract:
-- At start it sets its resource limits (before V8 loads), builds a locked-down context (lockdown.js) and writes
-  `{"ready": true, "pid": N}`, or `{"ready": false, "error": "..."}` and exits.
-- Then, per request line `{"id", "op": "run"|"compile", "kind": "code"|"condition", "source",
-  "input": <JSON text>, "context": <JSON text>}`, exactly one answer line:
-  `{"id", "ok": true, "value": <JSON>}` (a code value; `null` for undefined), `{"id", "ok": true, "flag": bool}`
-  (a condition), `{"id", "ok": true, "problem": null|"..."}` (compile), or
-  `{"id", "ok": false, "kind": "<SandboxError.kind>", "message": "..."}`.
-  Every answer carries `"retire": bool`; a worker that says true exits right after (a timeout, an out-of-memory,
-  an unexpected failure, or its CPU budget half spent), and the pool replaces it.
-- An answer is written only once V8 is idle: the microtasks an evaluation queued (promise jobs, async functions)
-  have run within the same time limit, or the answer is `timeout` and the worker exits with them. A request may
-  carry `"time_limit_s"`, a lower limit than the worker's own (what is left of a run's sandbox budget).
-- It exits at EOF on stdin (its pool is gone).
-"""
+# Run only by `workflows.sandbox.process` as `python -I <this file> <config JSON>`, with a scrubbed environment.
+# It imports the standard library and py_mini_racer, nothing of ours and no Django: it holds no secret, no settings
+# and no database connection, so code that escapes V8 finds an empty, resource-limited process.
+#
+# Contract:
+# - At start it sets its resource limits (before V8 loads), builds a locked-down context (lockdown.js) and writes
+#   `{"ready": true, "pid": N}`, or `{"ready": false, "error": "..."}` and exits.
+# - Then, per request line `{"id", "op": "run"|"compile", "kind": "code"|"condition", "source",
+#   "input": <JSON text>, "context": <JSON text>}`, exactly one answer line:
+#   `{"id", "ok": true, "value": <JSON>}` (a code value; `null` for undefined), `{"id", "ok": true, "flag": bool}`
+#   (a condition), `{"id", "ok": true, "problem": null|"..."}` (compile), or
+#   `{"id", "ok": false, "kind": "<SandboxError.kind>", "message": "..."}`.
+#   Every answer carries `"retire": bool`; a worker that says true exits right after (a timeout, an out-of-memory,
+#   an unexpected failure, or its CPU budget half spent), and the pool replaces it.
+# - An answer is written only once V8 is idle: the microtasks an evaluation queued (promise jobs, async functions)
+#   have run within the same time limit, or the answer is `timeout` and the worker exits with them. A request may
+#   carry `"time_limit_s"`, a lower limit than the worker's own (what is left of a run's sandbox budget).
+# - It exits at EOF on stdin (its pool is gone).
 
 from __future__ import annotations
 
@@ -87,6 +86,7 @@ class Engine:
         self.evaluations = 0
 
     def renew(self) -> None:
+        # V8 loads only in the worker process that runs the code, not where this module is imported for its types.
         from py_mini_racer import MiniRacer
 
         if self.racer is not None:

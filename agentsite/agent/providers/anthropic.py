@@ -85,8 +85,14 @@ class _Event(BaseModel):
 
 class AnthropicProvider(Provider):
     name = "anthropic"
+    label = "Anthropic"
     # The others have their Anthropic form (wire_extra); `n: 1` every provider carries.
     carries = frozenset({"top_p", "top_k", "user", "parallel_tool_calls"})
+
+    @classmethod
+    def carries_response_format(cls, request: ChatRequest | None = None) -> bool:
+        # As a tool the model is made to call: only for a request without tools of its own.
+        return request is None or not request.tools
     default_model = "claude-sonnet-4-5"
     default_base_url = "https://api.anthropic.com"
 

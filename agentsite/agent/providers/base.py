@@ -34,10 +34,19 @@ class Provider(ABC):
     """
 
     name: ClassVar[str]
+    label: ClassVar[str]  # how a form names it (GET /api/meta)
     default_model: ClassVar[str]
     default_base_url: ClassVar[str] = ""
+    # Whether a connection to it needs an API key and a base URL (what its form asks for).
+    needs_key: ClassVar[bool] = True
+    needs_url: ClassVar[bool] = True
     # The ChatRequest.extra fields this wire format carries (passes on or translates); None: every field.
     carries: ClassVar[frozenset[str] | None] = frozenset()
+
+    @classmethod
+    def carries_response_format(cls, request: ChatRequest | None = None) -> bool:
+        """Whether this wire format carries `ChatRequest.response_format` (for this request)."""
+        return False
 
     def __init__(self, *, base_url: str = "", api_key: str = "", model: str = "", timeout: float = 120.0,
                  headers: dict[str, str] | None = None):

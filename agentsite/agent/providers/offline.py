@@ -40,6 +40,9 @@ class _Answer:
 
 class OfflineProvider(Provider):
     name = "offline"
+    label = "Offline (no LLM)"
+    needs_key = False
+    needs_url = False
     default_model = "offline"
 
     async def list_models(self) -> list[str]:

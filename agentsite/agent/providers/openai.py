@@ -107,9 +107,14 @@ class _Completion(BaseModel):
 
 class OpenAIProvider(Provider):
     name = "openai"
+    label = "OpenAI-compatible (OpenAI, Ollama, vLLM...)"
     default_model = "gpt-4o-mini"
     default_base_url = "https://api.openai.com/v1"
     carries = None  # the extra fields are OpenAI's own vocabulary: all go as they came
+
+    @classmethod
+    def carries_response_format(cls, request: ChatRequest | None = None) -> bool:
+        return True  # as it is
 
     def _upstream(self, path: str = "chat/completions") -> Upstream:
         headers = {"Content-Type": "application/json", **self.auth_headers()}

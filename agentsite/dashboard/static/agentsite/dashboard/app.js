@@ -5,10 +5,11 @@
 // #/keys, #/usage, #/activity (admins only: its link is not shown to others, and the route is "Not found"
 // for them), #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
 // into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
-// before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout}: `user` is
+// before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout, meta}: `user` is
 // /api/auth/me's object ({id, username, is_admin, date_joined}), `route` the hash parts after the page
 // name, `navigate(hash)` goes to another route, `toast(message, kind)` shows a passing message ("error"
-// ones in a role=alert region, the others in a role=status one), `logout()` logs out.
+// ones in a role=alert region, the others in a role=status one), `logout()` logs out, `meta()` resolves to
+// GET /api/meta (the server's lists: node types, providers, tool sources, config fields), asked once a log-in.
 // Page CSS: when a page mounts, the shell adds <link rel=stylesheet href="pages/<name>.css"> once (a page
 // without one costs a 404 the first time, nothing else). A page whose module cannot be loaded shows a
 // "not built yet" placeholder instead of breaking the shell.
@@ -31,7 +32,13 @@ const TOAST_MS = { info: 5000, success: 5000, error: 10000 };
 
 const app = document.getElementById("app");
 const base = new URL(".", import.meta.url);
-const shell = { user: null, main: null, nav: null, cleanup: null, mounting: 0, styles: new Set() };
+const shell = { user: null, main: null, nav: null, cleanup: null, mounting: 0, styles: new Set(), meta: null };
+
+// The server's lists (GET /api/meta), asked once for the pages of one log-in; a failed answer is asked again.
+function meta() {
+  if (!shell.meta) shell.meta = client.api("/api/meta").catch((error) => { shell.meta = null; throw error; });
+  return shell.meta;
+}
 
 // --- routing ---
 
@@ -80,7 +87,7 @@ async function route() {
   }
   if (ticket !== shell.mounting) return;
   main.replaceChildren();
-  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout: client.logout };
+  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout: client.logout, meta };
   try {
     const cleanup = await module.mount(main, ctx);
     if (ticket !== shell.mounting) {
@@ -207,6 +214,7 @@ client.onLogout((reason) => {
   ++shell.mounting;
   unmount();
   shell.user = null;
+  shell.meta = null;
   if (had || reason === "expired") {
     showLogin(reason === "expired" ? "Your session has expired: log in again." : "You are logged out.");
   }

@@ -9,30 +9,6 @@ import {
 import { AliasesSection } from "./settings/aliases.js";
 import { ConnectionsSection } from "./settings/connections.js";
 
-// The config API's whitelist (docs/api.md), in the order the form shows it, with how each is edited.
-const CONFIG_FIELDS = [
-  { name: "provider", label: "Provider", kind: "select", options: [["offline", "Offline (no LLM)"], ["openai", "OpenAI-compatible"], ["anthropic", "Anthropic"]] },
-  { name: "base_url", label: "Base URL", kind: "url", help: "For an OpenAI-compatible server (Ollama, vLLM…); empty: the provider's default." },
-  { name: "api_key", label: "API key", kind: "secret" },
-  { name: "model", label: "Model", kind: "model", help: "The agent's default: an alias or <connection>/<model> (the list offers the catalogue's names)." },
-  { name: "system_prompt", label: "System prompt", kind: "textarea" },
-  { name: "temperature", label: "Temperature", kind: "number", min: 0, max: 2, step: 0.1 },
-  { name: "max_tokens", label: "Max tokens", kind: "integer", min: 1, max: 1000000 },
-  { name: "tools", label: "Enabled tools", kind: "list", help: "One tool name per line; * enables every tool. Empty: none." },
-  { name: "kb_enabled", label: "Use the knowledge base", kind: "bool" },
-  { name: "kb_top_k", label: "Knowledge chunks per answer", kind: "integer", min: 1, max: 50 },
-  { name: "kb_max_chars", label: "Knowledge context size (characters)", kind: "integer", min: 1, max: 1000000 },
-  { name: "stt_provider", label: "Speech to text", kind: "select", options: [["local", "Local (offline)"], ["hosted", "Hosted"], ["browser", "Browser"]] },
-  { name: "tts_provider", label: "Text to speech", kind: "select", options: [["local", "Local (offline)"], ["hosted", "Hosted"], ["edge", "Edge"], ["browser", "Browser"]] },
-  { name: "tts_voice", label: "Voice", kind: "voice" },
-  { name: "allow_registration", label: "Allow anyone to register", kind: "bool" },
-  { name: "compat_auth", label: "/v1 API access", kind: "select", help: "Who may call the OpenAI-compatible API without an API key.",
-    options: [["local", "Local: anonymous calls from this machine only"], ["key", "Key: an API key or a dashboard token"], ["public", "Public: anyone, with any key"]] },
-];
-
-// The config's connection (its provider, base URL and key): GET /api/config shows it to admins only.
-const CONNECTION_FIELDS = new Set(["provider", "base_url", "api_key"]);
-
 export async function mount(root, ctx) {
   const page = new SettingsPage(root, ctx);
   await page.start();
@@ -46,6 +22,8 @@ class SettingsPage {
     this.admin = Boolean(ctx.user?.is_admin);
     this.stopped = false;
     this.config = null;
+    this.fields = []; // GET /api/meta's config_fields: the form, in its order, with how each is edited
+    this.providers = []; // GET /api/meta's providers: the provider select's options
   }
 
   async start() {
@@ -129,10 +107,12 @@ class SettingsPage {
     put(this.configBox, title, loading("Loading the configuration…"));
     let voices = [];
     try {
-      const [config, voiceList, catalogue] = await Promise.all([this.ctx.api("/api/config"),
+      const [config, voiceList, catalogue, meta] = await Promise.all([this.ctx.api("/api/config"),
         this.ctx.api("/api/voices").catch(() => ({ voices: [] })),
-        this.ctx.api("/api/models").catch(() => ({ models: [] }))]);
+        this.ctx.api("/api/models").catch(() => ({ models: [] })), this.ctx.meta()]);
       this.config = config;
+      this.fields = meta.config_fields;
+      this.providers = meta.providers.map((provider) => [provider.name, provider.label]);
       voices = voiceList.voices || [];
       this.modelNames = (catalogue.models || []).map((entry) => entry.name);
     } catch (error) {
@@ -148,7 +128,8 @@ class SettingsPage {
     const title = h("h2", { id: "settings-config-title" }, "Agent configuration");
     this.configError = h("div", { class: "form-error", role: "alert", hidden: true });
     this.configOk = h("p", { class: "form-ok", role: "status" });
-    const controls = CONFIG_FIELDS.filter((spec) => this.admin || !CONNECTION_FIELDS.has(spec.name)).map((spec) => this.control(spec));
+    // The config's connection (its provider, base URL and key): GET /api/config shows it to admins only.
+    const controls = this.fields.filter((spec) => this.admin || !spec.connection).map((spec) => this.control(spec));
     const note = this.admin ? h("p", { class: "muted" }, "Changes apply to new chats and runs at once.")
       : h("p", { class: "notice", role: "note" }, "Only an admin can change the agent's configuration; this is what it is now.");
     const form = h("form", { class: "settings-config-form", novalidate: true, "aria-labelledby": "settings-config-title",
@@ -168,8 +149,9 @@ class SettingsPage {
     const help = spec.help ? hint(spec.help) : null;
     let input;
     switch (spec.kind) {
+    case "provider":
     case "select": {
-      const options = [...spec.options];
+      const options = [...(spec.kind === "provider" ? this.providers : spec.options)];
       if (value && !options.some(([option]) => option === value)) options.push([value, value]);  // "token": the old name of "key"
       input = h("select", { name: spec.name }, ...options.map(([option, label]) => h("option", { value: option }, label)));
       input.value = value;
@@ -223,8 +205,9 @@ class SettingsPage {
   changes(form) {
     const elements = form.elements;
     const changes = {};
-    for (const spec of CONFIG_FIELDS) {
+    for (const spec of this.fields) {
       const element = elements[spec.name];
+      if (!element) continue;
       let value;
       if (spec.kind === "bool") value = element.checked;
       else if (spec.kind === "number") value = element.value === "" ? NaN : Number(element.value);
@@ -252,14 +235,14 @@ class SettingsPage {
     try {
       this.config = await this.ctx.api("/api/config", { method: "PATCH", body: changes });
       this.renderConfig();
-      const names = Object.keys(changes).map((name) => CONFIG_FIELDS.find((spec) => spec.name === name)?.label || name);
+      const names = Object.keys(changes).map((name) => this.fields.find((spec) => spec.name === name)?.label || name);
       this.configOk.textContent = `Saved: ${names.join(", ")}.`;
       this.ctx.toast("Configuration saved.", "success");
     } catch (error) {
       const fields = fieldErrors(error);
       for (const name of Object.keys(fields)) form.elements[name]?.setAttribute("aria-invalid", "true");
       const labelled = Object.entries(fields).filter(([name]) => name !== "allowed" && name !== "fields")
-        .map(([name, messages]) => `${CONFIG_FIELDS.find((spec) => spec.name === name)?.label || name}: ${messages.join(" ")}`);
+        .map(([name, messages]) => `${this.fields.find((spec) => spec.name === name)?.label || name}: ${messages.join(" ")}`);
       // The fields' own messages say it all when there are some; else the envelope's message (and, for an
       // unknown field, which ones).
       put(this.configError, labelled.length ? [h("p", {}, "Not saved:"), h("ul", {}, ...labelled.map((line) => h("li", {}, line)))]

@@ -40,7 +40,7 @@ class WorkflowList {
       field("Import a workflow file", fileInput, hint("A file exported from this or another agentsite.")),
       this.importError);
     put(this.root, 
-      pageHeader("Workflows", "Graphs of nodes (input, LLM, tool, condition, code, delay, approval, output) that run on an input."),
+      pageHeader("Workflows", "Graphs of typed nodes that run on an input."),
       this.approvalBox,
       h("div", { class: "wf-list-layout" }, this.listBox, h("div", { class: "wf-side" }, create, importForm)));
     await Promise.all([this.load(), this.loadApprovals()]);

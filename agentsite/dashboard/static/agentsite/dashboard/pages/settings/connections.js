@@ -4,7 +4,6 @@
 // extra headers' values are write-only: the form says whether they are set, and replaces or removes them.
 import { checkbox, confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, loading, put } from "../../ui.js";
 
-const PROVIDERS = [["openai", "OpenAI-compatible (OpenAI, Ollama, vLLM…)"], ["anthropic", "Anthropic"], ["offline", "Offline (no LLM)"]];
 const LABELS = { name: "Name", provider: "Provider", base_url: "Base URL", api_key: "API key", models: "Model names",
   headers: "Extra headers", timeout_s: "Timeout (seconds)", enabled: "Enabled" };
 
@@ -13,6 +12,7 @@ export class ConnectionsSection {
   constructor({ ctx, onChange }) {
     Object.assign(this, { ctx, onChange });
     this.connections = [];
+    this.providers = []; // GET /api/meta's providers: the form's choices, the first the default
     this.editing = null; // the connection the form edits (null: a new one)
     this.list = h("ul", { class: "conn-list", "aria-label": "Connections" });
     this.formBox = h("div", { class: "conn-form-box" });
@@ -26,7 +26,9 @@ export class ConnectionsSection {
   async load() {
     put(this.list, h("li", {}, loading("Loading the connections…")));
     try {
-      this.connections = await this.ctx.api("/api/connections");
+      const [connections, meta] = await Promise.all([this.ctx.api("/api/connections"), this.ctx.meta()]);
+      this.connections = connections;
+      this.providers = meta.providers;
     } catch (error) {
       put(this.list, h("li", {}, errorBox(`The connections could not be loaded: ${errorText(error)}`, () => this.load())));
       return;
@@ -121,7 +123,7 @@ export class ConnectionsSection {
 
   showForm(connection) {
     this.editing = connection;
-    const value = connection || { name: "", provider: "openai", base_url: "", models: [], timeout_s: 120, enabled: true, header_names: [] };
+    const value = connection || { name: "", provider: this.providers[0]?.name ?? "", base_url: "", models: [], timeout_s: 120, enabled: true, header_names: [] };
     const title = connection ? `Edit connection ${connection.name}` : "New connection";
     const titleId = connection ? "conn-form-title-edit" : "conn-form-title-new";
     const error = h("div", { class: "form-error", role: "alert", hidden: true });
@@ -133,7 +135,7 @@ export class ConnectionsSection {
     const mode = h("select", { name: "models_mode", onchange: () => { namesField.hidden = mode.value === "discover"; } },
       h("option", { value: "list" }, "The names listed below"), h("option", { value: "discover" }, "Discover (ask the upstream)"));
     mode.value = discover ? "discover" : "list";
-    const provider = h("select", { name: "provider" }, PROVIDERS.map(([option, label]) => h("option", { value: option }, label)));
+    const provider = h("select", { name: "provider" }, this.providers.map(({ name, label }) => h("option", { value: name }, label)));
     provider.value = value.provider;
     const text = (name, type = "text", extra = {}) => {
       const input = h("input", { type, name, autocomplete: "off", spellcheck: "false", ...extra });

@@ -43,6 +43,7 @@ class WorkflowEditor {
     this.doc = null;
     this.problems = noProblems(); // of the last refused save (saving.js)
     this.tools = [];
+    this.nodeTypes = []; // GET /api/meta's node_types: the node form is drawn from them
     // The catalogue's names an llm node may name (GET /api/models): one datalist, filled when they arrive, so a
     // form opened before that still offers them.
     this.modelList = h("datalist", { id: "wf-model-choices" });
@@ -73,7 +74,8 @@ class WorkflowEditor {
     put(this.root, loading("Loading the workflow…"));
     let workflow;
     try {
-      workflow = await this.ctx.api(`/api/workflows/${encodeURIComponent(this.id)}`);
+      [workflow, { node_types: this.nodeTypes }] = await Promise.all([
+        this.ctx.api(`/api/workflows/${encodeURIComponent(this.id)}`), this.ctx.meta()]);
     } catch (error) {
       put(this.root, h("p", {}, h("a", { href: "#/workflows" }, "← All workflows")),
         errorBox(error.status === 404 ? "There is no such workflow (or it is not yours)."

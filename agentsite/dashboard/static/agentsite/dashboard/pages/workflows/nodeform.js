@@ -1,24 +1,22 @@
-// The form of one node: its name, its type's config keys (docs/api.md's node semantics), retry and onError,
-// its connections, and what it did in the last run. Used for a new node (type picker, "Add node") and an
-// existing one ("Apply", "Delete node"). `\${name}` in the strings here is the workflow's placeholder (a node's
-// output), escaped so that JavaScript leaves it as text.
+// The form of one node: its name, its type's config fields (drawn from GET /api/meta's node_types, so a node
+// type added on the server needs nothing here), retry and onError, its connections, and what it did in the
+// last run. Used for a new node (type picker, "Add node") and an existing one ("Apply", "Delete node").
 import { field, h, hint, put } from "../../ui.js";
 import { showValue } from "./document.js";
 
-export const NODE_TYPES = ["input", "llm", "tool", "condition", "code", "delay", "approval", "output"];
-const TYPE_LABELS = { input: "Input", llm: "LLM", tool: "Tool", condition: "Condition", code: "Code (JavaScript)",
-  delay: "Delay", approval: "Approval (a person decides)", output: "Output" };
+// A node type's description (GET /api/meta's node_types: {name, label, help, fields}), or null for a type the
+// server no longer lists (a node of it is shown with its name and no fields).
+function typeOf(nodeTypes, type) {
+  return nodeTypes.find((item) => item.name === type) || null;
+}
 
-export function defaultConfig(type) {
-  return {
-    llm: { prompt: `\${input}` },
-    tool: { toolName: "", toolArgs: {} },
-    condition: { condition: "input.length > 0" },
-    code: { code: "return input;" },
-    delay: { delayMs: 1000 },
-    approval: { prompt: `Approve \${input}?` },
-    output: { outputFormat: "text" },
-  }[type] || {};
+// A new node's config: each field's default (a field without one starts empty).
+export function defaultConfig(nodeTypes, type) {
+  const config = {};
+  for (const spec of typeOf(nodeTypes, type)?.fields || []) {
+    if (spec.default !== null && spec.default !== undefined) config[spec.name] = structuredClone(spec.default);
+  }
+  return config;
 }
 
 export function uniqueName(doc, base) {
@@ -56,51 +54,43 @@ function nodeOptions(doc, except, empty) {
   return [["", empty], ...doc.nodes.filter((node) => node.id !== except).map((node) => [node.id, `${node.name} (${node.type})`])];
 }
 
+// One config field's control, by its kind (docs/api.md, /api/meta), filled from `value`.
+function control(spec, value, ctx) {
+  const { doc, node } = ctx;
+  const placeholder = spec.placeholder ? { placeholder: spec.placeholder } : {};
+  switch (spec.kind) {
+  case "textarea":
+    return area(spec.name, value, { rows: String(spec.rows ?? 4), ...placeholder });
+  case "json":
+    return area(spec.name, JSON.stringify(value ?? {}, null, 2));
+  case "node":
+    return select(spec.name, nodeOptions(doc, node.id, "None"), value);
+  case "select":
+    return select(spec.name, spec.options, value ?? spec.default);
+  case "integer":
+    return text(spec.name, value ?? "", { type: "number", min: String(spec.min ?? ""), inputmode: "numeric", ...placeholder });
+  case "names":
+    return text(spec.name, (value || []).join(", "), placeholder);
+  default: {
+    // A text field may suggest a list: the editor's datalist of models (editor.js), or this form's of tools.
+    const list = spec.suggest === "models" ? "wf-model-choices" : spec.suggest === "tools" ? `wf-tools-${node.id}` : null;
+    return text(spec.name, value, { ...placeholder, ...(list ? { list } : {}) });
+  }
+  }
+}
+
 // The fields of a type's config, filled from `config`.
 function configFields(type, config, ctx) {
-  const { doc, node, tools } = ctx;
-  switch (type) {
-  case "llm":
-    return [
-      field("Prompt", area("prompt", config.prompt, { rows: "5" }), hint(`\${name} is that node's output; \${input} the run's input.`)),
-      // The choices are the editor's datalist (editor.js), filled from GET /api/models.
-      field("Model", text("model", config.model, { placeholder: "the agent's model", list: "wf-model-choices" }),
-        hint("An alias or <connection>/<model> (Settings lists them); empty: the agent's model.")),
-    ];
-  case "tool": {
-    const list = h("datalist", { id: `wf-tools-${node.id}` }, ...tools.map((tool) => h("option", { value: tool.name }, tool.description || "")));
-    return [
-      field("Tool name", text("toolName", config.toolName, { list: list.id })), list,
-      field("Tool arguments (JSON)", area("toolArgs", JSON.stringify(config.toolArgs ?? {}, null, 2)),
-        hint(`A JSON object; \${name} in a string is replaced by that node's output.`)),
-    ];
-  }
-  case "condition":
-    return [
-      field("Condition (JavaScript expression)", area("condition", config.condition, { rows: "2" }),
-        hint("Sees input and context; true takes the true branch.")),
-      field("True branch", select("trueBranch", nodeOptions(doc, node.id, "None"), config.trueBranch)),
-      field("False branch", select("falseBranch", nodeOptions(doc, node.id, "None"), config.falseBranch)),
-    ];
-  case "code":
-    return [field("Code (JavaScript function body)", area("code", config.code, { rows: "7" }),
-      hint("The body of function (input, context); its return value is the output."))];
-  case "delay":
-    return [field("Delay (ms)", text("delayMs", config.delayMs, { type: "number", min: "0", step: "100", inputmode: "numeric" }))];
-  case "approval":
-    return [
-      field("Prompt", area("prompt", config.prompt, { rows: "3" }), hint(`What the approvers are asked; \${name} is that node's output.`)),
-      field("Approvers", text("approvers", (config.approvers || []).join(", "), { placeholder: "you (the owner)" }),
-        hint("User names, separated by commas; empty: you.")),
-      field("Timeout (s)", text("timeout_s", config.timeout_s ?? "", { type: "number", min: "1", inputmode: "numeric", placeholder: "none" })),
-      field("On timeout", select("on_timeout", [["reject", "Reject"], ["approve", "Approve"]], config.on_timeout || "reject")),
-    ];
-  case "output":
-    return [field("Output format", select("outputFormat", [["text", "Text"], ["markdown", "Markdown"], ["json", "JSON"]],
-      config.outputFormat || "text"))];
-  default:
-    return [h("p", { class: "muted" }, "The input node passes the run's input on. A workflow has exactly one.")];
-  }
+  const kind = typeOf(ctx.nodeTypes, type);
+  if (!kind?.fields.length) return [h("p", { class: "muted" }, kind?.help || `A node of type ${type}.`)];
+  return kind.fields.flatMap((spec) => {
+    const parts = [field(spec.label, control(spec, config[spec.name], ctx), spec.help ? hint(spec.help) : null)];
+    if (spec.suggest === "tools") {
+      parts.push(h("datalist", { id: `wf-tools-${ctx.node.id}` },
+        ...ctx.tools.map((tool) => h("option", { value: tool.name }, tool.description || ""))));
+    }
+    return parts;
+  });
 }
 
 function errorFields(config) {
@@ -112,48 +102,48 @@ function errorFields(config) {
     field("Backoff (ms)", text("retryBackoff", retry.backoffMs ?? 0, { type: "number", min: "0", step: "100", inputmode: "numeric" })));
 }
 
+// One field's value from the form: undefined leaves the key out; throws an Error naming the field to fix.
+function readField(spec, raw) {
+  switch (spec.kind) {
+  case "textarea":
+    return raw || spec.required ? raw : undefined;
+  case "json": {
+    if (!raw.trim()) return undefined;
+    let parsed;
+    try {
+      parsed = JSON.parse(raw);
+    } catch (error) {
+      throw new Error(`${spec.label}: not JSON (${error.message}).`);
+    }
+    if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error(`${spec.label}: give a JSON object.`);
+    return parsed;
+  }
+  case "integer": {
+    if (!raw.trim() && !spec.required) return undefined;
+    const number = Number(raw);
+    if (!raw.trim() || !Number.isInteger(number) || (spec.min !== undefined && number < spec.min)) {
+      throw new Error(`${spec.label}: give a whole number${spec.min !== undefined ? `, at least ${spec.min}` : ""}.`);
+    }
+    return number;
+  }
+  case "names": {
+    const names = raw.split(",").map((name) => name.trim()).filter(Boolean);
+    return names.length ? names : undefined;
+  }
+  case "select":
+    return raw;
+  default:
+    return raw.trim() || spec.required ? raw.trim() : undefined;
+  }
+}
+
 // The config the form describes, or throws an Error naming the field to fix.
-function readConfig(type, form) {
+function readConfig(kind, form) {
   const value = (name) => form.elements[name]?.value ?? "";
   const config = {};
-  if (type === "llm") {
-    config.prompt = value("prompt");
-    if (value("model").trim()) config.model = value("model").trim();
-  } else if (type === "tool") {
-    config.toolName = value("toolName").trim();
-    const raw = value("toolArgs").trim();
-    if (raw) {
-      let args;
-      try {
-        args = JSON.parse(raw);
-      } catch (error) {
-        throw new Error(`Tool arguments: not JSON (${error.message}).`);
-      }
-      if (!args || typeof args !== "object" || Array.isArray(args)) throw new Error("Tool arguments: give a JSON object.");
-      config.toolArgs = args;
-    }
-  } else if (type === "condition") {
-    config.condition = value("condition");
-    if (value("trueBranch")) config.trueBranch = value("trueBranch");
-    if (value("falseBranch")) config.falseBranch = value("falseBranch");
-  } else if (type === "code") {
-    config.code = value("code");
-  } else if (type === "delay") {
-    const delay = Number(value("delayMs"));
-    if (!Number.isInteger(delay) || delay < 0) throw new Error("Delay: give a whole number of milliseconds.");
-    config.delayMs = delay;
-  } else if (type === "output") {
-    config.outputFormat = value("outputFormat");
-  } else if (type === "approval") {
-    config.prompt = value("prompt");
-    const approvers = value("approvers").split(",").map((name) => name.trim()).filter(Boolean);
-    if (approvers.length) config.approvers = approvers;
-    if (value("timeout_s").trim()) {
-      const timeout = Number(value("timeout_s"));
-      if (!Number.isInteger(timeout) || timeout < 1) throw new Error("Timeout: give a whole number of seconds, at least 1.");
-      config.timeout_s = timeout;
-    }
-    if (value("on_timeout") === "approve") config.on_timeout = "approve";
+  for (const spec of kind?.fields || []) {
+    const read = readField(spec, value(spec.name));
+    if (read !== undefined) config[spec.name] = read;
   }
   if (form.elements.onError && value("onError") !== "fail") config.onError = value("onError");
   const max = Number(value("retryMax") || 0);
@@ -194,7 +184,7 @@ function connections(doc, node, handlers) {
 
 /**
  * The form. options: {doc, node (the existing node, or a draft {id, type, ...} when isNew), isNew, from (id of the
- * node a new one follows), tools, result, onApply(node, fromId), onDelete(id), onClose(), onConnect, onDisconnect}.
+ * node a new one follows), tools, nodeTypes (GET /api/meta's), result, onApply(node, fromId), onDelete(id), onClose(), onConnect, onDisconnect}.
  */
 export function nodeForm(options) {
   const { doc, isNew } = options;
@@ -217,27 +207,28 @@ export function nodeForm(options) {
         options.onClose();
       }
     } });
-  const typeSelect = select("type", NODE_TYPES.filter((type) => type !== "input" || !isNew || !doc.nodes.some((item) => item.type === "input"))
-    .map((type) => [type, TYPE_LABELS[type]]), node.type);
+  const nodeTypes = options.nodeTypes || [];
+  const typeSelect = select("type", nodeTypes.filter((kind) => kind.name !== "input" || !isNew || !doc.nodes.some((item) => item.type === "input"))
+    .map((kind) => [kind.name, kind.label]), node.type);
   const nameInput = text("name", node.name, { required: true, maxlength: "64" });
   const fromSelect = isNew ? select("from", nodeOptions(doc, null, "Nothing (connect later)"), options.from || "") : null;
 
   function fillConfig(type, config) {
-    put(configBox, ...configFields(type, config, { doc, node, tools: options.tools || [] }), errorFields(config));
+    put(configBox, ...configFields(type, config, { doc, node, nodeTypes, tools: options.tools || [] }), errorFields(config));
   }
 
   typeSelect.addEventListener("change", () => {
     const type = typeSelect.value;
     if (isNew && (!nameInput.value || nameInput.value === uniqueName(doc, node.type))) nameInput.value = uniqueName(doc, type);
     node = { ...node, type };
-    fillConfig(type, defaultConfig(type));
+    fillConfig(type, defaultConfig(nodeTypes, type));
   });
 
   function apply() {
     error.hidden = true;
     let config;
     try {
-      config = readConfig(typeSelect.value, form);
+      config = readConfig(typeOf(nodeTypes, typeSelect.value), form);
     } catch (problem) {
       error.textContent = problem.message;
       error.hidden = false;
@@ -258,7 +249,7 @@ export function nodeForm(options) {
   put(form,
     h("div", { class: "wf-form-head" }, h("h2", {}, isNew ? "New node" : `Node ${node.name}`),
       h("button", { type: "button", class: "small", onclick: () => options.onClose() }, "Close")),
-    isNew ? field("Type", typeSelect) : h("p", { class: "muted" }, `Type: ${TYPE_LABELS[node.type] || node.type} · id ${node.id}`),
+    isNew ? field("Type", typeSelect) : h("p", { class: "muted" }, `Type: ${typeOf(nodeTypes, node.type)?.label || node.type} · id ${node.id}`),
     field("Node name", nameInput, hint(`Letters, digits, - or _; \${name} refers to it.`)),
     configBox,
     isNew ? field("Connect from", fromSelect) : null,

@@ -5,7 +5,7 @@ import { nameOf, removeNode } from "./document.js";
 import { freeSpot } from "./graph.js";
 import { defaultConfig, newNodeId, nodeForm, uniqueName } from "./nodeform.js";
 
-// It reads the editor's doc, tools, selected (the node selected in the graph), graph, runs.results and
+// It reads the editor's doc, tools, nodeTypes, selected (the node selected in the graph), graph, runs.results and
 // problems, and edits through editor.edit(), editor.connect()/disconnect() and editor.announce().
 export class NodePanel {
   constructor(editor) {
@@ -21,9 +21,9 @@ export class NodePanel {
   }
 
   openNew() {
-    const { doc, selected } = this.editor;
+    const { doc, selected, nodeTypes } = this.editor;
     const type = "code";
-    this.shown = { mode: "new", draft: { id: newNodeId(doc), type, name: uniqueName(doc, type), config: defaultConfig(type) },
+    this.shown = { mode: "new", draft: { id: newNodeId(doc), type, name: uniqueName(doc, type), config: defaultConfig(nodeTypes, type) },
       from: selected || doc.nodes[doc.nodes.length - 1]?.id || "" };
     this.render();
     this.element.querySelector("select, input")?.focus();
@@ -51,7 +51,7 @@ export class NodePanel {
       return;
     }
     const common = {
-      doc: editor.doc, tools: editor.tools,
+      doc: editor.doc, tools: editor.tools, nodeTypes: editor.nodeTypes,
       onClose: () => this.close(),
       onConnect: (from, to) => editor.connect(from, to),
       onDisconnect: (from, to) => editor.disconnect(from, to),

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentsite.core.errors import _STATUS_CODES, ERROR_CODES
+from tests.foundation.test_architecture import APPS, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("agentsite", "accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows",
-            "voice", "plugins", "uploads")
+PACKAGES = ("agentsite", *APPS)  # the product: the shell's packages and every app
 # Callables whose arguments carry a code: name -> (position of the code, position of the status or None).
 CODE_TAKERS = {"AppError": (0, 2), "error_response": (0, 2), "envelope": (0, None), "openai_envelope": (0, 2),
                "envelope_for": (1, 3), "invalid": (2, None)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -271,7 +272,9 @@ AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 365, 
 
 AGENTSITE_ALLOW_PRIVATE_FETCH = env_bool("AGENTSITE_ALLOW_PRIVATE_FETCH", False)
 # Tools only admins see and call (any source's, by the name the model sees); empty opens them to every user.
-AGENTSITE_ADMIN_ONLY_TOOLS = env_list("AGENTSITE_ADMIN_ONLY_TOOLS", ["computer_screenshot"])
+# Unset: the runtime's default list (agentsite/agent/tools.py DEFAULT_ADMIN_ONLY_TOOLS), written there only.
+if "AGENTSITE_ADMIN_ONLY_TOOLS" in os.environ:
+    AGENTSITE_ADMIN_ONLY_TOOLS = env_list("AGENTSITE_ADMIN_ONLY_TOOLS")
 AGENTSITE_SEARXNG_URL = env_str("AGENTSITE_SEARXNG_URL")
 # DuckDuckGo's keyless HTML search page; empty turns that backend off.
 AGENTSITE_DUCKDUCKGO_URL = env_str("AGENTSITE_DUCKDUCKGO_URL", "https://html.duckduckgo.com/html/")

@@ -4,7 +4,7 @@ key's scope, a dead token and a budget are judged alike on every door."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rest_framework_simplejwt.exceptions import AuthenticationFailed, InvalidToken
 
@@ -19,12 +19,15 @@ from accounts.authentication import (
 )
 from agentsite.agent.usage import Caller
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
 
 class Identity(NamedTuple):
     """A resolved caller. `key` is the API key (None for a dashboard token or an anonymous caller); `credential`
     what `credential_problem` re-checks while a stream runs (None: anonymous, nothing to re-check)."""
 
-    user: Any
+    user: AbstractBaseUser | None
     key: Any
     credential: Any
 
@@ -72,7 +75,7 @@ async def resolve(raw: str, *, scope: str, where: str) -> Identity:
     return Identity(user, key, credential)
 
 
-def authenticated(user: Any, key: Any, authorization: str | None) -> Identity:
+def authenticated(user: AbstractBaseUser | None, key: Any, authorization: str | None) -> Identity:
     """The Identity of a request a view's decorator already authenticated from its `Authorization` header (the
     /api streams: accounts.authentication.async_post_view)."""
     return Identity(user, key, credential_of(authorization))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
@@ -19,8 +19,11 @@ from compat.http import door_view, request_caller, validate_body
 from compat.limits import parsed_body
 from compat.run import EMBEDDING_MODEL, MODEL_CREATED, Run, model_ids
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
-async def model_list(settings: AgentSettings, user: Any) -> dict[str, Any]:
+
+async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> dict[str, Any]:
     """The models, with those that facets answer for this caller (their workflows) when they are known."""
     user_id = getattr(user, "pk", None)
     extra = [name for source in model_sources() for name in await source.list_models(user_id)]

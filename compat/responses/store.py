@@ -4,7 +4,7 @@ owner only (another's is a 404 like a missing one), and continued through `previ
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 
@@ -12,12 +12,15 @@ from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from compat.models import StoredResponse
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
 # What `new_id("resp")` makes: anything else names no stored response, and is answered without a query (a NUL
 # would otherwise reach PostgreSQL, which refuses it in a string literal).
 RESPONSE_ID = re.compile(r"resp_[0-9a-f]{32}")
 
 
-def owned(user: Any, response_id: str) -> QuerySet[StoredResponse]:
+def owned(user: AbstractBaseUser | None, response_id: str) -> QuerySet[StoredResponse]:
     """The caller's stored response of that id, as a query (empty for an id `new_id` cannot have made)."""
     user_id = getattr(user, "pk", None)
     objects = StoredResponse.objects
@@ -31,7 +34,7 @@ def not_found() -> AppError:
     return AppError("not_found", "No stored response of that id (or not yours).", 404)
 
 
-async def history(user: Any, response_id: str) -> list[dict[str, Any]]:
+async def history(user: AbstractBaseUser | None, response_id: str) -> list[dict[str, Any]]:
     """The conversation a stored response ends, for `previous_response_id` (404 naming it when not found)."""
     stored = await db(lambda: owned(user, response_id).values_list("history", flat=True).first())
     if stored is None:

@@ -16,7 +16,7 @@ from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny, IsAdminUser
 
-from agentsite.core.errors import is_anthropic_path, is_openai_path
+from agentsite.core.errors import error_shape_for
 from agentsite.core.permissions import IsAdmin
 
 # Operations with a per-client rate limit (accounts.ratelimit): they can answer 429 with Retry-After.
@@ -48,34 +48,6 @@ class ApiErrorSerializer(serializers.Serializer):
     """The one error envelope of /api."""
 
     error = ApiErrorBodySerializer()
-
-
-class OpenAIErrorBodySerializer(serializers.Serializer):
-    message = serializers.CharField()
-    type = serializers.CharField(help_text="invalid_request_error, authentication_error, permission_error, "
-                                           "rate_limit_error or api_error")
-    param = serializers.CharField(allow_null=True)
-    code = serializers.CharField(allow_null=True)
-
-
-class OpenAIErrorSerializer(serializers.Serializer):
-    """OpenAI's error shape, which /v1 answers so that SDKs raise the matching exception."""
-
-    error = OpenAIErrorBodySerializer()
-
-
-class AnthropicErrorBodySerializer(serializers.Serializer):
-    type = serializers.CharField(help_text="invalid_request_error, authentication_error, permission_error, "
-                                           "not_found_error, request_too_large, rate_limit_error, api_error or "
-                                           "overloaded_error")
-    message = serializers.CharField()
-
-
-class AnthropicErrorSerializer(serializers.Serializer):
-    """Anthropic's error shape, which /v1/messages answers so that the anthropic SDK raises the matching exception."""
-
-    type = serializers.ChoiceField(choices=["error"])
-    error = AnthropicErrorBodySerializer()
 
 
 class BearerJWTScheme(OpenApiAuthenticationExtension):
@@ -135,6 +107,6 @@ class AppAutoSchema(AutoSchema):
         return any(isinstance(permission, admin_classes) for permission in self._permissions())
 
     def _error_schema(self, direction: str) -> dict[str, Any]:
-        serializer = (AnthropicErrorSerializer if is_anthropic_path(self.path) else
-                      OpenAIErrorSerializer if is_openai_path(self.path) else ApiErrorSerializer)
+        shape = error_shape_for(self.path)  # a door's own shape (compat.doors), else the /api envelope
+        serializer = shape.schema if shape is not None and shape.schema is not None else ApiErrorSerializer
         return self.resolve_serializer(serializer, direction).ref

@@ -16,3 +16,7 @@ class CompatConfig(AppConfig):
             return await v1_gate(scope)
 
         BODY_GATES.append(("/v1/", gate))
+        # The doors' routes import their views, which import the ORM's models: only once the apps are ready.
+        from compat.doors import install_error_shapes
+
+        install_error_shapes()

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
 
+from agentsite.core.errors import ErrorShape, register_error_shape
+
 DOORS = (
     "compat.chat",  # OpenAI: /v1/models, /v1/chat/completions, /v1/embeddings
     "compat.responses",  # OpenAI's Responses API: /v1/responses
@@ -31,3 +33,16 @@ class Route:
 def routes() -> list[Route]:
     """Every door's routes, in the registry's order."""
     return [route for door in DOORS for route in import_module(f"{door}.routes").ROUTES]
+
+
+def install_error_shapes() -> None:
+    """Register every door's error shape with the kernel (compat/apps.py, at start-up)."""
+    for shape in error_shapes():
+        register_error_shape(shape)
+
+
+def error_shapes() -> list[ErrorShape]:
+    """The error shapes the doors declare (`ERROR_SHAPE` in `<package>/routes.py`; a door without one answers
+    in the shape of the longest registered prefix of its paths, OpenAI's under /v1)."""
+    modules = [import_module(f"{door}.routes") for door in DOORS]
+    return [module.ERROR_SHAPE for module in modules if getattr(module, "ERROR_SHAPE", None) is not None]

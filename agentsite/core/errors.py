@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,10 +118,6 @@ _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403:
                  429: "rate_limit_error"}
 
 
-def is_openai_path(path: str) -> bool:
-    return path == "/v1" or path.startswith("/v1/")
-
-
 def openai_envelope(code: str | None, message: str, status: int, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": _OPENAI_TYPES.get(status, "api_error"), "param": param,
                       "code": code}}
@@ -152,24 +149,53 @@ _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 4
                     431: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
 
 
-def is_anthropic_path(path: str) -> bool:
-    return path == "/v1/messages" or path.startswith("/v1/messages/")
-
-
 def anthropic_envelope(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"), "message": message}}
 
 
+def openai_body(code: str, message: str, status: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """OpenAI's error shape of a refusal made before a view (a 400's first detail key as `param`)."""
+    param = next(iter(details), None) if status == 400 and details else None
+    return openai_envelope(code, message, status, param)
+
+
+def anthropic_body(code: str, message: str, status: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Anthropic's error shape of a refusal made before a view."""
+    return anthropic_envelope(status, message)
+
+
+@dataclass(frozen=True)
+class ErrorShape:
+    """The error body the clients of a path expect, for what is refused before a view answers in its own words
+    (a body gate's 401, a body over the limit) and for /api/schema. `prefix`: a path and everything under it;
+    `body(code, message, status, details)`; `schema`: the serializer that documents it (None: the /api one)."""
+
+    prefix: str
+    body: Callable[[str, str, int, dict[str, Any] | None], dict[str, Any]]
+    schema: Any = None
+
+
+_SHAPES: list[ErrorShape] = []  # the longest prefix first
+
+
+def register_error_shape(shape: ErrorShape) -> None:
+    """A door's error shape under its prefix (compat/apps.py registers each door's); the same prefix again
+    replaces it."""
+    kept = [known for known in _SHAPES if known.prefix != shape.prefix]
+    _SHAPES[:] = sorted([*kept, shape], key=lambda known: -len(known.prefix))
+
+
+def error_shape_for(path: str) -> ErrorShape | None:
+    """The shape registered under the longest prefix of `path`; None: the /api envelope."""
+    return next((shape for shape in _SHAPES
+                 if path == shape.prefix or path.startswith(shape.prefix.rstrip("/") + "/")), None)
+
+
 def envelope_for(path: str, code: str, message: str, status: int,
                  details: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The error body a client of this path expects: Anthropic's shape under /v1/messages, OpenAI's under the
-    rest of /v1, the /api envelope elsewhere."""
-    if is_anthropic_path(path):
-        return anthropic_envelope(status, message)
-    if is_openai_path(path):
-        param = next(iter(details), None) if status == 400 and details else None
-        return openai_envelope(code, message, status, param)
-    return envelope(code, message, details)
+    """The error body a client of this path expects: its door's shape (error_shape_for), else the /api envelope."""
+    shape = error_shape_for(path)
+    return shape.body(code, message, status, details) if shape is not None else envelope(code, message, details)
 
 
 def error_response(code: str, message: str, status: int, details: dict | None = None,

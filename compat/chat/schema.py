@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
 
 from compat.chat.wire import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 from compat.schema import ERROR as _ERROR
@@ -59,3 +60,17 @@ class EmbeddingsSchema(V1):
                        401: _ERROR, 404: OpenApiResponse(description="`model_not_found`")})
     def post(self, request):  # pragma: no cover - never routed
         raise NotImplementedError
+
+
+class OpenAIErrorBodySerializer(serializers.Serializer):
+    message = serializers.CharField()
+    type = serializers.CharField(help_text="invalid_request_error, authentication_error, permission_error, "
+                                           "rate_limit_error or api_error")
+    param = serializers.CharField(allow_null=True)
+    code = serializers.CharField(allow_null=True)
+
+
+class OpenAIErrorSerializer(serializers.Serializer):
+    """OpenAI's error shape, which /v1 answers so that SDKs raise the matching exception."""
+
+    error = OpenAIErrorBodySerializer()

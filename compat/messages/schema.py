@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
 
 from compat.messages.wire import CountTokensRequest, MessagesRequest
 from compat.schema import V1
@@ -37,3 +38,17 @@ class CountTokensSchema(V1):
                               400: _ANTHROPIC_ERROR, 401: _ANTHROPIC_ERROR, 404: _ANTHROPIC_ERROR})
     def post(self, request):  # pragma: no cover - never routed
         raise NotImplementedError
+
+
+class AnthropicErrorBodySerializer(serializers.Serializer):
+    type = serializers.CharField(help_text="invalid_request_error, authentication_error, permission_error, "
+                                           "not_found_error, request_too_large, rate_limit_error, api_error or "
+                                           "overloaded_error")
+    message = serializers.CharField()
+
+
+class AnthropicErrorSerializer(serializers.Serializer):
+    """Anthropic's error shape, which /v1/messages answers so that the anthropic SDK raises the matching exception."""
+
+    type = serializers.ChoiceField(choices=["error"])
+    error = AnthropicErrorBodySerializer()

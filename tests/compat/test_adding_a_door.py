@@ -17,8 +17,8 @@ from drf_spectacular.generators import SchemaGenerator
 
 import compat.urls
 from accounts.services import key_create
+from agentsite.core import errors
 from agentsite.core.dbcall import db
-from agentsite.core.errors import envelope_for
 from agentsite.server import asgi_limits
 from catalogue.services import config_update
 from compat import doors
@@ -32,28 +32,30 @@ PATH = "/v1/toy/say"
 MODEL = "default/offline"  # answers without an upstream
 
 
-@pytest.fixture
-def toy_door(settings):
-    """Step 7: one line in DOORS; compat/urls.py, imported anew, serves it (and is imported back without it)."""
+def _served(settings, *, shaped: bool):
+    """Step 7: one line in DOORS; compat/urls.py, imported anew, serves it, and the doors' error shapes are
+    installed as compat/apps.py does at start-up (both undone after)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(doors, "DOORS", (*doors.DOORS, TOY))
+        patch.setattr(errors, "_SHAPES", list(errors._SHAPES))
+        if not shaped:
+            patch.setattr(toy_routes, "ERROR_SHAPE", None)
+        doors.install_error_shapes()
         importlib.reload(compat.urls)
         settings.ROOT_URLCONF = "tests.compat.toydoor.urls"
         yield
     importlib.reload(compat.urls)
 
 
-def _toy_envelope(path: str, code: str, message: str, status: int, details: dict | None = None) -> dict:
-    if path.startswith(PATH):
-        return {"toy_error": {"code": code, "message": message}}
-    return envelope_for(path, code, message, status, details)
+@pytest.fixture
+def toy_door(settings):
+    yield from _served(settings, shaped=True)
 
 
 @pytest.fixture
-def toy_refusals(monkeypatch):
-    """The step the seven leave out: what is refused before the view (the body gate's 401, a body over the limit)
-    takes its shape from the path, in agentsite/core/errors.py envelope_for; the toy's shape, as a line there."""
-    monkeypatch.setattr(asgi_limits, "envelope_for", _toy_envelope)
+def unshaped_toy_door(settings):
+    """The toy without its ERROR_SHAPE: what is refused before its view takes /v1's shape, OpenAI's."""
+    yield from _served(settings, shaped=False)
 
 
 class _Exchange:
@@ -114,9 +116,11 @@ def test_the_toy_door_is_routed_and_documented_through_the_registry(toy_door):
     body = schema["paths"][PATH]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/ToySayRequest"}
     assert set(schema["components"]["schemas"]["ToySayRequest"]["properties"]) == {"model", "say", "stream"}
+    refusal = schema["paths"][PATH]["post"]["responses"]["400"]["content"]["application/json"]["schema"]
+    assert refusal == {"$ref": "#/components/schemas/ToyError"}  # its ERROR_SHAPE documents its errors
 
 
-async def test_a_whole_reply_for_an_api_key(toy_door, toy_refusals, owner):
+async def test_a_whole_reply_for_an_api_key(toy_door, owner):
     await db(config_update, changes={"compat_auth": "key"})
     reply = await _Exchange().post({"model": MODEL, "say": "hello toy"}, await _api_key(owner))
     assert reply.status == 200, reply.content
@@ -124,7 +128,7 @@ async def test_a_whole_reply_for_an_api_key(toy_door, toy_refusals, owner):
     assert body["toy"] == "reply" and body["model"] == MODEL and body["finish"] == "stop" and body["text"]
 
 
-async def test_a_stream_through_the_toy_renderer(toy_door, toy_refusals, owner):
+async def test_a_stream_through_the_toy_renderer(toy_door, owner):
     await db(config_update, changes={"compat_auth": "key"})
     reply = await _Exchange().post({"model": MODEL, "say": "hello toy", "stream": True}, await _api_key(owner))
     assert reply.status == 200, reply.content
@@ -136,7 +140,7 @@ async def test_a_stream_through_the_toy_renderer(toy_door, toy_refusals, owner):
     assert "".join(pieces) == whole.json()["text"]
 
 
-async def test_a_missing_credential_is_refused_in_the_toy_shape_before_the_body(toy_door, toy_refusals):
+async def test_a_missing_credential_is_refused_in_the_toy_shape_before_the_body(toy_door):
     await db(config_update, changes={"compat_auth": "key"})
     refused = await _Exchange().post({"model": MODEL, "say": "hello"})
     assert refused.status == 401
@@ -145,7 +149,7 @@ async def test_a_missing_credential_is_refused_in_the_toy_shape_before_the_body(
     assert bad_key.status == 401 and bad_key.json()["toy_error"]["code"] == "invalid_api_key"
 
 
-async def test_without_the_error_shape_step_the_body_gate_answers_in_openai_shape(toy_door):
+async def test_without_its_error_shape_the_body_gate_answers_in_openai_shape(unshaped_toy_door):
     await db(config_update, changes={"compat_auth": "key"})
     refused = await _Exchange().post({"model": MODEL, "say": "hello"})
     assert refused.status == 401 and refused.json()["error"]["code"] == "invalid_api_key"
@@ -157,7 +161,7 @@ def test_the_view_resolves_the_caller_through_compat_http_when_no_gate_did(toy_d
     assert response.status_code == 401 and response.json()["toy_error"]["code"] == "invalid_api_key"
 
 
-async def test_a_bad_body_is_refused_in_the_toy_shape_naming_the_field(toy_door, toy_refusals, owner):
+async def test_a_bad_body_is_refused_in_the_toy_shape_naming_the_field(toy_door, owner):
     await db(config_update, changes={"compat_auth": "key"})
     key = await _api_key(owner)
     wrong = await _Exchange().post({"model": MODEL, "say": 3}, key)

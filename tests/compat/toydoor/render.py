@@ -41,7 +41,11 @@ class ToyRenderer(Renderer):
 
 
 def _error(exc: AppError) -> dict[str, Any]:
-    return {"toy_error": {"code": exc.code, "message": exc.message}}
+    return error_body(exc.code, exc.message, exc.status)
+
+
+def error_body(code: str, message: str, status: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"toy_error": {"code": code, "message": message}}
 
 
 def error_response(exc: AppError) -> JsonResponse:

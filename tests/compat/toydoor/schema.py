@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
 
 from compat.schema import V1
 from tests.compat.toydoor.wire import ToySayRequest
@@ -14,3 +15,14 @@ class ToySaySchema(V1):
                    responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="{toy, model, text, finish}")})
     def post(self, request):  # pragma: no cover - never routed
         raise NotImplementedError
+
+
+class ToyErrorBodySerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ToyErrorSerializer(serializers.Serializer):
+    """The toy's error shape."""
+
+    toy_error = ToyErrorBodySerializer()

@@ -27,7 +27,9 @@ def previous_targets(loader) -> list[tuple[str, str]]:
     """The previous release's leaves, with the latest of every third-party app (those did not change)."""
     from django.apps import apps
 
-    project = {config.label for config in apps.get_app_configs() if Path(config.path).is_relative_to(ROOT)}
+    # The project's own apps: in the checkout, and not installed packages (CI's virtualenv lives inside it).
+    project = {config.label for config in apps.get_app_configs()
+               if Path(config.path).is_relative_to(ROOT) and "site-packages" not in Path(config.path).parts}
     return PREVIOUS_LEAVES + [leaf for leaf in loader.graph.leaf_nodes() if leaf[0] not in project]
 
 

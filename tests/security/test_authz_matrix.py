@@ -41,6 +41,7 @@ from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import AccessToken
 
 from agentsite.core.datadir import data_dir_path, secrets_read
+from mcpbridge import paths as mcp_paths
 from tests.conftest import PASSWORD
 from tests.security.conftest import (
     HTTP_METHODS,
@@ -385,10 +386,8 @@ def test_every_v1_operation_is_public_only_while_compat_auth_says_so(bad_credent
 
 
 def _mount_paths(prefix: str) -> list[str]:
-    from mcpbridge import asgi as mcp_asgi
-
     # Whatever the mounted app serves lies under its prefix: the known endpoints and a path it does not have.
-    known = [mcp_asgi.SSE_PATH, mcp_asgi.MESSAGES_PATH] if prefix == mcp_asgi.PREFIX else []
+    known = [mcp_paths.SSE_PATH, mcp_paths.MESSAGES_PATH] if prefix == mcp_paths.MCP_PATH else []
     return [prefix, prefix + "/", *known, f"{prefix}/{uuid.uuid4().hex}"]
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.releases import checked_out
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,17 +39,8 @@ def _manage(cwd: Path, data_dir: Path, *args: str) -> subprocess.CompletedProces
 
 @pytest.fixture
 def previous_release(tmp_path: Path):
-    known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"],
-                           capture_output=True)
-    assert known.returncode == 0, (f"commit {PREVIOUS_RELEASE} (the previous release) is not in this checkout's "
-                                   "history: fetch it (git fetch --unshallow)")
-    tree = tmp_path / "previous"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), PREVIOUS_RELEASE],
-                   check=True, capture_output=True)
-    try:
+    with checked_out(PREVIOUS_RELEASE, tmp_path / "previous") as tree:
         yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
 def test_a_data_directory_of_the_previous_release_upgrades_with_migrate(previous_release: Path, tmp_path: Path):

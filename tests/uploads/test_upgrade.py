@@ -21,6 +21,7 @@ import dj_database_url
 import psycopg
 import pytest
 
+from tests.releases import checked_out
 from tests.uploads.conftest import image_bytes, minimal_pdf
 
 pytestmark = pytest.mark.e2e
@@ -64,17 +65,8 @@ def _manage(cwd: Path, env: dict[str, str], *args: str) -> str:
 
 @pytest.fixture
 def previous_release(tmp_path: Path) -> Iterator[Path]:
-    known = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{PREVIOUS_RELEASE}^{{commit}}"],
-                           capture_output=True)
-    assert known.returncode == 0, (f"commit {PREVIOUS_RELEASE} (the previous release) is not in this checkout's "
-                                   "history: fetch it (git fetch --unshallow)")
-    tree = tmp_path / "previous"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), PREVIOUS_RELEASE],
-                   check=True, capture_output=True)
-    try:
+    with checked_out(PREVIOUS_RELEASE, tmp_path / "previous") as tree:
         yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
 @pytest.fixture

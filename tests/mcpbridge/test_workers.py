@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import os
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -174,13 +175,20 @@ async def test_a_deleted_streamable_http_session_is_gone_on_every_worker(two_wor
     assert deleted.status_code == 200, deleted.text
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     answered: dict[int, int] = {}
-    for _ in range(40):  # until both workers have said it
-        response = requests.post(f"{server.base_url}/mcp", json=listing, headers={**headers, **session}, timeout=30)
-        answered[int(response.headers[WORKER])] = response.status_code
-        if len(answered) == 2:
-            break
+
+    def ask(_: int) -> requests.Response:
+        return requests.post(f"{server.base_url}/mcp", json=listing, headers={**headers, **session}, timeout=30)
+
+    # Four at a time, until both workers have said it: one request after another on a quiet machine is often
+    # accepted by the same worker every time (whichever wakes first on the shared socket).
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(20):
+            for response in pool.map(ask, range(4)):
+                answered[int(response.headers[WORKER])] = response.status_code
+            if len(answered) == 2:
+                break
     assert answered and set(answered.values()) == {404}, answered
-    assert len(answered) == 2, f"only one worker answered in 40 requests: {answered}"
+    assert len(answered) == 2, f"only one worker answered in 80 requests: {answered}"
 
 
 # --- two hosts: two servers on one PostgreSQL and one Redis -------------------------------------------

@@ -60,12 +60,28 @@ def until_both_workers_answered(server: LiveServer, headers: dict[str, str]) -> 
         seen.add(response.headers[WORKER])
 
 
+def until_every_worker_sees_cooling(server: LiveServer, headers: dict[str, str], entry: str) -> None:
+    """Both workers' GET /api/models show `entry` cooling."""
+    cooling: set[str] = set()
+    deadline = time.monotonic() + 30
+    while len(cooling) < 2:
+        assert time.monotonic() < deadline, f"only worker(s) {cooling} saw {entry} cooling in 30 s"
+        response = requests.get(f"{server.base_url}/api/models", headers=headers, timeout=10)
+        assert response.status_code == 200, response.text
+        states = {model["name"]: model["state"] for model in response.json()["models"]}
+        if states.get(entry) == "cooling":
+            cooling.add(response.headers[WORKER])
+
+
 def test_a_target_one_worker_saw_fail_is_skipped_by_the_other_worker(two_workers):
     server, headers = two_workers
     until_both_workers_answered(server, headers)
 
     first = ask(server, headers)
     assert first.headers[ATTEMPTS] == "dead/gone=failed(refused); live/fake-model=answered"
+    # The announcement reaches the other worker asynchronously (pub/sub): wait until each worker's catalogue
+    # says the dead target is cooling. The other worker never tried it, so only the announcement can say so.
+    until_every_worker_sees_cooling(server, headers, "dead/gone")
 
     deadline = time.monotonic() + 30
     while True:

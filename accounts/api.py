@@ -19,6 +19,7 @@ from agentsite.core.errors import AppError
 from agentsite.core.permissions import IsAdmin as IsAdmin  # re-exported: the apps' admin-only views name it here
 from agentsite.core.validation import validated
 from catalogue.selectors import config_get
+from organisation.selectors import memberships
 
 User = get_user_model()
 
@@ -178,9 +179,22 @@ class PasswordChangeView(APIView):
         return Response(pair)
 
 
+class MyGroupSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    role = serializers.CharField(help_text="member or manager")
+
+
+class MeSerializer(UserSerializer):
+    groups = MyGroupSerializer(many=True, help_text="The groups the user belongs to, with their role in each.")
+
+
 class MeView(APIView):
-    @extend_schema(responses={200: UserSerializer})
+    @extend_schema(responses={200: MeSerializer})
     def get(self, request: Request) -> Response:
-        return Response(UserSerializer(request.user).data)
+        data = dict(UserSerializer(request.user).data)
+        data["groups"] = [{"id": group.id, "name": group.name, "role": group.role}
+                          for group in memberships(request.user.pk)]
+        return Response(data)
 
 

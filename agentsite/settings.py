@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "agentsite",
     "agentsite.dashboard",
     "accounts",
+    "organisation",
     "catalogue",
     "sessions_app",
     "compat",
@@ -226,8 +227,7 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # Fields named `type` with different choices (a workflow node's, an OpenAI tool's) get stable names.
-    "ENUM_NAME_OVERRIDES": {"WorkflowNodeTypeEnum": "workflows.models.WorkflowNode.TYPES",
-                            "FunctionTypeEnum": [("function", "function")],
+    "ENUM_NAME_OVERRIDES": {"FunctionTypeEnum": [("function", "function")],
                             # `provider` is the LLM's in the config, a speech provider in /api/voice/*.
                             "ProviderEnum": "agentsite.agent.providers.PROVIDERS",
                             "SttProviderEnum": "catalogue.models.AgentConfig.STT_PROVIDERS",
@@ -238,6 +238,9 @@ SPECTACULAR_SETTINGS = {
                                                        ("json_object", "json_object")],
                             "TriggerModeEnum": "workflows.models.WorkflowTrigger.MODES",
                             "SearchModeEnum": "knowledge.selectors.MODES",
+                            # A grant's role on a shared resource, and a member's role in a group.
+                            "GrantRoleEnum": [("viewer", "viewer"), ("editor", "editor")],
+                            "MemberRoleEnum": [("member", "member"), ("manager", "manager")],
                             # /v1/messages (compat/messages/): Anthropic's block and choice types.
                             "MessageBlockTypeEnum": [(name, name) for name in ("text", "image", "tool_use",
                                                                                "tool_result")],

@@ -32,7 +32,8 @@ ACTIONS = (
     "admin.login", "user.activation", "config.change", "connection.create", "connection.update",
     "connection.delete", "alias.create", "alias.update", "alias.delete", "mcp.connect", "mcp.disconnect",
     "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",
-    "budget.change", "webhook.refused",
+    "budget.change", "webhook.refused", "group.create", "group.update", "group.delete", "group.member_add",
+    "group.member_update", "group.member_remove", "access.change", "resource.transfer", "user.delete",
 )
 SECRET_KEYS = ("password", "api_key", "secret", "token", "key", "authorization", "headers")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
-        "plugins", "usage", "uploads")
+        "plugins", "usage", "uploads", "organisation")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -38,18 +38,20 @@ PACKAGES = {"core": "kernel", "agent": "runtime", "server": "server", "dashboard
 # Which app may import which (what a facet builds on). Anything else between apps is a backward import.
 APP_EDGES = {
     # Identity reads one flag of the agent config (allow_registration); the catalogue imports no app.
-    "accounts": {"catalogue"},
+    "accounts": {"catalogue", "organisation"},
     "catalogue": set(),
     "sessions_app": {"accounts"},
     "compat": {"accounts", "catalogue", "knowledge"},
-    "mcpbridge": {"accounts", "knowledge"},
-    "knowledge": set(),
+    "mcpbridge": {"accounts", "knowledge", "organisation"},
+    "knowledge": {"organisation"},
     "scheduler": {"accounts", "sessions_app", "workflows"},
-    "workflows": {"accounts"},
+    "workflows": {"accounts", "organisation"},
     "voice": {"accounts", "catalogue"},
     "uploads": {"knowledge", "sessions_app"},
     "plugins": {"accounts"},
-    "usage": {"accounts"},
+    "usage": {"accounts", "organisation"},
+    # Groups, memberships and the access policy: every shareable resource's app builds on it; it imports no app.
+    "organisation": set(),
 }
 
 

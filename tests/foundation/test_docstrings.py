@@ -12,7 +12,8 @@ from tests.foundation.codeshape import ROOT, Module, comments, pending, product_
 MAX_MODULE_DOCSTRING_LINES = 12
 # A path of this repository: one of its top-level directories, then at least one more part.
 TOP = ("agentsite", "accounts", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows",
-       "voice", "plugins", "usage", "catalogue", "uploads", "tests", "bench", "docs", "examples", r"\.ci")
+       "voice", "plugins", "usage", "catalogue", "uploads", "organisation", "tests", "bench", "docs", "examples",
+       r"\.ci")
 PATH = re.compile(r"(?<![\w./<-])((?:" + "|".join(TOP) + r")/[\w./-]*\w)")
 ISSUE = re.compile(r"\bissues? #?\d+\b|(?<![\w&/#])#\d+\b", re.IGNORECASE)
 

@@ -116,8 +116,15 @@ OBJECT_PARAMETERS = {
     # A user and their budget (issue 27): admin-only, the admins' to manage.
     ("/api/users/{user_id}", "user_id"): "user",
     ("/api/users/{user_id}/budget", "user_id"): "user",
+    # A group is no user's object: admins manage it, its managers its members, its members read it.
+    # tests/organisation/test_group_matrix.py holds every group route to that, for each of those and an outsider.
+    ("/api/groups/{group_id}", "group_id"): "group", ("/api/groups/{group_id}/members", "group_id"): "group",
+    ("/api/groups/{group_id}/members/{user_id}", "group_id"): "group",
+    ("/api/groups/{group_id}/members/{user_id}", "user_id"): "member",
 }
 ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user"}
+# Objects no user owns whose routes have a matrix of their own (see OBJECT_PARAMETERS).
+GROUP_OBJECTS = {"group", "member"}
 # Names no one owns, with a value that exists for every caller: left out of the ownership matrix.
 SHARED_NAMES = {"catalogue_model": "agent"}
 # A user's objects that admins manage too, by design (issue 27: admins list and revoke anyone's API keys;
@@ -271,7 +278,8 @@ def _fill(route: Route, objects: dict[str, str]) -> str:
         if kind in SHARED_NAMES:
             values[name] = SHARED_NAMES[kind]
         else:
-            values[name] = objects.get(kind, "no-such-server") if kind in ADMIN_OBJECTS else objects[kind]
+            values[name] = (objects.get(kind, "no-such-server") if kind in ADMIN_OBJECTS | GROUP_OBJECTS
+                            else objects[kind])
     return route.path(**values)
 
 
@@ -496,7 +504,7 @@ def test_an_admin_who_loses_the_flag_gets_a_403_with_the_same_token_at_once(api_
 
 def _object_routes(routes: list[Route]) -> list[Route]:
     """Routes naming a user's object (not the admins' own objects, such as MCP servers)."""
-    left_out = ADMIN_OBJECTS | set(SHARED_NAMES)
+    left_out = ADMIN_OBJECTS | GROUP_OBJECTS | set(SHARED_NAMES)
     return [route for route in routes if route.parameters and not any(
         OBJECT_PARAMETERS.get((route.template, name)) in left_out for name in route.parameters)]
 
@@ -511,6 +519,8 @@ def _owner_view(client: APIClient, routes: list[Route], objects: dict[str, str])
         if not _handles(route, "get") or not _passes_permissions(route, "get", SimpleNamespace(
                 is_authenticated=True, is_staff=False)):
             continue
+        if any(OBJECT_PARAMETERS.get((route.template, name)) in GROUP_OBJECTS for name in route.parameters):
+            continue  # not the owner's: a group's routes have their own matrix
         path = _fill(route, objects)
         queries = [f"{path}?{name}={objects[kind]}" for (template, name), kind in OBJECT_QUERY_PARAMETERS.items()
                    if template == route.template]

@@ -1,0 +1,42 @@
+"""The organisation app: on start, it drops a user's cached memberships in every process whenever a membership or
+a group changes (saved or deleted through the API, the admin or a shell)."""
+
+from django.apps import AppConfig
+from django.db import transaction
+
+from agentsite.core import invalidation
+
+
+class OrganisationConfig(AppConfig):
+    name = "organisation"
+    verbose_name = "Organisation"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Here, not at the module top: models load only once the app registry is ready.
+        from django.db.models.signals import post_delete, post_save
+
+        from organisation import selectors
+        from organisation.models import Group, Membership
+
+        invalidation.subscribe(selectors.TOPIC, selectors.drop)
+        for name, signal in (("save", post_save), ("delete", post_delete)):
+            signal.connect(_membership_changed, sender=Membership, dispatch_uid=f"org-membership-{name}")
+            signal.connect(_group_changed, sender=Group, dispatch_uid=f"org-group-{name}")
+
+
+def _membership_changed(sender, instance, **kwargs) -> None:
+    _changed(instance.user_id)
+
+
+def _group_changed(sender, instance, **kwargs) -> None:
+    _changed(None)
+
+
+def _changed(key: object) -> None:
+    """Dropped here at once, and announced everywhere once committed."""
+    # The selectors module imports the models, which the app registry loads after this module.
+    from organisation import selectors
+
+    invalidation.drop_here(selectors.TOPIC, key)
+    transaction.on_commit(lambda: invalidation.announce(selectors.TOPIC, key))

@@ -202,6 +202,20 @@ export async function listAll(path, { signal, max = 1000 } = {}) {
   return items;
 }
 
+// A user named by id or by username, as {id, username} (username null when given an id). Digits are an id.
+// A name is looked up in GET /api/users (admins only: no other user lookup exists, so anyone else gives an id).
+export async function findUser(text, { admin = false } = {}) {
+  const value = String(text ?? "").trim();
+  if (/^\d{1,18}$/.test(value)) return { id: Number(value), username: null };
+  if (!value) throw new ApiError(400, "invalid", "Give a user's id or username.");
+  if (!admin) throw new ApiError(400, "invalid", "Give the user's numeric id (only administrators can look users up by name).");
+  const users = await listAll(`/api/users?search=${encodeURIComponent(value)}&limit=100`, { max: 500 });
+  const user = users.find((item) => item.username === value)
+    || users.find((item) => item.username.toLowerCase() === value.toLowerCase());
+  if (!user) throw new ApiError(404, "not_found", `No user named ${value}.`);
+  return { id: Number(user.id), username: user.username }; // this list answers ids as strings
+}
+
 function sameOriginPath(url) {
   const parsed = new URL(url, location.href);
   return parsed.origin === location.origin ? parsed.pathname + parsed.search : null;

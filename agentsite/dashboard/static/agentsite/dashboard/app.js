@@ -2,18 +2,20 @@
 // page-loading contract every page follows.
 //
 // Routes: #/chat, #/chat/<session_id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
-// #/keys, #/usage, #/activity (admins only: its link is not shown to others, and the route is "Not found"
-// for them), #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
+// #/keys, #/usage, #/groups, #/groups/<id> (admins and the managers of a group only), #/activity (admins only:
+// its link is not shown to others, and the route is "Not found" for them), #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
 // into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
-// before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout, meta}: `user` is
-// /api/auth/me's object ({id, username, is_admin, date_joined}), `route` the hash parts after the page
+// before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout, meta, share}: `user`
+// is /api/auth/me's object ({id, username, is_admin, date_joined, groups: [{id, name, role}]}), `route` the hash parts after the page
 // name, `navigate(hash)` goes to another route, `toast(message, kind)` shows a passing message ("error"
 // ones in a role=alert region, the others in a role=status one), `logout()` logs out, `meta()` resolves to
-// GET /api/meta (the server's lists: node types, providers, tool sources, config fields), asked once a log-in.
+// GET /api/meta (the server's lists: node types, providers, tool sources, config fields), asked once a log-in,
+// and `share({path, label, roles, onChange})` opens the share dialog (share.js) for a resource's access rule.
 // Page CSS: when a page mounts, the shell adds <link rel=stylesheet href="pages/<name>.css"> once (a page
 // without one costs a 404 the first time, nothing else). A page whose module cannot be loaded shows a
 // "not built yet" placeholder instead of breaking the shell.
 import * as client from "./api.js";
+import { openShareDialog } from "./share.js";
 import { errorBox, h, loading } from "./ui.js";
 
 const PAGES = [
@@ -24,6 +26,8 @@ const PAGES = [
   ["mcp", "MCP"],
   ["keys", "Keys"],
   ["usage", "Usage"],
+  // Groups: admins, and the users who manage at least one group.
+  ["groups", "Groups", { when: (user) => user.is_admin || (user.groups || []).some((group) => group.role === "manager") }],
   ["activity", "Activity", { admin: true }],
   ["settings", "Settings"],
 ];
@@ -42,9 +46,11 @@ function meta() {
 
 // --- routing ---
 
-// The pages this user may open: an admin-only page is left out for everyone else.
+// The pages this user may open: an admin-only page is left out for everyone else, a page with `when` for
+// the users it does not answer true for.
 function pages() {
-  return PAGES.filter(([, , options]) => !options?.admin || shell.user?.is_admin);
+  return PAGES.filter(([, , options]) => (!options?.admin || shell.user?.is_admin)
+    && (!options?.when || (shell.user && options.when(shell.user))));
 }
 
 function parseHash() {
@@ -87,7 +93,9 @@ async function route() {
   }
   if (ticket !== shell.mounting) return;
   main.replaceChildren();
-  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout: client.logout, meta };
+  const share = (options) => openShareDialog({ ...options, user: shell.user, toast });
+  const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout: client.logout, meta,
+    share };
   try {
     const cleanup = await module.mount(main, ctx);
     if (ticket !== shell.mounting) {
@@ -262,6 +270,9 @@ function showLogin(notice, mode = "login") {
     try {
       const login = registering ? client.register : client.login;
       shell.user = await login(username.value.trim(), password.value);
+      // The log-in answer's user has no groups: /api/auth/me adds them (which pages to offer).
+      shell.user = await client.api("/api/auth/me").catch(() => shell.user);
+      client.setUser(shell.user);
       enter();
     } catch (error) {
       problem.textContent = loginProblem(error);

@@ -75,8 +75,14 @@ class McpPage {
         h("td", {}, h("span", { class: `badge status ${server.status === "connected" ? "ok" : "error"}` }, server.status),
           server.error ? h("p", { class: "error-text" }, server.error) : null),
         h("td", {}, String(server.tools)),
-        this.admin ? h("td", {}, h("button", { type: "button", class: "danger", "aria-label": `Disconnect ${server.name}`,
-          onclick: () => this.disconnect(server.name) }, "Disconnect")) : null))))));
+        this.admin ? h("td", {}, h("div", { class: "actions" },
+          // Who may call its tools: the shell's share dialog; a server takes viewer grants only, and belongs to
+          // the deployment (no transfer).
+          h("button", { type: "button", "aria-label": `Share ${server.name}`, onclick: () => this.ctx.share({
+            path: `/api/mcp/servers/${encodeURIComponent(server.name)}`, label: server.name, roles: ["viewer"],
+            transfer: false, onChange: () => this.loadServers() }) }, "Share"),
+          h("button", { type: "button", class: "danger", "aria-label": `Disconnect ${server.name}`,
+            onclick: () => this.disconnect(server.name) }, "Disconnect"))) : null))))));
     labelCells(this.serversBox.querySelector("table"));
   }
 

@@ -97,19 +97,19 @@ class WorkflowList {
   }
 
   async load() {
-    put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"), loading("Loading workflows…"));
+    put(this.listBox, h("h2", { id: "wf-list-title" }, "All workflows"), loading("Loading workflows…"));
     let workflows;
     try {
       workflows = (await this.ctx.api("/api/workflows?limit=200")).results;
     } catch (error) {
       if (!this.stopped) {
-        put(this.listBox, h("h2", { id: "wf-list-title" }, "Your workflows"),
+        put(this.listBox, h("h2", { id: "wf-list-title" }, "All workflows"),
           errorBox(`The workflows could not be loaded: ${errorText(error)}`, () => this.load()));
       }
       return;
     }
     if (this.stopped) return;
-    const title = h("h2", { id: "wf-list-title" }, "Your workflows");
+    const title = h("h2", { id: "wf-list-title" }, "All workflows");
     if (!workflows.length) {
       put(this.listBox, title, h("p", { class: "empty" }, "No workflows yet: create one or import a file."));
       return;
@@ -118,10 +118,25 @@ class WorkflowList {
       class: "card wf-item", "data-workflow-id": workflow.id },
     h("div", {}, h("a", { href: `#/workflows/${workflow.id}`, class: "wf-item-name" }, workflow.name),
       workflow.description ? h("p", { class: "muted" }, workflow.description) : null,
-      h("small", { class: "muted" }, "Updated ", h("time", { datetime: workflow.updated_at }, formatTime(workflow.updated_at)))),
+      h("small", { class: "muted" }, "Updated ", h("time", { datetime: workflow.updated_at }, formatTime(workflow.updated_at)),
+        this.sharedBy(workflow))),
     h("div", { class: "actions" },
-      h("button", { type: "button", class: "danger", "aria-label": `Delete ${workflow.name}`,
-        onclick: () => this.remove(workflow) }, "Delete"))))));
+      this.owns(workflow) ? h("button", { type: "button", "aria-label": `Share ${workflow.name}`,
+        onclick: () => this.ctx.share({ path: `/api/workflows/${workflow.id}`, label: workflow.name,
+          onChange: () => this.load() }) }, "Share") : null,
+      this.owns(workflow) ? h("button", { type: "button", class: "danger", "aria-label": `Delete ${workflow.name}`,
+        onclick: () => this.remove(workflow) }, "Delete") : null)))));
+  }
+
+  // The owner (or an admin: `role` owner) shares and deletes; a workflow listed without a role is the user's own.
+  owns(workflow) {
+    return !workflow.role || workflow.role === "owner";
+  }
+
+  // Someone else's workflow says whose it is and what the reader may do with it.
+  sharedBy(workflow) {
+    if (!workflow.owner || String(workflow.owner.id) === String(this.ctx.user?.id)) return null;
+    return h("span", { class: "wf-owner" }, ` · owner ${workflow.owner.username} · ${workflow.role || "viewer"}`);
   }
 
   async create(form) {

@@ -194,7 +194,7 @@ class MeView(APIView):
     def get(self, request: Request) -> Response:
         data = dict(UserSerializer(request.user).data)
         data["groups"] = [{"id": group.id, "name": group.name, "role": group.role}
-                          for group in memberships(request.user.pk)]
+                          for group in memberships(request.user.pk, fresh=True)]
         return Response(data)
 
 

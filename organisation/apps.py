@@ -13,13 +13,16 @@ class OrganisationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Here, not at the module top: models load only once the app registry is ready.
+        # Here, not at the module top: models load only once the app registry is ready (the meta view
+        # imports DRF, whose settings import the authentication classes and their models).
         from django.db.models.signals import post_delete, post_save
 
+        from agentsite.core.meta import register_section
         from organisation import selectors
         from organisation.models import Group, Membership
 
         invalidation.subscribe(selectors.TOPIC, selectors.drop)
+        register_section("access", describe_access)
         for name, signal in (("save", post_save), ("delete", post_delete)):
             signal.connect(_membership_changed, sender=Membership, dispatch_uid=f"org-membership-{name}")
             signal.connect(_group_changed, sender=Group, dispatch_uid=f"org-group-{name}")
@@ -40,3 +43,14 @@ def _changed(key: object) -> None:
 
     invalidation.drop_here(selectors.TOPIC, key)
     transaction.on_commit(lambda: invalidation.announce(selectors.TOPIC, key))
+
+
+def describe_access() -> dict:
+    """GET /api/meta `access`: the visibilities, the member roles, and each shareable kind with the grant roles
+    it takes (the Share dialog offers those)."""
+    # The models and the policy registry load after this module (the app registry).
+    from organisation.models import MEMBER_ROLES, VISIBILITIES
+    from organisation.policy import RESOURCES
+
+    kinds = {name: {"label": kind.label, "roles": list(kind.roles)} for name, kind in sorted(RESOURCES.items())}
+    return {"visibilities": list(VISIBILITIES), "member_roles": list(MEMBER_ROLES), "kinds": kinds}

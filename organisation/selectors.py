@@ -50,10 +50,7 @@ class _MembershipCache:
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
         invalidation.listen()
-        rows = Membership.objects.filter(user_id=user_id).select_related("group").order_by("group__name")
-        groups = tuple(GroupOfUser(row.group_id, row.group.name, row.role,
-                                   None if row.group.allowed_models is None else tuple(row.group.allowed_models))
-                       for row in rows)
+        groups = _read(user_id)
         ttl = float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
         with self._lock:
             # Kept only while announcements reach this process: PostgreSQL without Redis has no channel, and a
@@ -71,12 +68,22 @@ class _MembershipCache:
                 self._entries.pop(str(key), None)
 
 
+def _read(user_id: int) -> tuple[GroupOfUser, ...]:
+    rows = Membership.objects.filter(user_id=user_id).select_related("group").order_by("group__name")
+    return tuple(GroupOfUser(row.group_id, row.group.name, row.role,
+                             None if row.group.allowed_models is None else tuple(row.group.allowed_models))
+                 for row in rows)
+
+
 _cache = _MembershipCache()
 
 
-def memberships(user_id: int | None) -> tuple[GroupOfUser, ...]:
-    """The user's groups with their role in each and each group's model list (sync: may read the database)."""
-    return () if user_id is None else _cache.get(user_id)
+def memberships(user_id: int | None, *, fresh: bool = False) -> tuple[GroupOfUser, ...]:
+    """The user's groups with their role in each and each group's model list (sync: may read the database).
+    Cached (see the module docstring) unless `fresh`: what a client is shown reads the database."""
+    if user_id is None:
+        return ()
+    return _read(user_id) if fresh else _cache.get(user_id)
 
 
 def drop(key: str | None) -> None:

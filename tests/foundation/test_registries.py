@@ -138,6 +138,11 @@ def test_meta_answers_each_registry_as_it_is(owner_client, client):
     offline = next(provider for provider in meta["providers"] if provider["name"] == "offline")
     assert (offline["label"], offline["needs_key"]) == ("Offline (no LLM)", False)
     assert {"name": "builtin", "label": "Built-in"} in meta["tool_sources"]
+    from organisation.policy import RESOURCES  # a model module: after the app registry is ready
+
+    assert meta["access"]["kinds"] == {name: {"label": kind.label, "roles": list(kind.roles)}
+                                       for name, kind in sorted(RESOURCES.items())}
+    assert meta["access"]["visibilities"] == ["private", "everyone", "shared"]
 
 
 def test_the_config_api_takes_the_fields_the_form_describes():

@@ -267,3 +267,48 @@ def test_a_plugins_new_version_runs_in_every_process_as_soon_as_any_lists_it(dep
     path.unlink()
     for pid in deployment.processes:
         poll(lambda pid=pid: answer(pid) is None, f"process {pid} letting the removed plugin go", timeout=10)
+
+
+def _user(deployment: Deployment, name: str) -> tuple[int, dict[str, str]]:
+    """A new user made through the admin's first process: (id, its bearer headers)."""
+    first = deployment.processes[0]
+    made = deployment.via(first, "POST", "/api/auth/register", headers={"Authorization": None},
+                          json={"username": name, "password": "correct-horse-battery-9"})
+    assert made.status_code == 201, made.text
+    return int(made.json()["user"]["id"]), {"Authorization": f"Bearer {made.json()['token']}"}
+
+
+def test_a_member_removed_from_a_group_loses_its_shared_collection_on_the_next_request_in_every_process(deployment):
+    suffix = secrets.token_hex(3)
+    alice_id, alice = _user(deployment, f"alice{suffix}")
+    bob_id, bob = _user(deployment, f"bob{suffix}")
+    first = deployment.processes[0]
+    group = deployment.via(first, "POST", "/api/groups", json={"name": f"team{suffix}"}).json()
+    for user in (alice_id, bob_id):
+        assert deployment.via(first, "POST", f"/api/groups/{group['id']}/members", json={"user": user}).ok
+    collection = deployment.via(first, "POST", "/api/kb/collections", headers=alice,
+                                json={"name": "handbook"}).json()
+    added = deployment.via(first, "POST", "/api/kb/documents", headers=alice, json={
+        "collection": collection["id"], "filename": "leave.md",
+        "content": "Parental leave is sixteen weeks at full pay, taken within the child's first year."})
+    assert added.status_code == 201, added.text
+    shared = deployment.via(first, "PUT", f"/api/kb/collections/{collection['id']}/access", headers=alice, json={
+        "visibility": "shared", "grants": [{"group": group["id"], "role": "viewer"}]})
+    assert shared.status_code == 200, shared.text
+
+    def search(pid: int) -> requests.Response:
+        return deployment.via(pid, "POST", "/api/kb/search", headers=bob,
+                              json={"query": "parental leave weeks", "collections": [collection["id"]]})
+
+    for pid in deployment.processes:  # every process answers bob, and holds whatever it caches of him
+        found = search(pid)
+        assert found.status_code == 200 and found.json()["results"], (pid, found.text)
+        assert deployment.via(pid, "GET", "/api/auth/me", headers=bob).json()["groups"][0]["id"] == group["id"]
+    removing = deployment.other_than(first)
+    removed = deployment.via(removing, "DELETE", f"/api/groups/{group['id']}/members/{bob_id}")
+    assert removed.status_code == 204, removed.text
+    # The next request, whichever process (and host) takes it, no longer finds the collection: no waiting.
+    for pid in [first, *deployment.processes]:
+        refused = search(pid)
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", (pid, refused.text)
+        assert deployment.via(pid, "GET", "/api/auth/me", headers=bob).json()["groups"] == [], pid

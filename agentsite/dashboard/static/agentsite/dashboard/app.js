@@ -10,7 +10,7 @@
 // name, `navigate(hash)` goes to another route, `toast(message, kind)` shows a passing message ("error"
 // ones in a role=alert region, the others in a role=status one), `logout()` logs out, `meta()` resolves to
 // GET /api/meta (the server's lists: node types, providers, tool sources, config fields), asked once a log-in,
-// and `share({path, label, roles, onChange})` opens the share dialog (share.js) for a resource's access rule.
+// and `share({kind, path, label, transfer, onChange})` opens the share dialog (share.js) on a resource's access rule.
 // Page CSS: when a page mounts, the shell adds <link rel=stylesheet href="pages/<name>.css"> once (a page
 // without one costs a 404 the first time, nothing else). A page whose module cannot be loaded shows a
 // "not built yet" placeholder instead of breaking the shell.
@@ -93,7 +93,7 @@ async function route() {
   }
   if (ticket !== shell.mounting) return;
   main.replaceChildren();
-  const share = (options) => openShareDialog({ ...options, user: shell.user, toast });
+  const share = (options) => openShareDialog({ ...options, user: shell.user, toast, meta });
   const ctx = { api: client.api, stream: client.stream, user: shell.user, route: parts, navigate, toast, logout: client.logout, meta,
     share };
   try {

@@ -1,28 +1,29 @@
 // The share dialog, one for every shareable resource (knowledge collections, workflows, MCP servers, agents):
 // its access rule (GET/PUT <path>/access: {visibility, grants: [{group | user, role}]}, docs/api.md, Groups and
 // access rules) and handing it over (POST <path>/transfer {user}). Pages open it through
-// ctx.share({path, label, roles, transfer, onChange}) (app.js):
+// ctx.share({kind, path, label, transfer, onChange}) (app.js):
+// - kind: the resource's kind as GET /api/meta's `access.kinds` names it ("collection", "workflow",
+//   "mcp_server"): the roles a grant of it may give come from there (an MCP server takes viewer only), as do
+//   the visibilities; nothing here holds a copy of either list;
 // - path: the resource's API path ("/api/kb/collections/3"); label: what the title names ("notes");
-// - roles: the roles a grant of this kind may give, least first (an MCP server takes ["viewer"] only);
 // - transfer: offer "Transfer ownership" (default true: the pages open the dialog for owners and admins);
 // - onChange(answer): after a save (the new rule) or a transfer ({owner}).
 // A 400 naming a grant (`grants.2.group`) is shown on that grant's row; any other problem above Save.
 import { api, findUser } from "./api.js";
 import { confirmDialog, errorBox, errorText, field, fieldErrors, h, hint, loading, put } from "./ui.js";
 
-// The access contract's visibilities and roles (organisation/models.py), with what each means to a reader.
-const VISIBILITIES = [
-  ["private", "Private", "The owner and administrators only."],
-  ["everyone", "Everyone", "Every signed-in user may use it; editor grants let some change it too."],
-  ["shared", "Shared", "The groups and people granted below, and no one else."],
-];
+// What each visibility and role means to a reader; the lists themselves are the server's (GET /api/meta).
+const VISIBILITY_TEXT = {
+  private: ["Private", "The owner and administrators only."],
+  everyone: ["Everyone", "Every signed-in user may use it; editor grants let some change it too."],
+  shared: ["Shared", "The groups and people granted below, and no one else."],
+};
 const ROLE_LABELS = { viewer: "Viewer", editor: "Editor" };
-const DEFAULT_ROLES = ["viewer", "editor"];
 
 let dialogs = 0;
 
-export function openShareDialog({ path, label, roles = DEFAULT_ROLES, transfer = true, user, toast, onChange }) {
-  const dialog = new ShareDialog({ path, label, roles, transfer, user, toast, onChange: onChange || (() => {}) });
+export function openShareDialog({ kind, path, label, transfer = true, user, toast, meta, onChange }) {
+  const dialog = new ShareDialog({ kind, path, label, transfer, user, toast, meta, onChange: onChange || (() => {}) });
   dialog.open();
   return dialog;
 }
@@ -31,7 +32,9 @@ class ShareDialog {
   constructor(options) {
     Object.assign(this, options);
     this.number = ++dialogs;
-    this.visibility = "private";
+    this.visibility = null;
+    this.visibilities = [];
+    this.roles = [];
     this.grants = [];
     this.groups = [];
   }
@@ -60,11 +63,19 @@ class ShareDialog {
 
   async load() {
     let rule;
+    let access;
     try {
       // Groups to grant to: every group for an admin, the caller's own for anyone else.
-      [rule, this.groups] = await Promise.all([api(`${this.path}/access`), api("/api/groups").catch(() => [])]);
+      [rule, this.groups, { access }] = await Promise.all([api(`${this.path}/access`),
+        api("/api/groups").catch(() => []), this.meta()]);
     } catch (error) {
       put(this.body, errorBox(`Who has access could not be loaded: ${errorText(error)}`, () => this.load()));
+      return;
+    }
+    this.visibilities = access?.visibilities || [rule.visibility];
+    this.roles = access?.kinds?.[this.kind]?.roles || [];
+    if (!this.roles.length) {
+      put(this.body, errorBox(`This server does not share a ${this.kind} (GET /api/meta names no such kind).`));
       return;
     }
     this.visibility = rule.visibility;
@@ -87,7 +98,8 @@ class ShareDialog {
   visibilityField() {
     const name = `share-visibility-${this.number}`;
     return h("fieldset", { class: "share-visibility" }, h("legend", {}, "Who may use it"),
-      VISIBILITIES.map(([value, label, help]) => {
+      this.visibilities.map((value) => {
+        const [label, help] = VISIBILITY_TEXT[value] || [value, ""];
         const input = h("input", { type: "radio", name, value, checked: value === this.visibility,
           id: `${name}-${value}`, onchange: () => { this.visibility = value; } });
         return h("div", { class: "field check" }, input,
@@ -129,8 +141,8 @@ class ShareDialog {
       placeholder: this.user?.is_admin ? "username or id" : "user id" });
     const role = this.roleSelect(this.roles[0], null);
     const problem = h("div", { class: "form-error", role: "alert" });
-    const groupField = field("Group", group, this.groups.length ? null : "You belong to no group.");
-    const userField = field("User", person, this.user?.is_admin ? "A username or a user id." : "A user id.");
+    const groupField = field("Group", group);
+    const userField = field("User", person);
     const show = () => {
       groupField.hidden = kind.value !== "group";
       userField.hidden = kind.value !== "user";
@@ -163,7 +175,8 @@ class ShareDialog {
       this.renderGrants();
     };
     return h("form", { class: "share-add", "aria-label": "Add a grant", novalidate: true, onsubmit: add },
-      h("h4", {}, "Add"),
+      h("h4", {}, "Add a group or a person"),
+      this.groups.length ? null : h("p", { class: "hint" }, "You belong to no group: grant to users by id."),
       h("div", { class: "share-add-row" }, field("Grant to", kind), groupField, userField, field("As", role),
         h("button", { type: "submit" }, "Add grant")),
       problem);

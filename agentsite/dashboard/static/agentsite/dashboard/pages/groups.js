@@ -32,6 +32,7 @@ class GroupsPage {
         h("div", { class: "groups-side" }, this.listBox, this.admin ? this.createForm() : null),
         this.detail));
     if (this.admin) this.loadUsers();
+    this.memberRoles = (await this.ctx.meta()).access.member_roles;
     await this.load();
   }
 
@@ -46,7 +47,8 @@ class GroupsPage {
   }
 
   manages(group) {
-    return this.admin || (this.ctx.user?.groups || []).some((item) => String(item.id) === String(group.id) && item.role === "manager");
+    return this.admin || (this.ctx.user?.groups || [])
+      .some((item) => String(item.id) === String(group.id) && item.role === "manager");
   }
 
   async load() {
@@ -78,8 +80,8 @@ class GroupsPage {
       put(this.detail);
       return;
     }
-    this.members = new MembersSection({ ctx: this.ctx, group, manages: this.manages(group), admin: this.admin,
-      users: this.users, onChange: () => this.load() });
+    this.members = new MembersSection({ ctx: this.ctx, group, roles: this.memberRoles, manages: this.manages(group),
+      admin: this.admin, users: this.users, onChange: () => this.load() });
     put(this.detail, h("div", { class: "card" },
       h("h2", { class: "groups-name", "data-group-name": group.name }, group.name),
       group.description ? h("p", {}, group.description) : null,

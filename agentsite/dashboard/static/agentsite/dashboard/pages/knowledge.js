@@ -3,6 +3,7 @@
 // one, and the chosen collection's documents (pages/knowledge/collection.js: add, delete, rename, share);
 // a search across the collections ticked in the list (pages/knowledge/search.js). A server without
 // collections (404 on the list) gets the documents and search of one implicit collection, as before.
+import { listAll } from "../api.js";
 import { errorBox, errorText, field, h, loading, pageHeader, put } from "../ui.js";
 import { CollectionPanel } from "./knowledge/collection.js";
 import { SearchBox } from "./knowledge/search.js";
@@ -50,7 +51,7 @@ class KnowledgePage {
     put(this.listBox, h("h2", { id: "kb-collections-title" }, "Collections"), loading("Loading collections…"));
     let collections;
     try {
-      collections = await this.ctx.api("/api/kb/collections");
+      collections = await listAll("/api/kb/collections?limit=200", { max: 5000 });
     } catch (error) {
       if (this.stopped) return;
       if (error.status === 404) return this.withoutCollections();
@@ -59,14 +60,13 @@ class KnowledgePage {
       return;
     }
     if (this.stopped) return;
-    collections = Array.isArray(collections) ? collections : collections.results || [];
     const known = new Set(this.collections?.map((item) => item.id) || []);
     // New collections (and, the first time, every one) are ticked for the search.
     for (const item of collections) if (!known.has(item.id)) this.ticked.add(item.id);
     this.collections = collections;
     const wanted = chooseId ?? this.chosen?.id;
-    this.chosen = collections.find((item) => item.id === wanted) || collections.find((item) => item.personal)
-      || collections[0] || null;
+    // null: the personal collection before it exists (the server makes it with its first document).
+    this.chosen = collections.find((item) => item.id === wanted) || collections.find((item) => item.personal) || null;
     this.renderList();
     this.showChosen();
   }
@@ -82,12 +82,19 @@ class KnowledgePage {
 
   renderList() {
     const title = h("h2", { id: "kb-collections-title" }, "Collections");
-    if (!this.collections.length) {
-      put(this.listBox, title, h("p", { class: "empty" }, "No collections yet: create one."));
-      return;
-    }
+    const personal = this.collections.some((item) => item.personal) ? null : h("li", { class: "kb-collection-item" },
+      h("div", { class: "kb-collection-text" },
+        h("button", { type: "button", class: "link kb-collection-open", "aria-current": this.chosen ? null : "true",
+          onclick: () => this.choose(null) }, "Your documents"),
+        h("small", { class: "muted" }, "personal · empty")));
     put(this.listBox, title, h("p", { class: "muted kb-collections-help" }, "Ticked collections are searched."),
-      h("ul", { class: "kb-collection-items" }, this.collections.map((item) => this.listItem(item))));
+      h("ul", { class: "kb-collection-items" }, personal, this.collections.map((item) => this.listItem(item))));
+  }
+
+  choose(item) {
+    this.chosen = item;
+    this.renderList();
+    this.showChosen();
   }
 
   listItem(item) {
@@ -101,7 +108,7 @@ class KnowledgePage {
       tick,
       h("div", { class: "kb-collection-text" },
         h("button", { type: "button", class: "link kb-collection-open", "aria-current": item === this.chosen ? "true" : null,
-          title: item.name, onclick: () => { this.chosen = item; this.renderList(); this.showChosen(); } }, item.name),
+          title: item.name, onclick: () => this.choose(item) }, item.name),
         h("small", { class: "muted" }, item.personal ? "personal" : null, item.personal ? " · " : null,
           `${item.documents} document${item.documents === 1 ? "" : "s"}`,
           mine ? null : ` · ${item.role} · owner ${item.owner?.username ?? "?"}`,
@@ -110,7 +117,7 @@ class KnowledgePage {
   }
 
   showChosen() {
-    this.panel = new CollectionPanel({ ctx: this.ctx, collection: this.chosen, implicit: this.collections === null,
+    this.panel = new CollectionPanel({ ctx: this.ctx, collection: this.chosen, implicit: !this.chosen,
       onChange: (chooseId) => (this.collections === null ? this.showChosen() : this.load(chooseId)) });
     put(this.panelBox, this.panel.element);
     this.panel.load();

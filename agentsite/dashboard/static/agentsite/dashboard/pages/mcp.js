@@ -76,10 +76,10 @@ class McpPage {
           server.error ? h("p", { class: "error-text" }, server.error) : null),
         h("td", {}, String(server.tools)),
         this.admin ? h("td", {}, h("div", { class: "actions" },
-          // Who may call its tools: the shell's share dialog; a server takes viewer grants only, and belongs to
-          // the deployment (no transfer).
+          // Who may call its tools: the shell's share dialog (a server takes viewer grants only, GET /api/meta
+          // says); it belongs to the deployment, so there is no transfer.
           h("button", { type: "button", "aria-label": `Share ${server.name}`, onclick: () => this.ctx.share({
-            path: `/api/mcp/servers/${encodeURIComponent(server.name)}`, label: server.name, roles: ["viewer"],
+            kind: "mcp_server", path: `/api/mcp/servers/${encodeURIComponent(server.name)}`, label: server.name,
             transfer: false, onChange: () => this.loadServers() }) }, "Share"),
           h("button", { type: "button", class: "danger", "aria-label": `Disconnect ${server.name}`,
             onclick: () => this.disconnect(server.name) }, "Disconnect"))) : null))))));

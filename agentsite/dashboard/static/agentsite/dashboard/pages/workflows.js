@@ -122,7 +122,7 @@ class WorkflowList {
         this.sharedBy(workflow))),
     h("div", { class: "actions" },
       this.owns(workflow) ? h("button", { type: "button", "aria-label": `Share ${workflow.name}`,
-        onclick: () => this.ctx.share({ path: `/api/workflows/${workflow.id}`, label: workflow.name,
+        onclick: () => this.ctx.share({ kind: "workflow", path: `/api/workflows/${workflow.id}`, label: workflow.name,
           onChange: () => this.load() }) }, "Share") : null,
       this.owns(workflow) ? h("button", { type: "button", class: "danger", "aria-label": `Delete ${workflow.name}`,
         onclick: () => this.remove(workflow) }, "Delete") : null)))));

@@ -5,12 +5,14 @@
 import { findUser } from "../../api.js";
 import { confirmDialog, errorBox, errorText, field, h, labelCells, loading, put } from "../../ui.js";
 
-// The roles of GET/POST /api/groups/:id/members (organisation/models.py MEMBER_ROLES), least first.
-const MEMBER_ROLES = [["member", "Member"], ["manager", "Manager"]];
+// What each member role is called; the roles themselves, least first, are GET /api/meta's access.member_roles.
+const ROLE_LABELS = { member: "Member", manager: "Manager" };
+const roleLabel = (role) => ROLE_LABELS[role] || role;
 
 export class MembersSection {
-  constructor({ ctx, group, manages, admin, users, onChange }) {
+  constructor({ ctx, group, roles, manages, admin, users, onChange }) {
     this.ctx = ctx;
+    this.roles = roles;
     this.group = group;
     this.manages = manages;
     this.admin = admin;
@@ -54,11 +56,10 @@ export class MembersSection {
 
   row(member) {
     const name = member.user.username;
-    const label = (role) => MEMBER_ROLES.find(([value]) => value === role)?.[1] || role;
-    let role = h("span", { class: "badge" }, label(member.role));
+    let role = h("span", { class: "badge" }, roleLabel(member.role));
     if (this.manages) {
       role = h("select", { "aria-label": `Role of ${name}` },
-        MEMBER_ROLES.map(([value, text]) => h("option", { value, selected: value === member.role }, text)));
+        this.roles.map((value) => h("option", { value, selected: value === member.role }, roleLabel(value))));
       role.addEventListener("change", () => this.setRole(member, role));
     }
     return h("tr", { dataset: { memberId: String(member.user.id) } },
@@ -95,7 +96,7 @@ export class MembersSection {
   addForm() {
     const user = h("input", { autocomplete: "off", spellcheck: "false", required: true,
       list: this.admin ? this.datalist.id : null, inputmode: this.admin ? null : "numeric" });
-    const role = h("select", {}, MEMBER_ROLES.map(([value, text]) => h("option", { value }, text)));
+    const role = h("select", {}, this.roles.map((value) => h("option", { value }, roleLabel(value))));
     const problem = h("div", { class: "form-error", role: "alert" });
     const submit = async (event) => {
       event.preventDefault();

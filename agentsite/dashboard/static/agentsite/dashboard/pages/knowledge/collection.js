@@ -1,8 +1,8 @@
 // One knowledge collection: its name, owner and the reader's role, its documents (GET /api/kb/documents?collection=),
 // and what the role allows: an editor adds documents (upload or pasted text, sent with `collection`) and
 // deletes them; the owner (or an admin) also renames, shares (ctx.share, the shell's dialog) and deletes the
-// collection; a viewer only reads. `implicit`: a server without collections, whose one collection is the
-// user's own documents.
+// collection; a viewer only reads. `implicit` (no `collection`): the user's personal collection before it exists
+// (the server makes it with its first document), or a server without collections; documents go without one.
 import { listAll } from "../../api.js";
 import { confirmDialog, errorBox, errorText, field, formatSize, formatTime, h, labelCells, loading, put } from "../../ui.js";
 
@@ -23,14 +23,13 @@ export class CollectionPanel {
 
   render() {
     const item = this.collection;
-    if (!item && !this.implicit) return h("section", { class: "card" }, h("p", { class: "empty" }, "Choose a collection."));
     const mine = this.implicit || String(item.owner?.id) === String(this.ctx.user?.id);
     this.clearButton = h("button", { type: "button", class: "danger small", hidden: true, onclick: () => this.clearAll() },
       "Delete all documents");
     return h("section", { class: "card kb-collection", "aria-labelledby": "kb-docs-title",
       dataset: { collectionId: item ? String(item.id) : "" } },
     h("div", { class: "kb-docs-head" },
-      h("h2", { id: "kb-docs-title", class: "kb-collection-name" }, item ? item.name : "Documents"),
+      h("h2", { id: "kb-docs-title", class: "kb-collection-name" }, item ? item.name : "Your documents"),
       item ? h("span", { class: "badge" }, item.role) : null,
       this.owns ? this.ownerActions() : null,
       this.implicit || (this.owns && item.personal) ? this.clearButton : null),
@@ -48,7 +47,7 @@ export class CollectionPanel {
   ownerActions() {
     const item = this.collection;
     return h("div", { class: "actions" },
-      h("button", { type: "button", class: "small", onclick: () => this.ctx.share({ path: this.path(), label: item.name,
+      h("button", { type: "button", class: "small", onclick: () => this.ctx.share({ kind: "collection", path: this.path(), label: item.name,
         onChange: () => this.onChange(item.id) }) }, "Share"),
       h("button", { type: "button", class: "small", onclick: () => this.rename() }, "Rename"),
       item.personal ? null : h("button", { type: "button", class: "small danger", "aria-label": `Delete the collection ${item.name}`,
@@ -153,8 +152,7 @@ export class CollectionPanel {
     try {
       const document = await this.ctx.api("/api/kb/documents", { method: "POST", body });
       this.ctx.toast(`${document.filename} added (${document.chunks} chunks).`, "success");
-      if (this.collection) this.onChange(this.collection.id);
-      else await this.load();
+      this.onChange(this.collection?.id);
     } catch (error) {
       problem.textContent = `${label} was not added: ${errorText(error)}`;
     } finally {
@@ -166,7 +164,6 @@ export class CollectionPanel {
   // --- the documents ---
 
   async load() {
-    if (!this.collection && !this.implicit) return;
     const query = this.collection ? `&collection=${encodeURIComponent(this.collection.id)}` : "";
     let documents;
     try {
@@ -205,8 +202,7 @@ export class CollectionPanel {
     } catch (error) {
       this.ctx.toast(`${document.filename} could not be deleted: ${error.message}`, "error");
     }
-    if (this.collection) this.onChange(this.collection.id);
-    else await this.load();
+    this.onChange(this.collection?.id);
   }
 
   async clearAll() {
@@ -218,7 +214,6 @@ export class CollectionPanel {
     } catch (error) {
       this.ctx.toast(`The documents could not be deleted: ${error.message}`, "error");
     }
-    if (this.collection) this.onChange(this.collection.id);
-    else await this.load();
+    this.onChange(this.collection?.id);
   }
 }

@@ -297,4 +297,26 @@ def test_a_workflow_owner_shares_it_from_the_list_and_the_member_sees_its_owner(
     expect(item).to_contain_text(re.compile(rf"owner {re.escape(owner.username)} · editor"))
     expect(item.get_by_role("button", name=f"Share {name}")).to_have_count(0)
     expect(item.get_by_role("button", name=f"Delete {name}")).to_have_count(0)
+    # Its editor says whose it is and what the reader may do; sharing and deleting stay with the owner.
+    item.get_by_role("link", name=name).click()
+    expect(reader.locator(".wf-shared")).to_have_text(
+        f"{owner.username} shares this workflow with you as an editor: you may run and change it.")
+    expect(reader.get_by_role("button", name="Save", exact=True)).to_be_visible()
+    for button in ("Share", "Delete workflow"):
+        expect(reader.get_by_role("button", name=button, exact=True)).to_have_count(0)
+
+    # Made a viewer, the member may still move a node on screen, but nothing is sent.
+    owner.json("PUT", f"/api/workflows/{workflow['id']}/access", json={
+        "visibility": "shared", "grants": [{"group": team["id"], "role": "viewer"}]})
+    reader.reload()
+    expect(reader.locator(".wf-shared")).to_contain_text("as a viewer: you may run it; your changes are not saved.")
+    expect(reader.get_by_role("button", name="Save", exact=True)).to_have_count(0)
+    sent = []
+    reader.on("request", lambda request: request.method != "GET" and sent.append(request.method))
+    reader.locator('.wf-node[data-node-name="input"]').focus()
+    reader.keyboard.press("Shift+ArrowRight")
+    reader.wait_for_timeout(1200)  # the autosave waits 400 ms after an edit
+    assert sent == []
+    stored = owner.json("GET", f"/api/workflows/{workflow['id']}")["nodes"][0]["position"]
+    assert stored == {"x": 40, "y": 60}
     assert page.problems == [] and reader.problems == []

@@ -83,6 +83,10 @@ class WorkflowEditor {
       return;
     }
     if (this.stopped) return;
+    // The caller's role (owner, editor, viewer; a server without sharing says none: the owner's own).
+    this.role = workflow.role || "owner";
+    this.owner = workflow.owner || null;
+    this.autosave.readOnly = this.role === "viewer";
     this.doc = documentOf(workflow);
     // Nodes made through the API without positions sit on one spot: spread them out to be seen.
     if (overlapping(this.doc)) {
@@ -141,9 +145,15 @@ class WorkflowEditor {
       h("div", { class: "wf-details" },
         field("Workflow name", this.nameInput), field("Description", this.descriptionInput),
         h("div", { class: "actions" },
-          h("button", { type: "button", onclick: () => this.saveNow() }, "Save"),
+          this.role === "viewer" ? null : h("button", { type: "button", onclick: () => this.saveNow() }, "Save"),
           h("button", { type: "button", onclick: () => this.exportDoc() }, "Export"),
-          h("button", { type: "button", class: "danger", onclick: () => this.remove() }, "Delete workflow"))),
+          this.role === "owner" ? h("button", { type: "button", onclick: () => this.ctx.share({ kind: "workflow",
+            path: `/api/workflows/${encodeURIComponent(this.id)}`, label: this.doc.name }) }, "Share") : null,
+          this.role === "owner" ? h("button", { type: "button", class: "danger", onclick: () => this.remove() }, "Delete workflow")
+            : null)),
+      this.role === "owner" ? null : h("p", { class: "notice wf-shared" }, `${this.owner?.username ?? "Its owner"} shares `
+        + `this workflow with you as ${this.role === "editor" ? "an editor: you may run and change it." : "a viewer: you may run it; "
+        + "your changes are not saved."}`),
       this.problemsBox,
       h("div", { class: "wf-editor" },
         h("div", { class: "wf-main" },

@@ -14,6 +14,8 @@ export class Autosave {
     this.savedVersion = 0;
     this.saving = null; // the PATCH under way
     this.timer = null;
+    this.readOnly = false; // a viewer's: edits stay on screen, nothing is sent
+
   }
 
   get unsaved() {
@@ -51,7 +53,7 @@ export class Autosave {
       await this.saving.catch(() => {});
       return this.save();
     }
-    if (!this.unsaved) return true;
+    if (!this.unsaved || this.readOnly) return true;
     const version = this.version;
     const body = this.read();
     this.saving = this.send(body);

@@ -1,4 +1,5 @@
-"""The access-rule migration: servers stored before rules existed become admin-only (the safe default)."""
+"""The access-rule migrations: servers stored before rules existed become admin-only (the safe default), which
+the organisation's rule calls `private`."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from mcpbridge.models import McpServer
+from organisation.models import PRIVATE
 
 BEFORE_RULES = [("mcpbridge", "0001_initial")]
 
@@ -22,4 +24,4 @@ def test_a_server_stored_before_access_rules_existed_becomes_visible_to_admins_o
     executor.migrate(executor.loader.graph.leaf_nodes("mcpbridge"))
 
     server = McpServer.objects.get(name="legacy")
-    assert server.visibility == McpServer.ADMINS and list(server.users.all()) == []
+    assert server.visibility == PRIVATE and server.owner_id is None and list(server.grants.all()) == []

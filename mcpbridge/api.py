@@ -18,29 +18,46 @@ from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from mcpbridge import selectors, services
 from mcpbridge.models import SERVER_NAME_PATTERN, McpServer, masked_url
+from organisation.access import MAX_GRANTS, GrantOutSerializer, rule_of
+from organisation.models import EVERYONE, PRIVATE, SHARED, VISIBILITIES
 
 # --- serializers ------------------------------------------------------------------------------------
 
-VISIBILITY_HELP = ("Who may see the server and use its tools: admins (the default), everyone (every signed-in "
-                   "user), or users (admins and the usernames in `users`).")
+# The rule's own values, and the older ones still accepted on connect and PATCH (mapped by `access_of`).
+LEGACY_ADMINS, LEGACY_USERS = "admins", "users"
+VISIBILITY_CHOICES = [PRIVATE, EVERYONE, SHARED, LEGACY_ADMINS, LEGACY_USERS]
+VISIBILITY_HELP = ("Who may see the server and use its tools: private (the default: admins only), everyone (every "
+                   "signed-in user), or shared (admins and the usernames in `users`; groups through PUT "
+                   ".../access). The older admins (= private) and users (= shared) are accepted too.")
 
 
-def validate_access(data: dict) -> None:
-    """`users` goes with visibility `users`, and that one needs at least one name."""
-    if data.get("visibility") == McpServer.USERS and not data.get("users"):
+def access_of(data: dict) -> dict:
+    """The request's `visibility`/`users` as the access rule stores them: admins is private, users is shared,
+    and `users` goes with shared (users needs at least one name). Raises ValidationError."""
+    given = data.get("visibility", PRIVATE)
+    if given not in VISIBILITY_CHOICES:
+        raise serializers.ValidationError({"visibility": [f"Use one of {', '.join(VISIBILITY_CHOICES)}."]})
+    visibility = {LEGACY_ADMINS: PRIVATE, LEGACY_USERS: SHARED}.get(given, given)
+    if data.get("visibility") == LEGACY_USERS and not data.get("users"):
         raise serializers.ValidationError({"users": ["Name at least one user for visibility users."]})
-    if data.get("visibility") != McpServer.USERS and data.get("users"):
-        raise serializers.ValidationError({"users": ["users goes with visibility users."]})
+    if visibility != SHARED and data.get("users"):
+        raise serializers.ValidationError({"users": ["users goes with visibility shared (or users)."]})
+    return {**data, "visibility": visibility}
+
+
+def visibility_field(**kwargs) -> serializers.CharField:
+    """Checked by `access_of`: a choice field here would name a second enum `visibility` beside the rule's own
+    (organisation.access), which the schema cannot tell apart."""
+    return serializers.CharField(max_length=10, help_text=VISIBILITY_HELP, **kwargs)
 
 
 class AccessInputSerializer(serializers.Serializer):
-    visibility = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.VISIBILITIES],
-                                         help_text=VISIBILITY_HELP)
-    users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=1000, required=False)
+    visibility = visibility_field()
+    users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=MAX_GRANTS,
+                                  required=False, help_text="Usernames granted `viewer` (visibility shared).")
 
     def validate(self, data: dict) -> dict:
-        validate_access(data)
-        return data
+        return access_of(data)
 
 
 class ConnectInputSerializer(serializers.Serializer):
@@ -60,13 +77,12 @@ class ConnectInputSerializer(serializers.Serializer):
                                     required=False, help_text="HTTP headers for a URL server, e.g. Authorization "
                                                               "(kept secret: never returned).")
 
-    visibility = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.VISIBILITIES],
-                                         default=McpServer.ADMINS, help_text=VISIBILITY_HELP)
-    users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=1000, required=False,
-                                  help_text="Usernames who may use the server besides the admins (visibility users).")
+    visibility = visibility_field(default=PRIVATE)
+    users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=MAX_GRANTS, required=False,
+                                  help_text="Usernames granted `viewer` (visibility shared).")
 
     def validate(self, data: dict) -> dict:
-        validate_access(data)
+        data = access_of(data)
         if bool(data.get("command")) == bool(data.get("url")):
             raise serializers.ValidationError({"command": ["Give either a command (stdio) or a url."]})
         if data.get("command"):
@@ -98,10 +114,10 @@ class ServerSerializer(serializers.Serializer):
                                                           "user:password are masked.")
     header_names = serializers.ListField(child=serializers.CharField(), required=False,
                                          help_text="Admins, URL servers: the names of the headers set.")
-    visibility = serializers.ChoiceField(choices=[choice for choice, _ in McpServer.VISIBILITIES], required=False,
-                                         help_text="Admins only. " + VISIBILITY_HELP)
-    users = serializers.ListField(child=serializers.CharField(), required=False,
-                                  help_text="Admins only: the usernames of visibility users.")
+    visibility = serializers.ChoiceField(choices=VISIBILITIES, required=False,
+                                         help_text="Admins only: private, everyone or shared (the access rule).")
+    grants = GrantOutSerializer(many=True, required=False,
+                                help_text="Admins only: the rule's viewer grants, groups first, then users.")
     status = serializers.ChoiceField(choices=[McpServer.CONNECTED, McpServer.ERROR])
     error = serializers.CharField(allow_blank=True)
     tools = serializers.IntegerField(help_text="How many tools the server offers.")
@@ -158,7 +174,7 @@ def _server_data(overview: selectors.ServerOverview, *, admin: bool) -> dict:
         if admin:
             data["header_names"] = sorted(server.headers or {})
     if admin:
-        data.update(visibility=server.visibility, users=sorted(user.get_username() for user in server.users.all()))
+        data.update(rule_of(server))
     return {**data, "status": overview.status, "error": overview.error, "tools": overview.tool_count}
 
 
@@ -196,10 +212,10 @@ class ServerDetailView(APIView):
 
     @extend_schema(request=AccessInputSerializer, responses={
         200: ServerSerializer, 404: OpenApiResponse(description="No MCP server of that name.")},
-                   summary="Change who may see an MCP server and use its tools")
+                   summary="Change who may see an MCP server and use its tools (the older way; see .../access)")
     def patch(self, request: Request, name: str) -> Response:
         data = validated(AccessInputSerializer, request.data)
-        server = services.mcp_server_access_set(name=name, **data)
+        server = services.mcp_server_access_set(name=name, **data, request=request)
         return Response(ServerSerializer(_server_data(_stored_overview(server), admin=True)).data)
 
 

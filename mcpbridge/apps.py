@@ -12,7 +12,14 @@ class McpbridgeConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported once the app registry is ready: the source reads McpServer rows.
+        from mcpbridge.models import McpServer
         from mcpbridge.source import McpToolSource
+        from organisation.policy import ResourceKind, register
+
+        # Who may use a server is the organisation's rule; editing one spawns processes, so it stays with the
+        # admins and a grant gives use only. The access routes name a server by its name, as every MCP route does.
+        register(ResourceKind(kind="mcp_server", model=McpServer, label="MCP server", roles=("viewer",),
+                              lookup="name"))
 
         # External servers' tools join the registry as `<server>__<tool>`; connections open lazily on use.
         registry.register_source(McpToolSource())

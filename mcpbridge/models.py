@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from organisation.models import GrantBase, Shareable
+
 # A server's tools reach the model as `<name>__<tool>`, and function names must match ^[a-zA-Z0-9_-]{1,64}$
 # there; a short name without "__" leaves room for the tool's own name and keeps the prefix unambiguous.
 SERVER_NAME_PATTERN = r"^(?!.*__)[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
@@ -13,12 +15,14 @@ server_name_validator = RegexValidator(
     SERVER_NAME_PATTERN, "Use 1-32 letters, digits, '-' or '_' (starting with a letter or digit, no '__').")
 
 
-class McpServer(models.Model):
+class McpServer(Shareable):
     """An external MCP server this service connects to as a client; its tools join the tool registry.
 
-    Who may see it and use its tools is its access rule: `admins` (the default: its tools run with the
-    admin's configuration, secrets included), `everyone` (every signed-in user), or `users` (admins and the
-    users in `users`). A caller outside the rule sees neither the server nor its tools anywhere.
+    Who may see it and use its tools is the organisation's access rule (organisation.policy, kind `mcp_server`):
+    `private` (the default: admins only, since its tools run with the admin's configuration, secrets included),
+    `everyone` (every signed-in user), or `shared` (admins and the users and groups its `viewer` grants name).
+    Its `owner` is null (the deployment's), and a grant gives use only: changing a server spawns processes, so it
+    stays with the admins. A caller outside the rule sees neither the server nor its tools anywhere.
     `args`, `env` and `headers` are write-only: no API returns them (a token often travels in them).
     """
 
@@ -29,10 +33,6 @@ class McpServer(models.Model):
     CONNECTED = "connected"
     ERROR = "error"
     STATUSES = [(CONNECTED, "connected"), (ERROR, "error")]
-    ADMINS = "admins"
-    EVERYONE = "everyone"
-    USERS = "users"
-    VISIBILITIES = [(ADMINS, "admins only"), (EVERYONE, "every signed-in user"), (USERS, "admins and the users named")]
 
     name = models.CharField(max_length=32, unique=True, validators=[server_name_validator])
     transport = models.CharField(max_length=20, choices=TRANSPORTS)
@@ -46,9 +46,8 @@ class McpServer(models.Model):
     error = models.TextField(blank=True, default="")
     # The tool list from the last successful listing, so a listing can be shown before this process connects.
     tools = models.JSONField(default=list, blank=True)
-    visibility = models.CharField(max_length=10, choices=VISIBILITIES, default=ADMINS)
-    users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="mcp_servers",
-                                   help_text="Who besides the admins may use the server when visibility is users.")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+", help_text="Always null: the deployment's (its admins') server.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -58,6 +57,16 @@ class McpServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class McpServerGrant(GrantBase):
+    """A user or a group who may use the server (role `viewer` only) while its visibility is `shared`."""
+
+    resource = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="grants")
+
+    class Meta:
+        constraints = GrantBase.grant_constraints("mcp_server")
+        verbose_name = "MCP server grant"
 
 
 def masked_url(url: str) -> str:

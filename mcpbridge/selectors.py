@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from agentsite.agent.tools import Tool, ToolContext, admin_only_tools, registry, resolve_caller
 from agentsite.core.errors import AppError
@@ -16,6 +18,7 @@ from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.kb import kb_search_tool
 from mcpbridge.models import McpServer
 from mcpbridge.tools import McpTool, mcp_tool, own_tools_only, remote_tools, server_tools, upstream_error
+from organisation.policy import USE, can, visible_q
 
 # Tools the service serves over MCP and lists at /api/mcp/tools without offering them to the model.
 # Built when listed: kb_search's modes follow whether the dense model is installed.
@@ -29,17 +32,36 @@ def spec_for(server: McpServer) -> ServerSpec:
                       url=server.url, headers={str(key): str(value) for key, value in (server.headers or {}).items()})
 
 
-def mcp_servers_visible_to(caller: ToolContext) -> QuerySet[McpServer]:
-    """The stored servers whose access rule lets this caller in: every one for an admin, those open to
-    everyone or naming the user for a user, none for a caller with no user. An unresolved caller
-    (`is_admin` None) is not taken for an admin.
-    """
-    if caller.is_admin:
-        return McpServer.objects.all()
+def _principal(caller: ToolContext) -> Any:
+    """The caller's user for the access policy, an admin only if the caller is one (an API key without the admin
+    scope is not, whoever holds it); None for a caller with no user or a user who no longer exists."""
     if caller.user_id is None:
+        return None
+    user = get_user_model().objects.filter(pk=caller.user_id).first()
+    if user is not None:
+        user.is_staff = bool(caller.is_admin)  # this copy only: what the credential carries, not the account
+    return user
+
+
+def mcp_servers_visible_to(caller: ToolContext) -> QuerySet[McpServer]:
+    """The stored servers whose access rule (organisation.policy) lets this caller in: every one for an admin,
+    those open to everyone or granted to the user or one of their groups for a user, none for a caller with no
+    user. An unresolved caller (`is_admin` None) is not taken for an admin. Nothing is cached: a grant or a
+    membership that changes counts from the next listing, in every process.
+    """
+    user = _principal(caller)
+    if user is None:
         return McpServer.objects.none()
-    return McpServer.objects.filter(
-        Q(visibility=McpServer.EVERYONE) | Q(visibility=McpServer.USERS, users=caller.user_id)).distinct()
+    return McpServer.objects.filter(visible_q(user, McpServer, every_object_for_admins=True))
+
+
+def mcp_server_usable(caller: ToolContext, name: str) -> McpServer | None:
+    """The stored server of this name if the caller may use it (organisation.policy.can), else None."""
+    server = McpServer.objects.filter(name=name).first()
+    if server is None:
+        return None
+    user = _principal(caller)
+    return server if user is not None and can(user, USE, server) else None
 
 
 def mcp_server_specs_for(caller: ToolContext) -> tuple[set[str], list[ServerSpec]]:
@@ -82,7 +104,7 @@ async def mcp_server_overview(*, caller: ToolContext) -> list[ServerOverview]:
     caller = await resolve_caller(caller)
 
     def visible() -> list[McpServer]:
-        return list(mcp_servers_visible_to(caller).prefetch_related("users"))
+        return list(mcp_servers_visible_to(caller))
 
     servers = await sync_to_async(visible)()
     untried = [server for server in servers if manager.state(server.name) is None]
@@ -132,7 +154,7 @@ async def tool_find(*, caller: ToolContext, server: str, tool: str) -> Tool:
     `error`).
     """
     caller = await resolve_caller(caller)
-    stored = await sync_to_async(mcp_servers_visible_to(caller).filter(name=server).first)()
+    stored = await sync_to_async(mcp_server_usable)(caller, server)
     if stored is not None:
         found = await _remote_tool(spec_for(stored), tool)
     else:

@@ -1,4 +1,5 @@
-"""Writes of MCP: connect (and store) a server, disconnect it, set its access rule, call any listed tool."""
+"""Writes of MCP: connect (and store) a server, disconnect it, set its access rule (organisation.access), call
+any listed tool."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ from agentsite.agent.tools import (
 from agentsite.core import invalidation
 from agentsite.core.errors import AppError
 from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, SERVER_TOPIC, McpConnectError, ServerSpec, manager
-from mcpbridge.models import McpServer
+from mcpbridge.models import McpServer, McpServerGrant
 from mcpbridge.selectors import mcp_server_get, tool_find
 from mcpbridge.status import mcp_server_status_forget, tools_dumped
 from mcpbridge.tools import McpTool
+from organisation.access import access_set
+from organisation.models import PRIVATE, SHARED, VIEWER
+from organisation.policy import RESOURCES
 
 logger = logging.getLogger(__name__)
 
@@ -41,10 +45,11 @@ def transport_for_url(url: str) -> str:
 
 def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None = None,
                        env: dict[str, str] | None = None, url: str = "", transport: str | None = None,
-                       headers: dict[str, str] | None = None, visibility: str = McpServer.ADMINS,
+                       headers: dict[str, str] | None = None, visibility: str = PRIVATE,
                        users: list[str] | None = None) -> McpServer:
     """Start (stdio) or reach (URL) a server, complete the handshake, list its tools, and store it with its
-    access rule (`visibility`, and the usernames of `users` for `users`).
+    access rule (`visibility`: private, everyone or shared; for shared, a `viewer` grant to each of `users`, by
+    username). Groups are granted afterwards (PUT /api/mcp/servers/<name>/access).
 
     Raises AppError 409 `conflict` (name taken), 400 `invalid` (a URL to a private address while those are
     off, an unknown username), 502 `mcp_connect_failed` with the server's own reason (nothing is stored then).
@@ -67,8 +72,10 @@ def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None =
             server = McpServer.objects.create(
                 name=name, transport=spec.transport, command=command, args=list(spec.args), env=spec.env, url=url,
                 headers=spec.headers, status=McpServer.CONNECTED, error="", tools=tools_dumped(tools),
-                visibility=visibility)
-            server.users.set(members)
+                visibility=visibility, owner=None)
+            if visibility == SHARED:
+                McpServerGrant.objects.bulk_create(
+                    [McpServerGrant(resource=server, user=user, role=VIEWER) for user in members])
     except IntegrityError:
         manager.run_sync(lambda: manager.disconnect(name), timeout=2 * CLOSE_TIMEOUT_S)
         raise _conflict(name) from None
@@ -77,14 +84,16 @@ def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None =
     return server
 
 
-def mcp_server_access_set(*, name: str, visibility: str, users: list[str] | None = None) -> McpServer:
-    """Replace the server's access rule. Raises AppError 404 `not_found`, 400 `invalid` (an unknown username)."""
+def mcp_server_access_set(*, name: str, visibility: str, users: list[str] | None = None,
+                          request: Any = None) -> McpServer:
+    """Replace the server's access rule whole, the older way (PATCH /api/mcp/servers/<name>): `visibility` and,
+    for shared, a `viewer` grant to each of `users` (group grants go; PUT .../access keeps them). Audited and
+    announced as organisation.access does. Raises AppError 404 `not_found`, 400 `invalid` (an unknown or
+    inactive username)."""
     server = mcp_server_get(name=name)
-    members = _users_named(users or [])
-    with transaction.atomic():
-        server.visibility = visibility
-        server.save(update_fields=["visibility", "updated_at"])
-        server.users.set(members)
+    members = _users_named(users or []) if visibility == SHARED else []
+    access_set(kind=RESOURCES["mcp_server"], resource=server, visibility=visibility,
+               grants=[{"user": user.pk, "role": VIEWER} for user in members], request=request)
     logger.info("MCP server %r is now visible to %s", name, visibility)
     return server
 

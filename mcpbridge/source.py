@@ -1,5 +1,5 @@
 """The tool source "mcp": the tools of every stored MCP server whose access rule lets the caller in
-(`McpServer.visibility`), connecting lazily in this process."""
+(organisation.policy, asked afresh on every listing), connecting lazily in this process."""
 
 from __future__ import annotations
 

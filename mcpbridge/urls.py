@@ -1,6 +1,7 @@
 from django.urls import path
 
 from mcpbridge import api
+from organisation.access import access_urls
 
 urlpatterns = [
     path("mcp/tools", api.ToolListView.as_view(), name="mcp-tools"),
@@ -9,4 +10,7 @@ urlpatterns = [
     path("mcp/connect", api.ConnectView.as_view(), name="mcp-connect"),
     path("mcp/disconnect", api.DisconnectView.as_view(), name="mcp-disconnect"),
     path("mcp/call", api.CallView.as_view(), name="mcp-call"),
+    # GET/PUT mcp/servers/<name>/access: the organisation's access rule (viewer grants only; no transfer, as a
+    # server has no owner but the deployment).
+    *access_urls("mcp/servers", "mcp_server", "str", transferable=False),
 ]

@@ -3,7 +3,8 @@
 `GET <resource>/:id/access` answers `{visibility, grants: [{group?, user?, name, role}]}` to the owner, admins
 and editors (a viewer: 403; an outsider: 404). `PUT` replaces the rule whole (owner and admins only) and
 `POST <resource>/:id/transfer {user}` hands the resource to another active user; both are audited with the
-before and after. An app mounts them with `access_urls(prefix, kind, converter)`.
+before and after. An app mounts them with `access_urls(prefix, kind, converter)`; the path names an object by its
+primary key, or by the field its kind's `lookup` says (an MCP server by its name).
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def transfer(*, kind: ResourceKind, resource: Any, to_user_id: int, request: Any
 
 
 def _resource(kind: ResourceKind, pk: Any) -> Any:
-    resource = kind.model._default_manager.filter(pk=pk).first() if pk not in ("", None) else None
+    """The object the path names, by the kind's `lookup` field (its primary key unless the kind says otherwise)."""
+    resource = kind.model._default_manager.filter(**{kind.lookup: pk}).first() if pk not in ("", None) else None
     if resource is None:
         raise AppError("not_found", f"No {kind.label} with that id.", 404)
     return resource
@@ -195,7 +197,8 @@ class TransferView(APIView):
 
 
 def access_urls(prefix: str, kind: str, converter: str = "id", *, transferable: bool = True) -> list[URLPattern]:
-    """The access (and transfer) routes of a kind: `<prefix>/<converter:pk>/access` and `.../transfer`."""
+    """The access (and transfer) routes of a kind: `<prefix>/<converter:pk>/access` and `.../transfer`, where the
+    path's `pk` is matched against the kind's `lookup` field."""
     access = type(f"{kind.title().replace('_', '')}AccessView", (AccessView,), {"kind": kind})
     routes = [path(f"{prefix}/<{converter}:pk>/access", access.as_view(), name=f"{kind}-access")]
     if transferable:

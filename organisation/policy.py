@@ -42,6 +42,7 @@ class ResourceKind:
     label: str                     # "knowledge collection": what an error names
     roles: tuple[str, ...] = GRANT_ROLES
     name_field: str = "name"       # what the ownership listing shows of each object
+    lookup: str = "pk"             # the field the access routes' path names an object by (an MCP server: "name")
     # Hands one object over (default: sets `owner`, saves); raises AppError 409 when it cannot (a name taken).
     transfer: Callable[[Any, Any], None] | None = None
 

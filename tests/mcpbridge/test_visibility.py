@@ -84,7 +84,9 @@ def assert_no_secret(text: str) -> None:
 def test_connect_answers_the_server_with_args_and_env_shown_only_as_a_count_and_names(site):
     assert site.connected.json() == {
         "name": "vault", "transport": "stdio", "command": sys.executable, "args_count": 2,
-        "env_keys": ["VAULT_SECRET"], "visibility": "users", "users": ["vault-reader"], "status": "connected",
+        "env_keys": ["VAULT_SECRET"], "visibility": "shared", "status": "connected",
+        "grants": [{"user": int(site.insider.get("/api/auth/me").json()["id"]), "name": "vault-reader",
+                    "role": "viewer"}],
         "error": "", "tools": 3}
 
 
@@ -242,13 +244,13 @@ def test_an_admin_opens_the_server_to_everyone_and_closes_it_to_admins_and_every
     try:
         opened = site.admin.patch("/api/mcp/servers/vault", {"visibility": "everyone"})
         assert opened.status_code == 200, opened.text
-        assert opened.json()["visibility"] == "everyone" and opened.json()["users"] == []
+        assert opened.json()["visibility"] == "everyone" and opened.json()["grants"] == []
         assert vault_listed(site.outsider) is not None
         called = site.outsider.post("/api/mcp/call", {"server": "vault", "tool": "env", "arguments": {"name": "X"}})
         assert called.status_code == 200, called.text
 
         closed = site.admin.patch("/api/mcp/servers/vault", {"visibility": "admins"})
-        assert closed.status_code == 200 and closed.json()["visibility"] == "admins"
+        assert closed.status_code == 200 and closed.json()["visibility"] == "private"
         assert vault_listed(site.insider) is None and vault_listed(site.admin) is not None
         refused = site.insider.post("/api/mcp/call", {"server": "vault", "tool": "env", "arguments": {"name": "X"}})
         assert error_of(refused) == (404, "not_found")
@@ -265,7 +267,7 @@ def test_a_rule_that_does_not_make_sense_answers_400_naming_the_field(site, body
     response = site.admin.patch("/api/mcp/servers/vault", body)
     assert error_of(response) == (400, "invalid")
     assert field in response.json()["error"]["details"]
-    assert vault_listed(site.admin)["users"] == ["vault-reader"]
+    assert [grant["name"] for grant in vault_listed(site.admin)["grants"]] == ["vault-reader"]
 
 
 def test_only_an_admin_changes_a_rule_and_an_unknown_server_answers_404(site):

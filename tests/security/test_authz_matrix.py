@@ -108,7 +108,7 @@ OBJECT_PARAMETERS = {
     ("/v1/models/{model_id}", "model_id"): "catalogue_model",
     # Not a user's object: an MCP server is the admins' (its route is admin-only, a 403 to everyone else, which
     # the 403 matrix checks), so the ownership matrix below leaves it out.
-    ("/api/mcp/servers/{name}", "name"): "mcp_server",
+    ("/api/mcp/servers/{name}", "name"): "mcp_server", ("/api/mcp/servers/{pk}/access", "pk"): "mcp_server",
     # The model catalogue's connections and aliases are the agent's config: admin-only, like an MCP server.
     ("/api/connections/{connection_id}", "connection_id"): "connection",
     ("/api/connections/{connection_id}/discover", "connection_id"): "connection",
@@ -519,8 +519,9 @@ def _owner_view(client: APIClient, routes: list[Route], objects: dict[str, str])
         if not _handles(route, "get") or not _passes_permissions(route, "get", SimpleNamespace(
                 is_authenticated=True, is_staff=False)):
             continue
-        if any(OBJECT_PARAMETERS.get((route.template, name)) in GROUP_OBJECTS for name in route.parameters):
-            continue  # not the owner's: a group's routes have their own matrix
+        if any(OBJECT_PARAMETERS.get((route.template, name)) in GROUP_OBJECTS | ADMIN_OBJECTS
+               for name in route.parameters):
+            continue  # not the owner's: a group's routes have their own matrix; an MCP server is the admins'.
         path = _fill(route, objects)
         queries = [f"{path}?{name}={objects[kind]}" for (template, name), kind in OBJECT_QUERY_PARAMETERS.items()
                    if template == route.template]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -150,6 +151,25 @@ def test_an_admin_makes_a_group_adds_two_users_with_roles_and_limits_its_models(
     assert_fits(page, "the Groups page at 375 px")
     shot(page, "groups-admin-375")
     page.set_viewport_size(DESKTOP)
+
+    # An MCP server shared with the group through the same dialog: viewer is the only role it offers, and
+    # there is no transfer (a server is the deployment's).
+    admin.json("POST", "/api/mcp/connect", json={"name": "clock", "command": sys.executable,
+                                                 "args": ["-m", "mcp_server_time"]})
+    assert all(server["name"] != "clock" for server in member.json("GET", "/api/mcp/servers")["servers"])
+    page.get_by_role("link", name="MCP").click()
+    page.get_by_role("button", name="Share clock").click()
+    dialog = page.get_by_role("dialog", name="Share clock")
+    expect(dialog.get_by_label("As", exact=True).locator("option")).to_have_text(["Viewer"])
+    expect(dialog.get_by_text("Transfer ownership")).to_have_count(0)
+    dialog.get_by_label("Shared").check()
+    dialog.get_by_label("Group", exact=True).select_option(label=name)
+    dialog.get_by_role("button", name="Add grant").click()
+    dialog.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator('tr[data-server="clock"] .mcp-used-by')).to_have_text(f"Used by: admins, group {name}")
+    assert [server["name"] for server in member.json("GET", "/api/mcp/servers")["servers"]] == ["clock"]
+    admin.json("POST", "/api/mcp/disconnect", json={"name": "clock"})
+    page.goto(f"/#/groups/{group['id']}")
 
     page.get_by_role("button", name="Delete group").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete").click()

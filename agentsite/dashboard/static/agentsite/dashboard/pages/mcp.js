@@ -5,6 +5,16 @@ import {
   confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
 } from "../ui.js";
 
+// The connect form's words for the access rule's visibilities (the list itself is GET /api/meta's).
+const VISIBILITY_LABELS = { private: "Admins only", everyone: "Every user", shared: "Admins and those it is shared with" };
+
+// Who may use a server, as its access rule says (admins see the rule): admins, and everyone or the grants.
+function usedBy(server) {
+  if (server.visibility === "everyone") return "everyone";
+  const granted = (server.grants || []).map((grant) => (grant.group !== undefined ? `group ${grant.name}` : grant.name));
+  return ["admins", ...(server.visibility === "shared" ? granted : [])].join(", ");
+}
+
 export async function mount(root, ctx) {
   const page = new McpPage(root, ctx);
   await page.start();
@@ -35,6 +45,8 @@ class McpPage {
   }
 
   async start() {
+    // The access rule's visibilities (GET /api/meta) for the connect form; admins only see it.
+    this.visibilities = this.admin ? (await this.ctx.meta()).access.visibilities : [];
     this.serversBox = h("section", { class: "mcp-servers", "aria-labelledby": "mcp-servers-title" });
     this.toolsBox = h("section", { class: "mcp-tools", "aria-labelledby": "mcp-tools-title" });
     this.pluginsBox = h("section", { class: "mcp-plugins", "aria-labelledby": "mcp-plugins-title" });
@@ -71,7 +83,7 @@ class McpPage {
         h("td", {}, server.transport),
         h("td", {}, h("code", {}, server.url || server.command),
           server.args_count ? ` + ${server.args_count} argument${server.args_count === 1 ? "" : "s"} (not shown)` : null,
-          server.visibility ? h("p", { class: "hint" }, `Used by: ${server.visibility === "users" ? ["admins", ...server.users].join(", ") : server.visibility}`) : null),
+          server.visibility ? h("p", { class: "hint mcp-used-by" }, `Used by: ${usedBy(server)}`) : null),
         h("td", {}, h("span", { class: `badge status ${server.status === "connected" ? "ok" : "error"}` }, server.status),
           server.error ? h("p", { class: "error-text" }, server.error) : null),
         h("td", {}, String(server.tools)),
@@ -139,11 +151,10 @@ class McpPage {
     field("Server name", h("input", { name: "name", required: true, maxlength: "32", autocomplete: "off", spellcheck: "false" })),
     field("Transport", transport), commandFields, urlFields,
     field("Who may use it", h("select", { name: "visibility" },
-      h("option", { value: "admins" }, "Admins only"),
-      h("option", { value: "everyone" }, "Every user"),
-      h("option", { value: "users" }, "Admins and the users named below"))),
+      this.visibilities.map((value) => h("option", { value }, VISIBILITY_LABELS[value] || value)))),
     field("Users (one username per line)", h("textarea", { name: "users", rows: "2", spellcheck: "false" }),
-      hint("Its tools run with the environment and headers you give it.")),
+      hint("With Shared: each may use it (groups: Share, once connected). Its tools run with the environment and "
+        + "headers you give it.")),
     error,
     h("div", { class: "actions" }, button));
     return form;

@@ -218,32 +218,36 @@ def drop_member_scopes(key: str | None) -> None:
 
 
 def group_scopes_peek(user_id: int) -> tuple[Scope, ...] | None:
-    """The scopes of the user's budgeted groups when cached and fresh, else None (load with
-    `group_scopes_load`)."""
+    """The scopes of the user's budgeted groups when cached and fresh (none at all while no group has a budget),
+    else None (load with `group_scopes_load`)."""
     invalidation.listen()
+    now = time.monotonic()
+    table = _group_budgets
+    if table is not None and table[0] > now and not table[1]:
+        return ()
     entry = _member_scopes.get(user_id)
-    return entry[1] if entry is not None and entry[0] > time.monotonic() else None
+    return entry[1] if entry is not None and entry[0] > now else None
 
 
 def group_scopes_load(user_id: int) -> tuple[Scope, ...]:
     """The scopes of the user's groups that have a budget, in the order of the groups' names (sync: may read the
-    database: the memberships when not cached, the groups' budgets every BUDGET_CACHE_S)."""
+    database: the groups' budgets every BUDGET_CACHE_S, then, when some group has one, the user's memberships
+    when not cached)."""
     global _group_budgets
     with _cache_lock:
         generation = _generation
-    groups = memberships(user_id)
-    scopes: tuple[Scope, ...] = ()
-    if groups:
-        table = _group_budgets
-        if table is None or table[0] <= time.monotonic():
-            rows = GroupBudget.objects.values_list("group_id", "budget")
-            table = (time.monotonic() + BUDGET_CACHE_S,
-                     {group_id: limits for group_id, budget in rows if (limits := clean_budget(budget))})
-            with _cache_lock:
-                if generation == _generation:
-                    _group_budgets = table
-        scopes = tuple(Scope(f"g:{group.id}", table[1][group.id], group.name) for group in groups
-                       if group.id in table[1])
+    table = _group_budgets
+    if table is None or table[0] <= time.monotonic():
+        rows = GroupBudget.objects.values_list("group_id", "budget")
+        table = (time.monotonic() + BUDGET_CACHE_S,
+                 {group_id: limits for group_id, budget in rows if (limits := clean_budget(budget))})
+        with _cache_lock:
+            if generation == _generation:
+                _group_budgets = table
+    if not table[1]:
+        return ()
+    scopes = tuple(Scope(f"g:{group.id}", table[1][group.id], group.name) for group in memberships(user_id)
+                   if group.id in table[1])
     ttl = float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
     with _cache_lock:
         # Not stored when a drop raced the load, nor where no announcement can arrive (as the memberships).

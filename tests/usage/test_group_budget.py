@@ -162,7 +162,12 @@ def test_a_group_without_a_budget_binds_nothing_and_a_budget_set_later_counts_fr
 
 
 def test_the_groups_budget_costs_no_query_per_call_once_read(backend, team, admin_client):
+    assert budgets.group_scopes_load(team["bob"].pk) == ()  # no group has a budget: nobody's groups are asked
+    with CaptureQueriesContext(connection) as queries:
+        assert budgets.group_scopes_peek(team["ann"].pk) == ()
+    assert len(queries) == 0
     _budget(admin_client, team["group"], tokens_per_day=100)
+    assert budgets.group_scopes_peek(team["ann"].pk) is None  # a budget set: dropped at once
     user = team["bob"].pk
     [scope] = budgets.group_scopes_load(user)
     assert (scope.name, scope.limits, scope.label) == (f"g:{team['group'].pk}", {"tokens_per_day": 100}, "team")

@@ -220,7 +220,6 @@ def drop_member_scopes(key: str | None) -> None:
 def group_scopes_peek(user_id: int) -> tuple[Scope, ...] | None:
     """The scopes of the user's budgeted groups when cached and fresh (none at all while no group has a budget),
     else None (load with `group_scopes_load`)."""
-    invalidation.listen()
     now = time.monotonic()
     table = _group_budgets
     if table is not None and table[0] > now and not table[1]:
@@ -234,6 +233,7 @@ def group_scopes_load(user_id: int) -> tuple[Scope, ...]:
     database: the groups' budgets every BUDGET_CACHE_S, then, when some group has one, the user's memberships
     when not cached)."""
     global _group_budgets
+    invalidation.listen()  # before the load, as the memberships do: a hit needs no call
     with _cache_lock:
         generation = _generation
     table = _group_budgets

@@ -14,7 +14,8 @@ const ACTIONS = [
   "admin.login", "user.activation", "config.change", "connection.create", "connection.update",
   "connection.delete", "alias.create", "alias.update", "alias.delete", "mcp.connect", "mcp.disconnect",
   "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",
-  "budget.change", "webhook.refused",
+  "budget.change", "webhook.refused", "group.create", "group.update", "group.delete", "group.member_add",
+  "group.member_update", "group.member_remove", "access.change", "resource.transfer", "user.delete",
 ];
 const OUTCOMES = [["", "Any"], ["success", "Success"], ["failure", "Failure"], ["refused", "Refused"]];
 const COLUMNS = ["Time", "Action", "Outcome", "Actor", "Door", "Client", "Target", "Details"];

@@ -18,6 +18,7 @@ from accounts.api import IsAdmin
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import query_text, validated
+from organisation.selectors import group_get_for, manages
 from usage import budgets, selectors, services
 
 if TYPE_CHECKING:
@@ -121,13 +122,36 @@ def _user_filter(request: Request) -> int | None:
     return int(raw) if raw is not None else None
 
 
+GROUP_NOT_MANAGED = OpenApiResponse(description="`forbidden`: `group` names a group the caller is a member, not a "
+                                                "manager, of.")
+
+
+def _group_filter(request: Request) -> int | None:
+    """The user group whose members' usage to read (`?group=<id>`): an admin's any, a manager's theirs (a plain
+    member: 403; another group or none: 404). With `?user=` too: 400."""
+    raw = request.query_params.get("group")
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):
+        raise AppError("invalid", "group must be a group id.", 400, {"group": ["Must be a group id."]})
+    if request.query_params.get("user") is not None:
+        raise AppError("invalid", "Give user or group, not both (group_by=user lists a group's members).", 400,
+                       {"group": ["Not with user."]})
+    group = group_get_for(request.user, raw)  # another's group: 404, as a missing one
+    if not manages(request.user, group):
+        raise AppError("forbidden", "Only an administrator or a manager of this group may read its usage.", 403)
+    return group.pk
+
+
 class UsageView(APIView):
     @extend_schema(parameters=[
         OpenApiParameter("from", OpenApiTypes.DATE, description="First day (UTC), inclusive; default 29 days ago."),
         OpenApiParameter("to", OpenApiTypes.DATE, description="Last day (UTC), inclusive; default today."),
         OpenApiParameter("group_by", str, description="One or two of day, model, key, facet, user (e.g. day,model)."),
         OpenApiParameter("user", int, description="Admins: only this user's usage (default: everyone's)."),
-    ], responses={200: UsageResultSerializer, 400: BAD_QUERY, 404: NOT_YOURS})
+        OpenApiParameter("group", int, description="Admins and the group's managers: only the usage of this user "
+                                                   "group's current members (all of it in the range)."),
+    ], responses={200: UsageResultSerializer, 400: BAD_QUERY, 403: GROUP_NOT_MANAGED, 404: NOT_YOURS})
     def get(self, request: Request) -> Response:
         today = datetime.now(UTC).date()
         end = _date(request, "to", today)
@@ -136,14 +160,19 @@ class UsageView(APIView):
             raise AppError("invalid", f"from must not be after to, and the range at most {MAX_RANGE_DAYS} days.", 400,
                            {"from": ["Must be on or before to, at most ten years before it."]})
         group_by = _group_by(request)
-        user_id = _user_filter(request)
-        return Response(selectors.usage_report(start=start, end=end, user_id=user_id, group_by=group_by))
+        group_id = _group_filter(request)
+        user_id = _user_filter(request) if group_id is None else None
+        return Response(selectors.usage_report(start=start, end=end, user_id=user_id, group_by=group_by,
+                                               group_id=group_id))
 
 
 class BudgetView(APIView):
     @extend_schema(responses={200: inline_serializer("BudgetLeft", {
         "user": serializers.DictField(child=LeftSerializer()),
-        "key": serializers.DictField(child=LeftSerializer(), allow_null=True)})})
+        "key": serializers.DictField(child=LeftSerializer(), allow_null=True),
+        "groups": serializers.ListField(child=inline_serializer("GroupLeft", {
+            "id": serializers.IntegerField(), "name": serializers.CharField(),
+            "left": serializers.DictField(child=LeftSerializer())}))})})
     def get(self, request: Request) -> Response:
         key = getattr(request, "api_key", None)
         return Response(selectors.budget_left(user_id=request.user.pk, key_id=str(key.pk) if key else "",

@@ -10,9 +10,13 @@ class UsageConfig(AppConfig):
         # Django's app registry: the metering and budgets import the models, ready only in ready().
         from agentsite.agent.usage import set_metering
         from agentsite.core import invalidation
+        from organisation.selectors import TOPIC as MEMBERSHIP_TOPIC
         from usage import budgets
         from usage.metering import PRICE_TOPIC, UsageMetering, prices
 
         invalidation.subscribe(budgets.BUDGET_TOPIC, budgets.drop_user_budget)
+        # After organisation's own subscription (an earlier app): its memberships are dropped first.
+        invalidation.subscribe(MEMBERSHIP_TOPIC, budgets.drop_member_scopes)
+        invalidation.subscribe(budgets.GROUP_BUDGET_TOPIC, budgets.drop_group_budgets)
         invalidation.subscribe(PRICE_TOPIC, prices.drop)
         set_metering(UsageMetering())

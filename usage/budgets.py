@@ -1,7 +1,8 @@
 """Budgets and rate limits: which limits bind a caller, what each scope used in its windows, admit and settle.
 
-A caller is bound by its user's budget (`u:<id>`) and its API key's (`k:<id>`), each limit in its UTC window
-(minute, day, month). `reserve` runs before the upstream is called, atomically for every process (a Lua script
+A caller is bound by its user's budget (`u:<id>`), its API key's (`k:<id>`) and the budget of each group the user
+is a member of when the call is made (`g:<id>`: every member's calls counted together), each limit in its UTC
+window (minute, day, month). `reserve` runs before the upstream is called, atomically for every process (a Lua script
 in Redis, else a database transaction under a per-scope lock): the call's worst case must fit what is left, and
 is held until `settle` adds what it used and releases the hold in one step (AppError 429 `rate_limited` or
 `budget_exceeded` otherwise, with Retry-After). A hold expires after HOLD_SLOTS slots, so a call whose process
@@ -14,7 +15,7 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,7 +25,8 @@ from django.db.models import F
 
 from agentsite.core import invalidation, metrics
 from agentsite.core.errors import AppError
-from usage.models import BudgetCounter, UserBudget
+from organisation.selectors import memberships
+from usage.models import BudgetCounter, GroupBudget, UserBudget
 
 LIMITS = ("requests_per_minute", "tokens_per_minute", "tokens_per_day", "cost_per_day", "tokens_per_month",
           "cost_per_month")
@@ -34,6 +36,7 @@ WINDOWS = {"requests_per_minute": ("m", "r"), "tokens_per_minute": ("m", "t"), "
            "cost_per_day": ("d", "c"), "tokens_per_month": ("M", "t"), "cost_per_month": ("M", "c")}
 _COLUMN = {"r": "requests", "t": "tokens", "c": "cost"}
 BUDGET_TOPIC = "usage-budget"
+GROUP_BUDGET_TOPIC = "usage-group-budget"  # any key: every group's budget is read again
 BUDGET_CACHE_S = 5.0
 HOLD_SLOT_S = 600
 HOLD_SLOTS = 4
@@ -44,8 +47,9 @@ EPSILON = 1e-9
 
 @dataclass(frozen=True)
 class Scope:
-    name: str  # u:<user id> | k:<key id>
+    name: str  # u:<user id> | k:<key id> | g:<group id>
     limits: dict[str, float]  # only the limits set
+    label: str = field(default="", compare=False)  # a group's name, for its refusal
 
 
 @dataclass(frozen=True)
@@ -112,11 +116,15 @@ def clean_budget(budget: dict[str, Any] | None) -> dict[str, float]:
     return {name: value for name, value in (budget or {}).items() if name in LIMITS and value is not None}
 
 
-def refusal(limit: str, windows: Windows, scope: str, *, needed: float = 0, left: float = 0) -> AppError:
-    """The 429 of a limit: `needed` is what the call would take of it, `left` what was left of it."""
+def refusal(limit: str, windows: Windows, scope: str, *, needed: float = 0, left: float = 0,
+            label: str = "") -> AppError:
+    """The 429 of a limit: `needed` is what the call would take of it, `left` what was left of it; a group's
+    names the group (`details.group`: its id)."""
     window = WINDOWS[limit][0]
     retry = windows.retry_after(window)
-    whose = "This API key's" if scope.startswith("k:") else "Your"
+    group = scope.startswith("g:")
+    whose = ("This API key's" if scope.startswith("k:")
+             else f"Your group {label or scope[2:]}'s" if group else "Your")
     code = "rate_limited" if window == "m" else "budget_exceeded"
     what = {"m": "this minute", "d": "today (UTC)", "M": "this month (UTC)"}[window]
     if left > 0:
@@ -128,7 +136,10 @@ def refusal(limit: str, windows: Windows, scope: str, *, needed: float = 0, left
     else:
         message = f"{whose} budget {limit} is spent for {what}; it renews in {retry} seconds."
     metrics.budget_refused()
-    details = {"limit": limit, "retry_after": retry, "needed": _amount_value(needed), "left": _amount_value(left)}
+    details: dict[str, Any] = {"limit": limit, "retry_after": retry, "needed": _amount_value(needed),
+                               "left": _amount_value(left)}
+    if group:
+        details["group"] = int(scope[2:])
     return AppError(code, message, 429, details, headers={"Retry-After": str(retry)})
 
 
@@ -174,6 +185,79 @@ def user_budget_load(user_id: int) -> dict[str, float]:
 
 def user_budget_changed(user_id: int) -> None:
     invalidation.announce(BUDGET_TOPIC, str(user_id))
+
+
+# A member's group scopes: from their memberships (organisation.selectors, cached per process) and the table of
+# every group's budget (one query, cached BUDGET_CACHE_S like a user's). Cached per user like the memberships:
+# dropped when a membership of the user or a group changes (organisation's topic) or a group's budget does, kept
+# only while those announcements reach this process, so a removed member is free of the group's budget on
+# their next call in any process.
+_group_budgets: tuple[float, dict[int, dict[str, float]]] | None = None
+_member_scopes: dict[int, tuple[float, tuple[Scope, ...]]] = {}
+_generation = 0
+
+
+def drop_group_budgets(key: str | None) -> None:
+    """GROUP_BUDGET_TOPIC: a group's budget changed (any key): the table and every member's scopes go."""
+    global _group_budgets, _generation
+    with _cache_lock:
+        _generation += 1
+        _group_budgets = None
+        _member_scopes.clear()
+
+
+def drop_member_scopes(key: str | None) -> None:
+    """organisation.selectors.TOPIC: the user's memberships changed (None: a group changed, or everything)."""
+    global _generation
+    with _cache_lock:
+        _generation += 1
+        if key is None:
+            _member_scopes.clear()
+        else:
+            _member_scopes.pop(int(key), None)
+
+
+def group_scopes_peek(user_id: int) -> tuple[Scope, ...] | None:
+    """The scopes of the user's budgeted groups when cached and fresh (none at all while no group has a budget),
+    else None (load with `group_scopes_load`)."""
+    now = time.monotonic()
+    table = _group_budgets
+    if table is not None and table[0] > now and not table[1]:
+        return ()
+    entry = _member_scopes.get(user_id)
+    return entry[1] if entry is not None and entry[0] > now else None
+
+
+def group_scopes_load(user_id: int) -> tuple[Scope, ...]:
+    """The scopes of the user's groups that have a budget, in the order of the groups' names (sync: may read the
+    database: the groups' budgets every BUDGET_CACHE_S, then, when some group has one, the user's memberships
+    when not cached)."""
+    global _group_budgets
+    invalidation.listen()  # before the load, as the memberships do: a hit needs no call
+    with _cache_lock:
+        generation = _generation
+    table = _group_budgets
+    if table is None or table[0] <= time.monotonic():
+        rows = GroupBudget.objects.values_list("group_id", "budget")
+        table = (time.monotonic() + BUDGET_CACHE_S,
+                 {group_id: limits for group_id, budget in rows if (limits := clean_budget(budget))})
+        with _cache_lock:
+            if generation == _generation:
+                _group_budgets = table
+    if not table[1]:
+        return ()
+    scopes = tuple(Scope(f"g:{group.id}", table[1][group.id], group.name) for group in memberships(user_id)
+                   if group.id in table[1])
+    ttl = float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
+    with _cache_lock:
+        # Not stored when a drop raced the load, nor where no announcement can arrive (as the memberships).
+        if generation == _generation and invalidation.connected():
+            _member_scopes[user_id] = (time.monotonic() + ttl, scopes)
+    return scopes
+
+
+def group_budget_changed() -> None:
+    invalidation.announce(GROUP_BUDGET_TOPIC, None)
 
 
 # --- the admission rule (the Lua script below is the same rule) ---------------------------------------------
@@ -274,7 +358,7 @@ def _redis_reserve(scopes: list[Scope], windows: Windows, tokens: int, cost: flo
     if index >= 0:
         limit = LIMITS[which - 1]
         needed = {"r": 1, "t": tokens, "c": cost}[WINDOWS[limit][1]]
-        raise refusal(limit, windows, scopes[index].name, needed=needed, left=float(left))
+        raise refusal(limit, windows, scopes[index].name, needed=needed, left=float(left), label=scopes[index].label)
 
 
 def _redis_settle(scopes: list[Scope], windows: Windows, tokens: int, cost: float, hold: Hold | None) -> None:
@@ -358,7 +442,7 @@ def _db_reserve(scopes: list[Scope], windows: Windows, tokens: int, cost: float)
             refused = refused_limit(scope, _db_used(scope, windows), tokens, cost)
             if refused is not None:
                 limit, needed, left = refused
-                raise refusal(limit, windows, scope.name, needed=needed, left=left)
+                raise refusal(limit, windows, scope.name, needed=needed, left=left, label=scope.label)
         for scope in scopes:
             BudgetCounter.objects.filter(scope=scope.name, window=windows.minute).update(requests=F("requests") + 1)
             if tokens or cost:
@@ -427,7 +511,7 @@ def check(scopes: list[Scope], windows: Windows | None = None) -> None:
     for scope in scopes:
         refused = refused_limit(scope, used(scope, windows))
         if refused is not None:
-            raise refusal(refused[0], windows, scope.name)
+            raise refusal(refused[0], windows, scope.name, label=scope.label)
 
 
 def remaining(scope: Scope, windows: Windows | None = None) -> dict[str, dict[str, Any]]:

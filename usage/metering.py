@@ -3,6 +3,9 @@
 Registered in UsageConfig.ready(). What a call without a budget costs on the request's path: a cached budget
 lookup, a dict update under a lock (usage.buffer.add), a price lookup in a cached table. Nothing else.
 
+The scopes of a call (`scopes_for`) are fixed at its admission: it is settled against the groups the user was a
+member of when it started, even when the membership ends before it does.
+
 A budgeted call is admitted for its worst case: the prompt's estimate plus its `max_tokens` (else
 AGENTSITE_BUDGET_DEFAULT_MAX_TOKENS), in tokens and, at the model's price, in cost. Its Ticket carries the hold
 that `record` releases, however the call ended; an admission cancelled while its database thread was still
@@ -90,25 +93,37 @@ def changed_prices() -> None:
 
 
 async def scopes_for(caller: Caller) -> list[budgets.Scope]:
-    """The budgets that bind this caller: their user's (cached), their key's (carried by the caller)."""
+    """The budgets that bind this caller: their user's (cached), their key's (carried by the caller), and those of
+    the user's groups that have one (cached with the memberships). Nothing cached: one trip to a thread."""
     scopes = []
+    groups: tuple[budgets.Scope, ...] = ()
     if caller.user_id is not None:
         limits = budgets.user_budget_peek(caller.user_id)
-        if limits is None:
+        peeked = budgets.group_scopes_peek(caller.user_id)
+        if limits is None or peeked is None:
             try:
-                limits = await db(budgets.user_budget_load, caller.user_id)
+                limits, peeked = await db(_load, caller.user_id, limits, peeked)
             except Exception as exc:  # a boundary: the database away (or a caller with no database at all)
                 # The call goes on unbudgeted rather than failing: whatever else it needs of the database
                 # (its session, its key) fails it on its own when the database is really gone.
-                logger.warning("The budget of user %s could not be read (%s); this call is not held to it",
+                logger.warning("The budgets of user %s could not be read (%s); this call is not held to them",
                                caller.user_id, exc)
-                limits = {}
+                limits, peeked = {}, ()
         if limits:
             scopes.append(budgets.Scope(f"u:{caller.user_id}", limits))
+        groups = peeked or ()
     key_limits = budgets.clean_budget(caller.key_budget) if caller.key_id else {}
     if key_limits:
         scopes.append(budgets.Scope(f"k:{caller.key_id}", key_limits))
+    scopes.extend(groups)
     return scopes
+
+
+def _load(user_id: int, limits: dict[str, float] | None, groups: tuple[budgets.Scope, ...] | None,
+          ) -> tuple[dict[str, float], tuple[budgets.Scope, ...]]:
+    """What was not cached of the user's budgets and their groups'."""
+    return (budgets.user_budget_load(user_id) if limits is None else limits,
+            budgets.group_scopes_load(user_id) if groups is None else groups)
 
 
 async def _run(function, *args) -> None:  # type: ignore[no-untyped-def]

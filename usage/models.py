@@ -90,8 +90,21 @@ class UserBudget(models.Model):
         return f"budget of user {self.user_id}"
 
 
+class GroupBudget(models.Model):
+    """A group's budget, set by an admin, with the fields of a user's: it binds every call of every member, their
+    calls counted together (scope `g:<group id>`)."""
+
+    group = models.OneToOneField("organisation.Group", on_delete=models.CASCADE, primary_key=True,
+                                 related_name="usage_budget")
+    budget = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"budget of group {self.group_id}"
+
+
 class BudgetCounter(models.Model):
-    """What a budget scope (`u:<user id>`, `k:<key id>`) used in one window (`m<minute>`, `d<YYYYMMDD>`,
+    """What a budget scope (`u:<user id>`, `k:<key id>`, `g:<group id>`) used in one window (`m<minute>`, `d<YYYYMMDD>`,
     `M<YYYYMM>`): the counters budgets are checked against when there is no Redis (with Redis they live there)."""
 
     scope = models.CharField(max_length=80)

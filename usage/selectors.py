@@ -9,18 +9,21 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet, Sum
 
 from accounts.models import ApiKey
+from organisation.models import Membership
 from usage import budgets
-from usage.models import ModelPrice, UsageDaily, UsageUserDaily, UserBudget
+from usage.models import GroupBudget, ModelPrice, UsageDaily, UsageUserDaily, UserBudget
 
 GROUPS = {"day": "day", "model": "model_answered", "key": "key_id", "facet": "facet", "user": "user_id"}
 ROLLUP_GROUPS = {"day", "user"}
 SUMS = ("requests", "prompt_tokens", "completion_tokens", "cost")
 
 
-def usage_rows(*, start: date, end: date, user_id: int | None) -> QuerySet[UsageDaily]:
-    """The aggregate rows of the days start..end (inclusive), of one user or (None) everyone's."""
-    rows = UsageDaily.objects.filter(day__gte=start, day__lte=end)
-    return rows if user_id is None else rows.filter(user_id=user_id)
+def _of_users(rows: QuerySet, user_id: int | None, group_id: int | None) -> QuerySet:
+    if user_id is not None:
+        rows = rows.filter(user_id=user_id)
+    if group_id is not None:  # the group's current members (one subquery)
+        rows = rows.filter(user_id__in=Membership.objects.filter(group_id=group_id).values("user_id"))
+    return rows
 
 
 def _totals(values: dict[str, Any]) -> dict[str, Any]:
@@ -29,13 +32,15 @@ def _totals(values: dict[str, Any]) -> dict[str, Any]:
             "total_tokens": prompt + completion, "cost": round(float(values.get("cost") or 0.0), 6)}
 
 
-def usage_report(*, start: date, end: date, user_id: int | None, group_by: list[str]) -> dict[str, Any]:
+def usage_report(*, start: date, end: date, user_id: int | None, group_by: list[str],
+                 group_id: int | None = None) -> dict[str, Any]:
     """`{results: [{<group>..., requests, prompt_tokens, completion_tokens, total_tokens, cost}], totals}`, one
-    result per combination of the groups (one GROUP BY over the indexed aggregates)."""
-    rows: QuerySet = usage_rows(start=start, end=end, user_id=user_id)
+    result per combination of the groups (one GROUP BY over the indexed aggregates); `group_id`: only the usage
+    of that user group's current members (all of it in the range, also from before they joined)."""
+    rows: QuerySet = UsageDaily.objects.filter(day__gte=start, day__lte=end)
     if set(group_by) <= ROLLUP_GROUPS:  # day and user only: the rollup has a row per user and day
         rows = UsageUserDaily.objects.filter(day__gte=start, day__lte=end)
-        rows = rows if user_id is None else rows.filter(user_id=user_id)
+    rows = _of_users(rows, user_id, group_id)
     columns = [GROUPS[group] for group in group_by]
     grouped = rows.values(*columns).annotate(**{name: Sum(name) for name in SUMS}).order_by(*columns)
     results = []
@@ -99,12 +104,29 @@ def budget_of(user_id: int) -> dict[str, Any]:
     return {limit: stored.get(limit) for limit in budgets.LIMITS}
 
 
+def group_budget_of(group_id: int) -> dict[str, Any]:
+    """The group's budget with every limit named (null: no limit)."""
+    stored = GroupBudget.objects.filter(pk=group_id).values_list("budget", flat=True).first() or {}
+    return {limit: stored.get(limit) for limit in budgets.LIMITS}
+
+
+def group_budget_left(group_id: int) -> dict[str, Any]:
+    """`{budget, left: {<limit>: {limit, used, remaining, resets_at}}}`: the group's limits and what its members
+    together used of each in the current windows (counted since the budget was set)."""
+    budget = group_budget_of(group_id)
+    return {"budget": budget,
+            "left": budgets.remaining(budgets.Scope(f"g:{group_id}", budgets.clean_budget(budget)))}
+
+
 def budget_left(*, user_id: int, key_id: str = "", key_budget: dict[str, Any] | None = None) -> dict[str, Any]:
     """The caller's own limits and what is left of each: `{user: {<limit>: {limit, used, remaining,
-    resets_at}}, key: {...} | null}` (a key's part only when the request was made with a key)."""
+    resets_at}}, key: {...} | null, groups: [{id, name, left: {...}}]}` (a key's part only when the request was
+    made with a key; `groups`: the user's groups that have a budget)."""
     windows = budgets.Windows.at()
     user_scope = budgets.Scope(f"u:{user_id}", budgets.clean_budget(budget_of(user_id)))
-    out: dict[str, Any] = {"user": budgets.remaining(user_scope, windows), "key": None}
+    out: dict[str, Any] = {"user": budgets.remaining(user_scope, windows), "key": None, "groups": [
+        {"id": int(scope.name[2:]), "name": scope.label, "left": budgets.remaining(scope, windows)}
+        for scope in budgets.group_scopes_load(user_id)]}
     if key_id:
         key_scope = budgets.Scope(f"k:{key_id}", budgets.clean_budget(key_budget))
         out["key"] = budgets.remaining(key_scope, windows)

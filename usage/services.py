@@ -1,4 +1,4 @@
-"""Changing what usage depends on: a user's budget and account flags, the price table."""
+"""Changing what usage depends on: a user's or a group's budget, account flags, the price table."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
-from usage import budgets
+from usage import budgets, selectors
 from usage.metering import changed_prices
-from usage.models import ModelPrice, UserBudget
+from usage.models import GroupBudget, ModelPrice, UserBudget
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -22,6 +23,20 @@ def budget_set(*, user_id: int, budget: dict[str, Any]) -> dict[str, Any]:
     budgets.drop_user_budget(str(user_id))
     transaction.on_commit(lambda: budgets.user_budget_changed(user_id))
     return {limit: stored.get(limit) for limit in budgets.LIMITS}
+
+
+def group_budget_set(*, group_id: int, budget: dict[str, Any], request: Any = None) -> dict[str, Any]:
+    """Replace the group's budget (null or absent limits: none), audited `budget.change` on `group:<id>` with the
+    before and after; every process sees it at once (announced). Its counters are kept: what the members used
+    in the current windows still counts against the new limits."""
+    stored = {limit: budget.get(limit) for limit in budgets.LIMITS if budget.get(limit) is not None}
+    with transaction.atomic():
+        before = selectors.group_budget_of(group_id)
+        GroupBudget.objects.update_or_create(group_id=group_id, defaults={"budget": stored})
+        transaction.on_commit(budgets.group_budget_changed)  # dropped here too, once committed
+    after = {limit: stored.get(limit) for limit in budgets.LIMITS}
+    audit("budget.change", request=request, target=f"group:{group_id}", details={"before": before, "after": after})
+    return after
 
 
 def user_update(*, actor: AbstractBaseUser, user: AbstractBaseUser, changes: dict[str, bool]) -> AbstractBaseUser:

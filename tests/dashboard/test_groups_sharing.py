@@ -146,6 +146,15 @@ def test_an_admin_makes_a_group_adds_two_users_with_roles_and_limits_its_models(
     page.get_by_role("button", name="Save group").click()
     expect(page.locator(".groups-models")).to_contain_text("agent, local/*")
     assert group_named(admin, name)["models"] == ["agent", "local/*"]
+
+    # Its budget: every limit the server names, empty for none; set one, the others stay null.
+    page.get_by_label(f"Tokens per day for {name}").fill("5000")
+    page.get_by_role("button", name="Save budget").click()
+    expect(page.get_by_role("status").filter(has_text=f"The budget of {name} saved.")).to_be_visible()
+    budget = admin.json("GET", f"/api/groups/{group['id']}/budget")["budget"]
+    assert budget["tokens_per_day"] == 5000 and [value for key, value in budget.items() if key != "tokens_per_day"] \
+        == [None] * (len(budget) - 1)
+    expect(page.locator('[data-limit="tokens_per_day"]')).to_contain_text("0 used, 5000 left")
     shot(page, "groups-admin-1280")
     page.set_viewport_size(PHONE)
     assert_fits(page, "the Groups page at 375 px")
@@ -192,8 +201,10 @@ def test_a_manager_adds_a_member_by_id_and_a_plain_member_sees_no_groups_page(da
     page.get_by_role("button", name="Add member").click()
     expect(page.get_by_role("rowheader", name=newcomer.username)).to_be_visible()
     assert members_of(manager, team["id"])[newcomer.username] == "member"
-    # A manager does not edit the group itself.
+    # A manager does not edit the group itself, nor its budget, which they read.
     expect(page.get_by_role("button", name="Save group")).to_have_count(0)
+    expect(page.get_by_role("button", name="Save budget")).to_have_count(0)
+    expect(page.locator('.groups-budget [data-limit="tokens_per_day"]')).to_contain_text("no limit")
     page.get_by_role("button", name=f"Remove {newcomer.username}").click()
     page.get_by_role("dialog").get_by_role("button", name="Remove").click()
     expect(page.get_by_role("rowheader", name=newcomer.username)).to_have_count(0)

@@ -1,9 +1,11 @@
 // Groups (#/groups, #/groups/<id>): the groups listed beside the chosen one's details and members. Shown to
 // admins, who create, rename, describe, limit the models of and delete every group, and to the managers of a
-// group, who add, promote and remove its members (pages/groups/members.js). GET /api/groups answers every
+// group, who add, promote and remove its members (pages/groups/members.js) and see its budget, which admins
+// set (pages/groups/budget.js). GET /api/groups answers every
 // group to an admin and the caller's own to anyone else.
 import { listAll } from "../api.js";
 import { checkbox, confirmDialog, errorBox, errorText, field, formatTime, h, hint, loading, pageHeader, put } from "../ui.js";
+import { BudgetSection } from "./groups/budget.js";
 import { MembersSection } from "./groups/members.js";
 
 export async function mount(root, ctx) {
@@ -82,6 +84,7 @@ class GroupsPage {
     }
     this.members = new MembersSection({ ctx: this.ctx, group, roles: this.memberRoles, manages: this.manages(group),
       admin: this.admin, users: this.users, onChange: () => this.load() });
+    this.budget = new BudgetSection({ ctx: this.ctx, group, admin: this.admin });
     put(this.detail, h("div", { class: "card" },
       h("h2", { class: "groups-name", "data-group-name": group.name }, group.name),
       group.description ? h("p", {}, group.description) : null,
@@ -90,8 +93,10 @@ class GroupsPage {
       h("p", { class: "groups-models" }, h("strong", {}, "Models: "), group.models === null || group.models === undefined
         ? "any (no restriction)" : group.models.length ? group.models.join(", ") : "none")),
     this.members.element,
+    this.budget.element,
     this.admin ? this.editForm(group) : null);
     this.members.load();
+    this.budget.load();
   }
 
   createForm() {

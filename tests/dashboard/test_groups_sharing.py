@@ -211,11 +211,16 @@ def test_a_manager_adds_a_member_by_id_and_a_plain_member_sees_no_groups_page(da
     assert newcomer.username not in members_of(manager, team["id"])
     assert page.problems == []
 
+    people["admin"].json("PUT", f"/api/groups/{team['id']}/budget", json={"tokens_per_day": 7000})
     plain = open_as(member)
     expect(plain.get_by_role("link", name="Knowledge")).to_be_visible()
     expect(plain.get_by_role("link", name="Groups")).to_have_count(0)
     plain.goto("/#/groups")
     expect(plain.get_by_role("heading", name="Not found")).to_be_visible()
+    # The group's budget is theirs too: the Usage page says what is left of it.
+    plain.get_by_role("link", name="Usage").click()
+    expect(plain.locator(".usage-budget")).to_contain_text(f"Group {team['name']}'s budget: Tokens/day 0 used of 7000")
+    people["admin"].json("PUT", f"/api/groups/{team['id']}/budget", json={})
     assert plain.problems == []
 
 

@@ -139,9 +139,12 @@ class UsagePage {
 
   budget(left) {
     const rows = [];
-    for (const [scope, name] of [["user", "Your budget"], ["key", "This key's budget"]]) {
+    // Each group of the caller's that has a budget counts its members' calls together.
+    const scopes = [[left.user, "Your budget"], [left.key, "This key's budget"],
+      ...(left.groups || []).map((group) => [group.left, `Group ${group.name}'s budget`])];
+    for (const [limits, name] of scopes) {
       for (const [limit, text] of LIMITS) {
-        const entry = left[scope]?.[limit];
+        const entry = limits?.[limit];
         if (entry && entry.limit !== null) rows.push(h("li", {}, `${name}: ${text} ${entry.used} used of ${entry.limit}, ${entry.remaining} left (renews ${new Date(entry.resets_at).toLocaleString()})`));
       }
     }

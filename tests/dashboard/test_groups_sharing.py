@@ -355,4 +355,15 @@ def test_a_workflow_owner_shares_it_from_the_list_and_the_member_sees_its_owner(
     assert sent == []
     stored = owner.json("GET", f"/api/workflows/{workflow['id']}")["nodes"][0]["position"]
     assert stored == {"x": 40, "y": 60}
+
+    # The owner hands it over (a non-admin names the new owner by id), after a confirmation.
+    page.get_by_role("button", name=f"Share {name}").click()
+    dialog = page.get_by_role("dialog", name=f"Share {name}")
+    dialog.locator("summary", has_text="Transfer ownership").click()
+    dialog.get_by_label("New owner").fill(str(member.id))
+    dialog.get_by_role("button", name="Transfer ownership").click()
+    page.get_by_role("dialog").filter(has_text=f"Hand {name} over to user #{member.id}?").get_by_role(
+        "button", name="Transfer").click()
+    expect(page.get_by_role("status").filter(has_text=f"{name} now belongs to {member.username}.")).to_be_visible()
+    assert member.json("GET", f"/api/workflows/{workflow['id']}")["owner"]["username"] == member.username
     assert page.problems == [] and reader.problems == []

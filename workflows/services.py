@@ -223,13 +223,12 @@ def workflow_transfer(workflow: Workflow, new_owner: AbstractBaseUser) -> None:
     approvals of its runs that the previous owner was to decide go to the new owner. Runs stay whoever's started
     them. Raises AppError 409 `conflict` when the new owner has a workflow of that name."""
     previous = workflow.owner_id
-    if Workflow.objects.filter(owner=new_owner, name=workflow.name).exists():
-        raise _taken_by(new_owner, workflow.name)
     workflow.owner = new_owner
     try:
         with transaction.atomic():
             workflow.save(update_fields=["owner", "updated_at"])
-    except IntegrityError:  # the name taken in between
+    except IntegrityError:  # workflow_owner_name_unique: the new owner has one of this name
+        workflow.owner_id = previous
         raise _taken_by(new_owner, workflow.name) from None
     WorkflowTrigger.objects.filter(workflow=workflow).delete()
     through = WorkflowApproval.approvers.through

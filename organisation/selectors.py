@@ -62,6 +62,12 @@ class _MembershipCache:
                 self._entries[key] = (time.monotonic() + ttl, groups)
         return groups
 
+    def peek(self, user_id: int) -> tuple[GroupOfUser, ...] | None:
+        """The cached entry while fresh, else None (no query: an async caller then asks get() on a thread)."""
+        with self._lock:
+            hit = self._entries.get(str(user_id))
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
     def drop(self, key: str | None) -> None:
         with self._lock:
             self._generation += 1
@@ -77,6 +83,11 @@ _cache = _MembershipCache()
 def memberships(user_id: int | None) -> tuple[GroupOfUser, ...]:
     """The user's groups with their role in each and each group's model list (sync: may read the database)."""
     return () if user_id is None else _cache.get(user_id)
+
+
+def memberships_peek(user_id: int) -> tuple[GroupOfUser, ...] | None:
+    """memberships() when this process holds them fresh, else None; never queries (safe on the event loop)."""
+    return _cache.peek(user_id)
 
 
 def drop(key: str | None) -> None:

@@ -41,12 +41,6 @@ USAGE_HEADER = "X-Agentsite-Usage"  # `estimated` on a whole reply whose usage a
 ATTEMPTS_HEADER = "X-Agentsite-Attempts"
 
 
-async def allowed_ids(caller: Caller | None, ids: list[str]) -> list[str]:
-    """The model ids a caller may use, in order (agentsite.agent.modelaccess)."""
-    allowed = await modelaccess.allowed_for(caller)
-    return ids if allowed is None else [model_id for model_id in ids if allowed(model_id)]
-
-
 def model_ids(settings: AgentSettings) -> list[str]:
     """The models /v1 serves: the catalogue's aliases and entries (agentsite.agent.routing), the agent, and the
     embedding model."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from django.contrib.auth import get_user_model
 
@@ -27,6 +28,7 @@ from organisation import selectors
 from organisation.selectors import GroupOfUser
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -58,25 +60,29 @@ def _is_admin(user_id: int) -> bool:
 
 class GroupModelPolicy:
     """agentsite.agent.modelaccess.ModelPolicy over the caller's groups (see the module docstring). Costs no query
-    for memberships this process holds, else one on a database thread; a restricted user one more (the admin
-    flag)."""
+    for memberships this process holds, else one on a database thread; a refusal one more (the admin flag).
+    Raises AppError 503 `unavailable` when the database cannot say: an access rule fails closed."""
 
     async def allowed(self, caller: Caller) -> Allowed | None:
-        """Raises AppError 503 `unavailable` when the database cannot say: an access rule fails closed."""
         user_id = caller.user_id
         if user_id is None:  # an anonymous /v1 caller belongs to no group
             return None
-        try:
-            groups = selectors.memberships_peek(user_id)
-            if groups is None:
-                groups = await db(selectors.memberships, user_id)
-            patterns = restriction(groups)
-            if patterns is None:
-                return None
-            if caller.admin is not False and await db(_is_admin, user_id):
-                return None
-        except Exception as exc:  # a boundary: the database away
-            logger.warning("The model access of user %s could not be read (%s); the call is refused", user_id, exc)
-            raise AppError("unavailable", "Which models you may use could not be checked (the database did not "
-                           "answer); try again shortly.", 503) from exc
-        return functools.partial(allows, patterns)
+        groups = selectors.memberships_peek(user_id)
+        if groups is None:
+            groups = await _read(selectors.memberships, user_id)
+        patterns = restriction(groups)
+        return None if patterns is None else functools.partial(allows, patterns)
+
+    async def exempt(self, caller: Caller) -> bool:
+        if caller.user_id is None or caller.admin is False:  # a key without the admin scope acts as no admin
+            return False
+        return await _read(_is_admin, caller.user_id)
+
+
+async def _read(read: Callable[[int], T], user_id: int) -> T:
+    try:
+        return await db(read, user_id)
+    except Exception as exc:  # a boundary: the database away
+        logger.warning("The model access of user %s could not be read (%s); the call is refused", user_id, exc)
+        raise AppError("unavailable", "Which models you may use could not be checked (the database did not "
+                       "answer); try again shortly.", 503) from exc

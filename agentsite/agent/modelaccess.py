@@ -24,10 +24,15 @@ Allowed = Callable[[str], bool]
 
 
 class ModelPolicy(Protocol):
+    """Both methods may read the database (off the event loop) and raise AppError (503 `unavailable`) when they
+    cannot decide, which refuses the call: an access rule fails closed."""
+
     async def allowed(self, caller: Caller) -> Allowed | None:
-        """None: the caller may use every model; else a predicate over model names (True: allowed). May read the
-        database (off the event loop); raises AppError (503 `unavailable`) when it cannot decide, which refuses
-        the call: an access rule fails closed."""
+        """None: the caller's rule allows every model; else a predicate over model names (True: allowed)."""
+
+    async def exempt(self, caller: Caller) -> bool:
+        """Whether the caller is held to no rule (an admin): asked only when the rule would refuse something, so
+        that an allowed call costs nothing more."""
 
 
 _policy: ModelPolicy | None = None
@@ -43,11 +48,26 @@ def active() -> bool:
     return _policy is not None
 
 
-async def allowed_for(caller: Caller | None) -> Allowed | None:
-    """The caller's predicate (None: every model), as the registered policy answers it."""
+async def _allowed(caller: Caller | None) -> Allowed | None:
+    """The caller's predicate (None: every model), as the registered policy answers it, before exemptions."""
     if _policy is None or caller is None:
         return None
     return await _policy.allowed(caller)
+
+
+async def allowed_names(caller: Caller | None, names: list[str]) -> list[str]:
+    """The names the caller may use, in order (a list such as /v1/models)."""
+    allowed = await _allowed(caller)
+    if allowed is None:
+        return names
+    kept = [name for name in names if allowed(name)]
+    if len(kept) < len(names) and await _exempt(caller):
+        return names
+    return kept
+
+
+async def _exempt(caller: Caller | None) -> bool:
+    return _policy is not None and caller is not None and await _policy.exempt(caller)
 
 
 def route_names(route: Route) -> tuple[str, ...]:
@@ -62,8 +82,8 @@ def route_names(route: Route) -> tuple[str, ...]:
 async def require(caller: Caller | None, names: tuple[str, ...], shown: str = "") -> None:
     """Raise AppError 403 `model_not_allowed` unless the caller may use one of `names` (the names of one model,
     `shown` in the message: the first by default)."""
-    allowed = await allowed_for(caller)
-    if allowed is None or any(allowed(name) for name in names if name):
+    allowed = await _allowed(caller)
+    if allowed is None or any(allowed(name) for name in names if name) or await _exempt(caller):
         return
     name = shown or next((name for name in names if name), "")
     raise AppError("model_not_allowed", f"The model {name!r} is not one your groups allow you to use; GET "
@@ -75,5 +95,5 @@ async def require_route(caller: Caller | None, route: Route) -> None:
     await require(caller, route_names(route), route.name)
 
 
-__all__ = ["Allowed", "ModelPolicy", "active", "allowed_for", "require", "require_route", "route_names",
+__all__ = ["Allowed", "ModelPolicy", "active", "allowed_names", "require", "require_route", "route_names",
            "set_model_policy"]

@@ -19,7 +19,7 @@ from compat.chat.translate import chat_request
 from compat.chat.wire import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 from compat.http import door_view, request_caller, validate_body
 from compat.limits import parsed_body
-from compat.run import EMBEDDING_MODEL, MODEL_CREATED, Run, allowed_ids, model_ids
+from compat.run import EMBEDDING_MODEL, MODEL_CREATED, Run, model_ids
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -35,7 +35,7 @@ async def all_model_ids(settings: AgentSettings, user: AbstractBaseUser | None) 
 async def model_list(settings: AgentSettings, user: AbstractBaseUser | None,
                      caller: Caller | None = None) -> dict[str, Any]:
     """The models the caller may use (those their groups allow, agentsite.agent.modelaccess)."""
-    ids = await allowed_ids(caller, await all_model_ids(settings, user))
+    ids = await modelaccess.allowed_names(caller, await all_model_ids(settings, user))
     data = [ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite") for model_id in ids]
     return ModelList(data=data).model_dump()
 

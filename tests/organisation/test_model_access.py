@@ -237,9 +237,11 @@ async def test_an_admin_is_not_restricted_unless_acting_through_a_key_without_th
     assert (await as_admin.chat.completions.create(model="slow", messages=HELLO)).choices[0].message.content
     _, admin_key = await sync_to_async(key_create)(user=admin, name="a", scopes=["v1", "admin"])
     assert (await openai_client(admin_key).chat.completions.create(model="slow", messages=HELLO)).choices
+    assert len([model.id async for model in as_admin.models.list()]) == 7  # everything
     _, plain_key = await sync_to_async(key_create)(user=admin, name="p", scopes=["v1"])
     with pytest.raises(openai.PermissionDeniedError):
         await openai_client(plain_key).chat.completions.create(model="slow", messages=HELLO)
+    assert [model.id async for model in openai_client(plain_key).models.list()] == ["fast"]
 
 
 async def test_a_change_counts_from_the_next_request(owner, admin, catalogue, fake_openai):

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
+from agentsite.agent import modelaccess
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.model_sources import model_source_for
@@ -49,7 +50,8 @@ def model_ids(settings: AgentSettings) -> list[str]:
 
 class Run:
     """One request of any door, in the runtime's types, resolved to its event source. Raises AppError 404
-    `model_not_found`, and 400 naming a field the model cannot carry, before anything is sent."""
+    `model_not_found`, and 400 naming a field the model cannot carry, before anything is sent; 403
+    `model_not_allowed` (agentsite.agent.modelaccess) when opened or replied, before anything is sent."""
 
     def __init__(self, request: ChatRequest, *, settings: AgentSettings, user: AbstractBaseUser | None,
                  caller: Caller | None = None):
@@ -147,6 +149,15 @@ class Run:
     def _agent_answered(self, entry: str) -> None:
         self.agent_answered = entry
 
+    async def allow(self) -> None:
+        """AppError 403 `model_not_allowed` when the caller may not use the model the request names. A catalogue
+        model's call is also checked where every LLM call is (MeteredProvider); the agent and a facet's model
+        are checked here by their own names (what they call inside is checked there too)."""
+        if self.provider is not None:
+            await modelaccess.require_route(self.caller, self.provider.route)
+        else:
+            await modelaccess.require(self.caller, (self.model_name,))
+
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""
         if self.provider is None:
@@ -157,6 +168,7 @@ class Run:
         """The whole reply in the runtime's terms. A provider's model asks the upstream for plain JSON: cheaper
         than folding a stream."""
         if self.provider is None:
+            await self.allow()
             reply = await collect(self._answered_here())
         else:
             reply = await metered(self.provider, self.caller).complete(self.request)
@@ -169,6 +181,8 @@ class Run:
         events, so a door starts its reply while the model thinks; an upstream that cannot be reached or
         answers with an error status raises the AppError here, a proper HTTP error (502; 429 for a budget), not
         an error event after a 200. The agent and workflows open with their first event."""
+        if self.provider is None:  # a catalogue model's first call checks it (MeteredProvider)
+            await self.allow()
         batches = self.batches()
         try:
             first: list[StreamEvent] = await anext(batches)
@@ -202,6 +216,8 @@ async def agent_events(request: ChatRequest, *, user: AbstractBaseUser | None, s
             yield Finish(event.transcript.finish_reason or "stop")
         elif event.type == "error":
             code = event.data.get("code", "upstream_error")
+            if code == "model_not_allowed":  # the agent's model is not one the caller's groups allow
+                raise AppError(code, event.data.get("message", ""), 403)
             if code in ("budget_exceeded", "rate_limited"):  # refused before the model was asked
                 retry = str(event.data.get("retry_after", 1))
                 raise AppError(code, event.data.get("message", ""), 429, {"retry_after": int(retry)},

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.urls import URLPattern, path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -158,19 +158,23 @@ def _resource(kind: ResourceKind, pk: Any) -> Any:
     return resource
 
 
+TOO_LOW = OpenApiResponse(description="`forbidden`: the caller holds a role on the resource, too low for this "
+                                      "(reading the rule needs editor; changing it or handing over, the owner).")
+
+
 class AccessView(APIView):
     """GET/PUT <resource>/:id/access for the kind named by `kind`."""
 
     kind = ""
 
-    @extend_schema(responses={200: AccessOutSerializer})
+    @extend_schema(responses={200: AccessOutSerializer, 403: TOO_LOW})
     def get(self, request: Request, pk: Any) -> Response:
         kind = RESOURCES[self.kind]
         resource = _resource(kind, pk)
         require(request.user, EDIT, resource)
         return Response(rule_of(resource))
 
-    @extend_schema(request=AccessSerializer, responses={200: AccessOutSerializer})
+    @extend_schema(request=AccessSerializer, responses={200: AccessOutSerializer, 403: TOO_LOW})
     def put(self, request: Request, pk: Any) -> Response:
         kind = RESOURCES[self.kind]
         resource = _resource(kind, pk)
@@ -186,7 +190,7 @@ class TransferView(APIView):
 
     kind = ""
 
-    @extend_schema(request=TransferSerializer, responses={200: TransferOutSerializer})
+    @extend_schema(request=TransferSerializer, responses={200: TransferOutSerializer, 403: TOO_LOW})
     def post(self, request: Request, pk: Any) -> Response:
         kind = RESOURCES[self.kind]
         resource = _resource(kind, pk)

@@ -17,6 +17,9 @@ from organisation import selectors, services
 from organisation.models import GROUP_NAME_PATTERN, MEMBER, MEMBER_ROLES, Group
 
 MAX_MODEL_PATTERNS = 200
+ADMINS_ONLY = OpenApiResponse(description="`forbidden`: only an administrator changes groups.")
+MANAGERS_ONLY = OpenApiResponse(description="`forbidden`: only an administrator or the group's manager changes its "
+                                            "members.")
 
 
 class GroupSerializer(serializers.Serializer):
@@ -92,7 +95,7 @@ class GroupListView(APIView):
     def get(self, request: Request) -> Response:
         return Response(GroupSerializer(selectors.group_list_for(request.user), many=True).data)
 
-    @extend_schema(request=GroupInputSerializer, responses={201: GroupSerializer})
+    @extend_schema(request=GroupInputSerializer, responses={201: GroupSerializer, 403: ADMINS_ONLY})
     def post(self, request: Request) -> Response:
         _admin(request, "create a group")
         data = _renamed(dict(validated(GroupInputSerializer, request.data)))
@@ -105,7 +108,7 @@ class GroupDetailView(APIView):
     def get(self, request: Request, group_id: str) -> Response:
         return Response(_group_data(selectors.group_get_for(request.user, group_id)))
 
-    @extend_schema(request=GroupPatchSerializer, responses={200: GroupSerializer})
+    @extend_schema(request=GroupPatchSerializer, responses={200: GroupSerializer, 403: ADMINS_ONLY})
     def patch(self, request: Request, group_id: str) -> Response:
         group = selectors.group_get_for(request.user, group_id)
         _admin(request, "change a group")
@@ -113,7 +116,7 @@ class GroupDetailView(APIView):
         services.group_update(group=group, changes=changes, request=request)
         return Response(_group_data(group))
 
-    @extend_schema(responses={204: OpenApiResponse(description="Deleted.")})
+    @extend_schema(responses={204: OpenApiResponse(description="Deleted."), 403: ADMINS_ONLY})
     def delete(self, request: Request, group_id: str) -> Response:
         group = selectors.group_get_for(request.user, group_id)
         _admin(request, "delete a group")
@@ -127,7 +130,7 @@ class MemberListView(APIView):
         group = selectors.group_get_for(request.user, group_id)
         return Response(MemberSerializer(selectors.member_list(group), many=True).data)
 
-    @extend_schema(request=MemberInputSerializer, responses={201: MemberSerializer})
+    @extend_schema(request=MemberInputSerializer, responses={201: MemberSerializer, 403: MANAGERS_ONLY})
     def post(self, request: Request, group_id: str) -> Response:
         group = selectors.group_get_for(request.user, group_id)
         _manager(request, group)
@@ -137,7 +140,7 @@ class MemberListView(APIView):
 
 
 class MemberDetailView(APIView):
-    @extend_schema(request=MemberRoleSerializer, responses={200: MemberSerializer})
+    @extend_schema(request=MemberRoleSerializer, responses={200: MemberSerializer, 403: MANAGERS_ONLY})
     def patch(self, request: Request, group_id: str, user_id: str) -> Response:
         group = selectors.group_get_for(request.user, group_id)
         _manager(request, group)
@@ -145,7 +148,7 @@ class MemberDetailView(APIView):
         membership = services.member_update(group=group, user_id=user_id, role=data["role"], request=request)
         return Response(MemberSerializer(membership).data)
 
-    @extend_schema(responses={204: OpenApiResponse(description="Removed from the group.")})
+    @extend_schema(responses={204: OpenApiResponse(description="Removed from the group."), 403: MANAGERS_ONLY})
     def delete(self, request: Request, group_id: str, user_id: str) -> Response:
         group = selectors.group_get_for(request.user, group_id)
         _manager(request, group)

@@ -1,9 +1,11 @@
-"""The organisation app: on start, it drops a user's cached memberships in every process whenever a membership or
-a group changes (saved or deleted through the API, the admin or a shell)."""
+"""The organisation app: on start, it registers the groups' model policy with the runtime
+(organisation.modelaccess), and drops a user's cached memberships in every process whenever a membership or a
+group changes (saved or deleted through the API, the admin or a shell)."""
 
 from django.apps import AppConfig
 from django.db import transaction
 
+from agentsite.agent.modelaccess import set_model_policy
 from agentsite.core import invalidation
 
 
@@ -19,8 +21,10 @@ class OrganisationConfig(AppConfig):
 
         from agentsite.core.meta import register_section
         from organisation import selectors
+        from organisation.modelaccess import GroupModelPolicy
         from organisation.models import Group, Membership
 
+        set_model_policy(GroupModelPolicy())
         invalidation.subscribe(selectors.TOPIC, selectors.drop)
         register_section("access", describe_access)
         for name, signal in (("save", post_save), ("delete", post_delete)):

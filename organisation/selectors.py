@@ -59,6 +59,12 @@ class _MembershipCache:
                 self._entries[key] = (time.monotonic() + ttl, groups)
         return groups
 
+    def peek(self, user_id: int) -> tuple[GroupOfUser, ...] | None:
+        """The cached entry while fresh, else None (no query: an async caller then asks get() on a thread)."""
+        with self._lock:
+            hit = self._entries.get(str(user_id))
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
     def drop(self, key: str | None) -> None:
         with self._lock:
             self._generation += 1
@@ -84,6 +90,11 @@ def memberships(user_id: int | None, *, fresh: bool = False) -> tuple[GroupOfUse
     if user_id is None:
         return ()
     return _read(user_id) if fresh else _cache.get(user_id)
+
+
+def memberships_peek(user_id: int) -> tuple[GroupOfUser, ...] | None:
+    """memberships() when this process holds them fresh, else None; never queries (safe on the event loop)."""
+    return _cache.peek(user_id)
 
 
 def drop(key: str | None) -> None:

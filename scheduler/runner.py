@@ -51,7 +51,7 @@ async def _agent(task: Any) -> str:
         settings = (await aget_settings()).with_overrides(model=task.model)
     async for event in run_agent(messages=[Message("user", task.prompt)], user_id=task.owner_id, settings=settings):
         if event.type == "error":
-            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+            raise model_failure(event.data)
         if event.type == "done":
             return event.data.get("content", "")
     raise AppError("internal_error", "The agent stopped without an answer.", 500)
@@ -61,8 +61,16 @@ async def _session_turn(task: Any) -> str:
     turn = await turn_start(owner=task.owner, session_id=task.session_id, message=task.prompt, model=task.model or None)
     async for event in turn.events():
         if event.type == "error":
-            raise AppError(event.data.get("code", "upstream_error"), event.data.get("message", ""), 502)
+            raise model_failure(event.data)
     return turn.transcript.text
+
+
+def model_failure(data: dict[str, Any]) -> AppError:
+    """The agent's `error` event as the run's error, its message naming the code (the run stores the message):
+    `model_not_allowed` when the task's owner (or key) may not use the task's model."""
+    code = data.get("code", "upstream_error")
+    return AppError(code, f"The model failed ({code}): {data.get('message', '')}", 403 if code == "model_not_allowed"
+                    else 502)
 
 
 async def _workflow(task: Any) -> str:

@@ -19,7 +19,7 @@ from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import query_text, validated
 from organisation.selectors import group_get_for, manages
-from usage import budgets, selectors, services
+from usage import budgets, removal, selectors, services
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -210,6 +210,12 @@ class UserListView(GenericAPIView):
         return self.get_paginated_response(_user_rows(list(page)))
 
 
+# DELETE /api/users/:id's query (issue 44).
+class UserDeleteQuerySerializer(serializers.Serializer):
+    transfer_to = serializers.IntegerField(required=False, min_value=1, max_value=10**18 - 1, help_text=(
+        "The id of the active user who becomes the owner of everything the deleted user owns."))
+
+
 class UserDetailView(APIView):
     permission_classes = [IsAdmin]
 
@@ -218,6 +224,17 @@ class UserDetailView(APIView):
         changes = validated(UserPatchSerializer, request.data)
         user = services.user_update(actor=request.user, user=_user(user_id), changes=dict(changes))
         return Response(_user_rows([user])[0])
+
+    # --- DELETE /api/users/:id (issue 44): what the user owns is handed over first, or the delete is refused.
+    @extend_schema(parameters=[UserDeleteQuerySerializer], responses={
+        204: None, 409: OpenApiResponse(description="`conflict`: your own account; or the user owns shared "
+                                        "resources (`details.owned`: {kind: [{id, name}]}) and no `transfer_to` "
+                                        "was given; or the new owner has one of the same name (nothing moved).")})
+    def delete(self, request: Request, user_id: str) -> Response:
+        target = _user(user_id)
+        query = validated(UserDeleteQuerySerializer, request.query_params)
+        removal.user_delete(actor=request.user, user=target, transfer_to=query.get("transfer_to"), request=request)
+        return Response(status=204)
 
 
 class UserBudgetView(APIView):

@@ -30,9 +30,11 @@ class EdgeInline(admin.TabularInline):
 
 @admin.register(Workflow)
 class WorkflowAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "updated_at"]
-    list_filter = ["owner"]
+    list_display = ["name", "owner", "visibility", "updated_at"]
+    list_filter = ["owner", "visibility"]
     search_fields = ["name", "description", "owner__username"]
+    # The access rule changes through PUT /api/workflows/:id/access, which audits it.
+    readonly_fields = ["visibility"]
     inlines = [NodeInline, EdgeInline]
 
     def save_related(self, request, form, formsets, change) -> None:

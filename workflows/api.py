@@ -25,6 +25,7 @@ from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.core.taskqueue import enqueue_with_commit
 from agentsite.core.validation import json_object_body, validated
+from organisation.policy import EDIT, MANAGE
 from workflows import approvals, runs, selectors, services
 from workflows.graph import holds_nul as graph_holds_nul
 from workflows.models import WorkflowApproval, WorkflowRun
@@ -56,6 +57,11 @@ EdgeSerializer = type("EdgeSerializer", (serializers.Serializer,), {
     "from": serializers.CharField(help_text="A node id."), "to": serializers.CharField(help_text="A node id.")})
 
 
+class OwnerSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField()
+
+
 class WorkflowSummarySerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
@@ -63,6 +69,11 @@ class WorkflowSummarySerializer(serializers.Serializer):
     version = serializers.IntegerField(help_text="Its latest version's number (each save makes the next).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    owner = OwnerSerializer(help_text="Whose it is: its name is unique among their workflows.")
+    role = serializers.ChoiceField(choices=["owner", "editor", "viewer"], help_text=(
+        "The caller's: a viewer runs it, an editor also saves versions, the owner (and admins) also delete, "
+        "share and hand it over."))
+    visibility = serializers.CharField(help_text="Its access rule's: private, everyone or shared.")
 
 
 class VersionSummarySerializer(serializers.Serializer):
@@ -168,9 +179,17 @@ class ImportSerializer(serializers.Serializer):
     edges = EdgeSerializer(many=True, required=False, max_length=5000)
 
 
-def _workflow_data(workflow) -> dict[str, Any]:
-    return WorkflowSerializer({**WorkflowSummarySerializer(workflow).data,
-                               **selectors.workflow_graph(workflow).as_dict()}).data
+def _summary(workflow, role: str) -> dict[str, Any]:
+    return {"id": workflow.pk, "name": workflow.name, "description": workflow.description,
+            "version": workflow.version, "created_at": workflow.created_at, "updated_at": workflow.updated_at,
+            "owner": {"id": workflow.owner_id, "username": workflow.owner.get_username()}, "role": role,
+            "visibility": workflow.visibility}
+
+
+def _workflow_data(workflow, role: str | None = None) -> dict[str, Any]:
+    """The workflow as the API shows it to a caller whose role is `role` (default: the one workflow_for found)."""
+    summary = _summary(workflow, role or getattr(workflow, "role", "owner"))
+    return WorkflowSerializer({**summary, **selectors.workflow_graph(workflow).as_dict()}).data
 
 
 _TRACE_KEYS = tuple(TraceSerializer().fields)
@@ -213,8 +232,10 @@ class WorkflowListView(GenericAPIView):
 
     @extend_schema(responses={200: WorkflowSummarySerializer(many=True)})
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(selectors.workflow_list_for(owner=request.user))
-        return self.get_paginated_response(WorkflowSummarySerializer(page, many=True).data)
+        page = self.paginate_queryset(selectors.workflow_visible_list(user=request.user))
+        roles = selectors.workflow_roles(user=request.user, workflows=page)
+        return self.get_paginated_response(WorkflowSummarySerializer(
+            [_summary(workflow, roles[workflow.pk]) for workflow in page], many=True).data)
 
     @extend_schema(request=WorkflowInputSerializer, responses={201: WorkflowSerializer, 409: NAME_TAKEN})
     def post(self, request: Request) -> Response:
@@ -228,7 +249,7 @@ class WorkflowListView(GenericAPIView):
 class WorkflowDetailView(APIView):
     @extend_schema(responses={200: WorkflowSerializer})
     def get(self, request: Request, pk) -> Response:
-        return Response(_workflow_data(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
+        return Response(_workflow_data(selectors.workflow_for(user=request.user, workflow_id=pk)))
 
     # PUT takes any subset of the fields, like PATCH (docs/api.md): documented as the partial body it is.
     @extend_schema(request=WorkflowInputSerializer(partial=True), responses={200: WorkflowSerializer, 409: NAME_TAKEN})
@@ -240,20 +261,21 @@ class WorkflowDetailView(APIView):
         return self._update(request, pk)
 
     def _update(self, request: Request, pk) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_for(user=request.user, workflow_id=pk, action=EDIT)
         changes = validated(WorkflowInputSerializer, request.data, partial=True)
-        return Response(_workflow_data(services.workflow_update(workflow=workflow, changes=dict(changes))))
+        return Response(_workflow_data(services.workflow_update(workflow=workflow, changes=dict(changes)),
+                                       workflow.role))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk) -> Response:
-        services.workflow_delete(workflow=selectors.workflow_get_for(owner=request.user, workflow_id=pk))
+        services.workflow_delete(workflow=selectors.workflow_for(user=request.user, workflow_id=pk, action=MANAGE))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class NodeCreateView(APIView):
     @extend_schema(request=NodeInputSerializer, responses={201: NodeSerializer})
     def post(self, request: Request, pk) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_for(user=request.user, workflow_id=pk, action=EDIT)
         data = validated(NodeInputSerializer, request.data)
         node = services.workflow_node_add(workflow=workflow, node=dict(data))
         return Response(NodeSerializer(node.as_dict()).data, status=status.HTTP_201_CREATED)
@@ -264,8 +286,8 @@ class RunListView(GenericAPIView):
 
     @extend_schema(responses={200: RunSerializer(many=True)})
     def get(self, request: Request, pk) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
-        page = self.paginate_queryset(selectors.run_list_for(workflow=workflow))
+        workflow = selectors.workflow_for(user=request.user, workflow_id=pk)
+        page = self.paginate_queryset(selectors.run_list_for(workflow=workflow, user=request.user))
         return self.get_paginated_response(RunSerializer(page, many=True).data)
 
 
@@ -280,7 +302,7 @@ class VersionListView(GenericAPIView):
 
     @extend_schema(responses={200: VersionSummarySerializer(many=True)})
     def get(self, request: Request, pk) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_for(user=request.user, workflow_id=pk)
         page = self.paginate_queryset(selectors.version_list_for(workflow=workflow))
         return self.get_paginated_response(VersionSummarySerializer(page, many=True).data)
 
@@ -288,7 +310,7 @@ class VersionListView(GenericAPIView):
 class VersionDetailView(APIView):
     @extend_schema(responses={200: VersionSerializer})
     def get(self, request: Request, pk, number: str) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_for(user=request.user, workflow_id=pk)
         return Response(_version_data(selectors.workflow_version_get(workflow=workflow,
                                                                      number=_version_number(number))))
 
@@ -296,9 +318,9 @@ class VersionDetailView(APIView):
 class VersionRestoreView(APIView):
     @extend_schema(request=None, responses={200: WorkflowSerializer})
     def post(self, request: Request, pk, number: str) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
-        return Response(_workflow_data(services.workflow_version_restore(workflow=workflow,
-                                                                         number=_version_number(number))))
+        workflow = selectors.workflow_for(user=request.user, workflow_id=pk, action=EDIT)
+        restored = services.workflow_version_restore(workflow=workflow, number=_version_number(number))
+        return Response(_workflow_data(restored, workflow.role))
 
 
 def _version_number(number: str) -> int:
@@ -312,7 +334,7 @@ def _version_number(number: str) -> int:
 class ExportView(APIView):
     @extend_schema(responses={200: ExportSerializer})
     def get(self, request: Request, pk) -> Response:
-        return Response(selectors.workflow_export(selectors.workflow_get_for(owner=request.user, workflow_id=pk)))
+        return Response(selectors.workflow_export(selectors.workflow_for(user=request.user, workflow_id=pk)))
 
 
 class ImportView(APIView):
@@ -358,9 +380,8 @@ run = async_post_view(_run, schema_view=RunSchemaView)
 
 def _run_start(*, owner: AbstractBaseUser, workflow_id: uuid.UUID, input_text: str, queued: bool,
                version: int | None = None, caller: Caller | None = None) -> WorkflowRun:
-    workflow = selectors.workflow_runnable(owner_id=owner.pk, workflow_id=workflow_id, version=version)
-    if workflow is None:
-        raise AppError("not_found", "No such workflow.", 404)
+    # A user it is shared with runs it as themselves (services.run_create: the run is theirs).
+    workflow = selectors.workflow_runnable_for(user=owner, workflow_id=workflow_id, version=version)
     if not queued:  # one insert: no transaction of its own to open
         return services.run_create(workflow=workflow, input_text=input_text, caller=caller)
     with transaction.atomic():  # the run with its task: a worker always finds the run it is handed

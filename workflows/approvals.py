@@ -28,7 +28,7 @@ from django_q.models import Schedule
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id
 from agentsite.core.taskqueue import enqueue_with_commit
-from workflows.models import WorkflowApproval, WorkflowRun
+from workflows.models import Workflow, WorkflowApproval, WorkflowRun
 from workflows.services import SWEPT_MESSAGE
 
 if TYPE_CHECKING:
@@ -68,10 +68,11 @@ def run_wait(*, run: WorkflowRun, outputs: dict[str, Any], output: Any, trace: l
 
 def _approval_create(run: WorkflowRun, node_id: str, node_name: str, ask: dict[str, Any]) -> WorkflowApproval:
     users = list(get_user_model().objects.filter(username__in=ask.get("approvers") or [], is_active=True))
-    if not users:  # none named (or none of the names is an active user): the owner decides
+    if not users:  # none named (or none of the names is an active user): the workflow's owner decides
         if ask.get("approvers"):
             logger.warning("Approval node %s of run %s names no active user; its owner decides", node_name, run.pk)
-        users = [run.owner]
+        # The workflow's owner, not the run's: a user the workflow is shared with does not approve their own run.
+        users = [Workflow.objects.only("owner_id").get(pk=run.workflow_id).owner_id]
     timeout = ask.get("timeout_s")
     approval = WorkflowApproval.objects.create(
         run=run, node_id=node_id, node_name=node_name, prompt=ask.get("prompt", ""),

@@ -71,12 +71,12 @@ def _data(request: Request, trigger: WorkflowTrigger, *, with_secret: bool = Fal
 class TriggerListView(APIView):
     @extend_schema(responses={200: TriggerSerializer(many=True)})
     def get(self, request: Request, pk) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_owned_for(user=request.user, workflow_id=pk)
         return Response([_data(request, item) for item in triggers.trigger_list_for(workflow=workflow)])
 
     @extend_schema(request=TriggerInputSerializer, responses={201: TriggerWithSecretSerializer})
     def post(self, request: Request, pk) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_owned_for(user=request.user, workflow_id=pk)
         data = dict(validated(TriggerInputSerializer, request.data))
         data.pop("kind", None)
         trigger = triggers.trigger_create(workflow=workflow, changes=data, key=getattr(request, "api_key", None))
@@ -86,7 +86,7 @@ class TriggerListView(APIView):
 class TriggerDetailView(APIView):
     @extend_schema(request=TriggerInputSerializer(partial=True), responses={200: TriggerSerializer})
     def patch(self, request: Request, pk, trigger_id) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_owned_for(user=request.user, workflow_id=pk)
         trigger = triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id)
         changes = dict(validated(TriggerInputSerializer, request.data, partial=True))
         changes.pop("kind", None)
@@ -94,7 +94,7 @@ class TriggerDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, pk, trigger_id) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_owned_for(user=request.user, workflow_id=pk)
         triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id).delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -102,7 +102,7 @@ class TriggerDetailView(APIView):
 class TriggerRotateView(APIView):
     @extend_schema(request=None, responses={200: TriggerWithSecretSerializer})
     def post(self, request: Request, pk, trigger_id) -> Response:
-        workflow = selectors.workflow_get_for(owner=request.user, workflow_id=pk)
+        workflow = selectors.workflow_owned_for(user=request.user, workflow_id=pk)
         trigger = triggers.trigger_rotate(trigger=triggers.trigger_get_for(workflow=workflow, trigger_id=trigger_id),
                                           key=getattr(request, "api_key", None))
         return Response(_data(request, trigger, with_secret=True))

@@ -7,10 +7,13 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from organisation.models import GrantBase, Shareable
 
-class Workflow(models.Model):
+
+class Workflow(Shareable):
     """A named graph of nodes, owned by one user; its name is unique for that user (it is also a /v1 model
-    `workflow:<name>` and a tool `workflow__<name>`)."""
+    `workflow:<name>` and a tool `workflow__<name>` of its owner). Its access rule (`visibility`, `grants`:
+    organisation.policy) lets viewers run it and editors also save versions."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workflows")
@@ -27,6 +30,15 @@ class Workflow(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class WorkflowGrant(GrantBase):
+    """One grant of a workflow's access rule (organisation.policy)."""
+
+    resource = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="grants")
+
+    class Meta:
+        constraints = GrantBase.grant_constraints("workflow")
 
 
 class WorkflowNode(models.Model):
@@ -91,7 +103,9 @@ class WorkflowVersion(models.Model):
 
 
 class WorkflowRun(models.Model):
-    """One run. It keeps the graph it ran, so later edits of the workflow do not change its record."""
+    """One run. It keeps the graph it ran, so later edits of the workflow do not change its record. Its `owner`
+    is who started it (the workflow's owner, or a user it is shared with): the run acts with that user's rights
+    (their model access, budget, tools and knowledge) and is theirs to read."""
 
     QUEUED, RUNNING, SUCCESS, ERROR, CANCELLED = "queued", "running", "success", "error", "cancelled"
     WAITING = "waiting"  # stopped at approval nodes: nothing runs it until they are decided (queued again then)

@@ -222,10 +222,20 @@ class LlmNode(NodeType):
             if event.type == "delta":
                 ctx.emit("delta", {"node": node.name, "content": event.data["content"]})
             elif event.type == "error":
-                raise NodeFailure(f"The model failed: {event.data.get('message', '')}")
+                raise _model_failure(event.data)
             elif event.type == "done":
                 return event.data.get("content", "")
         raise NodeFailure("The agent stopped without an answer.")
+
+
+def _model_failure(data: dict[str, Any]) -> NodeFailure:
+    """The llm node's failure naming the error's code; a model the run's user may not use is not retried (a
+    retry asks the same groups the same question)."""
+    code = data.get("code", "upstream_error")
+    failure = NodeFailure(f"The model failed ({code}): {data.get('message', '')}")
+    if code == "model_not_allowed":
+        failure.retryable = False  # type: ignore[attr-defined]  # what workflows.engine.retryable reads
+    return failure
 
 
 class ToolNode(NodeType):

@@ -1,4 +1,5 @@
-"""Reads of workflows and runs, always scoped to their owner."""
+"""Reads of workflows and runs. A caller reaches a workflow through its access rule (organisation.policy: a
+role, or 404), and a run when they started it or own its workflow; every read here says whose it is."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from agentsite.core.errors import AppError
+from organisation.models import PRIVATE, VIEWER
+from organisation.policy import MANAGE, OWNER, USE, can, require, visible_q
 from workflows.graph import Edge, Graph, Node
-from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
+from workflows.models import Workflow, WorkflowEdge, WorkflowGrant, WorkflowNode, WorkflowRun, WorkflowVersion
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -23,6 +26,55 @@ EXPORT_VERSION = 1
 
 def workflow_list_for(*, owner: AbstractBaseUser | int) -> QuerySet[Workflow]:
     return Workflow.objects.filter(owner=owner).order_by("name")
+
+
+def workflow_visible_list(*, user: AbstractBaseUser) -> QuerySet[Workflow]:
+    """The workflows the user owns or holds a role on (shared with them, or with everyone), by name then owner."""
+    return (Workflow.objects.filter(visible_q(user, Workflow)).select_related("owner")
+            .order_by("name", "owner__username"))
+
+
+def workflow_roles(*, user: AbstractBaseUser, workflows: list[Workflow]) -> dict[Any, str]:
+    """The user's role on each of these workflows (all visible to them), with one query for the grants."""
+    roles: dict[Any, str] = {}
+    shared = []
+    for workflow in workflows:
+        if user.is_staff or workflow.owner_id == user.pk:
+            roles[workflow.pk] = OWNER
+        else:
+            roles[workflow.pk] = VIEWER  # at least: it is listed
+            if workflow.visibility != PRIVATE:
+                shared.append(workflow.pk)
+    if shared:
+        grants = WorkflowGrant.objects.filter(Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk),
+                                              resource_id__in=shared).values_list("resource_id", "role")
+        for pk, role in grants:
+            if role != VIEWER:
+                roles[pk] = role
+    return roles
+
+
+def workflow_for(*, user: AbstractBaseUser, workflow_id: uuid.UUID, action: str = USE) -> Workflow:
+    """The workflow with its nodes and edges, if the user may `action` it (organisation.policy); its `role`
+    attribute holds the user's role. Raises AppError 404 (no such workflow, or no role on it), 403 `forbidden`
+    (a role too low for `action`)."""
+    workflow = (Workflow.objects.filter(pk=workflow_id).select_related("owner")
+                .prefetch_related(Prefetch("nodes", WorkflowNode.objects.order_by("order")),
+                                  Prefetch("edges", WorkflowEdge.objects.order_by("order"))).first())
+    if workflow is None:
+        raise AppError("not_found", "No workflow with that id.", 404)  # the policy's words for "no role"
+    workflow.role = require(user, action, workflow)  # type: ignore[attr-defined]
+    return workflow
+
+
+def workflow_owned_for(*, user: AbstractBaseUser, workflow_id: uuid.UUID) -> Workflow:
+    """The workflow, for what stays its owner's (its triggers): the owner and admins get it; anyone else who
+    holds a role gets 403 `forbidden`, anyone else 404."""
+    workflow = workflow_for(user=user, workflow_id=workflow_id)
+    if workflow.role != OWNER:  # type: ignore[attr-defined]
+        raise AppError("forbidden", f"Only the workflow's owner manages its triggers; you are a "
+                       f"{workflow.role} of it.", 403)  # type: ignore[attr-defined]
+    return workflow
 
 
 def workflow_get_for(*, owner: AbstractBaseUser | int, workflow_id: uuid.UUID) -> Workflow:
@@ -81,6 +133,24 @@ def workflow_runnable(*, owner_id: int, workflow_id: uuid.UUID | None = None, na
         if len(_runnables) >= RUNNABLES_KEPT:
             _runnables.clear()
         _runnables[(pk, number)] = runnable
+    return runnable
+
+
+def workflow_runnable_for(*, user: AbstractBaseUser, workflow_id: uuid.UUID,
+                          version: int | None = None) -> Runnable:
+    """The workflow of this id ready to run, for a user who may use it (its owner: one row read, as before
+    sharing; anyone else: the access rule is asked first). Raises AppError 404 (no such workflow, no role on
+    it, or no such version)."""
+    runnable = workflow_runnable(owner_id=user.pk, workflow_id=workflow_id, version=version)
+    if runnable is not None:
+        return runnable
+    workflow = Workflow.objects.filter(pk=workflow_id).only("id", "owner_id", "visibility").first()
+    if workflow is None:
+        raise AppError("not_found", "No workflow with that id.", 404)
+    require(user, USE, workflow)
+    runnable = workflow_runnable(owner_id=workflow.owner_id, workflow_id=workflow_id, version=version)
+    if runnable is None:  # handed over or deleted between the two reads
+        raise AppError("not_found", "No workflow with that id.", 404)
     return runnable
 
 
@@ -152,13 +222,18 @@ def _workflow_names_sql(vendor: str) -> str:
             f"ORDER BY {quote('name')}")
 
 
-def run_list_for(*, workflow: Workflow) -> QuerySet[WorkflowRun]:
-    return WorkflowRun.objects.filter(workflow=workflow).order_by("-created_at")
+def run_list_for(*, workflow: Workflow, user: AbstractBaseUser | None = None) -> QuerySet[WorkflowRun]:
+    """The workflow's runs, newest first: all of them for its owner and admins (`user` None: all), only the
+    ones `user` started for anyone else."""
+    found = WorkflowRun.objects.filter(workflow=workflow).order_by("-created_at")
+    if user is not None and not can(user, MANAGE, workflow):
+        found = found.filter(owner_id=user.pk)
+    return found
 
 
 def run_get_for(*, owner: AbstractBaseUser, run_id: uuid.UUID) -> WorkflowRun:
-    """The owner's run; raises AppError 404 for another user's or a missing one."""
-    run = WorkflowRun.objects.filter(owner=owner, pk=run_id).first()
-    if run is None:
+    """A run `owner` started, or a run of a workflow they own (admins: any); raises AppError 404 otherwise."""
+    run = WorkflowRun.objects.filter(pk=run_id).select_related("workflow").first()
+    if run is None or (run.owner_id != owner.pk and not can(owner, MANAGE, run.workflow)):
         raise AppError("not_found", "No such workflow run.", 404)
     return run

@@ -34,7 +34,15 @@ from workflows.graph import (
     node_from_wire,
     nodes_from_wire,
 )
-from workflows.models import Workflow, WorkflowEdge, WorkflowNode, WorkflowRun, WorkflowVersion
+from workflows.models import (
+    Workflow,
+    WorkflowApproval,
+    WorkflowEdge,
+    WorkflowNode,
+    WorkflowRun,
+    WorkflowTrigger,
+    WorkflowVersion,
+)
 from workflows.sandbox import SandboxError, sandbox_pool
 from workflows.selectors import (
     EXPORT_FORMAT,
@@ -208,6 +216,34 @@ def workflow_delete(*, workflow: Workflow) -> None:
     workflow.delete()  # nodes, edges and runs go with it
 
 
+def workflow_transfer(workflow: Workflow, new_owner: AbstractBaseUser) -> None:
+    """Hand the workflow to `new_owner` (organisation.access.transfer calls it inside its transaction, the caller
+    checked). Its webhook triggers are deleted: their secrets were handed to the previous owner's systems and
+    their runs acted as the previous owner (or one of their API keys), so the new owner makes their own. Pending
+    approvals of its runs that the previous owner was to decide go to the new owner. Runs stay whoever's started
+    them. Raises AppError 409 `conflict` when the new owner has a workflow of that name."""
+    previous = workflow.owner_id
+    workflow.owner = new_owner
+    try:
+        with transaction.atomic():
+            workflow.save(update_fields=["owner", "updated_at"])
+    except IntegrityError:  # workflow_owner_name_unique: the new owner has one of this name
+        workflow.owner_id = previous
+        raise _taken_by(new_owner, workflow.name) from None
+    WorkflowTrigger.objects.filter(workflow=workflow).delete()
+    through = WorkflowApproval.approvers.through
+    pending = WorkflowApproval.objects.filter(run__workflow=workflow, status=WorkflowApproval.PENDING,
+                                              approvers=previous).values_list("pk", flat=True)
+    for approval_id in list(pending):
+        through.objects.filter(workflowapproval_id=approval_id, user_id=previous).delete()
+        through.objects.get_or_create(workflowapproval_id=approval_id, user_id=new_owner.pk)
+
+
+def _taken_by(user: AbstractBaseUser, name: str) -> AppError:
+    return AppError("conflict", f"{user.get_username()} already has a workflow named {name!r}; rename one first.",
+                    409, {"name": [f"{name!r} is taken by {user.get_username()}."], "workflow": name})
+
+
 def check_export_header(document: Any) -> None:
     """An import's document must be an agentsite export of a version this server reads, with no unknown
     fields. Raises AppError 400 naming the problem."""
@@ -243,13 +279,14 @@ def workflow_import(*, owner: AbstractBaseUser, document: dict[str, Any]) -> Wor
 def run_create(*, workflow: Runnable, input_text: str, queued: bool = False,
                caller: Caller | None = None) -> WorkflowRun:
     """A run record holding the graph (and the version number) it will run: `queued` for the task cluster,
-    else `running` now. `caller`: who starts it, when it is the owner through a door that says more (an API
-    key: the run's model calls count to it; no admin rights: its tools never get them)."""
-    mine = caller is not None and caller.user_id == workflow.owner_id
+    else `running` now. `caller`: who starts it (None: the workflow's owner), whose run it is and whose rights
+    it acts with (their model access, budget, tools, knowledge; an API key: the run's model calls count to it;
+    no admin rights: its tools never get them), whoever owns the workflow."""
+    starter = caller.user_id if caller is not None and caller.user_id is not None else workflow.owner_id
     run = WorkflowRun(
-        workflow_id=workflow.id, owner_id=workflow.owner_id, input=input_text, graph=workflow.graph.as_dict(),
-        version=workflow.version or None, acting_key=caller.key_id if mine else "",
-        admin_rights=caller.admin if mine else None,
+        workflow_id=workflow.id, owner_id=starter, input=input_text, graph=workflow.graph.as_dict(),
+        version=workflow.version or None, acting_key=caller.key_id if caller is not None else "",
+        admin_rights=caller.admin if caller is not None else None,
         status=WorkflowRun.QUEUED if queued else WorkflowRun.RUNNING, started_at=None if queued else timezone.now(),
         process="" if queued else current_process_id())
     return _run_insert(run)

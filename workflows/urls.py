@@ -1,5 +1,6 @@
 from django.urls import path
 
+from organisation.access import access_urls
 from workflows import api, hooks
 
 urlpatterns = [
@@ -22,4 +23,6 @@ urlpatterns = [
     path("workflows/<uuid:pk>/triggers/<uuid:trigger_id>/rotate", hooks.TriggerRotateView.as_view(),
          name="workflow-trigger-rotate"),
     path("workflows/<uuid:pk>/export", api.ExportView.as_view(), name="workflow-export"),
+    # GET/PUT .../access and POST .../transfer: the workflow's access rule (organisation.access).
+    *access_urls("workflows", "workflow", "uuid"),
 ]

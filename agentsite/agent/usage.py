@@ -1,13 +1,15 @@
 """Metering: who made each LLM call, what it cost in tokens, and whether their budget allows the next one.
 
 A door says who is calling with a `Caller` (passed to `run_agent`/`metered`, or set for the task with `calling`).
-Every provider called for it is wrapped in a `MeteredProvider`, which asks the registered `Metering` to `admit`
+Every provider called for it is wrapped in a `MeteredProvider`, which refuses a model the caller may not use
+(AppError 403 `model_not_allowed`, agentsite.agent.modelaccess), then asks the registered `Metering` to `admit`
 the call's worst case before the upstream is contacted (AppError 429 `budget_exceeded` | `rate_limited`), takes
 the tokens from the upstream's Usage event or estimates them from the text, and hands one `CallRecord` to
-`Metering.record` however the call ended. `metered_call` does the same for a call whose cost is known up front.
+`Metering.record` however the call ended. `metered_call` admits and records a call whose cost is known up front
+(hosted speech, which no model policy names).
 
 The runtime imports no facet app: `usage` registers the one Metering with `set_metering()` in its ready().
-Without one (runtime tests) `metered()` returns the provider unchanged.
+Without one and without a model policy (runtime tests) `metered()` returns the provider unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from agentsite.agent import modelaccess
 from agentsite.agent.providers.base import Provider, flatten
 from agentsite.agent.types import ChatRequest, Completion, StreamEvent, TextDelta, ToolCallEvent, Usage
 
@@ -129,8 +132,9 @@ async def check(caller: Caller) -> None:
 
 
 def metered(provider: Provider, caller: Caller | None = None) -> Provider:
-    """`provider` with every call admitted and recorded for `caller` (default: the task's caller, else anonymous)."""
-    if _metering is None or isinstance(provider, MeteredProvider):
+    """`provider` with every call admitted and recorded for `caller` (default: the task's caller, else anonymous):
+    its model allowed to the caller (agentsite.agent.modelaccess), then its budget."""
+    if _metering is None and not modelaccess.active() or isinstance(provider, MeteredProvider):
         return provider
     return MeteredProvider(provider, caller or _caller.get() or Caller(None))
 
@@ -197,7 +201,8 @@ class _Watch:
 
 
 class MeteredProvider(Provider):
-    """A provider whose every call is admitted by the Metering first and recorded however it ends."""
+    """A provider whose every call is allowed by the model policy and admitted by the Metering first, and
+    recorded however it ends."""
 
     name = "metered"
     default_model = ""
@@ -213,7 +218,17 @@ class MeteredProvider(Provider):
     def stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         return flatten(self.stream_batches(request))
 
+    async def allow(self, request: ChatRequest) -> None:
+        """AppError 403 `model_not_allowed` when the caller may not use the model this call goes to: the route
+        the router was given (an alias by its name), else the provider's model."""
+        route = getattr(self.inner, "route", None)
+        if route is not None:
+            await modelaccess.require_route(self.caller, route)
+        else:
+            await modelaccess.require(self.caller, (self.model_for(request),))
+
     async def stream_batches(self, request: ChatRequest) -> AsyncGenerator[list[StreamEvent], None]:
+        await self.allow(request)
         watch = _Watch(self, request)
         async with _admitted(self.caller, self.model_for(request), prompt_estimate(request),
                              request.settings.max_tokens, watch.record):
@@ -224,6 +239,7 @@ class MeteredProvider(Provider):
                     yield batch
 
     async def complete(self, request: ChatRequest) -> Completion:
+        await self.allow(request)
         watch = _Watch(self, request)
         async with _admitted(self.caller, self.model_for(request), prompt_estimate(request),
                              request.settings.max_tokens, watch.record):
@@ -259,7 +275,9 @@ async def _admitted(caller: Caller, model: str, prompt_tokens: int, max_tokens: 
     however it ends (`record(status, error, refused)`: `ok`, `error`, or `interrupted` for a call closed or
     cancelled midway, which settles in the background)."""
     metering = _metering
-    assert metering is not None
+    if metering is None:  # no metering registered, only a model policy (MeteredProvider.allow)
+        yield
+        return
     ticket = await metering.admit(caller, model, prompt_tokens=prompt_tokens, max_tokens=max_tokens)
     status, error, refused = "interrupted", "", False
     try:

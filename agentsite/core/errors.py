@@ -53,6 +53,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "trigger_disabled": ErrorCode((403,), "A webhook: the trigger is disabled."),
     "signature_replayed": ErrorCode((409,), "A webhook: this signature was already used (a replay)."),
     "key_scope": ErrorCode((403,), "The API key's scopes do not include this door (`v1`, `mcp`, `api`)."),
+    "model_not_allowed": ErrorCode((403,), "The model is not one the caller's groups allow them to use (their "
+                                           "groups' `models`); GET /v1/models lists those they do."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
     "model_not_found": ErrorCode((404,), "No model of that name for this caller: not in /v1/models (an alias, a "

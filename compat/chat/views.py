@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from accounts.authentication import revocable
+from agentsite.agent import modelaccess
 from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.model_sources import model_sources
+from agentsite.agent.usage import Caller
 from agentsite.core.errors import AppError
 from agentsite.core.sse import sse_response
 from compat.chat import render
@@ -23,31 +25,38 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 
-async def model_list(settings: AgentSettings, user: AbstractBaseUser | None) -> dict[str, Any]:
+async def all_model_ids(settings: AgentSettings, user: AbstractBaseUser | None) -> list[str]:
     """The models, with those that facets answer for this caller (their workflows) when they are known."""
     user_id = getattr(user, "pk", None)
     extra = [name for source in model_sources() for name in await source.list_models(user_id)]
-    data = [ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite")
-            for model_id in [*model_ids(settings), *extra]]
+    return [*model_ids(settings), *extra]
+
+
+async def model_list(settings: AgentSettings, user: AbstractBaseUser | None,
+                     caller: Caller | None = None) -> dict[str, Any]:
+    """The models the caller may use (those their groups allow, agentsite.agent.modelaccess)."""
+    ids = await modelaccess.allowed_names(caller, await all_model_ids(settings, user))
+    data = [ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite") for model_id in ids]
     return ModelList(data=data).model_dump()
 
 
 async def _models(request: HttpRequest) -> HttpResponse:
     # What the caller may use: refused as the other /v1 paths refuse (compat_auth, a dead key, a key without
-    # the v1 scope); a known caller also sees their own models (their workflows).
+    # the v1 scope); a known caller also sees their own models (their workflows), and only those their groups
+    # allow.
     caller = await request_caller(request)
-    return JsonResponse(await model_list(await aget_settings(), caller.user))
+    return JsonResponse(await model_list(await aget_settings(), caller.user, caller.usage("v1")))
 
 
 async def _model(request: HttpRequest, model_id: str) -> HttpResponse:
-    """One model of the list (`models.retrieve`): its ids hold slashes (`<connection>/<model>`)."""
+    """One model of the list (`models.retrieve`): its ids hold slashes (`<connection>/<model>`). One the
+    caller's groups do not allow is 403 `model_not_allowed`, as every door answers a request naming it."""
     caller = await request_caller(request)
-    listed = await model_list(await aget_settings(), caller.user)
-    card = next((card for card in listed["data"] if card["id"] == model_id), None)
-    if card is None:
+    if model_id not in await all_model_ids(await aget_settings(), caller.user):
         raise AppError("model_not_found", f"The model {model_id!r} does not exist; GET /v1/models lists the "
                        "models.", 404)
-    return JsonResponse(card)
+    await modelaccess.require(caller.usage("v1"), (model_id,))
+    return JsonResponse(ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite").model_dump())
 
 
 async def _chat_completions(request: HttpRequest) -> HttpResponse:
@@ -79,8 +88,10 @@ async def _chat_completions(request: HttpRequest) -> HttpResponse:
 
 
 async def _embeddings(request: HttpRequest) -> HttpResponse:
-    await request_caller(request)
+    caller = await request_caller(request)
     body = validate_body(parsed_body(request, items="input", embeddings=True), EmbeddingRequest)
+    if body.model == EMBEDDING_MODEL:  # another name is 404 model_not_found (embeddings)
+        await modelaccess.require(caller.usage("v1"), (body.model,))
     return JsonResponse(embeddings(body))
 
 

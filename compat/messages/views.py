@@ -56,6 +56,7 @@ async def _messages(request: HttpRequest) -> HttpResponse:
 
 async def _count_tokens(request: HttpRequest) -> HttpResponse:
     run, _, _ = await _run(request, CountTokensRequest)  # the same checks as a message
+    await run.allow()  # and the same model access: a model the caller may not use is not counted for them
     return JsonResponse({"input_tokens": estimate_input_tokens(run.request)})
 
 

@@ -132,6 +132,7 @@ async def test_calls_the_model_still_makes_after_the_last_round_are_not_run(fake
     assert events[-1].messages[-1] == Message("assistant", "More.")
 
 
+@pytest.mark.django_db  # a user's model call asks their groups' model access (organisation.modelaccess)
 async def test_context_sources_go_into_the_system_prompt_and_their_sources_into_done(fake_openai, openai_settings,
                                                                                     add_context_source, caplog):
     asked = []

@@ -18,7 +18,15 @@ ADMIN_OPERATIONS = {("get", "/api/audit"), ("get", "/api/metrics/summary"),
                     ("delete", "/api/aliases/{alias_id}"),
                     # users and their budgets, the price table (issue 27)
                     ("get", "/api/users"), ("patch", "/api/users/{user_id}"), ("get", "/api/users/{user_id}/budget"),
-                    ("put", "/api/users/{user_id}/budget"), ("put", "/api/usage/prices")}
+                    ("put", "/api/users/{user_id}/budget"), ("put", "/api/usage/prices"),
+                    ("delete", "/api/users/{user_id}")}
+# Operations whose 403 is decided by a role the caller holds on the object (issue 44): a group's role (admins
+# change groups, managers their members) or a shareable resource's (organisation.policy). Not admin-only: a
+# user with the role succeeds.
+ROLE_OPERATIONS = {("post", "/api/groups"), ("patch", "/api/groups/{group_id}"), ("delete", "/api/groups/{group_id}"),
+                   ("post", "/api/groups/{group_id}/members"), ("patch", "/api/groups/{group_id}/members/{user_id}"),
+                   ("delete", "/api/groups/{group_id}/members/{user_id}"), ("put", "/api/groups/{group_id}/budget"),
+                   ("get", "/api/usage")}
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/auth/options"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),
@@ -102,7 +110,12 @@ def test_only_admin_operations_document_a_403_for_permissions(schema):
     # register: registration_closed; /api/keys: another user's keys listed by a non-admin, the admin scope
     # asked by one (every /api operation can also answer 403 key_scope to an API key without the api scope).
     exceptions = {("post", "/api/auth/register"), ("get", "/api/keys"), ("post", "/api/keys")}
-    assert with_403 - exceptions == ADMIN_OPERATIONS
+    # Every access rule's GET/PUT and every transfer: the policy's 403 for too low a role.
+    ruled = {(method, path) for method, path, _operation in _operations(schema)
+             if path.endswith(("/access", "/transfer"))}
+    assert ruled, "no access or transfer route documented"
+    assert with_403 - exceptions - ROLE_OPERATIONS - ruled == ADMIN_OPERATIONS
+    assert ROLE_OPERATIONS | ruled <= with_403, "a role-decided operation does not document its 403"
 
 
 @pytest.mark.django_db

@@ -1,18 +1,19 @@
 """Every group route, for every method it takes, as an admin, the group's manager, a member and an outsider.
 
-The routes come from organisation's URL conf and the methods from each view, so a route added later is held to
-the rule below without being listed: reading a group is its members' (an outsider: 404, as for no group);
-changing the group itself is the admins' (a member or manager: 403 `forbidden`); changing its members is the
-admins' and its managers' (a member: 403).
+The routes come from the URL conf (every path under /api/groups, whichever app serves it: the group budget is
+usage's) and the methods from each view, so a route added later is held to the rule below without being
+listed: reading a group is its members' (an outsider: 404, as for no group); changing the group itself (its
+budget included) is the admins' (a member or manager: 403 `forbidden`); changing its members is the admins'
+and its managers' (a member: 403).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from organisation import urls
 from organisation.models import Group
 from tests.conftest import client_for
+from tests.security.conftest import url_routes
 
 pytestmark = pytest.mark.django_db
 
@@ -34,12 +35,15 @@ def expected(name: str, method: str, role: str) -> int:
     return {"post": 201, "delete": 204}.get(method, 200)
 
 
+NAMES = {"/api/groups": "groups", "/api/groups/{group_id}": "group", "/api/groups/{group_id}/members": "group-members",
+         "/api/groups/{group_id}/members/{user_id}": "group-member", "/api/groups/{group_id}/budget": "group-budget"}
+
+
 def operations():
-    for pattern in urls.urlpatterns:
-        view = pattern.callback.view_class
+    for route in url_routes(("/api/groups",)):
         for method in ("get", "post", "put", "patch", "delete"):
-            if hasattr(view, method):
-                yield pattern.name, method
+            if hasattr(route.view_class, method):
+                yield NAMES.get(route.template, route.template), method
 
 
 @pytest.fixture
@@ -59,16 +63,18 @@ def _request(people, name: str, method: str, role: str):
     joiner = people["joiner"].pk
     path = {"groups": "/api/groups", "group": f"/api/groups/{group.pk}",
             "group-members": f"/api/groups/{group.pk}/members",
-            "group-member": f"/api/groups/{group.pk}/members/{joiner}"}[name]
+            "group-member": f"/api/groups/{group.pk}/members/{joiner}",
+            "group-budget": f"/api/groups/{group.pk}/budget"}[name]
     body = {("groups", "post"): {"name": f"new-{role}"}, ("group", "patch"): {"description": "changed"},
             ("group-members", "post"): {"user": people["outsider"].pk},
-            ("group-member", "patch"): {"role": "manager"}}.get((name, method))
+            ("group-member", "patch"): {"role": "manager"},
+            ("group-budget", "put"): {"tokens_per_day": 1000}}.get((name, method))
     return getattr(client, method)(path, body, format="json") if body is not None else getattr(client, method)(path)
 
 
 def test_the_matrix_covers_every_group_route():
-    assert {name for name, _method in operations()} == {"groups", "group", "group-members", "group-member"}
-    assert len(list(operations())) == 9
+    assert {name for name, _method in operations()} == set(NAMES.values()), "name the new route in NAMES"
+    assert len(list(operations())) == 11
 
 
 @pytest.mark.parametrize("role", ROLES)

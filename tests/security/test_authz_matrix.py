@@ -91,6 +91,7 @@ OBJECT_PARAMETERS = {
     ("/api/workflows/{pk}", "pk"): "workflow", ("/api/workflows/{pk}/nodes", "pk"): "workflow",
     ("/api/workflows/{pk}/run", "pk"): "workflow", ("/api/workflows/{pk}/runs", "pk"): "workflow",
     ("/api/workflows/{pk}/export", "pk"): "workflow",
+    ("/api/workflows/{pk}/access", "pk"): "workflow", ("/api/workflows/{pk}/transfer", "pk"): "workflow",
     ("/api/workflows/{pk}/versions", "pk"): "workflow", ("/api/workflows/{pk}/versions/{number}", "pk"): "workflow",
     ("/api/workflows/{pk}/versions/{number}", "number"): "workflow_version",
     ("/api/workflows/{pk}/versions/{number}/restore", "pk"): "workflow",
@@ -121,6 +122,7 @@ OBJECT_PARAMETERS = {
     ("/api/groups/{group_id}", "group_id"): "group", ("/api/groups/{group_id}/members", "group_id"): "group",
     ("/api/groups/{group_id}/members/{user_id}", "group_id"): "group",
     ("/api/groups/{group_id}/members/{user_id}", "user_id"): "member",
+    ("/api/groups/{group_id}/budget", "group_id"): "group",
 }
 ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user"}
 # Objects no user owns whose routes have a matrix of their own (see OBJECT_PARAMETERS).
@@ -129,11 +131,20 @@ GROUP_OBJECTS = {"group", "member"}
 SHARED_NAMES = {"catalogue_model": "agent"}
 # A user's objects that admins manage too, by design (issue 27: admins list and revoke anyone's API keys;
 # tests/accounts/test_api_keys.py): the 404 matrix holds them to it for other users only.
-ADMIN_MANAGED = {"key"}
+# Shareable resources are the admins' to manage too (the access policy gives them the owner's role, issue 44:
+# tests/organisation/test_share_matrix.py holds every role to it).
+ADMIN_MANAGED = {"key", "workflow", "workflow_version", "trigger", "workflow_run"}
 # What a query parameter the schema documents as a uuid names.
 OBJECT_QUERY_PARAMETERS = {("/api/scheduler/history", "task"): "task"}
 # A valid body where a view reads its body before its object: the owner's same request must succeed, so a
 # 404 to another user is the object's doing, not the body's.
+def _owner_itself() -> dict:
+    """A transfer's valid body: to the owner itself (the same request from the owner changes nothing)."""
+    from django.contrib.auth import get_user_model  # the user model: after the app registry is ready
+
+    return {"user": get_user_model().objects.get(username="owner").pk}
+
+
 VALID_BODIES = {
     ("post", "/api/sessions/{pk}/chat"): {"message": "hello again"},
     ("put", "/api/sessions/{pk}/rename"): {"name": "renamed"},
@@ -145,6 +156,8 @@ VALID_BODIES = {
                                      "edges": WORKFLOW_EDGES},
     ("patch", "/api/workflows/{pk}"): {"description": "changed"},
     ("post", "/api/approvals/{approval_id}"): {"decision": "approve"},
+    ("put", "/api/workflows/{pk}/access"): {"visibility": "private", "grants": []},
+    ("post", "/api/workflows/{pk}/transfer"): _owner_itself,
 }
 
 # The other shapes of a request whose answer takes another road (queued, streamed): another user's 404 too.
@@ -171,7 +184,8 @@ def _operations(routes: list[Route]):
             yield route, method
 
 
-def _send(client: APIClient, method: str, path: str, headers: dict | None = None, body: dict | None = None):
+def _send(client: APIClient, method: str, path: str, headers: dict | None = None, body=None):
+    body = body() if callable(body) else body
     if method in BODY_METHODS:
         return getattr(client, method)(path, body if body is not None else {}, format="json", **(headers or {}))
     return getattr(client, method)(path, **(headers or {}))

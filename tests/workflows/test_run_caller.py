@@ -114,3 +114,16 @@ async def test_the_agent_without_admin_rights_runs_a_workflow_tool_without_them(
     assert refused.is_error and "admin_probe" in refused.text and probe.calls == []
     allowed = await registry.call("workflow__probing", {"input": "x"}, ToolContext(user_id=admin.pk, is_admin=True))
     assert not allowed.is_error and probe.calls == [(admin.pk, True, "")]
+
+
+def test_a_user_the_workflow_is_shared_with_runs_it_with_his_rights_not_the_admin_owners(admin, probe, workflow,
+                                                                                         other_user):
+    shared = client_for(admin).put(f"/api/workflows/{workflow['id']}/access", {
+        "visibility": "shared", "grants": [{"user": other_user.pk, "role": "viewer"}]}, format="json")
+    assert shared.status_code == 200, shared.content
+    run = client_for(other_user).post(f"/api/workflows/{workflow['id']}/run", {"input": "x"}, format="json").json()
+    assert run["status"] == "error" and "admin_probe" in run["error"]["message"], run
+    assert probe.calls == []  # the admin tool is the owner's right, not the run's
+    assert WorkflowRun.objects.get(pk=run["id"]).owner_id == other_user.pk
+    mine = client_for(admin).post(f"/api/workflows/{workflow['id']}/run", {"input": "x"}, format="json").json()
+    assert mine["status"] == "success" and probe.calls == [(admin.pk, True, "")]

@@ -241,6 +241,9 @@ SPECTACULAR_SETTINGS = {
                             # A grant's role on a shared resource, and a member's role in a group.
                             "GrantRoleEnum": [("viewer", "viewer"), ("editor", "editor")],
                             "MemberRoleEnum": [("member", "member"), ("manager", "manager")],
+                            # A shareable resource's visibility (organisation/access.py), not an MCP server's.
+                            "AccessVisibilityEnum": [(name, name) for name in ("private", "everyone", "shared")],
+                            "McpVisibilityEnum": [(name, name) for name in ("admins", "everyone", "users")],
                             # /v1/messages (compat/messages/): Anthropic's block and choice types.
                             "MessageBlockTypeEnum": [(name, name) for name in ("text", "image", "tool_use",
                                                                                "tool_result")],

@@ -3,7 +3,9 @@
 A chunk's terms are the words of `knowledge.embedding.tokenize` less English stop words, stemmed by the database.
 On SQLite an FTS5 table (`knowledge_chunk_fts`) with terms prefixed by the owner's id, so one owner's statistics
 are its own; on PostgreSQL a tsvector table with a GIN index, ranked by BM25 in one statement with per-owner
-statistics kept by triggers. `index_add` writes a document's rows in the transaction that inserts its chunks, and
+statistics kept by triggers. The "owner" of an entry is its chunk's collection, by `Collection.key` (the column
+keeps its name, `owner_id`: a personal collection's key is its owner's user id, migration 0008). `index_add`
+writes a document's rows in the transaction that inserts its chunks, and
 a trigger deletes a chunk's row with the chunk: nothing is rebuilt for a query.
 """
 

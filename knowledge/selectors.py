@@ -196,7 +196,7 @@ def chunk_search(*, owner_id: int | None = None, query: str, top_k: int = 5, mod
             keys = [key for key in keys if not _known_empty(key, stamps[key])]
             with index.stamps_known(stamps):  # the vector and dense rankers read no stamp again
                 ranked = (ranking.fuse_many(rankers, keys, query, top_k) if len(rankers) > 1 else
-                          ranking.merged([rankers[0].rank(key, query, top_k) for key in keys], top_k))
+                          rankers[0].rank_many(keys, query, top_k))
         hits = _ranked_hits([collection.pk for collection in collections], ranked, embed(query))
     names = {collection.pk: collection.name for collection in collections}
     return [dataclasses.replace(hit, collection_name=names.get(hit.collection_id, "")) for hit in hits]
@@ -234,17 +234,27 @@ def _vector_search_many(keys: list[int], query: str, top_k: int) -> list[ChunkHi
     if not query_vector.any():
         return []
     stamps = index.stamps_current(keys)
-    rankings = []
-    for key in keys:
-        if _known_empty(key, stamps[key]):
-            continue
-        matrix = index.matrix_for(key, stamp=stamps[key])
-        if matrix.size:
-            chunk_ids, scores = _ranked(matrix, query_vector, top_k)
-            rankings.append(list(zip(chunk_ids, scores, strict=True)))
-    ranked = ranking.merged(rankings, top_k) if rankings else []
-    chunk_ids = [chunk_id for chunk_id, _ in ranked]
-    return _hits(chunk_ids, [score for _, score in ranked], _chunk_rows(chunk_ids))
+    matrices = [index.matrix_for(key, stamp=stamps[key]) for key in keys if not _known_empty(key, stamps[key])]
+    chunk_ids, scores = _ranked_many(matrices, query_vector, top_k)
+    return _hits(chunk_ids, scores, _chunk_rows(chunk_ids))
+
+
+def _ranked_many(matrices: list[index.OwnerMatrix], query_vector: np.ndarray,
+                 top_k: int) -> tuple[list[int], list[float]]:
+    """_ranked over several matrices at once: one product each, one top_k over all their scores (the same
+    chunks as merging each one's top_k)."""
+    matrices = [matrix for matrix in matrices if matrix.size]
+    if not matrices:
+        return [], []
+    if len(matrices) == 1:
+        return _ranked(matrices[0], query_vector, top_k)
+    all_scores = np.concatenate([matrix.vectors @ query_vector for matrix in matrices])
+    ids = np.concatenate([matrix.ids for matrix in matrices])
+    rows, scores = _top_of_scores(all_scores, top_k)
+    if scores[-1] <= 0:
+        positive = scores > 0
+        rows, scores = rows[positive], scores[positive]
+    return ids[rows].tolist(), scores.tolist()
 
 
 def _ranked_hits(collection_ids: list[uuid.UUID], ranked: ranking.Ranking,
@@ -297,6 +307,14 @@ class VectorRanker(Ranker):
         chunk_ids, scores = _ranked(matrix, query_vector, k)
         return list(zip(chunk_ids, scores, strict=True))
 
+    def rank_many(self, owner_ids: Sequence[int], query: str, k: int) -> ranking.Ranking:
+        """rank over several collections: the query embedded once, their scores ranked together."""
+        query_vector = embed(query)
+        if k < 1 or not query_vector.any():
+            return []
+        chunk_ids, scores = _ranked_many([index.matrix_for(owner_id) for owner_id in owner_ids], query_vector, k)
+        return list(zip(chunk_ids, scores, strict=True))
+
 
 def vector_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]:
     """The chunks of one collection (owner_id: its key) most similar to query, best first: at most top_k, only
@@ -328,7 +346,10 @@ def _ranked(matrix: index.OwnerMatrix, query_vector: np.ndarray, top_k: int) -> 
 
 def top_rows(vectors: np.ndarray, query_vector: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of the top_k highest dot products with query_vector and their scores, best first."""
-    scores = vectors @ query_vector
+    return _top_of_scores(vectors @ query_vector, top_k)
+
+
+def _top_of_scores(scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(top_k, len(scores))
     rows = np.argpartition(scores, len(scores) - k)[len(scores) - k:] if k < len(scores) else np.arange(k)
     rows = rows[np.argsort(-scores[rows], kind="stable")]

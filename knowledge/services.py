@@ -202,12 +202,20 @@ def document_ingest_upload(*, owner_id: int, filename: str, content_type: str, d
                            content_type=extracted.content_type, size=len(data))
 
 
-@transaction.atomic
 def _document_store(*, owner_id: int, filename: str, text: str, content_type: str, size: int,
                     collection: Collection | None) -> Document:
-    free_space_check()
     if collection is None:
+        # Made (and committed, outside a caller's transaction) before the document's transaction: two first
+        # adds at once must not wait on each other's uncommitted collection while holding their locks.
         collection = collection_personal(owner_id)
+    return _document_insert(owner_id=owner_id, filename=filename, text=text, content_type=content_type, size=size,
+                            collection=collection)
+
+
+@transaction.atomic
+def _document_insert(*, owner_id: int, filename: str, text: str, content_type: str, size: int,
+                     collection: Collection) -> Document:
+    free_space_check()
     key, quota_owner = collection.key, collection.owner_id
     filename = _clean_filename(filename)
     text = normalize_text(text)

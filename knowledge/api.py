@@ -237,7 +237,9 @@ class DocumentListView(GenericAPIView):
     serializer_class = DocumentSerializer
     parser_classes = [BoundedJSONParser, MultiPartParser]  # JSON text, or an uploaded file
 
-    @extend_schema(parameters=[DocumentQuerySerializer], responses={200: DocumentSerializer(many=True)})
+    @extend_schema(parameters=[DocumentQuerySerializer], responses={
+        200: DocumentSerializer(many=True), 404: OpenApiResponse(description="No collection of that id the caller "
+                                                                             "may read.")})
     def get(self, request: Request) -> Response:
         collection = _target_collection(request, _valid(DocumentQuerySerializer, request.query_params)
                                         .get("collection"), USE)
@@ -301,6 +303,10 @@ class SearchModesSerializer(serializers.Serializer):
     default = serializers.CharField()
 
 
+_UNREADABLE = OpenApiResponse(description="`not_found`: a collection of `collections` the caller may not read (or "
+                                          "none of that id), named in the message.")
+
+
 def _searched(request: Request, data: dict) -> list[Collection] | None:
     ids = data.get("collections")
     return None if ids is None else collections_readable(request.user, ids)
@@ -312,7 +318,7 @@ class SearchView(APIView):
         """The search modes to offer (the Knowledge page's selector, the kb_search tool's enum), the default first."""
         return Response(SearchModesSerializer({"modes": offered_modes(), "default": DEFAULT_MODE}).data)
 
-    @extend_schema(request=SearchInputSerializer, responses={200: SearchOutputSerializer})
+    @extend_schema(request=SearchInputSerializer, responses={200: SearchOutputSerializer, 404: _UNREADABLE})
     def post(self, request: Request) -> Response:
         data = _valid(SearchInputSerializer, request.data)
         hits = chunk_search(owner_id=request.user.pk, query=data["query"], top_k=data["topK"], mode=data["mode"],
@@ -321,7 +327,7 @@ class SearchView(APIView):
 
 
 class ContextView(APIView):
-    @extend_schema(request=ContextInputSerializer, responses={200: ContextOutputSerializer})
+    @extend_schema(request=ContextInputSerializer, responses={200: ContextOutputSerializer, 404: _UNREADABLE})
     def post(self, request: Request) -> Response:
         data = _valid(ContextInputSerializer, request.data)
         settings = get_settings()

@@ -9,10 +9,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from agentsite.core.errors import AppError
 from knowledge import index, lexical, services
 from knowledge.embedding import embed_many, to_bytes
 from knowledge.models import KEY_BASE, Collection, Document
-from knowledge.selectors import MAX_COLLECTIONS, chunk_search, kb_usage_for
+from knowledge.selectors import MAX_COLLECTIONS, chunk_search, collections_readable, kb_usage_for
 from organisation.models import Group, Membership
 from tests.conftest import client_for
 from tests.knowledge.test_matrix_cache import BREAD, MOON, in_another_process
@@ -210,6 +211,15 @@ def test_the_names_and_the_number_of_collections_are_bounded(team):
     assert alice.patch(f"/api/kb/collections/{ids[0]}", {"name": "y" * 101}, format="json").status_code == 400
     changed = alice.patch(f"/api/kb/collections/{ids[0]}", {"name": "zero", "description": "d"}, format="json")
     assert (changed.json()["name"], changed.json()["description"]) == ("zero", "d")
+
+
+def test_the_selector_refuses_more_than_50_collections_for_any_caller(team):
+    ids = [services.collection_create(owner_id=team["alice"].pk, name=f"c{number}").pk
+           for number in range(MAX_COLLECTIONS + 1)]
+    assert len(collections_readable(team["alice"], ids[:MAX_COLLECTIONS])) == MAX_COLLECTIONS
+    with pytest.raises(AppError) as refused:
+        collections_readable(team["alice"], ids)
+    assert (refused.value.status, refused.value.code) == (400, "invalid")
 
 
 def test_the_personal_collection_is_the_default_and_is_cleared_not_deleted(team):

@@ -248,13 +248,18 @@ def _ranked_many(matrices: list[index.OwnerMatrix], query_vector: np.ndarray,
         return [], []
     if len(matrices) == 1:
         return _ranked(matrices[0], query_vector, top_k)
-    all_scores = np.concatenate([matrix.vectors @ query_vector for matrix in matrices])
-    ids = np.concatenate([matrix.ids for matrix in matrices])
+    # Each product written into its slice of one array (no copy of the scores, none of the ids).
+    offsets = np.cumsum([0, *(matrix.size for matrix in matrices)])
+    all_scores = np.empty(int(offsets[-1]), dtype=np.float32)
+    for matrix, start, end in zip(matrices, offsets[:-1], offsets[1:], strict=True):
+        np.dot(matrix.vectors, query_vector.astype(np.float32, copy=False), out=all_scores[start:end])
     rows, scores = _top_of_scores(all_scores, top_k)
     if scores[-1] <= 0:
         positive = scores > 0
         rows, scores = rows[positive], scores[positive]
-    return ids[rows].tolist(), scores.tolist()
+    owners = np.searchsorted(offsets, rows, side="right") - 1
+    chunk_ids = [int(matrices[owner].ids[row - offsets[owner]]) for owner, row in zip(owners, rows, strict=True)]
+    return chunk_ids, scores.tolist()
 
 
 def _ranked_hits(collection_ids: list[uuid.UUID], ranked: ranking.Ranking,

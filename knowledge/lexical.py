@@ -439,8 +439,7 @@ def _pg_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
 def _pg_rank_many(cursor, owner_ids: Sequence[int], words: list[str], k: int) -> Ranking:
     """_pg_rank over several owners (collections) in two statements: every owner's document frequencies, then
     one scoring of the kept lexemes' postings in all of them, each chunk with its owner's statistics. A lexeme
-    is common by its chunks in all the owners together (SQLite's rule); when every one is, each owner is ranked
-    as _pg_rank ranks it alone, and the lists merged."""
+    is common by its chunks in all the owners together (SQLite's rule); when every one is, _pg_rank_all_common."""
     cursor.execute(_PG_COUNT_MANY_SQL, {"owners": list(owner_ids), "text": " ".join(words)})
     rows = [(owner_id, lexeme, df) for owner_id, lexeme, df in cursor.fetchall() if df > 0]
     if not rows:
@@ -450,12 +449,32 @@ def _pg_rank_many(cursor, owner_ids: Sequence[int], words: list[str], k: int) ->
         total[lexeme] = total.get(lexeme, 0) + df
     kept = [(owner_id, lexeme, df) for owner_id, lexeme, df in rows if total[lexeme] <= COMMON_CHUNKS]
     if not kept:
-        return merged([_pg_rank(cursor, owner_id, words, k) for owner_id in dict.fromkeys(row[0] for row in rows)],
-                      k)
+        return _pg_rank_all_common(cursor, rows, k)
     cursor.execute(_PG_SCORE_MANY_SQL, {"owners": [row[0] for row in kept], "lexemes": [row[1] for row in kept],
                                         "dfs": [float(row[2]) for row in kept],
                                         "owner_set": sorted({row[0] for row in kept}), "k": k})
     return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _pg_rank_all_common(cursor, rows: list[tuple[int, str, int]], k: int) -> Ranking:
+    """Every lexeme common in the owners together: the chunks holding all of an owner's lexemes, ranked when at
+    most COMMON_CHUNKS in all the owners (counted owner by owner, stopping past it); otherwise []."""
+    by_owner: dict[int, list[tuple[str, int]]] = {}
+    for owner_id, lexeme, df in rows:
+        by_owner.setdefault(owner_id, []).append((lexeme, df))
+    holding = 0
+    for owner_id, found in by_owner.items():
+        cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in found],
+                                     "cap": COMMON_CHUNKS + 1 - holding})
+        holding += cursor.fetchone()[0]
+        if holding > COMMON_CHUNKS:
+            return []
+    rankings = []
+    for owner_id, found in by_owner.items():
+        cursor.execute(_PG_SCORE_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in found],
+                                           "dfs": [float(df) for _, df in found], "k": k})
+        rankings.append([(row[0], float(row[1])) for row in cursor.fetchall()])
+    return merged(rankings, k)
 
 
 # Each distinct lexeme of the query (as the index stores them) and each owner's chunks holding it.

@@ -332,3 +332,27 @@ def test_the_migration_moves_each_owners_documents_into_their_personal_collectio
         assert {hit.filename for hit in hits} == {"alice.txt"}, mode
         assert {hit.collection_name for hit in hits} == {"Personal"}
     assert chunk_search(owner_id=bob.pk, query="knead the dough", mode="lexical")[0].filename == "bob.txt"
+
+
+def test_a_word_is_common_by_its_chunks_in_all_the_searched_collections(team, monkeypatch):
+    """Over several collections one lexical ranking: a word in more than COMMON_CHUNKS chunks of them together
+    is left out (in each alone it would not be), and a chunk scores as in its own collection's search."""
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 4)
+    first = services.collection_create(owner_id=team["alice"].pk, name="first")
+    second = services.collection_create(owner_id=team["alice"].pk, name="second")
+    for number in range(3):  # 3 + 3 chunks hold "gadget": common in both together, not in either
+        for collection in (first, second):
+            services.document_ingest(owner_id=team["alice"].pk, filename=f"g{number}.txt", collection=collection,
+                                     content=f"A gadget in paragraph {number}.")
+    services.document_ingest(owner_id=team["alice"].pk, filename="rare.txt", collection=second,
+                             content="A flange beside one gadget.")
+    assert len(lexical.lexical_rank(first.key, "gadget", 10)) == 3  # alone, not common
+    both = lexical.lexical_rank_many([first.key, second.key], "gadget flange", 10)
+    alone = lexical.lexical_rank(second.key, "flange", 10)
+    assert both == [(alone[0][0], pytest.approx(alone[0][1]))]  # "gadget" (7 chunks in all) weighs nothing
+    assert lexical.lexical_rank_many([first.key, second.key], "gadget", 10) == []  # all common, 7 hold it: > 4
+    monkeypatch.setattr(lexical, "COMMON_CHUNKS", 7)
+    ranked = lexical.lexical_rank_many([first.key, second.key], "gadget", 10)
+    assert len(ranked) == 7 and ranked == sorted(ranked, key=lambda pair: -pair[1])
+    own = dict(lexical.lexical_rank(first.key, "gadget", 10))
+    assert {chunk: score for chunk, score in ranked if chunk in own} == pytest.approx(own)

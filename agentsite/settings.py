@@ -243,7 +243,6 @@ SPECTACULAR_SETTINGS = {
                             "MemberRoleEnum": [("member", "member"), ("manager", "manager")],
                             # A shared resource's access rule, and the caller's role on one (with `owner`).
                             "AccessVisibilityEnum": [(name, name) for name in ("private", "everyone", "shared")],
-                            "VisibilityEnum": [(name, name) for name in ("admins", "everyone", "users")],  # MCP's
                             "ResourceRoleEnum": [(name, name) for name in ("owner", "editor", "viewer")],
                             # /v1/messages (compat/messages/): Anthropic's block and choice types.
                             "MessageBlockTypeEnum": [(name, name) for name in ("text", "image", "tool_use",

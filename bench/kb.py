@@ -1,6 +1,7 @@
 """Knowledge base benchmark: ingest throughput, and search latency beside the bare NumPy floor.
 
     /work/venv/bin/python bench/kb.py [--ingest-mb 10] [--queries 300]
+    /work/venv/bin/python bench/kb.py --collections 20 [--chunks 100000] [--queries 300]
 
 Sets Django up on its own temporary data directory and SQLite database (DATABASE_URL and REDIS_URL are
 ignored; `--database-url postgres://...` runs on that PostgreSQL database instead, its bench users replaced),
@@ -14,6 +15,11 @@ Zipf-distributed pseudo-words in sentences and paragraphs, and measures:
   modes `vector`, `lexical` (FTS5 BM25) and `hybrid` (both, fused: the default) over the same queries, as wall
   time and as this thread's CPU time (run with OPENBLAS_NUM_THREADS=1 so a search is one thread's work: its CPU
   time is then what it takes on an idle core, a figure a shared machine does not distort).
+
+With `--collections N`: one user's `--chunks` chunks in one collection, and as many again in N collections of
+`--chunks / N` each (the same corpus); then, per mode, `chunk_search` (top 5) over the one collection, over all
+N at once (one ranking: each ranker's best of each collection, merged, fused) and over one of the N, the three
+interleaved query by query, as wall and CPU p50/p99, and the ratio N collections ÷ one (target <= 1.5x).
 """
 
 from __future__ import annotations
@@ -86,25 +92,30 @@ def user(name: str):
     return get_user_model().objects.create_user(username=name, password=None)
 
 
-def ingest(owner_id: int, texts: list[str]) -> tuple[float, int]:
-    """Seconds to ingest texts one document at a time, and the chunks made."""
+def ingest(owner_id: int, texts: list[str], collection=None) -> tuple[float, int]:
+    """Seconds to ingest texts one document at a time (into the collection; None: the personal one), and the
+    chunks made."""
     from knowledge.services import document_ingest
 
     chunks = 0
     started = time.perf_counter()
     for number, text in enumerate(texts):
-        chunks += document_ingest(owner_id=owner_id, filename=f"doc{number}.txt", content=text).chunk_count
+        chunks += document_ingest(owner_id=owner_id, filename=f"doc{number}.txt", content=text,
+                                  collection=collection).chunk_count
     return time.perf_counter() - started, chunks
 
 
-def fill_to(owner_id: int, corpus: Corpus, chunks: int) -> int:
-    """Ingest documents for owner until they have about `chunks` chunks; the last one is cut to fit."""
+def fill_to(owner_id: int, corpus: Corpus, chunks: int, collection=None) -> int:
+    """Ingest documents for owner (into the collection; None: the personal one) until it has about `chunks`
+    chunks; the last one is cut to fit."""
     from knowledge.models import Chunk
 
     made = 0
     while made < chunks:
         missing = chunks - made
-        made += ingest(owner_id, [corpus.document(min(DOCUMENT_CHARS, missing * 450 + 50))])[1]
+        made += ingest(owner_id, [corpus.document(min(DOCUMENT_CHARS, missing * 450 + 50))], collection)[1]
+    if collection is not None:
+        return Chunk.objects.filter(document__collection=collection).count()
     return Chunk.objects.filter(document__owner_id=owner_id).count()
 
 
@@ -170,6 +181,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300, help="searches timed at each size")
     parser.add_argument("--database-url", help="a PostgreSQL database to run on (its knowledge tables are "
                         "emptied first) instead of a temporary SQLite one")
+    parser.add_argument("--collections", type=int, default=0,
+                        help="time a search over this many collections against one (0: the ingest and search runs)")
+    parser.add_argument("--chunks", type=int, default=100_000, help="chunks in all, with --collections")
     args = parser.parse_args()
     data_dir = tempfile.mkdtemp(prefix="agentsite-bench-kb-")
     try:
@@ -177,8 +191,12 @@ def main() -> None:
         if args.database_url:
             from django.contrib.auth import get_user_model
 
-            get_user_model().objects.filter(username__in=["ingest", "search10000", "search100000"]).delete()
-        run(args.ingest_mb, args.queries)
+            get_user_model().objects.filter(username__in=["ingest", "search10000", "search100000",
+                                                          "collections"]).delete()
+        if args.collections:
+            run_collections(args.collections, args.chunks, args.queries)
+        else:
+            run(args.ingest_mb, args.queries)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -208,6 +226,45 @@ def run(ingest_mb: float, query_count: int) -> None:
                   f"p99 {figures[mode + '99']:.2f} ms | CPU p50 {figures[mode + 'cpu50']:.2f} ms, "
                   f"p99 {figures[mode + 'cpu99']:.2f} ms" + (f" (target p50 <= {5 if size == 10_000 else 20} ms)"
                                                             if mode == "hybrid" else ""))
+
+
+def run_collections(count: int, total: int, query_count: int) -> None:
+    from knowledge.selectors import chunk_search
+    from knowledge.services import collection_create
+
+    owner = user("collections")
+    one = collection_create(owner_id=owner.pk, name="one")
+    started = time.perf_counter()
+    chunks = fill_to(owner.pk, Corpus(), total, one)
+    print(f"built: {chunks} chunks in one collection in {time.perf_counter() - started:.1f} s")
+    corpus = Corpus()  # the same text again, cut into `count` collections
+    many = [collection_create(owner_id=owner.pk, name=f"part{number}") for number in range(count)]
+    started = time.perf_counter()
+    chunks = sum(fill_to(owner.pk, corpus, total // count, collection) for collection in many)
+    print(f"built: {chunks} chunks in {count} collections in {time.perf_counter() - started:.1f} s")
+
+    queries = [corpus.query() for _ in range(query_count)]
+    cases = {"one": [one], f"all {count}": many, f"one of the {count}": many[:1]}
+    for mode in ("vector", "lexical", "hybrid"):
+        for collections in cases.values():  # builds the matrices; the first search of each pays for it
+            chunk_search(query=queries[0], top_k=5, mode=mode, collections=collections)
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        for number, query in enumerate(queries):
+            order = list(cases.items())
+            for name, collections in order[number % 3:] + order[:number % 3]:  # rotate who goes first
+                samples[name].append(timed_cpu(partial(chunk_search, query=query, top_k=5, mode=mode,
+                                                       collections=collections)))
+        figures = {}
+        for name, taken in samples.items():
+            (wall50, wall99), (cpu50, cpu99) = (percentiles([wall for wall, _ in taken]),
+                                                percentiles([cpu for _, cpu in taken]))
+            figures[name] = (wall50, cpu50)
+            print(f"mode {mode}, {name} ({sum(len(c.documents.all()) for c in cases[name])} documents): wall p50 "
+                  f"{wall50:.2f} ms, p99 {wall99:.2f} ms | CPU p50 {cpu50:.2f} ms, p99 {cpu99:.2f} ms")
+        many_wall, many_cpu = figures[f"all {count}"]
+        one_wall, one_cpu = figures["one"]
+        print(f"mode {mode}: {count} collections / one at {total} chunks: wall p50 {many_wall / one_wall:.2f}x, "
+              f"CPU p50 {many_cpu / one_cpu:.2f}x (target <= 1.5x)")
 
 
 if __name__ == "__main__":

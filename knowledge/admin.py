@@ -3,7 +3,7 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from knowledge import services
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk, Collection, Document
 
 
 class ChunkInline(admin.TabularInline):
@@ -20,12 +20,13 @@ class ChunkInline(admin.TabularInline):
 class DocumentAdmin(admin.ModelAdmin):
     """Read-only: chunks and vectors are made at ingest, so an edited document would no longer match them."""
 
-    list_display = ["filename", "owner", "content_type", "size", "stored_bytes", "chunk_count", "created_at"]
+    list_display = ["filename", "collection", "owner", "content_type", "size", "stored_bytes", "chunk_count",
+                    "created_at"]
     list_filter = ["content_type", "created_at"]
-    search_fields = ["filename", "owner__username"]
-    list_select_related = ["owner"]
-    readonly_fields = ["id", "owner", "filename", "content_type", "size", "stored_bytes", "chunk_count", "created_at",
-                       "content"]
+    search_fields = ["filename", "owner__username", "collection__name"]
+    list_select_related = ["owner", "collection"]
+    readonly_fields = ["id", "collection", "owner", "filename", "content_type", "size", "stored_bytes", "chunk_count",
+                       "created_at", "content"]
     fields = readonly_fields
     inlines = [ChunkInline]
 
@@ -49,11 +50,34 @@ class DocumentAdmin(admin.ModelAdmin):
 
     # Deleting goes through the service so that every process's search matrix learns of it.
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
-        services.document_delete(owner_id=obj.owner_id, document_id=obj.pk)
+        services.document_delete(document_id=obj.pk)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
-        for owner_id, document_id in queryset.values_list("owner_id", "id"):
-            services.document_delete(owner_id=owner_id, document_id=document_id)
+        for document_id in queryset.values_list("id", flat=True):
+            services.document_delete(document_id=document_id)
+
+
+@admin.register(Collection)
+class CollectionAdmin(admin.ModelAdmin):
+    """Names and descriptions only; sharing and handing over go through /api/kb/collections/:id/access and
+    /transfer (audited), deleting through the service (every process's matrices learn of it)."""
+
+    list_display = ["name", "owner", "personal", "visibility", "key", "created_at"]
+    list_filter = ["personal", "visibility"]
+    search_fields = ["name", "owner__username"]
+    list_select_related = ["owner"]
+    readonly_fields = ["id", "owner", "personal", "visibility", "key", "created_at"]
+    fields = ["id", "name", "description", "owner", "personal", "visibility", "key", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def delete_model(self, request: HttpRequest, obj: Collection) -> None:
+        services.collection_delete(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Collection]) -> None:
+        for collection in queryset:
+            services.collection_delete(collection)
 
 
 @admin.register(Chunk)

@@ -12,9 +12,14 @@ class KnowledgeConfig(AppConfig):
         from knowledge import dense
         from knowledge.context import knowledge_context, knowledge_context_now
         from knowledge.lexical import LexicalRanker
+        from knowledge.models import Collection
         from knowledge.ranking import register_ranker
         from knowledge.selectors import VectorRanker
+        from knowledge.services import collection_transfer
+        from organisation.policy import ResourceKind, register
 
+        register(ResourceKind(kind="collection", model=Collection, label="knowledge collection",
+                              transfer=collection_transfer))
         register_context_source("knowledge", knowledge_context, now=knowledge_context_now)
         # The signals `hybrid` fuses, in this order (another app may register more: knowledge.ranking).
         register_ranker(VectorRanker())

@@ -1,4 +1,6 @@
-"""Each owner's chunk vectors as one float32 matrix in this process, so a search is one matrix–vector product.
+"""Each collection's chunk vectors as one float32 matrix in this process, so a search is one matrix–vector product.
+
+Here (and in lexical.py, ranking.py, dense_index.py) an "owner" is a collection: `owner_id` is its `key`.
 
 A matrix is labelled with the owner's KnowledgeStamp; a search compares the label with the database's stamp and,
 when another process wrote, brings the matrix up to date by whole documents. Writes in this process patch it
@@ -11,6 +13,7 @@ held only while they are among the recent searchers, and never more than the bud
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -24,6 +27,7 @@ import numpy as np
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
+from knowledge import models as kb_models
 from knowledge.embedding import DIMENSIONS
 from knowledge.models import Chunk, Document, KnowledgeStamp
 
@@ -182,7 +186,7 @@ _cache = _MatrixCache()
 
 
 def stamp_current(owner_id: int) -> int:
-    """The owner's stamp in the database; 0 before their first write."""
+    """The collection's stamp in the database (owner_id: its key); 0 before its first write."""
     db = connections[DEFAULT_DB_ALIAS]
     with db.cursor() as cursor:
         cursor.execute(_stamp_sql(db.vendor), [owner_id])
@@ -190,18 +194,36 @@ def stamp_current(owner_id: int) -> int:
     return row[0] if row else 0
 
 
+def stamps_current(keys: Sequence[int]) -> dict[int, int]:
+    """The stamps of several collections in one statement: key -> stamp (0 before its first write)."""
+    if not keys:
+        return {}
+    db = connections[DEFAULT_DB_ALIAS]
+    with db.cursor() as cursor:
+        cursor.execute(_stamps_sql(db.vendor, len(keys)), list(keys))
+        found = dict(cursor.fetchall())
+    return {key: found.get(key, 0) for key in keys}
+
+
+@functools.lru_cache(maxsize=64)
+def _stamps_sql(vendor: str, count: int) -> str:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    return (f"SELECT {quote('key')}, {quote('value')} FROM {quote(KnowledgeStamp._meta.db_table)} "
+            f"WHERE {quote('key')} IN ({', '.join(['%s'] * count)})")
+
+
 @functools.lru_cache(maxsize=8)
 def _stamp_sql(vendor: str) -> str:
     # Plain SQL built once: the ORM query (or quoting the names per call) costs more than the read itself.
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     return (f"SELECT {quote('value')} FROM {quote(KnowledgeStamp._meta.db_table)} "
-            f"WHERE {quote('owner_id')} = %s")
+            f"WHERE {quote('key')} = %s")
 
 
 def stamp_lock(owner_id: int) -> KnowledgeStamp:
     """Lock the owner's stamp row for the current transaction, creating it first when missing."""
-    KnowledgeStamp.objects.get_or_create(owner_id=owner_id)
-    return KnowledgeStamp.objects.select_for_update().get(owner_id=owner_id)
+    KnowledgeStamp.objects.get_or_create(key=owner_id)
+    return KnowledgeStamp.objects.select_for_update().get(key=owner_id)
 
 
 @dataclass(frozen=True)
@@ -225,11 +247,31 @@ class Signal:
 HASH = Signal("vector", DIMENSIONS)
 
 
-def matrix_for(owner_id: int, signal: Signal = HASH) -> OwnerMatrix:
-    """The owner's current matrix, brought up to date first when another process wrote."""
+_known = threading.local()
+
+
+@contextlib.contextmanager
+def stamps_known(stamps: dict[int, int]) -> Iterator[None]:
+    """Within it, matrix_for on this thread takes these stamps (key -> stamp, read by stamps_current for a search
+    over several collections in one statement) instead of reading each one again."""
+    previous = getattr(_known, "stamps", None)
+    _known.stamps = stamps
+    try:
+        yield
+    finally:
+        _known.stamps = previous
+
+
+def matrix_for(owner_id: int, signal: Signal = HASH, *, stamp: int | None = None) -> OwnerMatrix:
+    """The owner's current matrix, brought up to date first when another process wrote.
+
+    stamp: the owner's stamp as the caller has just read it (stamps_current, for several collections in one
+    statement; or stamps_known); None: read here."""
     key = signal.key(owner_id)
     cached = _cache.get(key)
-    if cached is not None and cached.stamp == stamp_current(owner_id):
+    if stamp is None and (known := getattr(_known, "stamps", None)) is not None:
+        stamp = known.get(owner_id)
+    if cached is not None and cached.stamp == (stamp_current(owner_id) if stamp is None else stamp):
         return cached
     fresh = _matrix_refresh(owner_id, cached, signal)
     _cache.put(key, fresh)
@@ -239,14 +281,14 @@ def matrix_for(owner_id: int, signal: Signal = HASH) -> OwnerMatrix:
 def _matrix_refresh(owner_id: int, cached: OwnerMatrix | None, signal: Signal = HASH) -> OwnerMatrix:
     with transaction.atomic():
         stamp = stamp_lock(owner_id).value
-        documents = Document.objects.filter(owner_id=owner_id)
+        documents = Document.objects.filter(collection__key=owner_id)
         if signal.complete_only:
             documents = documents.exclude(**{f"chunks__{signal.column}__isnull": True})
         present = set(documents.values_list("id", flat=True))
         known = cached.documents.keys() if cached is not None else set()
         if cached is None and not signal.complete_only:
             # Sized beforehand: growing by doubling would hold up to three times the matrix at its peak.
-            matrix, new = empty_matrix(stamp, Chunk.objects.filter(document__owner_id=owner_id).count()), None
+            matrix, new = empty_matrix(stamp, Chunk.objects.filter(document__collection__key=owner_id).count()), None
         elif cached is None:
             capacity = Chunk.objects.filter(document_id__in=present).count() if present else 0
             matrix, new = empty_matrix(stamp, capacity, signal.dimensions), present
@@ -270,7 +312,8 @@ def _chunk_rows(owner_id: int, document_ids: set[uuid.UUID] | None,
     with connection.cursor() as cursor:
         if document_ids is None:
             cursor.execute(select + f"JOIN {quote(Document._meta.db_table)} d ON d.{quote('id')} = "
-                           f"c.{quote('document_id')} WHERE d.{quote('owner_id')} = %s", [owner_id])
+                           f"c.{quote('document_id')} JOIN {quote(kb_models.Collection._meta.db_table)} k ON "
+                           f"k.{quote('id')} = d.{quote('collection_id')} WHERE k.{quote('key')} = %s", [owner_id])
             yield from _batches(cursor)
             return
         keys = [Document._meta.pk.get_db_prep_value(key, connection) for key in document_ids]

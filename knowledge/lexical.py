@@ -3,7 +3,9 @@
 A chunk's terms are the words of `knowledge.embedding.tokenize` less English stop words, stemmed by the database.
 On SQLite an FTS5 table (`knowledge_chunk_fts`) with terms prefixed by the owner's id, so one owner's statistics
 are its own; on PostgreSQL a tsvector table with a GIN index, ranked by BM25 in one statement with per-owner
-statistics kept by triggers. `index_add` writes a document's rows in the transaction that inserts its chunks, and
+statistics kept by triggers. The "owner" of an entry is its chunk's collection, by `Collection.key` (the column
+keeps its name, `owner_id`: a personal collection's key is its owner's user id, migration 0008). `index_add`
+writes a document's rows in the transaction that inserts its chunks, and
 a trigger deletes a chunk's row with the chunk: nothing is rebuilt for a query.
 """
 
@@ -19,7 +21,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from knowledge.embedding import tokenize
-from knowledge.ranking import Ranker, Ranking
+from knowledge.ranking import Ranker, Ranking, merged
 
 MAX_QUERY_TERMS = 64  # the first distinct terms of a query that are looked up (a 32,000-character query...)
 COMMON_CHUNKS = 2000  # a term in more of the owner's chunks than this is too common to rank by
@@ -347,31 +349,48 @@ def query_terms(query: str) -> list[str]:
 
 def lexical_rank(owner_id: int, query: str, k: int) -> Ranking:
     """The owner's k best chunks for query by BM25: (chunk_id, score > 0), best first."""
+    return lexical_rank_many([owner_id], query, k)
+
+
+def lexical_rank_many(owner_ids: Sequence[int], query: str, k: int) -> Ranking:
+    """The k best chunks of several owners (collections) for query by BM25, in one list: each chunk scored with
+    its own owner's statistics, as `lexical_rank` of its owner alone scores it."""
     words = query_terms(query)
     db = connections[DEFAULT_DB_ALIAS]
-    if not words or k < 1 or not supported(db):
+    if not words or k < 1 or not owner_ids or not supported(db):
         return []
     with db.cursor() as cursor:
         if db.vendor == "sqlite":
-            return _sqlite_rank(cursor, owner_id, words, k)
-        return _pg_rank(cursor, owner_id, words, k)
+            return _sqlite_rank(cursor, owner_ids, words, k)
+        if len(owner_ids) == 1:
+            return _pg_rank(cursor, owner_ids[0], words, k)
+        return _pg_rank_many(cursor, owner_ids, words, k)
 
 
-def _sqlite_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
-    """BM25 by FTS5 over the query's terms that are in at most COMMON_CHUNKS of the owner's chunks.
+def _sqlite_rank(cursor, owner_ids: Sequence[int], words: list[str], k: int) -> Ranking:
+    """BM25 by FTS5 over the query's terms that are in at most COMMON_CHUNKS of the searched owners' chunks.
 
     FTS5 scores every chunk that holds any term of the query, so one word found in nearly every chunk would
     cost a score per chunk (a second at 100,000 chunks). Such a word says little about which chunk is meant
     (its BM25 weight is near 0) and is left out, as stop words are. When every term is that common, the
     chunks that hold all of them are ranked if they are at most COMMON_CHUNKS; otherwise the lexical ranking
     has nothing to say ([]). Whether a term is common costs one probe: is there a match past COMMON_CHUNKS?
+    Several owners (collections) are one MATCH, and a term is common by its chunks in all of them together
+    (so 20 collections cost what one holding them all does); each term carries its owner's prefix, so its
+    frequencies in the score are its owner's own.
     """
-    terms_of_owner = [f'"{term}"' for term in _owner_terms(owner_id, joined(words)).split(" ")]
-    rare = [term for term in terms_of_owner if not _more_than(cursor, term, COMMON_CHUNKS)]
+    by_owner = [[f'"{term}"' for term in _owner_terms(owner_id, joined(words)).split(" ")] for owner_id in owner_ids]
+    # Each term, in every owner; probed first in one owner alone, where a word common everywhere shows cheaply
+    # (an OR of every owner costs FTS5 a step of each of them per row).
+    across = [" OR ".join(terms) for terms in zip(*by_owner, strict=True)]
+    rare = [number for number, term in enumerate(across)
+            if not (len(by_owner) > 1 and _more_than(cursor, by_owner[0][number], COMMON_CHUNKS))
+            and not _more_than(cursor, term, COMMON_CHUNKS)]
     if rare:
-        match = " OR ".join(rare)
+        match = " OR ".join(terms[number] for terms in by_owner for number in rare)
     else:
-        match = " AND ".join(terms_of_owner)
+        groups = [" AND ".join(terms) for terms in by_owner]
+        match = groups[0] if len(groups) == 1 else " OR ".join(f"({group})" for group in groups)
         if _more_than(cursor, match, COMMON_CHUNKS):
             return []
     cursor.execute(_sqlite_sql(), [match, k])
@@ -415,6 +434,68 @@ def _pg_rank(cursor, owner_id: int, words: list[str], k: int) -> Ranking:
     cursor.execute(statement, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in rare],
                                "dfs": [float(df) for _, df in rare], "k": k})
     return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _pg_rank_many(cursor, owner_ids: Sequence[int], words: list[str], k: int) -> Ranking:
+    """_pg_rank over several owners (collections) in two statements: every owner's document frequencies, then
+    one scoring of the kept lexemes' postings in all of them, each chunk with its owner's statistics. A lexeme
+    is common by its chunks in all the owners together (SQLite's rule); when every one is, _pg_rank_all_common."""
+    cursor.execute(_PG_COUNT_MANY_SQL, {"owners": list(owner_ids), "text": " ".join(words)})
+    rows = [(owner_id, lexeme, df) for owner_id, lexeme, df in cursor.fetchall() if df > 0]
+    if not rows:
+        return []
+    total: dict[str, int] = {}
+    for _, lexeme, df in rows:
+        total[lexeme] = total.get(lexeme, 0) + df
+    kept = [(owner_id, lexeme, df) for owner_id, lexeme, df in rows if total[lexeme] <= COMMON_CHUNKS]
+    if not kept:
+        return _pg_rank_all_common(cursor, rows, k)
+    cursor.execute(_PG_SCORE_MANY_SQL, {"owners": [row[0] for row in kept], "lexemes": [row[1] for row in kept],
+                                        "dfs": [float(row[2]) for row in kept],
+                                        "owner_set": sorted({row[0] for row in kept}), "k": k})
+    return [(row[0], float(row[1])) for row in cursor.fetchall()]
+
+
+def _pg_rank_all_common(cursor, rows: list[tuple[int, str, int]], k: int) -> Ranking:
+    """Every lexeme common in the owners together: the chunks holding all of an owner's lexemes, ranked when at
+    most COMMON_CHUNKS in all the owners (counted owner by owner, stopping past it); otherwise []."""
+    by_owner: dict[int, list[tuple[str, int]]] = {}
+    for owner_id, lexeme, df in rows:
+        by_owner.setdefault(owner_id, []).append((lexeme, df))
+    holding = 0
+    for owner_id, found in by_owner.items():
+        cursor.execute(_PG_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in found],
+                                     "cap": COMMON_CHUNKS + 1 - holding})
+        holding += cursor.fetchone()[0]
+        if holding > COMMON_CHUNKS:
+            return []
+    rankings = []
+    for owner_id, found in by_owner.items():
+        cursor.execute(_PG_SCORE_ALL_SQL, {"owner": owner_id, "lexemes": [lexeme for lexeme, _ in found],
+                                           "dfs": [float(df) for _, df in found], "k": k})
+        rankings.append([(row[0], float(row[1])) for row in cursor.fetchall()])
+    return merged(rankings, k)
+
+
+# Each distinct lexeme of the query (as the index stores them) and each owner's chunks holding it.
+_PG_COUNT_MANY_SQL = f"""
+SELECT o, x, coalesce(t.chunks, 0) FROM unnest(%(owners)s::integer[]) AS o
+CROSS JOIN unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS x
+LEFT JOIN {PG_TERMS} t ON t.owner_id = o AND t.lexeme = x
+"""
+
+_PG_SCORE_MANY_SQL = f"""
+WITH q AS (SELECT * FROM unnest(%(owners)s::integer[], %(lexemes)s::text[], %(dfs)s::float[])
+           AS q(owner_id, lexeme, df)),
+stats AS (SELECT owner_id, chunks::float AS n, coalesce(length::float / nullif(chunks, 0), 1)::float AS avglen
+          FROM {PG_STATS} WHERE owner_id = ANY(%(owner_set)s::integer[]))
+SELECT p.chunk_id,
+       sum(ln(1 + (s.n - q.df + 0.5) / (q.df + 0.5)) * p.tf * {BM25_K1 + 1}
+           / (p.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * p.length / greatest(s.avglen, 1)))) AS score
+FROM q JOIN {PG_POSTINGS} p ON p.owner_id = q.owner_id AND p.lexeme = q.lexeme
+JOIN stats s ON s.owner_id = q.owner_id
+GROUP BY p.chunk_id ORDER BY score DESC, p.chunk_id LIMIT %(k)s
+"""
 
 
 # Each distinct lexeme of the query (as the index stores them) and the owner's chunks holding it.
@@ -465,3 +546,6 @@ class LexicalRanker(Ranker):
 
     def rank(self, owner_id: int, query: str, k: int) -> Ranking:
         return lexical_rank(owner_id, query, k)
+
+    def rank_many(self, owner_ids: Sequence[int], query: str, k: int) -> Ranking:
+        return lexical_rank_many(owner_ids, query, k)

@@ -1,5 +1,8 @@
 """Ranking an owner's chunks for a query: rankers (one signal each) and their fusion.
 
+The "owner" is a collection, named by its integer key (knowledge/index.py); a search over several collections
+asks each ranker for each collection's best and merges them by score first (`merged`), then fuses.
+
 A `Ranker` is one signal (its docstring gives the contract). `fuse` combines any number of rankings, so a new
 signal is one more `Ranker` registered with `register_ranker`. The modes of `chunk_search`: `vector` and
 `lexical` use the one ranker of that name; `hybrid` fuses every registered ranker.
@@ -10,6 +13,8 @@ summed with the rankers' `weight`. Reciprocal rank fusion (`fuse_rrf`) is kept f
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -41,6 +46,11 @@ class Ranker(ABC):
     @abstractmethod
     def rank(self, owner_id: int, query: str, k: int) -> Ranking:
         """At most k (chunk_id, score) of the owner's chunks matching query, best first; [] for no match."""
+
+    def rank_many(self, owner_ids: Sequence[int], query: str, k: int) -> Ranking:
+        """`rank` over several owners as one list: each one's k best, merged by score (`merged`). A ranker may
+        answer it in fewer statements, with the same result."""
+        return merged([self.rank(owner_id, query, k) for owner_id in owner_ids], k)
 
 
 def fuse_rrf(rankings: Sequence[Ranking], k: int, *, rrf_k: int = RRF_K,
@@ -80,11 +90,28 @@ FUSIONS = {"rrf": fuse_rrf, "weighted": fuse_weighted}
 DEFAULT_FUSION = "weighted"
 
 
+def merged(rankings: Sequence[Ranking], k: int) -> Ranking:
+    """One ranker's rankings of several collections as one: the k highest scores, best first (ties: the earlier
+    collection's first). The scores of one ranker are comparable across collections (a cosine is; a BM25 value
+    uses its collection's own statistics, as a search of that collection alone would)."""
+    if len(rankings) == 1:
+        return list(rankings[0][:k])
+    return heapq.nlargest(k, itertools.chain.from_iterable(rankings), key=lambda pair: pair[1])
+
+
 def fuse(rankers: Sequence[Ranker], owner_id: int, query: str, k: int, *, depth: int = CANDIDATES,
          method: str = DEFAULT_FUSION) -> Ranking:
     """Ask every ranker for its `max(k, depth)` best and fuse them with the rankers' weights: the k best
     (chunk_id, fused score), best first."""
-    rankings = [ranker.rank(owner_id, query, max(k, depth)) for ranker in rankers]
+    return fuse_many(rankers, [owner_id], query, k, depth=depth, method=method)
+
+
+def fuse_many(rankers: Sequence[Ranker], owner_ids: Sequence[int], query: str, k: int, *, depth: int = CANDIDATES,
+              method: str = DEFAULT_FUSION) -> Ranking:
+    """`fuse` over several owners (collections): each ranker's `max(k, depth)` best of each owner, merged into
+    one list per ranker (`merged`), then fused: one ranking across them all."""
+    depth = max(k, depth)
+    rankings = [ranker.rank_many(owner_ids, query, depth) for ranker in rankers]
     return FUSIONS[method](rankings, k, weights=[ranker.weight for ranker in rankers])
 
 

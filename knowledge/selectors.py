@@ -1,20 +1,34 @@
-"""Reads of the knowledge base: the document list, similarity search, and the prompt context."""
+"""Reads of the knowledge base: collections, the document list, similarity search, and the prompt context.
+
+A search covers one collection or several (each ranker's best of each, merged into one ranking); the caller
+has checked that the user may read each (organisation.policy), or searches the user's personal collection.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 
 from agentsite.core.errors import AppError
 from knowledge import dense, index, ranking
 from knowledge.embedding import embed, from_bytes
-from knowledge.models import Chunk, Document, KnowledgeStamp
+from knowledge.models import Chunk, Collection, CollectionGrant, Document, KnowledgeStamp
 from knowledge.ranking import Ranker
+from organisation.models import EVERYONE, VIEWER
+from organisation.policy import _RANK, OWNER, visible_q
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 CONTEXT_SEPARATOR = "\n\n"
 MODES = ("hybrid", "lexical", "vector", "dense")  # dense: only with the dense model installed (knowledge/dense.py)
@@ -30,11 +44,14 @@ class ChunkHit:
     document_id: uuid.UUID
     filename: str
     rank_score: float = 0.0  # what the order follows: the fused score (hybrid), BM25 (lexical), cosine (vector)
+    collection_id: uuid.UUID | None = None
+    collection_name: str = ""
 
     def as_source(self) -> dict:
         """The form recorded on an assistant message (the `sources` of a context block)."""
         return {"document_id": str(self.document_id), "filename": self.filename, "chunk_index": self.index,
-                "score": self.score, "rank_score": self.rank_score}
+                "score": self.score, "rank_score": self.rank_score,
+                "collection_id": str(self.collection_id) if self.collection_id else None}
 
 
 @dataclass(frozen=True)
@@ -43,15 +60,99 @@ class KnowledgeContext:
     hits: list[ChunkHit]  # the chunks that appear in text, in the same order
 
 
-def document_list_for(*, owner_id: int) -> QuerySet[Document]:
-    """The owner's documents, newest first, each with `chunk_count`; without the (large) content."""
-    return (Document.objects.filter(owner_id=owner_id).defer("content")
+MAX_COLLECTIONS = 50  # named by one search
+
+
+def personal_collection_of(owner_id: int | None) -> Collection | None:
+    """The user's personal collection, or None before their first use of it (services.collection_personal
+    makes it)."""
+    if owner_id is None:
+        return None
+    return Collection.objects.filter(owner_id=owner_id, personal=True).first()
+
+
+def collection_get_for(user: AbstractBaseUser, collection_id: uuid.UUID | str) -> Collection:
+    """A collection the user holds a role on (the caller then `require`s the action); AppError 404 otherwise."""
+    try:
+        collection = Collection.objects.filter(pk=collection_id).select_related("owner").first()
+    except (ValueError, TypeError, ValidationError):
+        collection = None
+    if collection is None:
+        raise AppError("not_found", "No knowledge collection with that id.", 404)
+    return collection
+
+
+def collections_readable(user: AbstractBaseUser, ids: Sequence[uuid.UUID]) -> list[Collection]:
+    """The named collections, in the order named (repeats once), when the user may read every one; otherwise
+    AppError 404 naming the first that is unknown or unreadable (which of the two is never told). One query."""
+    ids = list(dict.fromkeys(ids))
+    if len(ids) > MAX_COLLECTIONS:
+        raise AppError("invalid", f"Name at most {MAX_COLLECTIONS} collections.", 400,
+                       {"collections": [f"At most {MAX_COLLECTIONS}."]})
+    found = {collection.pk: collection for collection in
+             Collection.objects.filter(pk__in=ids).filter(visible_q(user, Collection, every_object_for_admins=True))}
+    for collection_id in ids:
+        if collection_id not in found:
+            raise AppError("not_found", f"No knowledge collection {collection_id} (or none you may read).", 404,
+                           {"collections": [f"No collection {collection_id}."]})
+    return [found[collection_id] for collection_id in ids]
+
+
+def _count_of(queryset: QuerySet, field: str) -> Coalesce:
+    counted = queryset.values(field).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def collection_list_for(user: AbstractBaseUser) -> QuerySet[Collection]:
+    """The collections the user may read (owned, `everyone`, granted), personal first then by name, each with
+    `document_count`, `chunk_count` and `grants_count` (a subquery each: no join multiplies the rows)."""
+    return with_counts(Collection.objects.filter(visible_q(user, Collection))).order_by("-personal", "name", "id")
+
+
+def with_counts(collections: QuerySet[Collection]) -> QuerySet[Collection]:
+    return collections.select_related("owner").annotate(
+        document_count=_count_of(Document.objects.filter(collection=OuterRef("pk")), "collection"),
+        chunk_count=_count_of(Chunk.objects.filter(document__collection=OuterRef("pk")), "document__collection"),
+        grants_count=_count_of(CollectionGrant.objects.filter(resource=OuterRef("pk")), "resource"))
+
+
+def roles_of(user: AbstractBaseUser, collections: Sequence[Collection]) -> dict[uuid.UUID, str]:
+    """The user's role on each collection (owner, editor, viewer), as organisation.policy.role_of gives it, for
+    a whole listing in one query."""
+    roles: dict[uuid.UUID, str] = {}
+    others = []
+    for collection in collections:
+        if user.is_staff or collection.owner_id == user.pk:
+            roles[collection.pk] = OWNER
+        else:
+            others.append(collection)
+            if collection.visibility == EVERYONE:
+                roles[collection.pk] = VIEWER
+    if others:
+        granted = CollectionGrant.objects.filter(resource__in=[collection.pk for collection in others]).filter(
+            Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk)).values_list("resource_id", "role")
+        for collection_id, role in granted:
+            if _RANK.get(role, 0) > _RANK.get(roles.get(collection_id, ""), 0):
+                roles[collection_id] = role
+    return roles
+
+
+def document_list_for(*, collection: Collection | None = None, owner_id: int | None = None) -> QuerySet[Document]:
+    """The collection's documents (owner_id: the user's personal collection's), newest first, each with
+    `chunk_count`; without the (large) content."""
+    if collection is None:
+        collection = personal_collection_of(owner_id)
+        if collection is None:
+            return Document.objects.none()
+    return (Document.objects.filter(collection=collection).defer("content")
             .annotate(chunk_count=Count("chunks")).order_by("-created_at", "id"))
 
 
 def kb_usage_for(*, owner_id: int) -> int:
-    """The bytes the owner's documents hold, as the knowledge-base quota counts them (Document.stored_bytes)."""
-    return Document.objects.filter(owner_id=owner_id).aggregate(used=Sum("stored_bytes"))["used"] or 0
+    """The bytes the documents of the collections a user owns hold, as the knowledge-base quota counts them
+    (Document.stored_bytes), whoever added them."""
+    used = Document.objects.filter(collection__owner_id=owner_id).aggregate(used=Sum("stored_bytes"))["used"]
+    return used or 0
 
 
 def offered_modes() -> list[str]:
@@ -61,67 +162,137 @@ def offered_modes() -> list[str]:
     return [mode for mode in MODES if mode != "dense" or (ranking.ranker("dense") is not None and dense.available())]
 
 
-def chunk_search(*, owner_id: int, query: str, top_k: int = 5, mode: str = DEFAULT_MODE) -> list[ChunkHit]:
-    """The owner's chunks that best match query, best first (by rank_score), at most top_k.
+def chunk_search(*, owner_id: int | None = None, query: str, top_k: int = 5, mode: str = DEFAULT_MODE,
+                 collections: Sequence[Collection] | None = None) -> list[ChunkHit]:
+    """The chunks of the collections that best match query, best first (by rank_score), at most top_k, in one
+    ranking across them; each hit names its collection.
 
+    collections: those to search (the caller checked the user may read each: collections_readable); None:
+    owner_id's personal collection (nothing before its first use).
     mode `vector`: the cosine similarity of the word-hash vectors, only positive scores (the seed's rule);
     `lexical`: BM25 over the lexical index (knowledge.lexical); `hybrid`: every registered ranker
-    (knowledge.ranking) fused. Each hit's `score` is its cosine similarity in every mode.
+    (knowledge.ranking) fused. Over several collections each ranker gives each collection's best, merged by
+    score, before the fusion. Each hit's `score` is its cosine similarity in every mode.
     Raises AppError 400 `invalid` for an unknown mode.
     """
+    rankers = _rankers_for(mode)
+    if collections is None:
+        personal = personal_collection_of(owner_id)
+        collections = [] if personal is None else [personal]
+    if not collections or top_k < 1:
+        return []
+    keys = [collection.key for collection in collections]
     if mode == "vector":
-        return vector_search(owner_id=owner_id, query=query, top_k=top_k)
+        hits = (vector_search(owner_id=keys[0], query=query, top_k=top_k) if len(keys) == 1
+                else _vector_search_many(keys, query, top_k))
+    else:
+        if len(keys) == 1:
+            if _known_empty(keys[0]):
+                return []
+            ranked = ranking.fuse(rankers, keys[0], query, top_k) if len(rankers) > 1 else rankers[0].rank(
+                keys[0], query, top_k)
+        else:
+            stamps = index.stamps_current(keys)
+            keys = [key for key in keys if not _known_empty(key, stamps[key])]
+            with index.stamps_known(stamps):  # the vector and dense rankers read no stamp again
+                ranked = (ranking.fuse_many(rankers, keys, query, top_k) if len(rankers) > 1 else
+                          rankers[0].rank_many(keys, query, top_k))
+        hits = _ranked_hits([collection.pk for collection in collections], ranked, embed(query))
+    names = {collection.pk: collection.name for collection in collections}
+    return [dataclasses.replace(hit, collection_name=names.get(hit.collection_id, "")) for hit in hits]
+
+
+def _rankers_for(mode: str) -> list[Ranker]:
+    """The rankers of a mode ([] for `vector`, which has its own path); AppError 400 `invalid` for another."""
+    if mode == "vector":
+        return []
     if mode == "hybrid":
-        rankers = ranking.rankers()
-    elif mode in MODES and (one := ranking.ranker(mode)) is not None:
-        rankers = [one]
-    elif mode == "dense":
+        return ranking.rankers()
+    if mode in MODES and (one := ranking.ranker(mode)) is not None:
+        return [one]
+    if mode == "dense":
         raise AppError("invalid", f"mode dense needs the dense embedding model, which is not installed on this "
                        f"server ({dense.INSTALL_HINT}).", 400, {"mode": ["The dense model is not installed."]})
-    else:
-        raise AppError("invalid", f"mode must be one of: {', '.join(MODES)}.", 400,
-                       {"mode": [f"Choose one of: {', '.join(MODES)}."]})
-    if top_k < 1 or _known_empty(owner_id):
-        return []
-    ranked = ranking.fuse(rankers, owner_id, query, top_k) if len(rankers) > 1 else rankers[0].rank(
-        owner_id, query, top_k)
-    return _ranked_hits(owner_id, ranked, embed(query))
+    raise AppError("invalid", f"mode must be one of: {', '.join(MODES)}.", 400,
+                   {"mode": [f"Choose one of: {', '.join(MODES)}."]})
 
 
-def _known_empty(owner_id: int) -> bool:
-    """True when the owner's cached matrix is empty and still current (one stamp read): no chunk at all, so no
-    ranker can find one (a chat turn asks on every message, most users have no documents). Not cached yet:
-    False, and the rankers look (the vector ranker caches the matrix)."""
+def _known_empty(owner_id: int, stamp: int | None = None) -> bool:
+    """True when the collection's cached matrix is empty and still current (one stamp read, unless the caller
+    read it: `stamp`): no chunk at all, so no ranker can find one (a chat turn asks on every message, most
+    users have no documents). Not cached yet: False, and the rankers look (the vector ranker caches the
+    matrix)."""
     cached = index.cached_matrix(owner_id)
-    return cached is not None and cached.size == 0 and cached.stamp == index.stamp_current(owner_id)
+    if cached is None or cached.size != 0:
+        return False
+    return cached.stamp == (index.stamp_current(owner_id) if stamp is None else stamp)
 
 
-def _ranked_hits(owner_id: int, ranked: ranking.Ranking, query_vector: np.ndarray) -> list[ChunkHit]:
-    """The hits of a ranking, in its order, each with its cosine similarity (read from the chunk's stored vector)."""
+def _vector_search_many(keys: list[int], query: str, top_k: int) -> list[ChunkHit]:
+    """vector_search over several collections: each one's top_k, merged by cosine."""
+    query_vector = embed(query)
+    if not query_vector.any():
+        return []
+    stamps = index.stamps_current(keys)
+    matrices = [index.matrix_for(key, stamp=stamps[key]) for key in keys if not _known_empty(key, stamps[key])]
+    chunk_ids, scores = _ranked_many(matrices, query_vector, top_k)
+    return _hits(chunk_ids, scores, _chunk_rows(chunk_ids))
+
+
+def _ranked_many(matrices: list[index.OwnerMatrix], query_vector: np.ndarray,
+                 top_k: int) -> tuple[list[int], list[float]]:
+    """_ranked over several matrices at once: one product each, one top_k over all their scores (the same
+    chunks as merging each one's top_k)."""
+    matrices = [matrix for matrix in matrices if matrix.size]
+    if not matrices:
+        return [], []
+    if len(matrices) == 1:
+        return _ranked(matrices[0], query_vector, top_k)
+    # Each product written into its slice of one array (no copy of the scores, none of the ids).
+    offsets = np.cumsum([0, *(matrix.size for matrix in matrices)])
+    all_scores = np.empty(int(offsets[-1]), dtype=np.float32)
+    for matrix, start, end in zip(matrices, offsets[:-1], offsets[1:], strict=True):
+        np.dot(matrix.vectors, query_vector.astype(np.float32, copy=False), out=all_scores[start:end])
+    rows, scores = _top_of_scores(all_scores, top_k)
+    if scores[-1] <= 0:
+        positive = scores > 0
+        rows, scores = rows[positive], scores[positive]
+    owners = np.searchsorted(offsets, rows, side="right") - 1
+    chunk_ids = [int(matrices[owner].ids[row - offsets[owner]]) for owner, row in zip(owners, rows, strict=True)]
+    return chunk_ids, scores.tolist()
+
+
+def _ranked_hits(collection_ids: list[uuid.UUID], ranked: ranking.Ranking,
+                 query_vector: np.ndarray) -> list[ChunkHit]:
+    """The hits of a ranking, in its order, each with its cosine similarity (read from the chunk's stored vector);
+    only chunks of the named collections."""
     if not ranked:
         return []
     db = connections[DEFAULT_DB_ALIAS]
+    prepared = [Collection._meta.pk.get_db_prep_value(pk, db) for pk in collection_ids]
     with db.cursor() as cursor:
-        cursor.execute(_ranked_rows_sql(db.vendor, len(ranked)), [owner_id, *(chunk_id for chunk_id, _ in ranked)])
+        cursor.execute(_ranked_rows_sql(db.vendor, len(ranked), len(prepared)),
+                       [*prepared, *(chunk_id for chunk_id, _ in ranked)])
         by_id = {row[0]: row for row in cursor.fetchall()}
     hits = []
     for chunk_id, rank_score in ranked:
         row = by_id.get(chunk_id)
         if row is None:  # deleted since it was ranked
             continue
-        cosine = float(from_bytes(row[5]) @ query_vector)
+        cosine = float(from_bytes(row[6]) @ query_vector)
         hits.append(ChunkHit(chunk_id, row[1], row[2], round(min(cosine, 1.0), 6), index.as_uuid(row[3]), row[4],
-                             round(rank_score, 6)))
+                             round(rank_score, 6), index.as_uuid(row[5])))
     return hits
 
 
-@functools.lru_cache(maxsize=64)
-def _ranked_rows_sql(vendor: str, count: int) -> str:
+@functools.lru_cache(maxsize=256)
+def _ranked_rows_sql(vendor: str, count: int, collections: int) -> str:
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     chunk, document = quote(Chunk._meta.db_table), quote(Document._meta.db_table)
     return (f"SELECT c.{quote('id')}, c.{quote('index')}, c.{quote('text')}, c.{quote('document_id')}, "
-            f"d.{quote('filename')}, c.{quote('vector')} FROM {chunk} c JOIN {document} d ON d.{quote('id')} = "
-            f"c.{quote('document_id')} WHERE d.{quote('owner_id')} = %s AND c.{quote('id')} IN "
+            f"d.{quote('filename')}, d.{quote('collection_id')}, c.{quote('vector')} FROM {chunk} c "
+            f"JOIN {document} d ON d.{quote('id')} = c.{quote('document_id')} "
+            f"WHERE d.{quote('collection_id')} IN ({', '.join(['%s'] * collections)}) AND c.{quote('id')} IN "
             f"({', '.join(['%s'] * count)})")
 
 
@@ -141,9 +312,18 @@ class VectorRanker(Ranker):
         chunk_ids, scores = _ranked(matrix, query_vector, k)
         return list(zip(chunk_ids, scores, strict=True))
 
+    def rank_many(self, owner_ids: Sequence[int], query: str, k: int) -> ranking.Ranking:
+        """rank over several collections: the query embedded once, their scores ranked together."""
+        query_vector = embed(query)
+        if k < 1 or not query_vector.any():
+            return []
+        chunk_ids, scores = _ranked_many([index.matrix_for(owner_id) for owner_id in owner_ids], query_vector, k)
+        return list(zip(chunk_ids, scores, strict=True))
+
 
 def vector_search(*, owner_id: int, query: str, top_k: int = 5) -> list[ChunkHit]:
-    """The owner's chunks most similar to query, best first: at most top_k, only positive scores."""
+    """The chunks of one collection (owner_id: its key) most similar to query, best first: at most top_k, only
+    positive scores."""
     query_vector = embed(query)
     cached = index.cached_matrix(owner_id)
     if cached is not None and cached.size and top_k >= 1 and query_vector.any():
@@ -171,7 +351,10 @@ def _ranked(matrix: index.OwnerMatrix, query_vector: np.ndarray, top_k: int) -> 
 
 def top_rows(vectors: np.ndarray, query_vector: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of the top_k highest dot products with query_vector and their scores, best first."""
-    scores = vectors @ query_vector
+    return _top_of_scores(vectors @ query_vector, top_k)
+
+
+def _top_of_scores(scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(top_k, len(scores))
     rows = np.argpartition(scores, len(scores) - k)[len(scores) - k:] if k < len(scores) else np.arange(k)
     rows = rows[np.argsort(-scores[rows], kind="stable")]
@@ -185,7 +368,8 @@ def _hits(chunk_ids: list[int], scores: list[float], rows: list[tuple]) -> list[
         row = by_id.get(chunk_id)
         if row is not None:  # deleted by another process since the matrix was checked
             score = round(min(score, 1.0), 6)
-            hits.append(ChunkHit(chunk_id, row[1], row[2], score, index.as_uuid(row[3]), row[4], score))
+            hits.append(ChunkHit(chunk_id, row[1], row[2], score, index.as_uuid(row[3]), row[4], score,
+                                 index.as_uuid(row[5])))
     return hits
 
 
@@ -196,14 +380,14 @@ def _rows_sql(vendor: str, count: int, with_stamp: bool) -> str:
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     chunk, document = quote(Chunk._meta.db_table), quote(Document._meta.db_table)
     stamp = (f", (SELECT {quote('value')} FROM {quote(KnowledgeStamp._meta.db_table)} "
-             f"WHERE {quote('owner_id')} = %s)" if with_stamp else "")
+             f"WHERE {quote('key')} = %s)" if with_stamp else "")
     return (f"SELECT c.{quote('id')}, c.{quote('index')}, c.{quote('text')}, c.{quote('document_id')}, "
-            f"d.{quote('filename')}{stamp} FROM {chunk} c JOIN {document} d ON d.{quote('id')} = "
-            f"c.{quote('document_id')} WHERE c.{quote('id')} IN ({', '.join(['%s'] * count)})")
+            f"d.{quote('filename')}, d.{quote('collection_id')}{stamp} FROM {chunk} c JOIN {document} d "
+            f"ON d.{quote('id')} = c.{quote('document_id')} WHERE c.{quote('id')} IN ({', '.join(['%s'] * count)})")
 
 
 def _chunk_rows(chunk_ids: list[int]) -> list[tuple]:
-    """(id, index, text, document_id, filename) of the given chunks, in no particular order."""
+    """(id, index, text, document_id, filename, collection_id) of the given chunks, in no particular order."""
     if not chunk_ids:
         return []
     return _fetch_all(False, chunk_ids, len(chunk_ids))
@@ -216,7 +400,7 @@ def _rows_and_stamp(owner_id: int, chunk_ids: list[int]) -> tuple[int, list[tupl
     rows = _fetch_all(True, [owner_id, *chunk_ids], len(chunk_ids))
     if not rows:  # every hit was deleted meanwhile, which changed the stamp: read it on its own
         return index.stamp_current(owner_id), []
-    return rows[0][5] or 0, rows
+    return rows[0][6] or 0, rows
 
 
 def _fetch_all(with_stamp: bool, params: list[int], count: int) -> list[tuple]:
@@ -248,8 +432,8 @@ def _driver_sql(vendor: str, count: int, with_stamp: bool) -> str | None:
     return None if placeholder is None else _rows_sql(vendor, count, with_stamp).replace("%s", placeholder)
 
 
-def context_build(*, owner_id: int, query: str, max_chars: int, top_k: int = 5,
-                  mode: str = DEFAULT_MODE) -> KnowledgeContext:
+def context_build(*, owner_id: int | None = None, query: str, max_chars: int, top_k: int = 5,
+                  mode: str = DEFAULT_MODE, collections: Sequence[Collection] | None = None) -> KnowledgeContext:
     """The best chunks for query as `[filename] text` entries, best first, joined, cut to max_chars.
 
     The entry that reaches the budget is cut there; it is left out instead when not even its
@@ -258,7 +442,7 @@ def context_build(*, owner_id: int, query: str, max_chars: int, top_k: int = 5,
     parts: list[str] = []
     used: list[ChunkHit] = []
     remaining = max_chars
-    for hit in chunk_search(owner_id=owner_id, query=query, top_k=top_k, mode=mode):
+    for hit in chunk_search(owner_id=owner_id, query=query, top_k=top_k, mode=mode, collections=collections):
         header = f"{CONTEXT_SEPARATOR if parts else ''}[{hit.filename}] "
         if remaining <= len(header):
             break

@@ -117,14 +117,3 @@ def visible_q(user: AbstractBaseUser, model: type[models.Model], *, every_object
         Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk)).values("resource_id")
     return (Q(owner_id=user.pk) | Q(visibility=EVERYONE)
             | Q(visibility__in=[EVERYONE, SHARED], pk__in=grants))
-
-
-def editable_q(user: AbstractBaseUser, model: type[models.Model]) -> Q:
-    """A filter for the objects the user may change: owned, or granted `editor` (directly or through a group)."""
-    if not _signed_in(user):
-        return Q(pk__in=[])
-    if user.is_staff:
-        return Q()
-    grants = model._meta.get_field("grants").related_model._default_manager.filter(  # type: ignore[union-attr]
-        Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk), role=EDITOR).values("resource_id")
-    return Q(owner_id=user.pk) | Q(visibility__in=[EVERYONE, SHARED], pk__in=grants)

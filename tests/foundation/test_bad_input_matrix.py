@@ -135,6 +135,7 @@ def objects(clients) -> dict[str, str]:
         "workflow_run": post(f"/api/workflows/{workflow}/run", {"input": "x"})["id"],
         "key": str(post("/api/keys", {"name": "target"})["id"]),
         "approval": _approval(post),
+        "collection": post("/api/kb/collections", {"name": "target"})["id"],
         "mcp_server": "no-such-server",  # the admins': a user's bad body meets its 404 (its own tests try the rest)
     }
 

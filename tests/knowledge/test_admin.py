@@ -37,9 +37,9 @@ def test_the_chunk_admin_lists_chunks(admin_site, document):
 
 
 def test_deleting_documents_in_the_admin_goes_through_the_service(admin_site, document, owner):
-    stamp = KnowledgeStamp.objects.get(owner=owner).value
+    stamp = KnowledgeStamp.objects.get(key=document.collection.key).value
     response = admin_site.post("/admin/knowledge/document/", {
         "action": "delete_selected", "_selected_action": [str(document.pk)], "post": "yes"})
     assert response.status_code == 302
     assert not Document.objects.exists() and not Chunk.objects.exists()
-    assert KnowledgeStamp.objects.get(owner=owner).value != stamp
+    assert KnowledgeStamp.objects.get(key=document.collection.key).value != stamp

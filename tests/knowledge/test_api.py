@@ -57,7 +57,8 @@ def test_search_answers_chunks_with_their_document_best_first(owner_client):
     results = response.json()["results"]
     assert results[0] == {"chunk": {"text": MOON, "index": 0}, "score": results[0]["score"],
                           "rank_score": results[0]["rank_score"],
-                          "document": {"id": moon["id"], "filename": "moon.txt"}}
+                          "document": {"id": moon["id"], "filename": "moon.txt"},
+                          "collection": {"id": results[0]["collection"]["id"], "name": "Personal"}}
     assert [result["rank_score"] for result in results] == sorted((r["rank_score"] for r in results), reverse=True)
     assert 0 < results[0]["score"] <= 1  # the cosine similarity
 

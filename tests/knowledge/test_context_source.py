@@ -43,7 +43,8 @@ async def test_the_knowledge_source_gives_the_best_chunks_and_their_sources(owne
     assert block.text == f"[moon.txt] {MOON}"
     assert block.sources == [{"document_id": str(documents["moon.txt"].pk), "filename": "moon.txt",
                               "chunk_index": 0, "score": block.sources[0]["score"],
-                              "rank_score": 1.2}]  # first in both lists: weights 0.2 (vector) + 1.0 (lexical)
+                              "rank_score": 1.2, "collection_id": str(documents["moon.txt"].collection_id)}]
+    # first in both lists: weights 0.2 (vector) + 1.0 (lexical)
     assert 0 < block.sources[0]["score"] <= 1
 
 

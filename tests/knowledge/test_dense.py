@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from agentsite.core.errors import AppError
 from knowledge import dense, index, services
 from knowledge.dense_index import DENSE, dense_rank
-from knowledge.models import Chunk, Document, KnowledgeStamp
+from knowledge.models import Chunk, Collection, Document, KnowledgeStamp
 from tests import needs
 
 pytestmark = pytest.mark.django_db
@@ -184,10 +184,11 @@ def test_the_dense_matrix_is_refreshed_after_another_process_writes(model, owner
     assert cached is not None and cached.size == 1
     # Another process adds a document: its rows and a new stamp, without touching this process's cache.
     text = DOCUMENTS["moon.txt"]
-    document = Document.objects.create(owner_id=owner.pk, filename="moon.txt", content=text, size=len(text))
+    document = Document.objects.create(owner_id=owner.pk, collection=Collection.objects.get(owner=owner),
+                                       filename="moon.txt", content=text, size=len(text))
     Chunk.objects.create(document=document, index=0, text=text, vector=b"\0" * services.VECTOR_BYTES,
                          dense=dense.to_bytes(model.embed([text])[0]))
-    KnowledgeStamp.objects.filter(owner_id=owner.pk).update(value=12345)
+    KnowledgeStamp.objects.filter(key=owner.pk).update(value=12345)
     assert filename_of(dense_rank(owner.pk, "our satellite", 1)[0][0]) == "moon.txt"
     assert index._cache.get(DENSE.key(owner.pk)).stamp == 12345
 

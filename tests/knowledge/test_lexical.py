@@ -196,7 +196,7 @@ def test_the_api_takes_a_mode_and_answers_score_and_rank_score(owner_client, cor
     assert response.status_code == 200, response.content
     results = response.json()["results"]
     assert results[0]["document"]["filename"] == "bread.txt"
-    assert set(results[0]) == {"chunk", "score", "rank_score", "document"}
+    assert set(results[0]) == {"chunk", "score", "rank_score", "document", "collection"}
     ranks = [result["rank_score"] for result in results]
     assert ranks == sorted(ranks, reverse=True)
 

@@ -122,6 +122,7 @@ def test_an_owner_with_no_chunks_is_answered_without_ranking_until_another_proce
     fused = []
     real_fuse = ranking.fuse
     monkeypatch.setattr(ranking, "fuse", lambda *args, **kwargs: fused.append(args) or real_fuse(*args, **kwargs))
+    services.collection_personal(owner.pk)  # (before it exists, a search has nothing to rank)
     assert filenames(owner.pk, "Moon astronauts") == []  # nothing cached yet: the rankers look, and cache it
     assert fused and index.cached_matrix(owner.pk).size == 0
     fused.clear()

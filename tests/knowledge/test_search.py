@@ -88,7 +88,7 @@ def test_ingest_stores_each_chunk_in_order_with_the_embedding_of_its_text(owner)
 
 def test_a_failure_mid_ingest_leaves_nothing_stored(owner, monkeypatch):
     add(owner, "kept.txt", "A document that was there before.")
-    stamp_before = KnowledgeStamp.objects.get(owner=owner).value
+    stamp_before = KnowledgeStamp.objects.get(key=owner.pk).value
     real_insert = services._chunks_insert
 
     def insert_then_fail(**kwargs):
@@ -100,7 +100,7 @@ def test_a_failure_mid_ingest_leaves_nothing_stored(owner, monkeypatch):
         add(owner, "lost.txt", "This document must not be stored. " * 100)
     assert list(Document.objects.values_list("filename", flat=True)) == ["kept.txt"]
     assert Chunk.objects.count() == 1
-    assert KnowledgeStamp.objects.get(owner=owner).value == stamp_before
+    assert KnowledgeStamp.objects.get(key=owner.pk).value == stamp_before
 
 
 def test_an_empty_document_is_refused_and_nothing_is_stored(owner):

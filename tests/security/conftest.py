@@ -132,7 +132,12 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     assert waiting["status"] == "waiting", waiting
     approval = client.get("/api/approvals").json()["results"][0]["id"]
     trigger = _created(client.post(f"/api/workflows/{workflow}/triggers", {}, format="json"), "a trigger")["id"]
-    return {"session": session, "document": document, "upload": upload, "workflow": workflow,
+    collection = _created(client.post("/api/kb/collections", {"name": f"{label} handbook"}, format="json"),
+                          "a collection")["id"]
+    _created(client.post("/api/kb/documents", {"collection": collection, "filename": f"{label}-shared.md",
+                                               "content": f"{label}'s handbook on the orchard's pear trees."},
+                         format="json"), "a document in the collection")
+    return {"collection": collection, "session": session, "document": document, "upload": upload, "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
             "response": stored.json()["id"], "approval": approval, "workflow_version": "1", "trigger": trigger}
 

@@ -132,7 +132,7 @@ class Context:
 
     server: LiveServer
     tokens: dict[str, str]
-    objects: dict[str, str]
+    objects: dict[str, Any]
     refresh_tokens: list[str]
     model: str
     voice: str = ""
@@ -202,6 +202,7 @@ def context(server: LiveServer) -> Context:
     tokens = {"user": user["token"], "admin": admin["token"], "changer": changer["token"], "leaver": leaver["token"]}
     context = Context(server=server, tokens=tokens, objects={}, model="",
                       refresh_tokens=[user["refresh"], admin["refresh"], leaver["refresh"]])
+    me = str(user["user"]["id"])
 
     def made(path: str, body: dict) -> str:
         response = context.post(path, body)
@@ -241,6 +242,16 @@ def context(server: LiveServer) -> Context:
         {"id": "ask", "name": "ask", "type": "approval", "config": {"prompt": "Go on?"}},
         {"id": "out", "name": "out", "type": "output", "config": {}}],
         "edges": [{"from": "in", "to": "ask"}, {"from": "ask", "to": "out"}]})
+    # A group the user manages, with the patched user in it (its member routes name that user), and a collection.
+    context.objects["group"] = str(context.post("/api/groups", {"name": "fuzzers"}, role="admin").json()["id"])
+    for member, role in ((me, "manager"), (context.objects["user_id"], "member")):
+        joined = context.post(f"/api/groups/{context.objects['group']}/members", {"user": int(member), "role": role},
+                              role="admin")
+        assert joined.status_code == 201, joined.text
+    context.objects["collection"] = made("/api/kb/collections", {"name": "target"})
+    # Users a member's valid body adds, one each (made here: a body that registered one would change the store).
+    context.objects["joiners"] = [int(_register(server, f"joiner{n}")["user"]["id"]) for n in range(40)]
+    context.objects["me"] = me
     new_approval(context)
     return context
 
@@ -347,16 +358,34 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
                                                                        "rate_per_minute": 30},
     ("post", "/api/approvals/{approval_id}"): lambda c: {"decision": "approve", "comment": "fine",
                                                          "data": {"checked": True}},
+    ("post", "/api/groups"): lambda c: {"name": c.unique("grp"), "description": "d", "models": ["fast", "workflow:*"]},
+    ("patch", "/api/groups/{group_id}"): lambda c: {"description": c.unique("d"), "models": None},
+    ("post", "/api/groups/{group_id}/members"): lambda c: {"user": c.objects["joiners"].pop(), "role": "member"},
+    ("patch", "/api/groups/{group_id}/members/{user_id}"): lambda c: {"role": "member"},
+    ("put", "/api/groups/{group_id}/budget"): lambda c: {"tokens_per_day": 100000, "requests_per_minute": 1000},
+    ("post", "/api/kb/collections"): lambda c: {"name": c.unique("coll"), "description": "d"},
+    ("patch", "/api/kb/collections/{id}"): lambda c: {"name": c.unique("coll"), "description": c.unique("d")},
+    ("put", "/api/kb/collections/{id}/access"): lambda c: {"visibility": "shared", "grants": [
+        {"group": int(c.objects["group"]), "role": "viewer"}]},
+    ("post", "/api/kb/collections/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
+    ("put", "/api/workflows/{id}/access"): lambda c: {"visibility": "everyone", "grants": [
+        {"group": int(c.objects["group"]), "role": "editor"}]},
+    ("post", "/api/workflows/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
+    ("put", "/api/mcp/servers/{id}/access"): lambda c: {"visibility": "shared", "grants": [
+        {"group": int(c.objects["group"]), "role": "viewer"}]},
 }
 # Whose token each operation is sent with (the user's unless listed).
 ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          ("get", "/api/audit"): "admin", ("get", "/api/users"): "admin", ("get", "/api/usage"): "admin",
-         ("post", "/api/auth/change-password"): "changer", ("post", "/api/auth/logout"): "leaver"}
+         ("post", "/api/auth/change-password"): "changer", ("post", "/api/auth/logout"): "leaver",
+         # groups are the admins' (their members the managers' too); an MCP server's rule is the admins'
+         ("post", "/api/groups"): "admin", ("patch", "/api/groups/{group_id}"): "admin",
+         ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow",
-                  "/api/keys/": "key"}
+                  "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server"}
 # Path parameters other than `{id}`, and the object each names.
 PATH_OBJECTS = {"{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",
-                "{trigger_id}": "trigger_id", "{approval_id}": "approval_id"}
+                "{trigger_id}": "trigger_id", "{approval_id}": "approval_id", "{group_id}": "group"}
 
 
 # --- the schema ------------------------------------------------------------------------------------
@@ -702,6 +731,7 @@ def _json_shape(schema: dict, operation: dict) -> Shape:
 
 
 FACETS = ["/api/auth", "/api/config", "/api/sessions", "/api/kb", "/api/mcp", "/api/plugins", "/api/scheduler",
+          "/api/groups",
           "/api/workflows", "/api/upload", "/api/voice", "/api/connections", "/api/aliases", "/api/keys", "/api/users",
           "/api/usage", "/api/approvals", "/v1"]
 

@@ -13,7 +13,7 @@ class Command(BaseCommand):
             "yet: those stored before the model was installed. Safe to run while the server runs, and again.")
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--user", help="Only this user's documents (a username).")
+        parser.add_argument("--user", help="Only the documents of the collections this user owns (a username).")
 
     def handle(self, *args, user: str | None = None, **options) -> None:
         if not dense.available():

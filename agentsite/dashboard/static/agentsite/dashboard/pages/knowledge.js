@@ -1,8 +1,7 @@
 // Knowledge, by collection: the collections the user may read (GET /api/kb/collections: their own, the
 // personal one first, and those shared with them, each with its owner and the user's role), a form for a new
 // one, and the chosen collection's documents (pages/knowledge/collection.js: add, delete, rename, share);
-// a search across the collections ticked in the list (pages/knowledge/search.js). A server without
-// collections (404 on the list) gets the documents and search of one implicit collection, as before.
+// a search across the collections ticked in the list (pages/knowledge/search.js).
 import { listAll } from "../api.js";
 import { errorBox, errorText, field, h, loading, pageHeader, put } from "../ui.js";
 import { CollectionPanel } from "./knowledge/collection.js";
@@ -34,17 +33,17 @@ class KnowledgePage {
     this.listBox = h("section", { class: "card kb-collections", "aria-labelledby": "kb-collections-title" });
     this.panelBox = h("div", { class: "kb-panel" });
     this.search = new SearchBox({ ctx: this.ctx, collections: () => this.searched() });
-    this.side = h("div", { class: "kb-side" }, this.listBox, this.createForm());
+    const side = h("div", { class: "kb-side" }, this.listBox, this.createForm());
     put(this.root,
       pageHeader("Knowledge", "Documents the assistant may quote from when it answers, in collections you keep "
         + "to yourself or share."),
-      h("div", { class: "kb-layout" }, this.side, h("div", { class: "kb-main" }, this.search.element, this.panelBox)));
+      h("div", { class: "kb-layout" }, side, h("div", { class: "kb-main" }, this.search.element, this.panelBox)));
     await this.load();
   }
 
-  // The collections the search covers: the ticked ones (null without collections: the server's default).
+  // The collections the search covers: the ticked ones.
   searched() {
-    return this.collections === null ? null : this.collections.filter((item) => this.ticked.has(item.id));
+    return this.collections.filter((item) => this.ticked.has(item.id));
   }
 
   async load(chooseId) {
@@ -54,7 +53,6 @@ class KnowledgePage {
       collections = await listAll("/api/kb/collections?limit=200", { max: 5000 });
     } catch (error) {
       if (this.stopped) return;
-      if (error.status === 404) return this.withoutCollections();
       put(this.listBox, h("h2", { id: "kb-collections-title" }, "Collections"),
         errorBox(`The collections could not be loaded: ${errorText(error)}`, () => this.load(chooseId)));
       return;
@@ -68,15 +66,6 @@ class KnowledgePage {
     // null: the personal collection before it exists (the server makes it with its first document).
     this.chosen = collections.find((item) => item.id === wanted) || collections.find((item) => item.personal) || null;
     this.renderList();
-    this.showChosen();
-  }
-
-  // A server without collections: the documents and the search of the one implicit collection.
-  withoutCollections() {
-    this.collections = null;
-    put(this.listBox);
-    this.side.hidden = true;
-    this.chosen = null;
     this.showChosen();
   }
 
@@ -118,7 +107,7 @@ class KnowledgePage {
 
   showChosen() {
     this.panel = new CollectionPanel({ ctx: this.ctx, collection: this.chosen, implicit: !this.chosen,
-      onChange: (chooseId) => (this.collections === null ? this.showChosen() : this.load(chooseId)) });
+      onChange: (chooseId) => this.load(chooseId) });
     put(this.panelBox, this.panel.element);
     this.panel.load();
   }

@@ -2,7 +2,7 @@
 // and what the role allows: an editor adds documents (upload or pasted text, sent with `collection`) and
 // deletes them; the owner (or an admin) also renames, shares (ctx.share, the shell's dialog) and deletes the
 // collection; a viewer only reads. `implicit` (no `collection`): the user's personal collection before it exists
-// (the server makes it with its first document), or a server without collections; documents go without one.
+// (the server makes it with its first document); documents go without a collection, to it.
 import { listAll } from "../../api.js";
 import { confirmDialog, errorBox, errorText, field, formatSize, formatTime, h, labelCells, loading, put } from "../../ui.js";
 

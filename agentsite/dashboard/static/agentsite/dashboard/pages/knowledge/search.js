@@ -1,6 +1,5 @@
 // The knowledge search: POST /api/kb/search {query, collections, topK, mode} over the collections the page has
-// ticked (`collections()`: a list of them, or null on a server without collections), showing each hit's
-// document, collection, similarity and rank score.
+// ticked (`collections()`), showing each hit's document, collection, similarity and rank score.
 import { errorBox, errorText, field, h, loading } from "../../ui.js";
 
 const TOP_K = ["5", "10", "20", "50"];
@@ -57,7 +56,7 @@ export class SearchBox {
       return;
     }
     const collections = this.collections();
-    if (collections && !collections.length) {
+    if (!collections.length) {
       this.results.replaceChildren(h("p", { class: "form-error", role: "alert" }, "Tick at least one collection to search."));
       return;
     }
@@ -65,8 +64,7 @@ export class SearchBox {
     const controller = new AbortController();
     this.abort = controller;
     this.results.replaceChildren(loading("Searching…"));
-    const body = { query, topK, mode };
-    if (collections) body.collections = collections.map((item) => item.id);
+    const body = { query, topK, mode, collections: collections.map((item) => item.id) };
     let answer;
     try {
       answer = await this.ctx.api("/api/kb/search", { method: "POST", body, signal: controller.signal });
@@ -81,7 +79,7 @@ export class SearchBox {
       this.results.replaceChildren(h("p", { class: "empty" }, "Nothing matched. Try other words, or add documents."));
       return;
     }
-    const where = collections ? ` in ${collections.length} collection${collections.length === 1 ? "" : "s"}` : "";
+    const where = ` in ${collections.length} collection${collections.length === 1 ? "" : "s"}`;
     this.results.replaceChildren(h("p", { class: "muted" }, `${results.length} best matches${where}, best first:`),
       h("ol", { class: "kb-hits" }, results.map((hit) => h("li", { class: "kb-hit" },
         h("div", { class: "kb-hit-head" },

@@ -38,11 +38,13 @@ class KnowledgePage {
       pageHeader("Knowledge", "Documents the assistant may quote from when it answers, in collections you keep "
         + "to yourself or share."),
       h("div", { class: "kb-layout" }, side, h("div", { class: "kb-main" }, this.search.element, this.panelBox)));
-    await this.load();
+    this.listed = this.load();
+    await this.listed;
   }
 
-  // The collections the search covers: the ticked ones.
-  searched() {
+  // The collections the search covers: the ticked ones, once the list has come (a search sent at once waits).
+  async searched() {
+    await this.listed;
     return this.collections.filter((item) => this.ticked.has(item.id));
   }
 

@@ -1,5 +1,6 @@
 // The knowledge search: POST /api/kb/search {query, collections, topK, mode} over the collections the page has
-// ticked (`collections()`), showing each hit's document, collection, similarity and rank score.
+// ticked (`collections()`, a promise: the list may still be loading), showing each hit's document, collection,
+// similarity and rank score.
 import { errorBox, errorText, field, h, loading } from "../../ui.js";
 
 const TOP_K = ["5", "10", "20", "50"];
@@ -55,7 +56,8 @@ export class SearchBox {
       this.results.replaceChildren(h("p", { class: "form-error", role: "alert" }, "Type something to search for."));
       return;
     }
-    const collections = this.collections();
+    const collections = await this.collections();
+    if (this.stopped) return;
     if (!collections.length) {
       this.results.replaceChildren(h("p", { class: "form-error", role: "alert" }, "Tick at least one collection to search."));
       return;

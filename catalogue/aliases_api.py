@@ -3,6 +3,7 @@ catalogue for pickers, any user)."""
 
 from __future__ import annotations
 
+from asgiref.sync import async_to_sync
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
@@ -10,7 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.agent import routing
+from agentsite.agent import modelaccess, routing
+from agentsite.agent.usage import Caller
 from agentsite.core.audit import audit
 from agentsite.core.permissions import IsAdmin
 from agentsite.core.validation import validated
@@ -104,10 +106,14 @@ class CatalogueSerializer(serializers.Serializer):
 
 
 class ModelsView(APIView):
-    """The model catalogue for pickers: aliases and `<connection>/<model>` entries with their state (any user)."""
+    """The model catalogue for pickers: aliases and `<connection>/<model>` entries with their state, those the
+    caller's groups allow (model access: agentsite.agent.modelaccess), as /v1/models lists them."""
 
     @extend_schema(responses={200: CatalogueSerializer})
     def get(self, request: Request) -> Response:
         settings = settings_get()
         entries = [entry.as_dict() for entry in routing.catalogue_entries(settings)]
-        return Response({"default": routing.default_model_name(settings), "models": entries})
+        caller = Caller.with_key(request.user.pk, getattr(request, "api_key", None), "api")
+        allowed = set(async_to_sync(modelaccess.allowed_names)(caller, [entry["name"] for entry in entries]))
+        return Response({"default": routing.default_model_name(settings),
+                         "models": [entry for entry in entries if entry["name"] in allowed]})

@@ -379,3 +379,15 @@ async def test_when_the_groups_cannot_be_read_the_call_is_refused_not_let_throug
                                                      use_tools=False)]
     assert [event.type for event in events] == ["error"] and events[0].data["code"] == "unavailable"
     assert fake_openai.bodies() == []
+
+
+@pytest.mark.django_db
+def test_the_dashboards_model_picker_lists_only_what_the_caller_may_use(owner, other_user):
+    from tests.conftest import client_for  # the fixtures' module imports Django's test client
+
+    names = [entry["name"] for entry in client_for(owner).get("/api/models").json()["models"]]
+    assert names, "the stored catalogue lists nothing to pick"
+    restrict(owner, ["no-such-model"])
+    assert client_for(owner).get("/api/models").json()["models"] == []
+    restrict(other_user, [names[0]], name="pickers")
+    assert [entry["name"] for entry in client_for(other_user).get("/api/models").json()["models"]] == names[:1]

@@ -137,7 +137,10 @@ def long_data(dashboard_server, admin_headers, tmp_path_factory) -> dict:
     (plugins / f"{PLUGIN_MODULE}.py").write_text(PLUGIN)
     call("POST", "/api/plugins/reload", json={})
     call("POST", "/api/keys", json={"name": LONG_WORD[:100], "scopes": ["v1", "mcp", "api", "admin"]})
-    return {"session": session["id"], "workflow": workflow["id"]}
+    # A group with the longest name and a long description (the Groups page and a group's own page).
+    group = call("POST", "/api/groups", json={"name": LONG_WORD[:64], "description": LONG_WORD * 2,
+                                              "models": [LONG_WORD[:150]]})
+    return {"group": group["id"], "session": session["id"], "workflow": workflow["id"]}
 
 
 PAGES = [  # (route, something the page shows once loaded)
@@ -148,6 +151,8 @@ PAGES = [  # (route, something the page shows once loaded)
     ("workflows/{workflow}", ".wf-canvas"),
     ("mcp", f"[data-plugin=\"{PLUGIN_MODULE}\"]"),
     ("keys", "[data-key]"),
+    ("groups", f"text={LONG_WORD[:30]}"),
+    ("groups/{group}", f"text={LONG_WORD[:30]}"),
     ("activity", "[data-event]"),  # the audit log: long connection, alias and key names in targets and details
     ("settings", "role=form[name='Agent configuration']"),
 ]

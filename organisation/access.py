@@ -151,8 +151,10 @@ def transfer(*, kind: ResourceKind, resource: Any, to_user_id: int, request: Any
 
 
 def _resource(kind: ResourceKind, pk: Any) -> Any:
-    """The object the path names, by the kind's `lookup` field (its primary key unless the kind says otherwise)."""
-    resource = kind.model._default_manager.filter(**{kind.lookup: pk}).first() if pk not in ("", None) else None
+    """The object the path names, by the kind's `lookup` field (its primary key unless the kind says otherwise).
+    A NUL names nothing (no name holds one, and PostgreSQL refuses one in a query)."""
+    named = pk not in ("", None) and not (isinstance(pk, str) and "\x00" in pk)
+    resource = kind.model._default_manager.filter(**{kind.lookup: pk}).first() if named else None
     if resource is None:
         raise AppError("not_found", f"No {kind.label} with that id.", 404)
     return resource

@@ -91,7 +91,7 @@ NOT_YOURS = OpenApiResponse(
 
 def _date(request: Request, name: str, default: date) -> date:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     try:
         return date.fromisoformat(raw)

@@ -25,6 +25,7 @@ CONFIGURATION_SKIPS = {
     "tests/foundation/test_qbroker.py": "SQLite without Redis only (the SQLite broker's pusher)",
     "tests/mcpbridge/test_workers.py": "PostgreSQL + Redis only (two hosts share only those)",
     "tests/usage/test_reservations.py": "the Redis store on the PostgreSQL + Redis pass only",
+    "tests/organisation/test_policy_cost.py": "SQLite only (the query plan is read in SQLite's wording)",
     "tests/needs.py": "the one place that decides",
     "tests/foundation/test_ci_rules.py": "this file",
 }

@@ -50,7 +50,10 @@ class UsagePage {
   }
 
   query(groupBy) {
-    const params = new URLSearchParams({ from: this.from.value, to: this.to.value, group_by: groupBy });
+    // An empty date is left out (the server's default), not sent empty: the API refuses an empty date.
+    const params = new URLSearchParams({ group_by: groupBy });
+    if (this.from.value) params.set("from", this.from.value);
+    if (this.to.value) params.set("to", this.to.value);
     return this.ctx.api(`/api/usage?${params}`);
   }
 

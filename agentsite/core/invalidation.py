@@ -42,6 +42,7 @@ _lock = threading.Lock()
 _listener: tuple[int, threading.Thread] | None = None  # (pid, thread): a forked child starts its own
 _connected = threading.Event()
 RECONNECT_MAX_S = 5.0
+FIRST_SUBSCRIBE_WAIT_S = 2.0
 
 
 def channel() -> str:
@@ -152,6 +153,10 @@ def listen() -> None:
         thread = threading.Thread(target=_listen_forever, args=(url,), name="agentsite-invalidation", daemon=True)
         _listener = (os.getpid(), thread)
         thread.start()
+    # The first listen waits (briefly, once) until the subscription stands, so that whatever is announced after
+    # this process's first load reaches it: a cool-down announced the moment after a worker started was missed
+    # while its listener was still subscribing. Redis down: it goes on after the wait, as before.
+    _connected.wait(FIRST_SUBSCRIBE_WAIT_S)
 
 
 def _listen_forever(url: str) -> None:

@@ -134,3 +134,24 @@ def test_a_listener_that_loses_redis_drops_everything_and_hears_later_announceme
         except AssertionError:
             continue
     raise AssertionError("the listener never heard an announcement again")
+
+
+FIRST_LISTEN = """
+import django, sys
+django.setup()
+from agentsite.core import invalidation
+invalidation.listen()
+print("connected" if invalidation.connected() else "not yet", flush=True)
+"""
+
+
+@pytest.mark.e2e
+@needs_redis
+def test_a_process_first_listen_returns_once_it_hears_the_others():
+    env = {**os.environ, "REDIS_URL": REDIS, "AGENTSITE_CACHE_PREFIX": f"inv-{uuid.uuid4().hex[:8]}",
+           "DJANGO_SETTINGS_MODULE": "agentsite.settings", "PYTHONPATH": str(ROOT)}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", FIRST_LISTEN], cwd=ROOT, env=env, text=True, capture_output=True,
+                          timeout=60)
+    # What is announced from the moment its first load returns reaches it (a worker's first request).
+    assert done.stdout.strip() == "connected", done.stderr[-2000:]

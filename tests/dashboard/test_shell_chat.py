@@ -285,6 +285,10 @@ def test_a_session_is_renamed_and_deleted_by_keyboard(dashboard_server, admin_he
     session = requests.post(f"{dashboard_server.base_url}/api/sessions", json={"name": "To rename"}, headers=headers,
                             timeout=10).json()
     page.goto(f"/#/chat/{session['id']}")
+    # The page settled first: a button focused while the page still mounts can be replaced under the focus, and
+    # Enter then presses nothing (CI on a loaded machine).
+    expect(page.get_by_role("heading", name="To rename")).to_be_visible()
+    expect(page.locator("main .loading")).to_have_count(0)
     page.get_by_role("button", name="Rename To rename").focus()
     page.keyboard.press("Enter")
     page.get_by_label("Chat name").fill("Renamed chat")

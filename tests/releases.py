@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,3 +25,28 @@ def checked_out(commit: str, tree: Path) -> Iterator[Path]:
         yield tree
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
+@contextmanager
+def fresh_database(data_dir: Path) -> Iterator[dict[str, str]]:
+    """The environment of a process on a new, empty database of the backend this run uses: its own data
+    directory, and on PostgreSQL a database made for it and dropped after (no Redis, no settings module, no
+    PYTHONPATH: the caller says which tree runs)."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
+    env.update(AGENTSITE_DATA_DIR=str(data_dir))
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres:", "postgresql:")):
+        yield env
+        return
+    import psycopg  # only on the PostgreSQL pass: SQLite runs need no driver
+
+    name = f"upgrade_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    env["DATABASE_URL"] = urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+    try:
+        yield env
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

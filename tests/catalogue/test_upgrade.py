@@ -10,14 +10,12 @@ pass (DATABASE_URL naming PostgreSQL) a fresh PostgreSQL database beside the tes
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests import releases
 from tests.server import ROOT
 
 pytestmark = pytest.mark.e2e  # every test here starts processes
@@ -33,24 +31,9 @@ def _run(step: str, env: dict[str, str]) -> dict:
 @pytest.fixture
 def fresh_database(tmp_path):
     """The environment of a process on a new, empty database of the backend this run uses."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(AGENTSITE_DATA_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres:", "postgresql:")):
+    with releases.fresh_database(tmp_path) as env:
+        env["PYTHONPATH"] = str(ROOT)
         yield env
-        return
-    import psycopg  # only on the PostgreSQL pass: SQLite runs need no driver
-
-    name = f"upgrade_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    env["DATABASE_URL"] = urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-    try:
-        yield env
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_the_previous_releases_catalogue_is_read_through_the_catalogue_app(fresh_database):

@@ -10,15 +10,13 @@ fresh SQLite file, or on the PostgreSQL pass (DATABASE_URL naming PostgreSQL) a 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests import releases
 from tests.releases import checked_out
 from tests.server import ROOT
 
@@ -39,24 +37,8 @@ def _run(step: str, env: dict[str, str], tree: Path) -> dict:
 @pytest.fixture
 def fresh_database(tmp_path):
     """The environment of a process on a new, empty database of the backend this run uses."""
-    env = {name: value for name, value in os.environ.items()
-           if name not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
-    env.update(AGENTSITE_DATA_DIR=str(tmp_path / "data"))
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres:", "postgresql:")):
+    with releases.fresh_database(tmp_path / "data") as env:
         yield env
-        return
-    import psycopg  # only on the PostgreSQL pass: SQLite runs need no driver
-
-    name = f"upgrade_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    env["DATABASE_URL"] = urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-    try:
-        yield env
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_every_user_sees_the_same_mcp_servers_after_the_upgrade_to_the_organisations_rule(fresh_database, tmp_path):

@@ -37,6 +37,9 @@ def server(fake_openai_server):
     live.start()
     try:
         poll(lambda: len(daphnes(live)) == WORKERS, f"{WORKERS} daphne workers running", timeout=30)
+        # Running is not serving: a worker still importing Django accepts nothing, and its sibling takes every
+        # connection on the shared socket meanwhile. Each test starts with both workers answering.
+        until_every_worker(live, lambda: get(live, "/api/health"), f"{WORKERS} workers answering", timeout=60)
         yield live
     finally:
         live.stop()

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "knowledge",
     "scheduler",
     "workflows",
+    "agents_app",
     "voice",
     "uploads",
     "usage",

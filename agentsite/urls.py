@@ -29,6 +29,7 @@ urlpatterns = [
     path("api/", include("mcpbridge.urls")),
     path("api/", include("scheduler.urls")),
     path("api/", include("workflows.urls")),
+    path("api/", include("agents_app.urls")),
     path("api/", include("voice.urls")),
     path("api/", include("uploads.urls")),
     path("api/", include("plugins.urls")),

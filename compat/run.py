@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
-from agentsite.agent import modelaccess
+from agentsite.agent import agents, modelaccess
 from agentsite.agent.config import AgentSettings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.model_sources import model_source_for
@@ -41,6 +41,15 @@ USAGE_HEADER = "X-Agentsite-Usage"  # `estimated` on a whole reply whose usage a
 ATTEMPTS_HEADER = "X-Agentsite-Attempts"
 
 
+def agent_names(model: str) -> tuple[str, ...]:
+    """The names a group's model list may allow an agent by: `agent` is also `agent:default`, and a pinned
+    `agent:<slug>@<n>` also `agent:<slug>` (so `agent:*` allows every agent)."""
+    parsed = agents.parse(model)
+    if parsed is None:
+        return (model,)
+    return tuple(dict.fromkeys((model, f"{agents.PREFIX}{parsed[0]}")))
+
+
 def model_ids(settings: AgentSettings) -> list[str]:
     """The models /v1 serves: the catalogue's aliases and entries (agentsite.agent.routing), the agent, and the
     embedding model."""
@@ -58,10 +67,13 @@ class Run:
         self.request = request
         self.model_name = model_name = request.settings.model
         self.source = model_source_for(model_name)
+        # `agent` and `agent:<slug>[@<n>]`: a named agent, resolved for this caller when the run is allowed
+        # (agentsite.agent.agents; 404 `model_not_found` when the caller may not use it).
+        self.agent: agents.ResolvedAgent | None = None
         # A catalogue model (an alias, `<connection>/<model>`, or a bare model of the default connection) goes
         # through the router: fallback and balance apply, and `provider.attempts` says who answered.
         self.provider: RoutedProvider | None = None
-        if model_name != AGENT_MODEL and self.source is None:
+        if not self.is_agent and self.source is None:
             self.provider = RoutedProvider(resolve(model_name, settings))  # 404 model_not_found
         self.settings = settings
         self.user = user
@@ -112,7 +124,7 @@ class Run:
 
     @property
     def is_agent(self) -> bool:
-        return self.model_name == AGENT_MODEL
+        return agents.is_agent_model(self.model_name)
 
     @property
     def model(self) -> str:
@@ -151,12 +163,16 @@ class Run:
 
     async def allow(self) -> None:
         """AppError 403 `model_not_allowed` when the caller may not use the model the request names. A catalogue
-        model's call is also checked where every LLM call is (MeteredProvider); the agent and a facet's model
-        are checked here by their own names (what they call inside is checked there too)."""
+        model's call is also checked where every LLM call is (MeteredProvider); an agent and a facet's model
+        are checked here by their own names (what they call inside is checked there too). An agent is resolved
+        here first: 404 `model_not_found` when the caller may not use it (its access rule), as when none exists."""
         if self.provider is not None:
             await modelaccess.require_route(self.caller, self.provider.route)
-        else:
-            await modelaccess.require(self.caller, (self.model_name,))
+            return
+        if self.is_agent:
+            self.agent = await agents.aresolve(self.user, self.model_name)
+            self.settings = self.agent.settings
+        await modelaccess.require(self.caller, agent_names(self.model_name) if self.is_agent else (self.model_name,))
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+
 from agentsite.agent.context import ContextBlock, ContextRequest
 from agentsite.core.dbcall import db
-from knowledge.selectors import context_build
+from knowledge.models import Collection
+from knowledge.selectors import context_build, personal_collection_of
+from organisation.policy import visible_q
 
 
 async def knowledge_context(request: ContextRequest) -> ContextBlock | None:
@@ -21,12 +25,40 @@ def knowledge_context_now(request: ContextRequest) -> ContextBlock | None:
     if not _wanted(request):
         return None
     settings = request.settings
-    context = context_build(owner_id=request.user_id, query=request.query, max_chars=settings.kb_max_chars,
-                            top_k=settings.kb_top_k)
+    collections = _collections(request)
+    if not collections:
+        return None
+    context = context_build(query=request.query, max_chars=settings.kb_max_chars, top_k=settings.kb_top_k,
+                            collections=collections)
     if not context.hits:
         return None
     return ContextBlock(text=context.text, sources=[hit.as_source() for hit in context.hits])
 
 
+def _collections(request: ContextRequest) -> list[Collection]:
+    """What this turn searches: the caller's own personal collection when the settings say so (the agent
+    `default`), then the collections an agent names that its reader (the agent's owner; else the caller) may
+    read now. A collection the reader lost access to, or that is gone, is left out; the caller's other
+    collections never come in unless named."""
+    settings = request.settings
+    found: list[Collection] = []
+    if settings.kb_personal and request.user_id is not None:
+        personal = personal_collection_of(request.user_id)
+        if personal is not None:
+            found.append(personal)
+    if settings.knowledge:
+        reader_id = settings.knowledge_reader if settings.knowledge_reader is not None else request.user_id
+        reader = get_user_model().objects.filter(pk=reader_id, is_active=True).first() if reader_id else None
+        if reader is not None:
+            readable = Collection.objects.filter(pk__in=list(settings.knowledge)).filter(
+                visible_q(reader, Collection, every_object_for_admins=True))
+            by_id = {str(collection.pk): collection for collection in readable}
+            found.extend(by_id[key] for key in dict.fromkeys(settings.knowledge)
+                         if key in by_id and by_id[key] not in found)
+    return found
+
+
 def _wanted(request: ContextRequest) -> bool:
-    return bool(request.settings.kb_enabled and request.user_id is not None and request.query.strip())
+    settings = request.settings
+    return bool(settings.kb_enabled and request.query.strip()
+                and ((settings.kb_personal and request.user_id is not None) or settings.knowledge))

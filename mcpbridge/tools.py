@@ -6,13 +6,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
+from agentsite.agent.agents import MCP_SEPARATOR, mcp_function_name
 from agentsite.agent.tools import Tool, ToolContext, ToolResult
 from agentsite.core.errors import AppError
 from mcpbridge.client import CALL_TIMEOUT_S, McpCallTimeout, McpConnectError, McpServerLost, ServerSpec, manager
@@ -24,10 +24,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SOURCE_NAME = "mcp"
-SEPARATOR = "__"
-# Function names must match this at OpenAI (and most others); an MCP tool's own name may not.
-_FUNCTION_NAME = re.compile(r"[^A-Za-z0-9_-]")
-_MAX_FUNCTION_NAME = 64
+SEPARATOR = MCP_SEPARATOR
 
 # Set while this service serves MCP itself: it then offers its own tools only, never the external servers'
 # (two services connected to each other, or to themselves, would otherwise list each other's listings).
@@ -43,7 +40,8 @@ class McpTool(Tool):
 
 
 def model_tool_name(server: str, tool: str) -> str:
-    return (server + SEPARATOR + _FUNCTION_NAME.sub("_", tool))[:_MAX_FUNCTION_NAME]
+    """`<server>__<tool>` as a function name (an agent's allowlist names it `<server>/<tool>`)."""
+    return mcp_function_name(server, tool)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.urls import URLPattern, path
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -154,7 +155,10 @@ def _resource(kind: ResourceKind, pk: Any) -> Any:
     """The object the path names, by the kind's `lookup` field (its primary key unless the kind says otherwise).
     A NUL names nothing (no name holds one, and PostgreSQL refuses one in a query)."""
     named = pk not in ("", None) and not (isinstance(pk, str) and "\x00" in pk)
-    resource = kind.model._default_manager.filter(**{kind.lookup: pk}).first() if named else None
+    try:
+        resource = kind.model._default_manager.filter(**{kind.lookup: pk}).first() if named else None
+    except (ValueError, TypeError, OverflowError, ValidationError):  # not an id of this kind (a word, 2**70)
+        resource = None
     if resource is None:
         raise AppError("not_found", f"No {kind.label} with that id.", 404)
     return resource

@@ -13,7 +13,7 @@ counts from the next request in every process.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -73,26 +73,40 @@ def role_of(user: AbstractBaseUser, resource: models.Model) -> str | None:
     """The user's role on the resource: `owner`, `editor`, `viewer`, or None (see the module docstring)."""
     if not _signed_in(user):
         return None
-    if user.is_staff or (resource.owner_id is not None and resource.owner_id == user.pk):  # type: ignore[attr-defined]
+    owner_id, visibility = resource.owner_id, resource.visibility  # type: ignore[attr-defined]
+    if user.is_staff or (owner_id is not None and owner_id == user.pk) or visibility == PRIVATE:
+        return role_by_rule(user, owner_id, visibility, ())
+    granted = resource.grants.filter(  # type: ignore[attr-defined]
+        Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk)).values_list("role", flat=True)
+    return role_by_rule(user, owner_id, visibility, granted)
+
+
+def role_by_rule(user: AbstractBaseUser, owner_id: int | None, visibility: str, granted: Iterable[str]) -> str | None:
+    """role_of with the roles of the grants that name the user or one of their groups already read (a caller
+    that keeps a rule in memory, such as the agents' directory, asks this with the grants it holds)."""
+    if not _signed_in(user):
+        return None
+    if user.is_staff or (owner_id is not None and owner_id == user.pk):
         return OWNER
-    visibility = resource.visibility  # type: ignore[attr-defined]
     if visibility == PRIVATE:
         return None
     best = VIEWER if visibility == EVERYONE else None
-    granted = resource.grants.filter(  # type: ignore[attr-defined]
-        Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk)).values_list("role", flat=True)
     for role in granted:
         if best is None or _RANK.get(role, 0) > _RANK[best]:
             best = role
     return best
 
 
+def allows(role: str | None, action: str) -> bool:
+    """Whether a role (role_of's answer) is enough for the action."""
+    return role is not None and _RANK[role] >= _RANK[_NEEDS[action]]
+
+
 def can(user: AbstractBaseUser, action: str, resource: models.Model) -> bool:
     """Whether `user` may `use`, `edit` or `manage` (delete, share, hand over) `resource`."""
     if action == USE and resource.visibility == EVERYONE and _signed_in(user):  # type: ignore[attr-defined]
         return True  # enough without asking which grants raise the role further
-    role = role_of(user, resource)
-    return role is not None and _RANK[role] >= _RANK[_NEEDS[action]]
+    return allows(role_of(user, resource), action)
 
 
 def require(user: AbstractBaseUser, action: str, resource: models.Model) -> str:

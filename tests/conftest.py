@@ -150,11 +150,13 @@ def _fresh_caches():
     from django.core.cache import cache
 
     from accounts.authentication import keys, users
+    from agents_app.selectors import directory
     from catalogue.selectors import config_cache_clear
     from usage.budgets import drop_user_budget
 
     def clear() -> None:
         config_cache_clear()
+        directory.drop()  # the agents a rolled-back database no longer holds
         users.drop(None)
         keys.drop(None)
         drop_user_budget(None)  # a user id reused by the next test's rolled-back database must not keep a budget

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accounts.selectors import key_for_work  # keys are read through accounts' selector, never its models
+from agentsite.agent.agents import WORKFLOW_FUNCTION_PREFIX, workflow_function_name
 from agentsite.agent.model_sources import ModelSource
 from agentsite.agent.tools import Tool, ToolContext, ToolError, ToolResult, ToolSource
 from agentsite.agent.types import Finish, Message, StreamEvent, TextDelta, Usage
@@ -35,7 +36,7 @@ from workflows.nodes import RunContext, as_text
 logger = logging.getLogger(__name__)
 
 MAX_INPUT_CHARS = 100_000
-TOOL_PREFIX = "workflow__"
+TOOL_PREFIX = WORKFLOW_FUNCTION_PREFIX
 MODEL_PREFIX = "workflow:"
 TOOL_SOURCE = "workflows"
 # How deep the current task is in workflows run through workflow tools (0: not inside a workflow).
@@ -262,7 +263,7 @@ def workflow_tool(name: str) -> Tool:
     # Function names are at most 64 characters at OpenAI and most others; longer workflow names are cut. The
     # tool's own timeout comes after the run's limit: a run that takes too long is stopped by its limit and
     # stored `error` saying so, not cancelled from outside (which would store it `cancelled`).
-    return Tool(name=(TOOL_PREFIX + name)[:64], description=f"Run the workflow {name!r} on an input text and "
+    return Tool(name=workflow_function_name(name), description=f"Run the workflow {name!r} on an input text and "
                 "return its output.", input_schema=TOOL_SCHEMA, call=call, source=TOOL_SOURCE,
                 timeout=limit + TOOL_TIMEOUT_MARGIN_S)
 

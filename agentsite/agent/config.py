@@ -26,6 +26,14 @@ class AgentSettings:
     kb_enabled: bool = True
     kb_top_k: int = 5
     kb_max_chars: int = 4000
+    # The knowledge searched for context on each turn: the caller's own personal collection (`kb_personal`, the
+    # agent `default`'s way) and the collections `knowledge` names (ids), read with `knowledge_reader`'s rights
+    # (the agent's owner; None: the caller's). kb_enabled False searches nothing.
+    kb_personal: bool = True
+    knowledge: tuple[str, ...] = ()
+    knowledge_reader: int | None = None
+    # The named agent these settings are ("" outside one): usage is recorded with it.
+    agent: str = ""
     # Seconds an upstream LLM may stay silent (connect, or between two bytes of a stream) before it fails.
     request_timeout: float = 120.0
     # The model catalogue (agentsite.agent.routing.Catalogue): connections and aliases. None: one connection made

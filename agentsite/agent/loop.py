@@ -8,6 +8,7 @@ name, content, is_error}`, then `done {content, finish_reason, usage, sources}` 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncGenerator
@@ -240,7 +241,10 @@ class _AgentRun:
 
     async def _rounds(self) -> AsyncGenerator[list[AgentEvent], None]:
         routed = self.provider or routed_provider(self.settings)
-        provider = metered(routed, self.caller)
+        caller = self.caller
+        if caller is not None and self.settings.agent and not caller.agent:  # usage is recorded with the agent
+            caller = dataclasses.replace(caller, agent=self.settings.agent)
+        provider = metered(routed, caller)
         with tracing.current(self.span):  # no yield inside: the context sources' and tool listings' spans are its
             if self.prepared is not None:  # asked already, in the caller's database call (prepare_now)
                 conversation = self._with_system(self.prepared.blocks)

@@ -50,6 +50,7 @@ class Caller:
     facet: str = "agent"
     key_budget: dict[str, Any] | None = field(default=None, compare=False)
     admin: bool | None = field(default=None, compare=False)
+    agent: str = field(default="", compare=False)  # the named agent the call is made for (its slug; "" none)
 
     @classmethod
     def with_key(cls, user_id: int | None, key: Any, facet: str) -> Caller:

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from accounts.authentication import revocable
-from agentsite.agent import modelaccess
+from agentsite.agent import agents, modelaccess
 from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.model_sources import model_sources
 from agentsite.agent.usage import Caller
+from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from agentsite.core.sse import sse_response
 from compat.chat import render
@@ -29,7 +30,8 @@ async def all_model_ids(settings: AgentSettings, user: AbstractBaseUser | None) 
     """The models, with those that facets answer for this caller (their workflows) when they are known."""
     user_id = getattr(user, "pk", None)
     extra = [name for source in model_sources() for name in await source.list_models(user_id)]
-    return [*model_ids(settings), *extra]
+    named = await db(agents.names_now, user) if user is not None else []  # agent:<slug>: those they may use
+    return [*model_ids(settings), *named, *extra]
 
 
 async def model_list(settings: AgentSettings, user: AbstractBaseUser | None,

@@ -22,7 +22,7 @@ from django.db.models import QuerySet
 
 from agents_app.models import DEFAULT_SLUG, Agent, AgentGrant, AgentVersion
 from agentsite.agent import agents as runtime
-from agentsite.agent.config import AgentSettings
+from agentsite.agent.config import AgentSettings, get_settings, settings_peek
 from agentsite.core import invalidation
 from agentsite.core.errors import AppError
 from organisation import selectors as org
@@ -114,18 +114,16 @@ class _Directory(runtime.AgentDirectory):
     # -- the contract ------------------------------------------------------------------------------------------
 
     def resolve_now(self, user: Any, name: str) -> runtime.ResolvedAgent:
-        from catalogue.selectors import settings_get
-
         parsed = runtime.parse(name)
         rule = self.rules_now().get(parsed[0]) if parsed else None
         if parsed is None or rule is None or not rule.usable_by(rule.role(user), user):
             raise runtime.not_found(name)
-        return self._resolved(rule, parsed[1], settings_get(), name)
+        # The runtime's settings (the loader the catalogue registers, or one a test swapped in).
+        return self._resolved(rule, parsed[1], get_settings(), name)
 
     def peek(self, user: Any, name: str) -> runtime.ResolvedAgent | None:
-        from catalogue.selectors import settings_peek
-
-        rules, base = self._fresh(), settings_peek()
+        peek = settings_peek()
+        rules, base = self._fresh(), peek() if peek is not None else None
         parsed = runtime.parse(name)
         if rules is None or base is None or parsed is None:
             return None

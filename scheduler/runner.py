@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from agents_app.models import Agent
 from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.types import Message
@@ -54,7 +55,6 @@ async def _agent_slug(task: Any) -> str | None:
         return None
     if type(task).agent.is_cached(task) and task.agent is not None:
         return str(task.agent.slug)
-    from agents_app.models import Agent
 
     slug = await db(lambda: Agent.objects.filter(pk=task.agent_id).values_list("slug", flat=True).first())
     return slug

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agents_app.models import Agent
 from agentsite.agent import agents
 from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.core.errors import AppError
@@ -50,7 +51,6 @@ def settings_now(user: AbstractBaseUser | None, slug: str) -> AgentSettings:
 def agent_chosen(user: AbstractBaseUser, slug: str) -> Any:
     """The agents_app.Agent row `slug` names, checked as settings_now checks it (for a session's or a task's
     `agent` field). Raises the same 404."""
-    from agents_app.models import Agent
 
     settings_now(user, slug)
     agent = Agent.objects.filter(slug=slug).first()

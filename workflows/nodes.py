@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from django.contrib.auth import get_user_model
+
 from agentsite.agent import agents
 from agentsite.agent.config import AgentSettings, aget_settings, get_settings
 from agentsite.agent.loop import run_agent
@@ -250,8 +252,6 @@ async def agent_settings(slug: str, user_id: int) -> AgentSettings:
 
 
 def _agent_settings_now(slug: str, user_id: int) -> AgentSettings:
-    from django.contrib.auth import get_user_model
-
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if not agents.SLUG_PATTERN.match(slug):
         raise agents.not_found(slug)

@@ -88,11 +88,11 @@ def check_tools(tools: list[str], owner: AbstractBaseUser | None,
     return list(dict.fromkeys(tools))
 
 
-def check_knowledge(ids: list[str], reader: AbstractBaseUser | None) -> list[str]:
-    """Collection ids the reader (the owner; an admin for the deployment's agent) may read, each once."""
-    from knowledge.models import Collection
-    from organisation.policy import visible_q
-
+def check_knowledge(ids: list[str], reader: AbstractBaseUser | None, *, actor: AbstractBaseUser | None = None,
+                    kept: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Collection ids the reader (the owner; the editing admin for the deployment's agent) may read, each once.
+    A collection that is not among `kept` (the agent's own already) must be one the actor may read too: an
+    editor cannot give the agent, and so their own chats with it, a collection of the owner's they may not read."""
     if len(ids) > MAX_KNOWLEDGE:
         raise _invalid("knowledge", f"At most {MAX_KNOWLEDGE} collections.")
     parsed: list[str] = []
@@ -101,15 +101,28 @@ def check_knowledge(ids: list[str], reader: AbstractBaseUser | None) -> list[str
             parsed.append(str(uuid.UUID(str(value))))
         except ValueError:
             raise _invalid(f"knowledge.{index}", f"{value!r} is not a collection id.") from None
-    readable: set[str] = set()
-    if reader is not None and parsed:
-        rows = Collection.objects.filter(pk__in=parsed).filter(visible_q(reader, Collection,
-                                                                           every_object_for_admins=True))
-        readable = {str(pk) for pk in rows.values_list("pk", flat=True)}
+    readable = _readable(parsed, reader)
     for index, value in enumerate(parsed):
         if value not in readable:
             raise _invalid(f"knowledge.{index}", f"No knowledge collection {value} that the agent's owner may read.")
+    added = [value for value in parsed if value not in set(kept)]
+    if actor is not None and actor != reader and added:
+        theirs = _readable(added, actor)
+        for index, value in enumerate(parsed):
+            if value in added and value not in theirs:
+                raise _invalid(f"knowledge.{index}", f"No knowledge collection {value} that you may read: only "
+                               "the owner can add it.")
     return list(dict.fromkeys(parsed))
+
+
+def _readable(ids: list[str], reader: AbstractBaseUser | None) -> set[str]:
+    from knowledge.models import Collection
+    from organisation.policy import visible_q
+
+    if reader is None or not ids:
+        return set()
+    rows = Collection.objects.filter(pk__in=ids).filter(visible_q(reader, Collection, every_object_for_admins=True))
+    return {str(pk) for pk in rows.values_list("pk", flat=True)}
 
 
 def check_starters(starters: list[str]) -> list[str]:
@@ -123,7 +136,8 @@ def check_starters(starters: list[str]) -> list[str]:
     return starters
 
 
-def _checked(data: dict[str, Any], owner: AbstractBaseUser | None, actor: AbstractBaseUser | None) -> dict[str, Any]:
+def _checked(data: dict[str, Any], owner: AbstractBaseUser | None, actor: AbstractBaseUser | None,
+             kept: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The validated fields with the checks that need the database (the serializer checked types and bounds)."""
     if "model" in data:
         check_model(data["model"])
@@ -132,7 +146,7 @@ def _checked(data: dict[str, Any], owner: AbstractBaseUser | None, actor: Abstra
     if "tools" in data:
         data["tools"] = check_tools(data["tools"], checker)
     if "knowledge" in data:
-        data["knowledge"] = check_knowledge(data["knowledge"], checker)
+        data["knowledge"] = check_knowledge(data["knowledge"], checker, actor=actor, kept=kept)
     if "starters" in data:
         data["starters"] = check_starters(data["starters"])
     return data
@@ -173,7 +187,7 @@ def agent_update(*, agent: Agent, data: dict[str, Any], actor: AbstractBaseUser 
                  ) -> Agent:
     """Apply validated changes; a change of any field makes a version (a save that changes nothing makes none).
     The slug may change (409 when taken), except the default agent's."""
-    data = _checked(dict(data), agent.owner, actor)
+    data = _checked(dict(data), agent.owner, actor, kept=tuple(str(item) for item in agent.knowledge or ()))
     if "slug" in data and data["slug"] != agent.slug:
         if agent.is_default:
             raise _invalid("slug", "The default agent's slug stays `default`.")

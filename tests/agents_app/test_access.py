@@ -126,3 +126,24 @@ def test_deleting_the_owner_by_other_means_deletes_their_agents_as_their_workflo
     assert not Agent.objects.filter(pk=agent["id"]).exists()
     with pytest.raises(AppError):
         runtime.resolve_now(None, "agent:helper")
+
+
+def test_an_editor_cannot_add_a_collection_of_the_owners_they_may_not_read(people):
+    from knowledge import services as kb
+
+    owner, editor, agent = people["owner"], people["editor"], people["agent"]
+    private = kb.collection_create(owner_id=owner.pk, name="owner only")
+    theirs = kb.collection_create(owner_id=editor.pk, name="editor only")
+    path = f"/api/agents/{agent['id']}"
+    refused = client_for(editor).patch(path, {"knowledge": [str(private.pk)]}, format="json")
+    assert error(refused)[:2] == (400, "invalid") and "knowledge.0" in error(refused)[2], refused.content
+    refused = client_for(editor).patch(path, {"knowledge": [str(theirs.pk)]}, format="json")  # the owner cannot
+    assert error(refused)[:2] == (400, "invalid") and "knowledge.0" in error(refused)[2], refused.content
+    assert client_for(owner).patch(path, {"knowledge": [str(private.pk)]}, format="json").status_code == 200
+    # What the agent holds already, the editor keeps (or drops) without reading it.
+    kept = client_for(editor).patch(path, {"knowledge": [str(private.pk)], "name": "Renamed"}, format="json")
+    assert kept.status_code == 200 and kept.json()["knowledge"] == [str(private.pk)], kept.content
+    dropped = client_for(editor).patch(path, {"knowledge": []}, format="json")
+    assert dropped.status_code == 200 and dropped.json()["knowledge"] == []
+    restored = client_for(editor).post(f"{path}/versions/{kept.json()['version']}/restore")
+    assert error(restored)[:2] == (400, "invalid") and "knowledge.0" in error(restored)[2], restored.content

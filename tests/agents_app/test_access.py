@@ -1,7 +1,8 @@
 """Who may do what to an agent (issue 45, item 1; organisation.policy): the owner everything; an editor reads,
 changes and restores it, and reads its rule, but does not delete, share or hand it over; a viewer reads it and
 its versions; an outsider gets 404 everywhere, as for an agent that does not exist. Listings: a user sees their
-own, everyone's and those granted to them (or a group of theirs); an admin sees every agent. A hand-over (POST
+own, everyone's and those granted to them (or a group of theirs); an admin's list is the same (they act on any
+agent by its id). A hand-over (POST
 .../transfer, or a removed user's `transfer_to`) moves the agent; deleting its owner otherwise deletes it."""
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ def test_a_listing_holds_own_everyones_and_granted_agents_and_an_admin_sees_all(
     assert slugs(viewer) == {"default": "viewer", "shared-one": "viewer", "theirs-public": "viewer"}
     assert slugs(people["editor"]) == {"default": "viewer", "shared-one": "editor", "theirs-public": "viewer"}
     assert slugs(outsider) == {"default": "viewer", "theirs-public": "viewer"}
-    assert slugs(admin) == {slug: "owner" for slug in ("default", "mine-private", "shared-one", "theirs-public",
-                                                       "theirs-private")}
+    # An admin's list is what is theirs or shared with them, as anyone's (they act on any agent by its id).
+    assert slugs(admin) == {"default": "owner", "theirs-public": "owner"}
+    private = Agent.objects.get(slug="theirs-private")
+    assert client_for(admin).get(f"/api/agents/{private.pk}").json()["access"]["role"] == "owner"
+    assert runtime.resolve_now(admin, "agent:theirs-private").slug == "theirs-private"
+    assert runtime.names_now(admin) == ["agent:default", "agent:theirs-public"]
     # The runtime's names agree with the listing.
     assert runtime.names_now(viewer) == ["agent:default", "agent:shared-one", "agent:theirs-public"]
     assert runtime.names_now(outsider) == ["agent:default", "agent:theirs-public"]

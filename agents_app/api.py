@@ -21,7 +21,7 @@ from agents_app.models import MAX_STARTERS, VERSIONED_FIELDS, Agent, AgentVersio
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError, validation_message
 from agentsite.core.validation import validated
-from organisation.policy import EDIT, MANAGE, USE, require, role_of
+from organisation.policy import EDIT, MANAGE, USE, require
 
 # The slug whole: `$` alone would take "helper\n", and a trimmed " helper" is not what was sent.
 SLUG_PATTERN = r"\A[a-z0-9_-]{1,64}\Z"
@@ -147,8 +147,8 @@ class AgentListView(GenericAPIView):
     @extend_schema(responses={200: AgentSerializer(many=True)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(selectors.agent_list_for(request.user))
-        return self.get_paginated_response([agent_data(agent, role_of(request.user, agent) or "viewer")
-                                            for agent in page])
+        roles = selectors.roles_of(request.user, list(page))
+        return self.get_paginated_response([agent_data(agent, roles[agent.pk]) for agent in page])
 
     @extend_schema(request=AgentInputSerializer, responses={201: AgentSerializer, 409: TAKEN})
     def post(self, request: Request) -> Response:

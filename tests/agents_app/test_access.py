@@ -152,3 +152,27 @@ def test_an_editor_cannot_add_a_collection_of_the_owners_they_may_not_read(peopl
     assert dropped.status_code == 200 and dropped.json()["knowledge"] == []
     restored = client_for(editor).post(f"{path}/versions/{kept.json()['version']}/restore")
     assert error(restored)[:2] == (400, "invalid") and "knowledge.0" in error(restored)[2], restored.content
+
+
+def test_a_listing_costs_the_same_queries_whatever_it_lists(people):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    owner, viewer, team = people["owner"], people["viewer"], people["team"]
+    client = client_for(viewer)
+    client.get("/api/agents")  # warm: the token's user, the default agent
+
+    def cost() -> tuple[int, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            listed = client.get("/api/agents").json()["results"]
+        return len(queries), sorted(item["access"]["role"] for item in listed)
+
+    few = cost()
+    for number in range(6):
+        agent = make(client_for(owner), slug=f"more-{number}", name=f"More {number}")
+        rule = client_for(owner).put(f"/api/agents/{agent['id']}/access", {"visibility": "shared", "grants": [
+            {"group": team.pk, "role": "editor" if number % 2 else "viewer"}]}, format="json")
+        assert rule.status_code == 200
+    many = cost()
+    assert many[1] == ["editor"] * 3 + ["viewer"] * 5
+    assert many[0] == few[0], (few, many)

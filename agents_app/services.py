@@ -121,7 +121,7 @@ def _readable(ids: list[str], reader: AbstractBaseUser | None) -> set[str]:
 
     if reader is None or not ids:
         return set()
-    rows = Collection.objects.filter(pk__in=ids).filter(visible_q(reader, Collection, every_object_for_admins=True))
+    rows = Collection.objects.filter(pk__in=ids).filter(visible_q(reader, Collection))
     return {str(pk) for pk in rows.values_list("pk", flat=True)}
 
 
@@ -309,3 +309,11 @@ def admin_saved(agent: Agent, actor: AbstractBaseUser | None) -> None:
             _version(agent, "admin edit", actor)
         if agent.is_default:
             _mirror_to_config(agent)
+
+
+def rule_check(agent: Agent, visibility: str, grants: list[dict[str, Any]]) -> None:
+    """organisation.access's check of a new rule: the agent `default` stays everyone's (it is what `agent` means on
+    /v1 and what a new chat talks to), though grants may add editors to it."""
+    if agent.is_default and visibility != EVERYONE:
+        raise AppError("invalid", "visibility: the default agent is everyone's; share another agent instead.", 400,
+                       {"visibility": ["The default agent stays `everyone`."]})

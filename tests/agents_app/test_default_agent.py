@@ -11,6 +11,7 @@ from agents_app.services import default_ensure
 from agentsite.agent import agents as runtime
 from catalogue.models import AgentConfig
 from tests.agents_app.conftest import error
+from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -102,12 +103,32 @@ def test_it_serves_anyone_the_door_lets_in_and_searches_the_callers_personal_col
     assert "agent:default" in runtime.names_now(owner)
 
 
-def test_an_admin_names_tools_and_collections_with_an_admins_rights(default, admin_client, admin, owner):
+def test_an_admin_names_tools_with_an_admins_rights_and_collections_as_anyone(default, admin_client, owner):
     from knowledge import services as kb
 
     theirs = kb.collection_create(owner_id=owner.pk, name="private notes")
+    # An admin acts on any collection by its id, but an agent hands its collections to whoever chats with it:
+    # another user's private collection is not the admin's to give away.
+    refused = admin_client.patch(f"/api/agents/{default.pk}", {"knowledge": [str(theirs.pk)]}, format="json")
+    assert error(refused)[:2] == (400, "invalid") and "knowledge.0" in error(refused)[2]
+    theirs.visibility = "everyone"
+    theirs.save(update_fields=["visibility"])
     patched = admin_client.patch(f"/api/agents/{default.pk}", {"tools": ["web_search", "*"],
                                                                "knowledge": [str(theirs.pk)]}, format="json")
     assert patched.status_code == 200, patched.content
     refused = admin_client.patch(f"/api/agents/{default.pk}", {"tools": ["nope"]}, format="json")
     assert error(refused)[:2] == (400, "invalid") and "tools.0" in error(refused)[2]
+
+
+def test_it_stays_everyones_though_grants_may_add_editors(default, admin_client, owner):
+    for visibility in ("private", "shared"):
+        refused = admin_client.put(f"/api/agents/{default.pk}/access", {"visibility": visibility, "grants": []},
+                                   format="json")
+        assert error(refused)[:2] == (400, "invalid") and "visibility" in error(refused)[2], visibility
+    default.refresh_from_db()
+    assert default.visibility == "everyone" and not default.grants.exists()
+    granted = admin_client.put(f"/api/agents/{default.pk}/access", {
+        "visibility": "everyone", "grants": [{"user": owner.pk, "role": "editor"}]}, format="json")
+    assert granted.status_code == 200, granted.content
+    assert client_for(owner).patch(f"/api/agents/{default.pk}", {"description": "edited"},
+                                   format="json").status_code == 200

@@ -4,11 +4,11 @@
 import { listAll } from "../api.js";
 import { confirmDialog, errorBox, errorText, field, h, hint, loading, pageHeader, put } from "../ui.js";
 import { ownerName, SLUG_PATTERN, sharingText } from "./agents/common.js";
-import { mountEditor } from "./agents/editor.js";
+import { mountAgentEditor } from "./agents/editor.js";
 
 export async function mount(root, ctx) {
   const [id] = ctx.route || [];
-  if (id) return mountEditor(root, ctx, id);
+  if (id) return mountAgentEditor(root, ctx, id);
   const page = new AgentList(root, ctx);
   await page.start();
   return () => { page.stopped = true; };

@@ -10,7 +10,7 @@ import { HistoryPanel } from "./history.js";
 import { CollectionPicker, ModelSelect, ToolPicker } from "./pickers.js";
 import { TryChat } from "./trychat.js";
 
-export async function mountEditor(root, ctx, id) {
+export async function mountAgentEditor(root, ctx, id) {
   const editor = new AgentEditor(root, ctx, id);
   await editor.start();
   return () => editor.stop();

@@ -3,9 +3,11 @@
 // (POST .../versions/:n/restore), which makes a new version equal to it.
 import { errorText, formatTime, h, put } from "../../ui.js";
 
-const SHOWN = [["name", "Name"], ["description", "Description"], ["instructions", "Instructions"], ["model", "Model"],
-  ["tools", "Tools"], ["knowledge", "Knowledge"], ["temperature", "Temperature"], ["max_tokens", "Max tokens"],
-  ["starters", "Starters"]];
+// A field's label from its name: `max_tokens` -> "Max tokens" (the fields are the version's own, in its order).
+function fieldLabel(name) {
+  const words = name.replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
 
 export class HistoryPanel {
   // editor: the AgentEditor (its ctx, path(), readOnly, agent, and restored(agent)).
@@ -50,7 +52,7 @@ export class HistoryPanel {
     const canRestore = !this.editor.readOnly && number !== latest;
     put(this.detail,
       h("h3", {}, number === latest ? `Version ${number} (the latest)` : `Version ${number}`),
-      h("dl", { class: "agents-version-fields" }, SHOWN.map(([name, label]) => [h("dt", {}, label),
+      h("dl", { class: "agents-version-fields" }, Object.keys(fields).map((name) => [h("dt", {}, fieldLabel(name)),
         h("dd", { class: name === "instructions" ? "agents-version-text" : null }, value(name))])),
       canRestore ? h("button", { type: "button", onclick: () => this.restore(number) }, `Restore version ${number}`) : null);
   }

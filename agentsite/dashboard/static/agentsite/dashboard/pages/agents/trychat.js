@@ -1,11 +1,10 @@
 // "Try it": a chat with the agent beside its editor. The first message makes a chat session with the agent
 // (POST /api/sessions {name, agent: <slug>}, listed on the Chat page like any other); each message streams
-// its reply from POST /api/sessions/:id/chat, shown as the Chat page shows messages (chat/message.js). It
-// talks to the agent as saved; "New conversation" starts again, as does saving a new slug. An empty
+// its reply from POST /api/sessions/:id/chat (its events as docs/api.md says: delta, tool_call, tool_result,
+// done, error), drawn as the Chat page draws messages (chat.css, which agents.css imports). It talks to the
+// agent as saved; "New conversation" starts again, as does saving a new slug. An empty
 // conversation offers the agent's starters as buttons that send them.
-import { errorText, h, put } from "../../ui.js";
-import { MessageView, Uploads } from "../chat/message.js";
-import { Reader } from "../chat/voice.js";
+import { errorText, h, put, renderMarkdown } from "../../ui.js";
 
 const NAME_LENGTH = 200;
 
@@ -17,10 +16,6 @@ export class TryChat {
     this.sessionId = null;
     this.slug = null;
     this.streaming = null;
-    this.reader = null;
-    this.uploads = new Uploads(ctx.api);
-    this.hooks = { uploads: this.uploads, readAloud: (view, button) => this.readAloud(view, button),
-      scrollDown: () => { this.log.scrollTop = this.log.scrollHeight; } };
     this.element = this.build();
   }
 
@@ -50,8 +45,10 @@ export class TryChat {
 
   stop() {
     this.streaming?.abort();
-    this.reader?.stop();
-    this.uploads.revokeAll();
+  }
+
+  scrollDown() {
+    this.log.scrollTop = this.log.scrollHeight;
   }
 
   // The agent was loaded or saved: a new slug starts a new conversation; an empty one shows the starters again.
@@ -96,14 +93,11 @@ export class TryChat {
       if (!this.sessionId) await this.createSession();
       if (controller.signal.aborted) return;
       this.log.querySelector(".agents-try-empty")?.remove();
-      const mine = new MessageView("user", this.hooks);
-      mine.setContent(text);
-      this.log.append(mine.element);
+      this.log.append(new TryMessage("user", text).element);
       this.input.value = "";
-      const reply = new MessageView("assistant", this.hooks);
-      reply.setWaiting();
+      const reply = new TryMessage("assistant", "");
       this.log.append(reply.element);
-      this.hooks.scrollDown();
+      this.scrollDown();
       await this.stream(text, controller, reply);
     } catch (error) {
       if (!controller.signal.aborted) this.error.textContent = `Not sent: ${errorText(error)}`;
@@ -124,11 +118,11 @@ export class TryChat {
     try {
       await this.ctx.stream(`/api/sessions/${encodeURIComponent(this.sessionId)}/chat`, {
         body: { message: text }, signal: controller.signal,
-        onEvent: ({ event, data }) => { reply.onEvent(event, data); this.hooks.scrollDown(); } });
+        onEvent: ({ event, data }) => { reply.onEvent(event, data); this.scrollDown(); } });
       if (!reply.finished) reply.fail("The reply ended before it was finished.");
     } catch (error) {
       if (controller.signal.aborted) {
-        reply.setStatus("interrupted");
+        reply.finish("interrupted", "Stopped before the reply was finished.");
         return;
       }
       reply.fail(errorText(error));
@@ -140,28 +134,62 @@ export class TryChat {
     this.sendButton.disabled = busy;
     this.stopButton.hidden = !busy;
   }
+}
 
-  // A reply's "Read aloud", as on the Chat page (the voice provider of /api/config).
-  async readAloud(view, button) {
-    if (this.reader) {
-      this.reader.stop();
-      this.reader = null;
-      button.textContent = "Read aloud";
-      return;
+// One message of the Try-it conversation: its Markdown (sanitised by renderMarkdown), the tools it called
+// (folded), and how it ended. Classes as the Chat page's messages (chat.css).
+class TryMessage {
+  constructor(role, text) {
+    this.content = text;
+    this.finished = false;
+    this.body = h("div", { class: "message-body markdown" });
+    this.calls = new Map();
+    this.extras = h("div", { class: "message-extras" });
+    this.statusLine = h("p", { class: "message-status" });
+    this.element = h("article", { class: `message message-${role}`, "aria-label": role === "user" ? "You said" : "The agent said" },
+      h("p", { class: "message-role" }, role === "user" ? "You" : "Agent"), this.body, this.extras, this.statusLine);
+    if (role === "user" || text) this.render();
+    else put(this.body, h("span", { class: "typing" }, h("span", { class: "spinner", "aria-hidden": "true" }), " Thinking…"));
+  }
+
+  render() {
+    put(this.body, renderMarkdown(this.content));
+  }
+
+  onEvent(event, data) {
+    if (event === "delta") {
+      this.content += data?.content ?? "";
+      this.render();
+    } else if (event === "tool_call") {
+      const result = h("pre", { class: "tool-result muted" }, "Running…");
+      this.calls.set(data.id, result);
+      this.extras.append(h("details", { class: "tool-call" }, h("summary", {}, "Tool call: ", h("code", {}, data.name || "tool")),
+        h("pre", {}, typeof data.arguments === "string" ? data.arguments : JSON.stringify(data.arguments ?? {}, null, 2)), result));
+    } else if (event === "tool_result") {
+      const result = this.calls.get(data.id);
+      if (result) {
+        result.textContent = String(data.content ?? "");
+        result.className = `tool-result${data.is_error ? " error" : ""}`;
+      }
+    } else if (event === "done") {
+      if (typeof data?.content === "string") this.content = data.content;
+      this.render();
+      this.finish("complete");
+    } else if (event === "error") {
+      this.fail(data?.message || "The reply failed.");
     }
-    const config = await this.ctx.api("/api/config").catch(() => ({}));
-    const reader = new Reader({ api: this.ctx.api, provider: config.tts_provider, voice: config.tts_voice });
-    this.reader = reader;
-    button.textContent = "Stop reading";
-    const done = () => {
-      if (this.reader === reader) this.reader = null;
-      button.textContent = "Read aloud";
-    };
-    try {
-      await reader.speak(view.text(), done, (error) => { done(); this.error.textContent = `Read-aloud failed: ${error.message}`; });
-    } catch (error) {
-      done();
-      this.error.textContent = `Read-aloud failed: ${errorText(error)}`;
-    }
+  }
+
+  finish(status, note) {
+    this.finished = true;
+    this.element.dataset.status = status;
+    if (note) put(this.statusLine, h("span", { class: "badge warning" }, "Interrupted"), ` ${note}`);
+  }
+
+  fail(message) {
+    if (!this.content) put(this.body);
+    this.finish("error");
+    put(this.statusLine, h("span", { class: "badge error" }, "Error"), ` ${message}`);
+    this.statusLine.setAttribute("role", "alert");
   }
 }

@@ -35,6 +35,7 @@ class CheckList {
     this.values = [];
     this.readOnly = false;
     this.problems = new Map(); // value -> messages
+    this.rowCount = 0;
     this.list = h("div", { class: "agent-checklist" });
     this.status = h("div", { class: "agent-checklist-status" });
     this.element = h("fieldset", { class: "agent-picker", dataset: { picker: name } },
@@ -89,7 +90,8 @@ class CheckList {
   }
 
   row(row) {
-    const id = `${this.name}-${this.number}-${row.value.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+    // Ids from the value's own characters, and a count: two values may differ only in what an id cannot hold.
+    const id = `${this.name}-${this.number}-${++this.rowCount}-${row.value.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     const problem = this.problems.get(row.value);
     const input = h("input", { type: "checkbox", id, value: row.value, checked: this.values.includes(row.value),
       disabled: this.readOnly || this.disabledRow(row), "aria-invalid": problem ? "true" : null,

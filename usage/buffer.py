@@ -21,10 +21,13 @@ from agentsite.agent.usage import CallRecord
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, int, str, str, str, str]  # day, user_id, key_id, facet, model_requested, model_answered
+Key = tuple[str, int, str, str, str, str, str]  # day, user_id, key_id, facet, model_requested, model_answered, agent
 # requests, errors, interrupted, estimated, prompt_tokens, completion_tokens, cost, latency_ms
 COUNTERS = ("requests", "errors", "interrupted", "estimated", "prompt_tokens", "completion_tokens", "cost",
             "latency_ms")
+
+# A Key's columns, in its order: the aggregate's unique row (usage.models.UsageDaily's constraint).
+ROW = ("day", "user_id", "key_id", "facet", "model_requested", "model_answered", "agent")
 
 _lock = threading.Lock()
 _pending: dict[Key, list[float]] = {}
@@ -37,10 +40,10 @@ def interval() -> float:
 
 
 def add(record: CallRecord, cost: float, *, day: str | None = None) -> None:
-    """Count one call (no I/O)."""
+    """Count one call (no I/O), in its row of (day, user, key, door, models, the caller's named agent)."""
     caller = record.caller
     key = (day or datetime.now(UTC).strftime("%Y-%m-%d"), caller.user_id or 0, caller.key_id, caller.facet,
-           record.model_requested[:200], record.model_answered[:200])
+           record.model_requested[:200], record.model_answered[:200], caller.agent[:64])
     with _lock:
         row = _pending.get(key)
         if row is None:
@@ -96,10 +99,10 @@ _SQL = None
 
 def _sql() -> str:
     table = "usage_usagedaily"
-    columns = ("day", "user_id", "key_id", "facet", "model_requested", "model_answered", *COUNTERS)
+    columns = (*ROW, *COUNTERS)
     updates = ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in COUNTERS)
     return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
-            f"ON CONFLICT (day, user_id, key_id, facet, model_requested, model_answered) DO UPDATE SET {updates}")
+            f"ON CONFLICT ({', '.join(ROW)}) DO UPDATE SET {updates}")
 
 
 _ROLLUP_SQL = ("INSERT INTO usage_usageuserdaily (day, user_id, requests, prompt_tokens, completion_tokens, cost) "

@@ -1,6 +1,7 @@
 """Usage by agent on a real server (issue 45, item 7): an agent made with POST /api/agents and called through
 /v1/chat/completions as `agent:<slug>` (streamed and not) is what /api/usage?group_by=agent shows, apart from
-the same user's plain-model calls, as the fake upstream counted them."""
+the same user's plain-model calls and the deployment's agent (`agent`: the agent `default`), as the fake upstream
+counted them."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_an_agents_calls_through_v1_are_its_usage(live, fake_openai):
                         headers=headers, timeout=10)
     assert key.status_code == 201, key.text
     client = openai.OpenAI(base_url=f"{server.base_url}/v1", api_key=key.json()["key"], max_retries=0)
-    fake_openai.script(Text("first", usage=(11, 3)), Text("second", usage=(13, 5)), Text("plain", usage=(2, 1)))
+    fake_openai.script(Text("first", usage=(11, 3)), Text("second", usage=(13, 5)), Text("plain", usage=(2, 1)),
+                       Text("deployment", usage=(4, 4)))
     whole = client.chat.completions.create(model="agent:helpdesk", messages=[{"role": "user", "content": "hi"}])
     assert whole.choices[0].message.content == "first"
     streamed = client.chat.completions.create(model="agent:helpdesk", stream=True,
@@ -55,11 +57,14 @@ def test_an_agents_calls_through_v1_are_its_usage(live, fake_openai):
     assert [body["messages"][0] for body in bodies[:2]] == [
         {"role": "system", "content": "You answer for the helpdesk."}] * 2
     assert all(message.get("content") != "You answer for the helpdesk." for message in bodies[2]["messages"])
+    # `agent` is the deployment's agent, `default`: its usage is that agent's, not a plain model's.
+    deployment = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "and you?"}])
+    assert deployment.choices[0].message.content == "deployment"
 
-    report = poll(lambda: (found := _usage(server, headers, group_by="agent"))["totals"]["requests"] == 3 and found,
-                  "the three calls flushed")
+    report = poll(lambda: (found := _usage(server, headers, group_by="agent"))["totals"]["requests"] == 4 and found,
+                  "the four calls flushed")
     assert {row["agent"]: (row["requests"], row["prompt_tokens"], row["completion_tokens"])
-            for row in report["results"]} == {"helpdesk": (2, 24, 8), None: (1, 2, 1)}
+            for row in report["results"]} == {"helpdesk": (2, 24, 8), "default": (1, 4, 4), None: (1, 2, 1)}
     # ?agent= keeps its calls only; the admin sees them among everyone's.
     assert _usage(server, headers, agent="helpdesk", group_by="facet")["results"] == [
         {"facet": "v1", "requests": 2, "prompt_tokens": 24, "completion_tokens": 8, "total_tokens": 32, "cost": 0.0}]

@@ -67,6 +67,29 @@ class UsageUserDaily(models.Model):
         return f"usage {self.day} user {self.user_id}"
 
 
+class UsageAgentDaily(models.Model):
+    """The same calls rolled up per (day, user, agent): what the questions by agent read (group_by agent, with day
+    or user, and `?agent=`), a row per user, day and agent used ("": none, a plain model) whatever the keys,
+    models and doors. Written by the same flush, in the same transaction, as UsageDaily (usage.buffer)."""
+
+    day = models.DateField()
+    user_id = models.IntegerField(default=0)
+    agent = models.CharField(max_length=64, blank=True, default="")
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+
+    class Meta:
+        # The unique row serves everyone's range (day first); a user's reads (user_id, day), one agent's (agent, day).
+        constraints = [models.UniqueConstraint(fields=["day", "user_id", "agent"], name="usage_agent_daily_row")]
+        indexes = [models.Index(fields=["user_id", "day"], name="usage_agent_rollup_user_day"),
+                   models.Index(fields=["agent", "day"], name="usage_agent_rollup_agent_day")]
+
+    def __str__(self) -> str:
+        return f"usage {self.day} user {self.user_id} agent {self.agent}"
+
+
 class ModelPrice(models.Model):
     """The price of a catalogue model, per million tokens in and out (the operator's currency)."""
 

@@ -11,11 +11,12 @@ from django.db.models import Q, QuerySet, Sum
 from accounts.models import ApiKey
 from organisation.models import Membership
 from usage import budgets
-from usage.models import GroupBudget, ModelPrice, UsageDaily, UsageUserDaily, UserBudget
+from usage.models import GroupBudget, ModelPrice, UsageAgentDaily, UsageDaily, UsageUserDaily, UserBudget
 
 GROUPS = {"day": "day", "model": "model_answered", "key": "key_id", "facet": "facet", "user": "user_id",
           "agent": "agent"}
 ROLLUP_GROUPS = {"day", "user"}
+AGENT_ROLLUP_GROUPS = {"day", "user", "agent"}
 SUMS = ("requests", "prompt_tokens", "completion_tokens", "cost")
 
 
@@ -25,6 +26,16 @@ def _of_users(rows: QuerySet, user_id: int | None, group_id: int | None) -> Quer
     if group_id is not None:  # the group's current members (one subquery)
         rows = rows.filter(user_id__in=Membership.objects.filter(group_id=group_id).values("user_id"))
     return rows
+
+
+def _aggregates(groups: set[str], by_agent: bool) -> QuerySet:
+    """The smallest aggregate that answers: day and user alone read the per-(day, user) rollup; with the agent
+    (grouped or filtered) the per-(day, user, agent) one; any other group the rows."""
+    if not by_agent and groups <= ROLLUP_GROUPS:
+        return UsageUserDaily.objects.all()
+    if groups <= AGENT_ROLLUP_GROUPS:
+        return UsageAgentDaily.objects.all()
+    return UsageDaily.objects.all()
 
 
 def _totals(values: dict[str, Any]) -> dict[str, Any]:
@@ -40,11 +51,9 @@ def usage_report(*, start: date, end: date, user_id: int | None, group_by: list[
     of that user group's current members (all of it in the range, also from before they joined); `agent`: only
     the calls made for the named agent of that slug. Grouped by agent, calls made for no agent are the result
     whose `agent` is null."""
-    rows: QuerySet = UsageDaily.objects.filter(day__gte=start, day__lte=end)
+    rows = _aggregates(set(group_by), agent is not None).filter(day__gte=start, day__lte=end)
     if agent is not None:
         rows = rows.filter(agent=agent)
-    elif set(group_by) <= ROLLUP_GROUPS:  # day and user only: the rollup has a row per user and day (no agent)
-        rows = UsageUserDaily.objects.filter(day__gte=start, day__lte=end)
     rows = _of_users(rows, user_id, group_id)
     columns = [GROUPS[group] for group in group_by]
     grouped = rows.values(*columns).annotate(**{name: Sum(name) for name in SUMS}).order_by(*columns)

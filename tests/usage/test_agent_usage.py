@@ -17,7 +17,7 @@ from agentsite.agent.types import ChatRequest, Message, ModelSettings
 from agentsite.agent.usage import Caller, CallRecord, metered
 from tests.fakes.llm import Text
 from usage import budgets, buffer
-from usage.models import UsageDaily, UsageUserDaily, UserBudget
+from usage.models import UsageAgentDaily, UsageDaily, UsageUserDaily, UserBudget
 
 TODAY = datetime.now(UTC).date()
 
@@ -27,6 +27,7 @@ def _empty_buffer():
     buffer.flush()
     UsageDaily.objects.all().delete()
     UsageUserDaily.objects.all().delete()
+    UsageAgentDaily.objects.all().delete()
     budgets.drop_user_budget(None)
     yield
     buffer.flush()
@@ -91,6 +92,12 @@ def test_rows_of_one_key_that_differ_only_by_agent_stay_apart_across_flushes(own
     assert _rows() == [("", "v1", 1, 3, 4), ("a", "v1", 3, 7, 9), ("b", "v1", 1, 3, 4)]
     [rollup] = UsageUserDaily.objects.values_list("requests", flat=True)
     assert rollup == 5
+    # The per-(day, user, agent) rollup: one row per agent (none included), whatever the keys, doors and models.
+    buffer.add(CallRecord(Caller(owner.pk, "k", "chat", agent="a"), "n", "n", 10, 10, 1.0, "ok", True), 0.25)
+    buffer.flush()
+    assert sorted(UsageAgentDaily.objects.values_list("agent", "requests", "prompt_tokens", "completion_tokens",
+                                                      "cost")) == [
+        ("", 1, 3, 4, 0.5), ("a", 4, 17, 19, 1.25), ("b", 1, 3, 4, 0.5)]
 
 
 # --- /api/usage by agent -------------------------------------------------------------------------------------
@@ -132,6 +139,17 @@ def test_an_admin_reads_everyones_usage_by_agent_or_one_users(admin_client, reco
     by_user = admin_client.get("/api/usage", {"group_by": "user,agent"}).json()["results"]
     assert sorted((row["username"], row["agent"] or "", row["requests"]) for row in by_user) == [
         ("other", "", 1), ("other", "support", 1), ("owner", "", 1), ("owner", "reviewer", 1), ("owner", "support", 2)]
+
+
+def test_the_agent_rollup_and_the_rows_give_the_same_answers(admin_client, recorded):
+    # group_by=agent alone reads the rollup; with the facet the rows: the same totals per agent.
+    rollup = _by_agent(admin_client)
+    rows = admin_client.get("/api/usage", {"group_by": "agent,facet"}).json()
+    assert rollup["totals"] == rows["totals"] and rollup["totals"]["requests"] == 6
+    assert {row["agent"]: row["total_tokens"] for row in rollup["results"]} == {
+        row["agent"]: row["total_tokens"] for row in rows["results"]}
+    one = admin_client.get("/api/usage", {"group_by": "facet", "agent": "support"}).json()
+    assert one["totals"] == admin_client.get("/api/usage", {"group_by": "day", "agent": "support"}).json()["totals"]
 
 
 def test_the_agent_filter_keeps_that_agents_calls_within_what_the_caller_may_read(owner_client, admin_client,

@@ -26,6 +26,7 @@ same server, non-streaming and streaming; the server's CPU per request over alte
 then runs everything below with the key.
 
     python bench/compat.py --api messages       # /v1/messages side by side with /v1/chat/completions
+    python bench/compat.py --agent [--rounds 5] # agent:<slug> vs the plain model and `agent` (issue 45 item 8)
     python bench/compat.py --serve [--workers 1,2] [--api-key] [--pace-ms 20]   # under `manage.py serve`
 
 --serve starts agentsite as the README's first command leaves it (`manage.py serve`: a fresh data directory,
@@ -40,6 +41,15 @@ each time, and ends with one throughput table. --only latency|throughput runs ha
 
 --light measures throughput with bench/loadgen.py's client and (with --only throughput) its upstream, which
 cost a fraction of the default harness's CPU: on 2 cores that harness left a second worker no core to run on.
+
+--agent makes the agent `bench` on the local server (its admin's: the same model as --model, no tools, no
+knowledge) and sends, one by one in rotating order through /v1/chat/completions, the plain model (--model),
+`agent` (the deployment's agent `default`, made the same as `bench` through /api/config: the same agent loop,
+the same settings, another name) and `agent:bench`, non-streaming and
+streaming, for --rounds rounds of --requests each; it prints each round's p50s and what `agent:bench` adds over
+each (the median over the rounds), then times resolving `agent:bench` in process (the directory's cached path,
+agentsite.agent.agents.aresolve, against the server's own database) and stops. With --target, --agent <slug>
+names an agent that exists there.
 
 --api messages measures the Anthropic Messages door against the chat completions door on the same server,
 model and upstream: requests to each alternating one by one (latency), then in alternating blocks of 20 (the
@@ -315,6 +325,109 @@ def resolve_cost_us(rounds: int = 20000) -> dict[str, float]:
     return figures
 
 
+AGENT_SLUG = "bench"
+
+
+async def agent_vs_model(args: argparse.Namespace, stream: bool) -> list[dict]:
+    """--agent: through the target, one by one in rotating order, the plain model, `agent` and `agent:<slug>`;
+    one {name: figures} per round (--rounds), each of --requests requests per name."""
+    names = {"model": args.model, "agent": "agent", "agent:slug": f"agent:{args.agent}"}
+    rounds = []
+    async with _client(args.api_key, 4) as client:
+        for _ in range(10):  # warm-up: connections, the directory's load, lazy imports
+            for model in names.values():
+                await one_request(client, args.target, model, stream)
+        order = list(names)
+        for _round in range(args.rounds):
+            samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+            for index in range(args.requests):
+                for name in order[index % 3:] + order[:index % 3]:
+                    samples[name].append(await one_request(client, args.target, names[name], stream))
+            figures: dict = {name: _figures(rows) for name, rows in samples.items()}
+            # Paired: request i of agent:<slug> against request i of each other name, sent next to it (the same
+            # moment of the machine); the median of those differences is steadier than a difference of p50s.
+            for other in ("model", "agent"):
+                for index_, field in ((0, "ttft"), (1, "total")):
+                    figures[f"paired_{field}_over_{other}"] = percentile(
+                        [(mine[index_] - theirs[index_]) * 1000
+                         for mine, theirs in zip(samples["agent:slug"], samples[other], strict=True)], 50)
+            rounds.append(figures)
+    return rounds
+
+
+def print_agent_rounds(title: str, rounds: list[dict], stream: bool) -> dict[str, float]:
+    """Each round's p50s, and what agent:<slug> adds over the plain model and over `agent`: the difference of the
+    round's p50s, and the median of the paired differences; then the median of each over the rounds (ms), which
+    it returns."""
+    field = "ttft" if stream else "total"
+    print(f"\n{title}")
+    print(f"{'round':<7}{'model':>9}{'agent':>9}{'agent:slug':>12}{'slug-model':>12}{'slug-agent':>12}"
+          f"{'paired s-m':>12}{'paired s-a':>12}   ({'TTFT' if stream else 'total'} p50, ms)")
+    columns: dict[str, list[float]] = {"over_model": [], "over_agent": [], "paired_over_model": [],
+                                       "paired_over_agent": []}
+    for index, figures in enumerate(rounds, 1):
+        model, agent, slug = (figures[name][f"{field}_p50"] for name in ("model", "agent", "agent:slug"))
+        row = {"over_model": slug - model, "over_agent": slug - agent,
+               "paired_over_model": figures[f"paired_{field}_over_model"],
+               "paired_over_agent": figures[f"paired_{field}_over_agent"]}
+        for name, value in row.items():
+            columns[name].append(value)
+        print(f"{index:<7}{model:>9.3f}{agent:>9.3f}{slug:>12.3f}"
+              + "".join(f"{value:>+12.3f}" for value in row.values()))
+    medians = {name: percentile(values, 50) for name, values in columns.items()}
+    print(f"{'median':<37}" + "".join(f"{value:>+12.3f}" for value in medians.values()))
+    return medians
+
+
+def agent_resolve_cost_us(data_dir: Path, username: str, slug: str, rounds: int = 20000) -> dict[str, float]:
+    """In process, against the server's database (SQLite): resolving `agent:<slug>` for `username` as a /v1
+    request does (agentsite.agent.agents.aresolve: the directory's cached rules, no query while the
+    invalidation channel is connected), and telling a plain model is no agent; p50 in µs, and the queries the
+    cached path made."""
+    os.environ["AGENTSITE_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agentsite.agent import agents
+    from agentsite.core import invalidation
+
+    user = get_user_model().objects.get(username=username)
+    name = f"{agents.PREFIX}{slug}"
+    agents.resolve_now(user, name)  # loads the rules (and starts this process's listener)
+    invalidation.listen()
+
+    async def timed() -> dict[str, float]:
+        for _ in range(100):
+            await agents.aresolve(user, name)
+        figures = {}
+        for label, call in (("aresolve agent:<slug>", lambda: agents.aresolve(user, name)),
+                            ("aresolve agent", lambda: agents.aresolve(user, agents.PLAIN))):
+            samples = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                await call()
+                samples.append((time.perf_counter() - started) * 1e6)
+            figures[label] = percentile(samples, 50)
+        samples = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            agents.is_agent_model("fake-model")
+            samples.append((time.perf_counter() - started) * 1e6)
+        figures["is_agent_model(plain)"] = percentile(samples, 50)
+        return figures
+
+    with CaptureQueriesContext(connection) as queries:
+        figures = asyncio.run(timed())
+    figures["queries"] = float(len(queries))
+    figures["connected"] = float(invalidation.connected())
+    return figures
+
+
 async def auth_overhead(args: argparse.Namespace, token: str, key: str, stream: bool) -> dict:
     """The same requests through the target with the dashboard token and with the API key, alternating one by one
     (latency), then in alternating blocks of 20 (the server's CPU per request for each)."""
@@ -450,6 +563,22 @@ def start_agentsite(upstream: str, alias: str | None = None, env: dict[str, str]
                       json={"name": alias, "strategy": "fallback", "targets": [{"model": "default/fake-model"}]},
                       ).raise_for_status()
     return server, token
+
+
+def make_agent(server, token: str, slug: str, model: str) -> None:
+    """The agent `slug` on the server, owned by its admin: the model the plain requests ask for, no tools, no
+    knowledge, no instructions; and the deployment's agent (`agent`, the agent `default`) made the same through
+    /api/config (no tools, no knowledge base, no system prompt), so that `agent:<slug>` and `agent` differ in
+    their name alone."""
+    import requests
+
+    requests.patch(f"{server.base_url}/api/config", headers={"Authorization": f"Bearer {token}"}, timeout=10,
+                   json={"system_prompt": "", "tools": [], "kb_enabled": False}).raise_for_status()
+    response = requests.post(f"{server.base_url}/api/agents", headers={"Authorization": f"Bearer {token}"},
+                             timeout=10, json={"slug": slug, "name": "Bench", "instructions": "",
+                                               "model": model, "tools": [], "knowledge": []})
+    if response.status_code != 201:
+        raise RuntimeError(f"the agent {slug!r} could not be made: {response.status_code} {response.text[:300]}")
 
 
 class ServeServer:
@@ -678,6 +807,15 @@ async def run(args: argparse.Namespace) -> dict:
                                  f"{METRICS_BLOCK}", figures)
             results["metrics"][kind] = figures
         return results
+    if args.agent:
+        results["agent"] = {}
+        for stream in (False, True):
+            kind = "streaming" if stream else "non-streaming"
+            rounds = await agent_vs_model(args, stream)
+            medians = print_agent_rounds(f"agent:{args.agent} vs {args.model!r} and `agent`, {kind}, {args.rounds} "
+                                         f"rounds of {args.requests} each, interleaved", rounds, stream)
+            results["agent"][kind] = {"rounds": rounds, "added_median_ms": medians}
+        return results
     if args.api:
         for stream in (False, True):
             kind = "streaming" if stream else "non-streaming"
@@ -765,6 +903,9 @@ def main() -> None:
     parser.add_argument("--api", choices=sorted(DOORS), help="only this door side by side with "
                         "/v1/chat/completions (and the upstream directly): latency and server CPU per request")
     parser.add_argument("--alias-only", action="store_true", help="only the alias-vs-entry figures")
+    parser.add_argument("--agent", nargs="?", const=AGENT_SLUG, help="only agent:<slug> vs the plain model and "
+                        "`agent` (issue 45 item 8); on a local server the agent is made here (slug 'bench')")
+    parser.add_argument("--rounds", type=int, default=5, help="with --agent: rounds of --requests each")
     parser.add_argument("--tokens", type=int, default=100, help="tokens the local fake upstream streams")
     parser.add_argument("--pace-ms", type=float, default=0.0,
                         help="the local fake upstream waits this long before each streamed token (0: it sends them "
@@ -818,6 +959,8 @@ def main() -> None:
             if alias and not args.entry:
                 args.entry = "default/fake-model"
             server, token = start_agentsite(args.upstream, alias)
+            if args.agent:
+                make_agent(server, token, args.agent, args.model)
             if args.metrics:
                 metrics_dir = tempfile.mkdtemp(prefix="agentsite-bench-metrics-")
                 other, other_token = start_agentsite(args.upstream, alias, env={
@@ -836,6 +979,13 @@ def main() -> None:
         args.api_key = args.api_key or "bench"
         print(f"machine: {machine()}")
         results = asyncio.run(run(args))
+        if args.agent and server is not None:
+            costs = agent_resolve_cost_us(server.data_dir, "admin", args.agent)
+            results["agent"]["resolve_us"] = costs
+            print(f"in-process p50: aresolve agent:{args.agent} {costs['aresolve agent:<slug>']:.2f} µs, aresolve "
+                  f"agent {costs['aresolve agent']:.2f} µs, is_agent_model(plain) "
+                  f"{costs['is_agent_model(plain)']:.2f} µs; queries on the cached path: "
+                  f"{costs['queries']:.0f}; invalidation connected: {bool(costs['connected'])}")
     finally:
         if server:
             server.stop()

@@ -11,6 +11,10 @@ view, its query and serialization; no network) for the questions the dashboard a
 - one user, 30 days, `group_by=key` and `facet` (its tables),
 - an admin, everyone, 90 days, `group_by=user` (the admin's per-user table).
 
+With `--agents N` each call is also made for one of N named agents or none (Caller.agent; one in N+1 for none),
+which multiplies the aggregate rows by up to N+1, and three questions by agent are timed too: a user's
+`group_by=agent`, the admin's `group_by=agent` over everyone and the admin's one agent by day (`?agent=`).
+
 The calls are spread over `--users` users × 3 keys × 4 models × 3 facets × `--days` days (random, seeded), as
 a team's server would see them; the aggregate rows are what the query reads, so the figures depend on that
 spread, not on the number of calls: that is the point (a spend log with a row per call slows down as it grows).
@@ -44,7 +48,7 @@ def setup() -> None:
     call_command("migrate", verbosity=0)
 
 
-def record(calls: int, users: list[int], days: int, seed: int) -> float:
+def record(calls: int, users: list[int], days: int, seed: int, agents: int = 0) -> float:
     """Record `calls` calls through usage.buffer.add, flushing every 200,000; returns µs per add."""
     from agentsite.agent.usage import Caller, CallRecord
     from usage import buffer
@@ -53,8 +57,9 @@ def record(calls: int, users: list[int], days: int, seed: int) -> float:
     today = datetime.now(UTC).date()
     day_names = [(today - timedelta(days=n)).isoformat() for n in range(days)]
     models, facets = ["gpt-4o", "claude-sonnet", "llama3", "agent"], ["v1", "chat", "workflow"]
-    callers = {(user, key, facet): Caller(user, f"{user}{key}", facet) for user in users for key in range(3)
-               for facet in facets}
+    slugs = ["", *(f"agent{n}" for n in range(agents))]
+    callers = {(user, key, facet, slug): Caller(user, f"{user}{key}", facet, agent=slug) for user in users
+               for key in range(3) for facet in facets for slug in slugs}
     caller_keys = list(callers)
     spent = 0.0
     batch = 200_000
@@ -88,6 +93,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=200)
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--agents", type=int, default=0, help="named agents the calls are made for (0: none)")
     args = parser.parse_args()
     setup()
     from django.contrib.auth import get_user_model
@@ -110,14 +116,23 @@ def main() -> None:
     today = datetime.now(UTC).date()
     month_ago, quarter_ago = (today - timedelta(days=29)).isoformat(), (today - timedelta(days=89)).isoformat()
     database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    print(f"database: {database}; {args.users} users x 3 keys x 4 models x 3 facets x {args.days} days")
+    spread = f" x {args.agents + 1} agents (none included)" if args.agents else ""
+    print(f"database: {database}; {args.users} users x 3 keys x 4 models x 3 facets x {args.days} days{spread}")
     recorded = 0
     for target in sorted(args.calls):
-        per_add = record(target - recorded, users, args.days, seed=target)
+        per_add = record(target - recorded, users, args.days, seed=target, agents=args.agents)
         recorded = target
         rows = UsageDaily.objects.count()
         print(f"\n{recorded:,} calls recorded -> {rows:,} aggregate rows (buffer.add: {per_add:.2f} µs per call)")
+        by_agent = (
+            ("user, 30 days, group_by=agent", user_client, f"/api/usage?from={month_ago}&group_by=agent"),
+            ("admin, all users, 90 days, group_by=agent", admin_client,
+             f"/api/usage?from={quarter_ago}&group_by=agent"),
+            ("admin, 90 days, agent=agent0, group_by=day", admin_client,
+             f"/api/usage?from={quarter_ago}&agent=agent0&group_by=day"),
+        ) if args.agents else ()
         for label, client, path in (
+            *by_agent,
             ("user, 30 days, group_by=day,model", user_client, f"/api/usage?from={month_ago}&group_by=day,model"),
             ("user, 30 days, group_by=key", user_client, f"/api/usage?from={month_ago}&group_by=key"),
             ("user, 30 days, group_by=facet", user_client, f"/api/usage?from={month_ago}&group_by=facet"),

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api import IsAdmin
+from agentsite.agent.agents import SLUG_PATTERN as SLUG
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import query_text, validated
@@ -122,6 +123,18 @@ def _user_filter(request: Request) -> int | None:
     return int(raw) if raw is not None else None
 
 
+def _agent_filter(request: Request) -> str | None:
+    """The agent whose calls to read (`?agent=<slug>`), by slug: an agent deleted or renamed since keeps the usage
+    recorded under the slug it had. It narrows what the caller may read anyway (their own; an admin's anyone's)."""
+    raw = request.query_params.get("agent")
+    if raw is None:
+        return None
+    if not SLUG.fullmatch(raw):
+        raise AppError("invalid", "agent must be an agent's slug: 1-64 of lowercase letters, digits, - and _.", 400,
+                       {"agent": [f"Not a slug: {raw[:80]!r}."]})
+    return raw
+
+
 GROUP_NOT_MANAGED = OpenApiResponse(description="`forbidden`: `group` names a group the caller is a member, not a "
                                                 "manager, of.")
 
@@ -147,7 +160,11 @@ class UsageView(APIView):
     @extend_schema(parameters=[
         OpenApiParameter("from", OpenApiTypes.DATE, description="First day (UTC), inclusive; default 29 days ago."),
         OpenApiParameter("to", OpenApiTypes.DATE, description="Last day (UTC), inclusive; default today."),
-        OpenApiParameter("group_by", str, description="One or two of day, model, key, facet, user (e.g. day,model)."),
+        OpenApiParameter("group_by", str, description="One or two of day, model, key, facet, user, agent (e.g. "
+                                                      "day,model). By agent: calls for no named agent are `agent: "
+                                                      "null`."),
+        OpenApiParameter("agent", str, description="Only the calls made for the named agent of this slug (as it was "
+                                                   "when called)."),
         OpenApiParameter("user", int, description="Admins: only this user's usage (default: everyone's)."),
         OpenApiParameter("group", int, description="Admins and the group's managers: only the usage of this user "
                                                    "group's current members (all of it in the range)."),
@@ -163,7 +180,7 @@ class UsageView(APIView):
         group_id = _group_filter(request)
         user_id = _user_filter(request) if group_id is None else None
         return Response(selectors.usage_report(start=start, end=end, user_id=user_id, group_by=group_by,
-                                               group_id=group_id))
+                                               group_id=group_id, agent=_agent_filter(request)))
 
 
 class BudgetView(APIView):

@@ -2,8 +2,9 @@
 
 `add()` is what a request pays: a dict update under a lock, no I/O. A daemon thread writes what accumulated every
 AGENTSITE_USAGE_FLUSH_S seconds with one additive upsert per row (processes flushing one row add up), with the
-per-(day, user) rollup in the same transaction; `atexit` flushes the rest, and a failed flush is retried. Every
-call added is written exactly once (a SIGKILL loses at most one interval). With the interval 0 no thread starts.
+per-(day, user) and per-(day, user, agent) rollups in the same transaction; `atexit` flushes the rest, and a
+failed flush is retried. Every call added is written exactly once (a SIGKILL loses at most one interval). With the
+interval 0 no thread starts.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from agentsite.agent.usage import CallRecord
 
 logger = logging.getLogger(__name__)
 
-Key = tuple[str, int, str, str, str, str]  # day, user_id, key_id, facet, model_requested, model_answered
+Key = tuple[str, int, str, str, str, str, str]  # day, user_id, key_id, facet, model_requested, model_answered, agent
 # requests, errors, interrupted, estimated, prompt_tokens, completion_tokens, cost, latency_ms
 COUNTERS = ("requests", "errors", "interrupted", "estimated", "prompt_tokens", "completion_tokens", "cost",
             "latency_ms")
+
+# A Key's columns, in its order: the aggregate's unique row (usage.models.UsageDaily's constraint).
+ROW = ("day", "user_id", "key_id", "facet", "model_requested", "model_answered", "agent")
 
 _lock = threading.Lock()
 _pending: dict[Key, list[float]] = {}
@@ -37,10 +41,10 @@ def interval() -> float:
 
 
 def add(record: CallRecord, cost: float, *, day: str | None = None) -> None:
-    """Count one call (no I/O)."""
+    """Count one call (no I/O), in its row of (day, user, key, door, models, the caller's named agent)."""
     caller = record.caller
     key = (day or datetime.now(UTC).strftime("%Y-%m-%d"), caller.user_id or 0, caller.key_id, caller.facet,
-           record.model_requested[:200], record.model_answered[:200])
+           record.model_requested[:200], record.model_answered[:200], caller.agent[:64])
     with _lock:
         row = _pending.get(key)
         if row is None:
@@ -96,10 +100,10 @@ _SQL = None
 
 def _sql() -> str:
     table = "usage_usagedaily"
-    columns = ("day", "user_id", "key_id", "facet", "model_requested", "model_answered", *COUNTERS)
+    columns = (*ROW, *COUNTERS)
     updates = ", ".join(f"{name} = {table}.{name} + excluded.{name}" for name in COUNTERS)
     return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
-            f"ON CONFLICT (day, user_id, key_id, facet, model_requested, model_answered) DO UPDATE SET {updates}")
+            f"ON CONFLICT ({', '.join(ROW)}) DO UPDATE SET {updates}")
 
 
 _ROLLUP_SQL = ("INSERT INTO usage_usageuserdaily (day, user_id, requests, prompt_tokens, completion_tokens, cost) "
@@ -108,21 +112,34 @@ _ROLLUP_SQL = ("INSERT INTO usage_usageuserdaily (day, user_id, requests, prompt
                            for name in ("requests", "prompt_tokens", "completion_tokens", "cost")))
 
 
+_AGENT_ROLLUP_SQL = (
+    "INSERT INTO usage_usageagentdaily (day, user_id, agent, requests, prompt_tokens, completion_tokens, cost) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (day, user_id, agent) DO UPDATE SET "
+    + ", ".join(f"{name} = usage_usageagentdaily.{name} + excluded.{name}"
+                for name in ("requests", "prompt_tokens", "completion_tokens", "cost")))
+
+
+def _rolled_up(rows: dict[Key, list[float]], columns: tuple[int, ...]) -> list[tuple]:
+    """The rows summed per the key's `columns` (requests, prompt and completion tokens, cost), in key order (two
+    processes lock rows in the same order)."""
+    sums: dict[tuple, list[float]] = {}
+    for key, values in rows.items():
+        row = sums.setdefault(tuple(key[index] for index in columns), [0, 0, 0, 0.0])
+        row[0] += values[0]
+        row[1] += values[4]
+        row[2] += values[5]
+        row[3] += values[6]
+    return [(*group, int(n), int(p), int(c), float(cost)) for group, (n, p, c, cost) in sorted(sums.items())]
+
+
 def _write(rows: dict[Key, list[float]]) -> None:
+    """The rows, the per-(day, user) rollup and the per-(day, user, agent) rollup, in one transaction."""
     params = [(*key, *(int(v) if index != 6 else float(v) for index, v in enumerate(values)))
               for key, values in sorted(rows.items())]  # sorted: two processes lock rows in the same order
-    rollup: dict[tuple[str, int], list[float]] = {}
-    for key, values in rows.items():
-        sums = rollup.setdefault((key[0], key[1]), [0, 0, 0, 0.0])
-        sums[0] += values[0]
-        sums[1] += values[4]
-        sums[2] += values[5]
-        sums[3] += values[6]
-    rollup_params = [(day, user, int(n), int(p), int(c), float(cost))
-                     for (day, user), (n, p, c, cost) in sorted(rollup.items())]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(_sql(), params)
-        cursor.executemany(_ROLLUP_SQL, rollup_params)
+        cursor.executemany(_ROLLUP_SQL, _rolled_up(rows, (0, 1)))
+        cursor.executemany(_AGENT_ROLLUP_SQL, _rolled_up(rows, (0, 1, 6)))
 
 
 def _loop() -> None:

@@ -1,7 +1,7 @@
 """Usage aggregates, the price table, users' budgets and the budget counters kept without Redis.
 
 Usage is stored as aggregates, never a row per call: one row per (day, user, key, facet, model requested,
-model answered) whose counters the flusher adds to (usage.buffer). A month of a busy server is a few thousand
+model answered, agent) whose counters the flusher adds to (usage.buffer). A month of a busy server is a few thousand
 rows per user at most, so /api/usage reads stay fast however many calls were made (bench/usage.py).
 """
 
@@ -12,10 +12,11 @@ from django.db import models
 
 
 class UsageDaily(models.Model):
-    """Calls of one day (UTC) by one caller through one door to one model. `user_id` 0: anonymous; `key_id` "":
-    no API key (not foreign keys: the usage of a deleted key or user stays counted). `latency_ms` is the sum over
-    the calls; `errors` and `interrupted` count the calls that ended so; `estimated` those whose tokens were
-    counted from the text because the upstream sent no usage."""
+    """Calls of one day (UTC) by one caller through one door to one model for one named agent. `user_id` 0:
+    anonymous; `key_id` "": no API key; `agent` the slug of the named agent the calls were made for, as it was at
+    the call ("": none, a plain model) (not foreign keys: the usage of a deleted key, user or agent stays
+    counted). `latency_ms` is the sum over the calls; `errors` and `interrupted` count the calls that ended so;
+    `estimated` those whose tokens were counted from the text because the upstream sent no usage."""
 
     day = models.DateField()
     user_id = models.IntegerField(default=0)
@@ -23,6 +24,7 @@ class UsageDaily(models.Model):
     facet = models.CharField(max_length=32)
     model_requested = models.CharField(max_length=200)
     model_answered = models.CharField(max_length=200, blank=True, default="")
+    agent = models.CharField(max_length=64, blank=True, default="")
     requests = models.BigIntegerField(default=0)
     errors = models.BigIntegerField(default=0)
     interrupted = models.BigIntegerField(default=0)
@@ -34,9 +36,12 @@ class UsageDaily(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(
-            fields=["day", "user_id", "key_id", "facet", "model_requested", "model_answered"], name="usage_daily_row")]
+            fields=["day", "user_id", "key_id", "facet", "model_requested", "model_answered", "agent"],
+            name="usage_daily_agent_row")]
+        # `?agent=<slug>` over everyone reads (agent, day); a user's own usage by agent reads (user_id, day).
         indexes = [models.Index(fields=["user_id", "day"], name="usage_user_day"),
-                   models.Index(fields=["day"], name="usage_day")]
+                   models.Index(fields=["day"], name="usage_day"),
+                   models.Index(fields=["agent", "day"], name="usage_agent_day")]
 
     def __str__(self) -> str:
         return f"usage {self.day} user {self.user_id} {self.model_requested}"
@@ -60,6 +65,29 @@ class UsageUserDaily(models.Model):
 
     def __str__(self) -> str:
         return f"usage {self.day} user {self.user_id}"
+
+
+class UsageAgentDaily(models.Model):
+    """The same calls rolled up per (day, user, agent): what the questions by agent read (group_by agent, with day
+    or user, and `?agent=`), a row per user, day and agent used ("": none, a plain model) whatever the keys,
+    models and doors. Written by the same flush, in the same transaction, as UsageDaily (usage.buffer)."""
+
+    day = models.DateField()
+    user_id = models.IntegerField(default=0)
+    agent = models.CharField(max_length=64, blank=True, default="")
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+
+    class Meta:
+        # The unique row serves everyone's range (day first); a user's reads (user_id, day), one agent's (agent, day).
+        constraints = [models.UniqueConstraint(fields=["day", "user_id", "agent"], name="usage_agent_daily_row")]
+        indexes = [models.Index(fields=["user_id", "day"], name="usage_agent_rollup_user_day"),
+                   models.Index(fields=["agent", "day"], name="usage_agent_rollup_agent_day")]
+
+    def __str__(self) -> str:
+        return f"usage {self.day} user {self.user_id} agent {self.agent}"
 
 
 class ModelPrice(models.Model):

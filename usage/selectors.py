@@ -11,10 +11,12 @@ from django.db.models import Q, QuerySet, Sum
 from accounts.models import ApiKey
 from organisation.models import Membership
 from usage import budgets
-from usage.models import GroupBudget, ModelPrice, UsageDaily, UsageUserDaily, UserBudget
+from usage.models import GroupBudget, ModelPrice, UsageAgentDaily, UsageDaily, UsageUserDaily, UserBudget
 
-GROUPS = {"day": "day", "model": "model_answered", "key": "key_id", "facet": "facet", "user": "user_id"}
+GROUPS = {"day": "day", "model": "model_answered", "key": "key_id", "facet": "facet", "user": "user_id",
+          "agent": "agent"}
 ROLLUP_GROUPS = {"day", "user"}
+AGENT_ROLLUP_GROUPS = {"day", "user", "agent"}
 SUMS = ("requests", "prompt_tokens", "completion_tokens", "cost")
 
 
@@ -26,6 +28,16 @@ def _of_users(rows: QuerySet, user_id: int | None, group_id: int | None) -> Quer
     return rows
 
 
+def _aggregates(groups: set[str], by_agent: bool) -> QuerySet:
+    """The smallest aggregate that answers: day and user alone read the per-(day, user) rollup; with the agent
+    (grouped or filtered) the per-(day, user, agent) one; any other group the rows."""
+    if not by_agent and groups <= ROLLUP_GROUPS:
+        return UsageUserDaily.objects.all()
+    if groups <= AGENT_ROLLUP_GROUPS:
+        return UsageAgentDaily.objects.all()
+    return UsageDaily.objects.all()
+
+
 def _totals(values: dict[str, Any]) -> dict[str, Any]:
     prompt, completion = int(values.get("prompt_tokens") or 0), int(values.get("completion_tokens") or 0)
     return {"requests": int(values.get("requests") or 0), "prompt_tokens": prompt, "completion_tokens": completion,
@@ -33,13 +45,15 @@ def _totals(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def usage_report(*, start: date, end: date, user_id: int | None, group_by: list[str],
-                 group_id: int | None = None) -> dict[str, Any]:
+                 group_id: int | None = None, agent: str | None = None) -> dict[str, Any]:
     """`{results: [{<group>..., requests, prompt_tokens, completion_tokens, total_tokens, cost}], totals}`, one
     result per combination of the groups (one GROUP BY over the indexed aggregates); `group_id`: only the usage
-    of that user group's current members (all of it in the range, also from before they joined)."""
-    rows: QuerySet = UsageDaily.objects.filter(day__gte=start, day__lte=end)
-    if set(group_by) <= ROLLUP_GROUPS:  # day and user only: the rollup has a row per user and day
-        rows = UsageUserDaily.objects.filter(day__gte=start, day__lte=end)
+    of that user group's current members (all of it in the range, also from before they joined); `agent`: only
+    the calls made for the named agent of that slug. Grouped by agent, calls made for no agent are the result
+    whose `agent` is null."""
+    rows = _aggregates(set(group_by), agent is not None).filter(day__gte=start, day__lte=end)
+    if agent is not None:
+        rows = rows.filter(agent=agent)
     rows = _of_users(rows, user_id, group_id)
     columns = [GROUPS[group] for group in group_by]
     grouped = rows.values(*columns).annotate(**{name: Sum(name) for name in SUMS}).order_by(*columns)
@@ -60,7 +74,8 @@ def usage_report(*, start: date, end: date, user_id: int | None, group_by: list[
 
 
 def _name_groups(results: list[dict[str, Any]], group_by: list[str]) -> None:
-    """Names beside the ids: `username` for a user, `key_name` for a key (None: none, or since deleted)."""
+    """Names beside the ids: `username` for a user, `key_name` for a key (None: none, or since deleted); no
+    agent (a plain model's calls) is null, as no user and no key are."""
     if "user" in group_by:
         ids = {result["user"] for result in results}
         names = dict(get_user_model().objects.filter(pk__in=ids).values_list("pk", "username"))
@@ -72,6 +87,9 @@ def _name_groups(results: list[dict[str, Any]], group_by: list[str]) -> None:
         for result in results:
             result["key_name"] = names.get(result["key"])
             result["key"] = result["key"] or None
+    if "agent" in group_by:
+        for result in results:
+            result["agent"] = result["agent"] or None
 
 
 def _key_names(ids: set[str]) -> dict[str, str]:

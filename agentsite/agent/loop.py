@@ -118,7 +118,7 @@ def prepare_now(*, messages: list[Message], user_id: int | None, is_admin: bool,
     thread, such as the one a chat turn reads its session on), or None when a source can only answer
     asynchronously (an MCP server to connect, a context source without a sync variant): the run then asks
     them itself. A context source that fails is left out (logged), as in a run."""
-    tools = registry.list_tools_now(ToolContext(user_id, is_admin), settings)
+    tools = registry.list_tools_now(ToolContext(user_id, is_admin), settings) if settings.tools else []
     if tools is None:
         return None
     query = _latest_user_text(messages)
@@ -356,7 +356,7 @@ class _AgentRun:
         return await call_tool(tool, call.arguments, self.ctx)
 
     async def _tools(self) -> list[Tool]:
-        if not self.use_tools:
+        if not self.use_tools or not self.settings.tools:  # an empty allowlist: nothing to list (nor connect to)
             return []
         self.ctx = await resolve_caller(self.ctx)  # the calls then run for the caller they were listed for
         return await registry.list_tools(self.ctx, self.settings)

@@ -6,7 +6,8 @@
 - `member` (in `team`), with an API key of the scopes v1 and mcp, and a dashboard token;
 - `outsider` (in no group), with the same;
 - `intern`, in `team` and in `interns`, a group whose models are ["fast"].
-The fake upstream's recorded requests are the witness of what each door sent.
+The fake upstream's recorded requests are the witness of what each door sent; `Recording`, a metering, of the
+usage each call records (tests without a server).
 """
 
 from __future__ import annotations
@@ -15,6 +16,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+
+from agentsite.agent.usage import Caller, CallRecord
+
+
+class Recording:
+    """A Metering that refuses nothing and keeps every call's record."""
+
+    def __init__(self) -> None:
+        self.records: list[CallRecord] = []
+
+    async def check(self, caller: Caller) -> None:
+        return None
+
+    async def admit(self, caller: Caller, model: str, *, prompt_tokens: int = 0,
+                    max_tokens: int | None = None) -> object | None:
+        return None
+
+    def record(self, record: CallRecord, ticket: object | None) -> None:
+        self.records.append(record)
+
 
 PASSWORD = "correct-horse-battery-9"
 INSTRUCTIONS = "You are Helper, the support agent of the pelican harbour. Answer in French."

@@ -3,7 +3,8 @@
 `build(server, admin)` makes, over the real API of a server started by tests.e2e.server_with_fake_upstream:
 - `author`, who owns a collection `Handbook` holding PASSAGE and the agent `helper` (INSTRUCTIONS, the one tool
   `web_fetch`, the collection as its knowledge), shared as viewer with the group `team`;
-- `member` (in `team`), with an API key of the scopes v1 and mcp, and a dashboard token;
+- `member` (in `team`), with an API key of the scopes v1 and mcp, and a dashboard token, whose own personal
+  collection holds MEMBER_PASSAGE (which the agent must never see: it does not name that collection);
 - `outsider` (in no group), with the same;
 - `intern`, in `team` and in `interns`, a group whose models are ["fast"].
 The fake upstream's recorded requests are the witness of what each door sent; `Recording`, a metering, of the
@@ -40,6 +41,7 @@ class Recording:
 PASSWORD = "correct-horse-battery-9"
 INSTRUCTIONS = "You are Helper, the support agent of the pelican harbour. Answer in French."
 PASSAGE = "The night gate of the pelican harbour opens with the code heron-7731."
+MEMBER_PASSAGE = "The night gate of the pelican harbour also opens with the member code gull-0042."
 QUESTION = "What code opens the night gate of the pelican harbour?"
 SLUG = "helper"
 MODEL = f"agent:{SLUG}"
@@ -105,6 +107,7 @@ def build(base_url: str, admin: dict[str, str]) -> World:
     team = _post(base_url, "/api/groups", admin, {"name": "team"})
     interns = _post(base_url, "/api/groups", admin, {"name": "interns", "models": ["fast"]})
     member, outsider, intern = (person(base_url, name) for name in ("member", "outsider", "intern"))
+    _post(base_url, "/api/kb/documents", member.headers, {"filename": "mine.md", "content": MEMBER_PASSAGE})
     for group, user in ((team, member), (team, intern), (interns, intern)):
         _post(base_url, f"/api/groups/{group['id']}/members", admin, {"user": user.id})
     shared = requests.put(f"{base_url}/api/agents/{agent['id']}/access", headers=author.headers, timeout=30,
@@ -128,10 +131,12 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 def assert_the_agent_was_sent(body: dict[str, Any], *, caller_system: str | None = None) -> None:
     """What every door must send upstream for `helper`: its instructions first (then the passage its knowledge
-    found, in the same system message), exactly its one tool, and the caller's own system message after it."""
+    found, in the same system message, and nothing of the caller's own collections), exactly its one tool, and
+    the caller's own system message after it."""
     system = first_system(body)
     assert system.startswith(INSTRUCTIONS), system
     assert PASSAGE in system, system
+    assert "gull-0042" not in str(body["messages"]), body["messages"]
     assert tool_names(body) == [TOOL], body.get("tools")
     if caller_system is not None:
         second = body["messages"][1]

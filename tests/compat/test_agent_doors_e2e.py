@@ -12,7 +12,16 @@ import openai
 import pytest
 
 from tests.compat import agent_world
-from tests.compat.agent_world import INSTRUCTIONS, MODEL, PASSAGE, QUESTION, TOOL, World, assert_the_agent_was_sent
+from tests.compat.agent_world import (
+    INSTRUCTIONS,
+    MEMBER_PASSAGE,
+    MODEL,
+    PASSAGE,
+    QUESTION,
+    TOOL,
+    World,
+    assert_the_agent_was_sent,
+)
 from tests.e2e import server_with_fake_upstream
 from tests.fakes.llm import Call, Text, ToolCalls
 
@@ -58,6 +67,18 @@ def test_chat_completions_whole_runs_the_agent_with_its_instructions_tool_and_kn
     [sent] = fake_openai.bodies()
     assert_the_agent_was_sent(sent, caller_system=CALLER_SYSTEM)
     assert sent["messages"][-1] == {"role": "user", "content": QUESTION}
+
+
+def test_the_default_agent_searches_the_callers_own_collection_which_a_named_agent_does_not(world, fake_openai):
+    # The witness that a named agent's context leaves the member's passage out by choice: `agent` (the agent
+    # `default`) finds it for the same question.
+    fake_openai.script(Text("gull-0042"), Text("heron-7731"))
+    client = openai_client(world, world.member.key)
+    client.chat.completions.create(model="agent", messages=ask())
+    client.chat.completions.create(model=MODEL, messages=ask())
+    default, named = fake_openai.bodies()
+    assert MEMBER_PASSAGE in agent_world.first_system(default) and PASSAGE not in str(default["messages"])
+    assert_the_agent_was_sent(named, caller_system=CALLER_SYSTEM)
 
 
 def test_chat_completions_streamed_runs_the_agent(world, fake_openai):

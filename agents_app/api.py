@@ -26,7 +26,7 @@ TAKEN = OpenApiResponse(description="`conflict`: another agent has that slug.")
 ROLES = ["owner", "editor", "viewer"]
 
 
-class OwnerSerializer(serializers.Serializer):
+class AgentOwnerSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     username = serializers.CharField()
 
@@ -78,22 +78,22 @@ class AgentSerializer(AgentInputSerializer):
     temperature = serializers.FloatField()
     max_tokens = serializers.IntegerField()
     starters = serializers.ListField(child=serializers.CharField())
-    owner = OwnerSerializer(allow_null=True, help_text="Null: the deployment's (the agent `default`).")
+    owner = AgentOwnerSerializer(allow_null=True, help_text="Null: the deployment's (the agent `default`).")
     access = AccessSummarySerializer()
     version = serializers.IntegerField(help_text="Its latest version's number (each save makes the next).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
 
-class VersionSummarySerializer(serializers.Serializer):
+class AgentVersionSummarySerializer(serializers.Serializer):
     number = serializers.IntegerField()
     note = serializers.CharField(allow_blank=True, help_text="What made it: create, update, config, restore of "
                                                              "version n.")
-    author = OwnerSerializer(allow_null=True, help_text="Who saved it (null: the deployment or a removed user).")
+    author = AgentOwnerSerializer(allow_null=True, help_text="Who saved it (null: the deployment or a removed user).")
     created_at = serializers.DateTimeField()
 
 
-class VersionSerializer(VersionSummarySerializer):
+class AgentVersionSerializer(AgentVersionSummarySerializer):
     agent = AgentFieldsSerializer(help_text="The versioned fields as they were saved.")
 
 
@@ -164,9 +164,9 @@ class AgentDetailView(APIView):
 
 
 class VersionListView(GenericAPIView):
-    serializer_class = VersionSummarySerializer
+    serializer_class = AgentVersionSummarySerializer
 
-    @extend_schema(responses={200: VersionSummarySerializer(many=True)})
+    @extend_schema(responses={200: AgentVersionSummarySerializer(many=True)})
     def get(self, request: Request, pk: str) -> Response:
         agent = selectors.agent_get(pk)
         require(request.user, USE, agent)
@@ -175,7 +175,7 @@ class VersionListView(GenericAPIView):
 
 
 class VersionDetailView(APIView):
-    @extend_schema(responses={200: VersionSerializer})
+    @extend_schema(responses={200: AgentVersionSerializer})
     def get(self, request: Request, pk: str, number: str) -> Response:
         agent = selectors.agent_get(pk)
         require(request.user, USE, agent)

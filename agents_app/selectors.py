@@ -22,11 +22,11 @@ from django.db.models import QuerySet
 
 from agents_app.models import DEFAULT_SLUG, Agent, AgentGrant, AgentVersion
 from agentsite.agent import agents as runtime
-from agentsite.agent.config import AgentSettings
+from agentsite.agent.config import AgentSettings, get_settings, settings_peek
 from agentsite.core import invalidation
 from agentsite.core.errors import AppError
 from organisation import selectors as org
-from organisation.models import EVERYONE
+from organisation.models import EVERYONE, PRIVATE
 from organisation.policy import USE, allows, role_by_rule, visible_q
 
 if TYPE_CHECKING:
@@ -67,6 +67,20 @@ class Rule:
                 and org.memberships_peek(user.pk) is None and not (user.is_staff or user.pk == self.owner_id):
             return False
         return self.role(user)
+
+    def listed_for(self, user: Any) -> bool:
+        """Whether a listing (/v1/models, the MCP tools) names it for the user: what they may use, where an admin
+        counts as anyone (they may use every agent by its name, but their lists show what is theirs or shared
+        with them, not every user's)."""
+        if not getattr(user, "is_staff", False):
+            return self.usable_by(self.role(user), user)
+        if self.owner_id == user.pk or self.visibility == EVERYONE:
+            return True
+        if self.visibility == PRIVATE:
+            return False
+        groups = {group.id for group in org.memberships(user.pk)} if any(
+            group_id is not None for _user, group_id, _role in self.grants) else set()
+        return any(user_id == user.pk or group_id in groups for user_id, group_id, _role in self.grants)
 
     def usable_by(self, role: str | None, user: Any) -> bool:
         # The deployment's agent, when it is everyone's, serves whoever the door let in (an anonymous /v1 caller
@@ -114,18 +128,16 @@ class _Directory(runtime.AgentDirectory):
     # -- the contract ------------------------------------------------------------------------------------------
 
     def resolve_now(self, user: Any, name: str) -> runtime.ResolvedAgent:
-        from catalogue.selectors import settings_get
-
         parsed = runtime.parse(name)
         rule = self.rules_now().get(parsed[0]) if parsed else None
         if parsed is None or rule is None or not rule.usable_by(rule.role(user), user):
             raise runtime.not_found(name)
-        return self._resolved(rule, parsed[1], settings_get(), name)
+        # The runtime's settings (the loader the catalogue registers, or one a test swapped in).
+        return self._resolved(rule, parsed[1], get_settings(), name)
 
     def peek(self, user: Any, name: str) -> runtime.ResolvedAgent | None:
-        from catalogue.selectors import settings_peek
-
-        rules, base = self._fresh(), settings_peek()
+        peek = settings_peek()
+        rules, base = self._fresh(), peek() if peek is not None else None
         parsed = runtime.parse(name)
         if rules is None or base is None or parsed is None:
             return None
@@ -143,8 +155,7 @@ class _Directory(runtime.AgentDirectory):
         return self._resolved(rule, version, base, name)
 
     def names_now(self, user: Any) -> list[str]:
-        return [f"{runtime.PREFIX}{slug}" for slug, rule in sorted(self.rules_now().items())
-                if rule.usable_by(rule.role(user), user)]
+        return [f"{runtime.PREFIX}{slug}" for slug, rule in sorted(self.rules_now().items()) if rule.listed_for(user)]
 
     # -- settings ----------------------------------------------------------------------------------------------
 
@@ -209,11 +220,12 @@ directory = _Directory()
 # --- the API's reads ------------------------------------------------------------------------------------------
 
 def agent_list_for(user: AbstractBaseUser) -> QuerySet[Agent]:
-    """The agents the user may use (admins: every agent), by name."""
+    """The agents the user owns, or that are everyone's or shared with them, by name. Admins see the same (they
+    act on any agent by its id, as on any shareable resource: their lists are not everyone's)."""
     from agents_app.services import default_ensure
 
     default_ensure()
-    return Agent.objects.filter(visible_q(user, Agent, every_object_for_admins=True)).select_related("owner")
+    return Agent.objects.filter(visible_q(user, Agent)).select_related("owner")
 
 
 def agent_get(pk: int | str) -> Agent:

@@ -50,11 +50,11 @@ def agent_names(model: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((model, f"{agents.PREFIX}{parsed[0]}")))
 
 
-def model_ids(settings: AgentSettings) -> list[str]:
-    """The models /v1 serves: the catalogue's aliases and entries (agentsite.agent.routing), the agent, and the
-    embedding model."""
+def model_ids(settings: AgentSettings, agent_names: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The models /v1 serves: the catalogue's aliases and entries (agentsite.agent.routing), the agent, the named
+    agents given (`agent:<slug>`: those the caller may use), and the embedding model."""
     names = [entry.name for entry in catalogue_entries(settings) if entry.state != "discovery_failed"]
-    return [*names, AGENT_MODEL, EMBEDDING_MODEL]
+    return [*names, AGENT_MODEL, *agent_names, EMBEDDING_MODEL]
 
 
 class Run:

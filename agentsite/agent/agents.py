@@ -1,28 +1,21 @@
 """Named agents as the runtime sees them: `agent:<slug>[@<version>]` resolved to the settings a run uses.
 
-The runtime imports no facet: the `agents` app registers an `AgentDirectory` in its AppConfig.ready(). Without
-one (runtime tests), `agent` and `agent:default` are the global settings and any other agent is unknown.
-
-Contract of a directory:
-- `resolve_now(user, name)` (sync, may read the database: call it on a database thread) returns the
-  `ResolvedAgent` the name means for this caller, or raises AppError 404 `model_not_found` when the caller may
-  not use it or there is no such agent (the two are indistinguishable), or when the pinned version does not exist.
-- `peek(user, name)` returns the same without any I/O when it can (a fresh cached copy), else None: an async
-  caller then asks `resolve_now` on a thread. It never answers differently from `resolve_now`.
-- `names_now(user)` lists `agent:<slug>` for each agent the caller may use (sync, may read the database).
-
-A resolved agent's settings are the deployment's (the catalogue, the knowledge-base sizes) with the agent's
-instructions as the system prompt, its model, temperature, max tokens and tools, and the collections its
-knowledge names (read with `knowledge_reader`'s rights: the agent's owner).
+The runtime imports no facet: the agents app registers an `AgentDirectory` in its ready(); without one, `agent`
+and `agent:default` are the global settings and nothing else exists. A directory's `resolve_now(user, name)` (sync,
+on a database thread) returns the `ResolvedAgent`, or raises AppError 404 `model_not_found` when the caller may not
+use it, there is none, or the pinned version does not exist (which of these is never told); `peek` answers the
+same without any I/O, or None when it cannot; `names_now(user)` lists `agent:<slug>` for each agent the caller
+may use. A resolved agent's settings are the deployment's with the agent's instructions, model, sampling, tools
+and knowledge.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from agentsite.agent.config import AgentSettings
+from agentsite.agent.config import AgentSettings, get_settings
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 
@@ -105,14 +98,12 @@ class AgentDirectory:
 class _GlobalOnly(AgentDirectory):
     """No agents app: `agent` and `agent:default` are the global settings; nothing else exists."""
 
-    def resolve_now(self, user: Any, name: str) -> ResolvedAgent:
-        from agentsite.agent.config import get_settings
-
+    def resolve_now(self, user: AbstractBaseUser | None, name: str) -> ResolvedAgent:
         if parse(name) != (DEFAULT_SLUG, None):
             raise not_found(name)
         return ResolvedAgent(DEFAULT_SLUG, 0, None, get_settings())
 
-    def names_now(self, user: Any) -> list[str]:
+    def names_now(self, user: AbstractBaseUser | None) -> list[str]:
         return []
 
 

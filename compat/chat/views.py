@@ -30,8 +30,8 @@ async def all_model_ids(settings: AgentSettings, user: AbstractBaseUser | None) 
     """The models, with those that facets answer for this caller (their workflows) when they are known."""
     user_id = getattr(user, "pk", None)
     extra = [name for source in model_sources() for name in await source.list_models(user_id)]
-    named = await db(agents.names_now, user) if user is not None else []  # agent:<slug>: those they may use
-    return [*model_ids(settings), *named, *extra]
+    named = await db(agents.names_now, user)  # agent:<slug>: those the caller may use
+    return [*model_ids(settings, named), *extra]
 
 
 async def model_list(settings: AgentSettings, user: AbstractBaseUser | None,

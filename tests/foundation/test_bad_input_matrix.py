@@ -136,6 +136,7 @@ def objects(clients) -> dict[str, str]:
         "key": str(post("/api/keys", {"name": "target"})["id"]),
         "approval": _approval(post),
         "collection": post("/api/kb/collections", {"name": "target"})["id"],
+        "agent": str(post("/api/agents", {"slug": "target", "name": "Target"})["id"]),
         "mcp_server": "no-such-server",  # the admins': a user's bad body meets its 404 (its own tests try the rest)
     }
 

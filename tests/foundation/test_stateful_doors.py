@@ -25,7 +25,7 @@ import requests
 from agentsite.server.serve import default_workers
 from plugins.loader import SETTLE_S
 from tests.e2e import UPSTREAM_KEY, poll, sse_events
-from tests.fakes.llm import Hang
+from tests.fakes.llm import Hang, Text
 from tests.mcpbridge.conftest import TIME_SERVER, processes_running
 from tests.plugins.conftest import write
 from tests.server import Alternating, LiveServer, TwoHosts, two_hosts_possible
@@ -312,3 +312,48 @@ def test_a_member_removed_from_a_group_loses_its_shared_collection_on_the_next_r
         refused = search(pid)
         assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", (pid, refused.text)
         assert deployment.via(pid, "GET", "/api/auth/me", headers=bob).json()["groups"] == [], pid
+
+
+def test_an_agents_change_and_its_rule_count_on_the_next_request_in_every_process(deployment, fake_openai):
+    suffix = secrets.token_hex(3)
+    alice_id, alice = _user(deployment, f"alice{suffix}")
+    bob_id, bob = _user(deployment, f"bob{suffix}")
+    first = deployment.processes[0]
+    group = deployment.via(first, "POST", "/api/groups", json={"name": f"crew{suffix}"}).json()
+    assert deployment.via(first, "POST", f"/api/groups/{group['id']}/members", json={"user": bob_id}).ok
+    slug = f"guide{suffix}"
+    agent = deployment.via(first, "POST", "/api/agents", headers=alice,
+                           json={"slug": slug, "name": "Guide", "instructions": "Answer as the first guide."}).json()
+    shared = deployment.via(first, "PUT", f"/api/agents/{agent['id']}/access", headers=alice, json={
+        "visibility": "shared", "grants": [{"group": group["id"], "role": "viewer"}]})
+    assert shared.status_code == 200, shared.text
+
+    fake_openai.script(*[Text("noted")] * (3 * len(deployment.processes) + 2))
+
+    def ask(pid: int) -> requests.Response:
+        return deployment.via(pid, "POST", "/v1/chat/completions", headers=bob, json={
+            "model": f"agent:{slug}", "messages": [{"role": "user", "content": "hello"}]})
+
+    def instructions_sent() -> str:
+        return fake_openai.bodies()[-1]["messages"][0]["content"]
+
+    for pid in deployment.processes:  # every process answers bob once, and keeps whatever it caches of the agent
+        answered = ask(pid)
+        assert answered.status_code == 200, (pid, answered.text)
+        assert instructions_sent() == "Answer as the first guide.", pid
+    changing = deployment.other_than(first)
+    changed = deployment.via(changing, "PATCH", f"/api/agents/{agent['id']}", headers=alice,
+                             json={"instructions": "Answer as the second guide."})
+    assert changed.status_code == 200, changed.text
+    for pid in [first, *deployment.processes]:  # the next request anywhere runs the change: no waiting
+        assert ask(pid).status_code == 200, pid
+        assert instructions_sent() == "Answer as the second guide.", pid
+    # Unshared through one process: the next request in every process does not find it.
+    private = deployment.via(changing, "PUT", f"/api/agents/{agent['id']}/access", headers=alice,
+                             json={"visibility": "private", "grants": []})
+    assert private.status_code == 200, private.text
+    for pid in [first, *deployment.processes]:
+        refused = ask(pid)
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found", (pid, refused.text)
+        listed = deployment.via(pid, "GET", "/v1/models", headers=bob).json()["data"]
+        assert f"agent:{slug}" not in [model["id"] for model in listed], pid

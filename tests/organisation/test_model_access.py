@@ -157,7 +157,7 @@ async def test_messages_and_count_tokens_refuse_another_model_in_anthropics_shap
 async def test_models_lists_only_what_the_caller_may_use_and_retrieving_another_is_refused(owner, catalogue):
     client = openai_client(await sync_to_async(token)(owner))
     everything = [model.id async for model in client.models.list()]
-    assert everything == ["fast", "fastest", "slow", "local/small", "local/big", "agent", "hash-256"]
+    assert everything == ["fast", "fastest", "slow", "local/small", "local/big", "agent", "agent:default", "hash-256"]
     await sync_to_async(restrict)(owner, ["fast*", "local/big"])
     assert [model.id async for model in client.models.list()] == ["fast", "fastest", "local/big"]
     assert (await client.models.retrieve("fastest")).id == "fastest"
@@ -226,7 +226,7 @@ async def test_a_user_in_no_restricting_group_and_an_anonymous_caller_use_every_
     await sync_to_async(restrict)(owner, None)
     for credential in (await sync_to_async(token)(owner), "placeholder"):  # compat_auth local: loopback anonymous
         ids = [model.id async for model in openai_client(credential).models.list()]
-        assert ids == ["fast", "fastest", "slow", "local/small", "local/big", "agent", "hash-256"]
+        assert ids == ["fast", "fastest", "slow", "local/small", "local/big", "agent", "agent:default", "hash-256"]
 
 
 async def test_an_admin_is_not_restricted_unless_acting_through_a_key_without_the_admin_scope(admin, catalogue,
@@ -237,7 +237,7 @@ async def test_an_admin_is_not_restricted_unless_acting_through_a_key_without_th
     assert (await as_admin.chat.completions.create(model="slow", messages=HELLO)).choices[0].message.content
     _, admin_key = await sync_to_async(key_create)(user=admin, name="a", scopes=["v1", "admin"])
     assert (await openai_client(admin_key).chat.completions.create(model="slow", messages=HELLO)).choices
-    assert len([model.id async for model in as_admin.models.list()]) == 7  # everything
+    assert len([model.id async for model in as_admin.models.list()]) == 8  # every model
     _, plain_key = await sync_to_async(key_create)(user=admin, name="p", scopes=["v1"])
     with pytest.raises(openai.PermissionDeniedError):
         await openai_client(plain_key).chat.completions.create(model="slow", messages=HELLO)

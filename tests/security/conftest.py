@@ -137,7 +137,11 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     _created(client.post("/api/kb/documents", {"collection": collection, "filename": f"{label}-shared.md",
                                                "content": f"{label}'s handbook on the orchard's pear trees."},
                          format="json"), "a document in the collection")
-    return {"collection": collection, "session": session, "document": document, "upload": upload, "workflow": workflow,
+    slug = re.sub(r"[^a-z0-9_-]", "-", label.lower())[:50] + "-agent"
+    agent = _created(client.post("/api/agents", {"slug": slug, "name": f"{label}'s agent", "instructions":
+                                                 f"Answer as {label}'s helper."}, format="json"), "an agent")["id"]
+    return {"agent": str(agent), "agent_version": "1",
+            "collection": collection, "session": session, "document": document, "upload": upload, "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
             "response": stored.json()["id"], "approval": approval, "workflow_version": "1", "trigger": trigger}
 

@@ -103,6 +103,12 @@ OBJECT_PARAMETERS = {
     ("/api/workflows/{pk}/triggers/{trigger_id}/rotate", "pk"): "workflow",
     ("/api/workflows/{pk}/triggers/{trigger_id}/rotate", "trigger_id"): "trigger",
     ("/api/workflows/runs/{run_id}", "run_id"): "workflow_run",
+    ("/api/agents/{pk}", "pk"): "agent", ("/api/agents/{pk}/versions", "pk"): "agent",
+    ("/api/agents/{pk}/versions/{number}", "pk"): "agent",
+    ("/api/agents/{pk}/versions/{number}", "number"): "agent_version",
+    ("/api/agents/{pk}/versions/{number}/restore", "pk"): "agent",
+    ("/api/agents/{pk}/versions/{number}/restore", "number"): "agent_version",
+    ("/api/agents/{pk}/access", "pk"): "agent", ("/api/agents/{pk}/transfer", "pk"): "agent",
     ("/api/approvals/{approval_id}", "approval_id"): "approval",
     ("/api/keys/{pk}", "pk"): "key",
     ("/v1/responses/{pk}", "pk"): "response",  # a stored /v1/responses response: its owner's only
@@ -135,7 +141,8 @@ SHARED_NAMES = {"catalogue_model": "agent"}
 # tests/accounts/test_api_keys.py): the 404 matrix holds them to it for other users only.
 # Shareable resources are the admins' to manage too (the access policy gives them the owner's role, issue 44:
 # tests/organisation/test_share_matrix.py holds every role to it).
-ADMIN_MANAGED = {"key", "workflow", "workflow_version", "trigger", "workflow_run", "collection", "document"}
+ADMIN_MANAGED = {"key", "workflow", "workflow_version", "trigger", "workflow_run", "collection", "document", "agent",
+                 "agent_version"}
 # What a query parameter the schema documents as a uuid names.
 OBJECT_QUERY_PARAMETERS = {("/api/scheduler/history", "task"): "task",
                            ("/api/kb/documents", "collection"): "collection"}
@@ -164,6 +171,9 @@ VALID_BODIES = {
     ("post", "/api/kb/collections/{pk}/transfer"): _owner_itself,
     ("patch", "/api/kb/collections/{pk}"): {"description": "changed"},
     ("post", "/api/workflows/{pk}/transfer"): _owner_itself,
+    ("patch", "/api/agents/{pk}"): {"description": "changed"},
+    ("put", "/api/agents/{pk}/access"): {"visibility": "private", "grants": []},
+    ("post", "/api/agents/{pk}/transfer"): _owner_itself,
 }
 
 # The other shapes of a request whose answer takes another road (queued, streamed): another user's 404 too.
@@ -655,9 +665,10 @@ def test_no_request_of_anyone_else_shows_or_changes_the_owners_objects(api_route
     before = _owner_view(owner_client, api_routes, objects)
     for (method, template), body in SEARCHES.items():
         assert OWNER_LABEL in _text(_send(owner_client, method, template, body=body)), f"{template}: no control"
-    # A key's id and a version number are small integers, found in any text: a key's name carries OWNER_LABEL
-    # instead, and a version is its workflow's.
-    marks = [OWNER_LABEL, *(value for kind, value in objects.items() if kind not in ("key", "workflow_version"))]
+    # A key's and an agent's ids and a version number are small integers, found in any text: a key's and an
+    # agent's names carry OWNER_LABEL instead, and a version is its workflow's or agent's.
+    small = ("key", "workflow_version", "agent", "agent_version")
+    marks = [OWNER_LABEL, *(value for kind, value in objects.items() if kind not in small)]
     # An admin's own operations change the server's shared state (its config, its MCP servers) by design.
     shared = set(_admin_operations(api_routes, SimpleNamespace(is_authenticated=True, is_staff=False)))
     sent = 0

@@ -249,6 +249,7 @@ def context(server: LiveServer) -> Context:
                               role="admin")
         assert joined.status_code == 201, joined.text
     context.objects["collection"] = made("/api/kb/collections", {"name": "target"})
+    context.objects["agent"] = made("/api/agents", {"slug": "target", "name": "Target", "tools": ["*"]})
     # Users a member's valid body adds, one each (made here: a body that registered one would change the store).
     context.objects["joiners"] = [int(_register(server, f"joiner{n}")["user"]["id"]) for n in range(40)]
     context.objects["me"] = me
@@ -373,6 +374,15 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/workflows/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
     ("put", "/api/mcp/servers/{id}/access"): lambda c: {"visibility": "shared", "grants": [
         {"group": int(c.objects["group"]), "role": "viewer"}]},
+    ("post", "/api/agents"): lambda c: {"slug": c.unique("ag"), "name": "Agent", "description": "d",
+                                        "instructions": "Be brief.", "model": c.model, "tools": ["*"],
+                                        "knowledge": [c.objects["collection"]], "temperature": 0.5,
+                                        "max_tokens": 200, "starters": ["Hello"]},
+    ("patch", "/api/agents/{id}"): lambda c: {"name": c.unique("Agent "), "instructions": c.unique("Be brief "),
+                                              "temperature": 1.0, "starters": ["Hi", "Help"]},
+    ("put", "/api/agents/{id}/access"): lambda c: {"visibility": "shared", "grants": [
+        {"group": int(c.objects["group"]), "role": "editor"}]},
+    ("post", "/api/agents/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
 }
 # Whose token each operation is sent with (the user's unless listed).
 ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
@@ -382,7 +392,8 @@ ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          ("post", "/api/groups"): "admin", ("patch", "/api/groups/{group_id}"): "admin",
          ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow",
-                  "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server"}
+                  "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server",
+                  "/api/agents/": "agent"}
 # Path parameters other than `{id}`, and the object each names.
 PATH_OBJECTS = {"{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",
                 "{trigger_id}": "trigger_id", "{approval_id}": "approval_id", "{group_id}": "group"}
@@ -731,7 +742,7 @@ def _json_shape(schema: dict, operation: dict) -> Shape:
 
 
 FACETS = ["/api/auth", "/api/config", "/api/sessions", "/api/kb", "/api/mcp", "/api/plugins", "/api/scheduler",
-          "/api/groups",
+          "/api/groups", "/api/agents",
           "/api/workflows", "/api/upload", "/api/voice", "/api/connections", "/api/aliases", "/api/keys", "/api/users",
           "/api/usage", "/api/approvals", "/v1"]
 

@@ -66,27 +66,41 @@ async def _usable(user: Any, caller: Caller) -> list[str]:
 
 async def ask(name: str, arguments: dict[str, Any], ctx: ToolContext, caller: Caller) -> ToolResult:
     """Run the agent behind the tool `name` on `arguments["message"]` for this (resolved) caller; its reply text,
-    or an error result naming the code: `not_found` (no such agent for this caller), `invalid` (the message),
-    `model_not_allowed`, a budget's refusal, the upstream's failure."""
+    or an error result naming the code: `not_found` (no such agent for this caller), `model_not_allowed` (their
+    groups' model lists), `invalid` or `message_too_long` (the message), a budget's refusal, the upstream's
+    failure. An agent is found by its name as on /v1 (an admin may ask any agent, listed or not), a cut name
+    among those listed for the caller."""
     user = await db(principal, ctx)  # the user as the credential acts: an API key without `admin` is no admin
-    slugs = {tool_name(slug): slug for slug in await _usable(user, caller)}
-    slug = slugs.get(name)
-    if slug is None:
-        return ToolResult.error(f"not_found: no agent answers to the tool {name!r} for you; tools/list lists the "
-                                "agents you may ask.")
+    slug = await _slug_of(name, user, caller)
+    try:
+        if slug is None:
+            raise agents.not_found(name)
+        model = agents.PREFIX + slug
+        resolved = await agents.aresolve(user, model)
+        await modelaccess.require(caller, (model,))
+    except AppError as exc:
+        if exc.code == "model_not_found":  # the same answer whether the agent exists or not
+            return ToolResult.error(f"not_found: no agent answers to the tool {name!r} for you; tools/list lists "
+                                    "the agents you may ask.")
+        return ToolResult.error(f"{exc.code}: {exc.message}")
     message = arguments.get("message")
     if not isinstance(message, str) or not message.strip():
         return ToolResult.error("invalid: message: a non-empty string is required (what to ask the agent).")
     if len(message) > MAX_MESSAGE_CHARS:
         return ToolResult.error(f"message_too_long: message: at most {MAX_MESSAGE_CHARS} characters (this one has "
                                 f"{len(message)}).")
-    model = agents.PREFIX + slug
-    try:
-        resolved = await agents.aresolve(user, model)  # 404 model_not_found: changed since it was listed
-        await modelaccess.require(caller, (model,))
-    except AppError as exc:
-        return ToolResult.error(f"{exc.code}: {exc.message}")
     return await _run(resolved.settings, message, ctx, caller)
+
+
+async def _slug_of(name: str, user: Any, caller: Caller) -> str | None:
+    """The slug a tool name means: the one it spells (`ask_<slug>`); a name of MAX_NAME characters may instead be
+    the cut name of a listed agent, which wins."""
+    spelled = name[len(PREFIX):]
+    spells = agents.SLUG_PATTERN.match(spelled) is not None and tool_name(spelled) == name
+    if spells and len(name) < MAX_NAME:
+        return spelled
+    listed = {tool_name(slug): slug for slug in await _usable(user, caller)}
+    return listed.get(name, spelled if spells else None)
 
 
 async def _run(settings: Any, message: str, ctx: ToolContext, caller: Caller) -> ToolResult:

@@ -5,6 +5,7 @@ with nothing sent upstream (the fake upstream and a recording metering are the w
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from agents_app.services import agent_create
 from agentsite.agent.tools import ToolContext
@@ -80,3 +81,31 @@ async def test_an_upstream_failure_is_a_tool_error_naming_its_code(helper, owner
     # The fake answers 500 with nothing scripted.
     result = await ask.ask("ask_helper", {"message": "hi"}, ToolContext(owner.pk, False), Caller(owner.pk, facet="mcp"))
     assert result.is_error and result.text.startswith("upstream_error: ")
+
+
+async def test_an_admin_asks_an_agent_by_its_name_that_their_list_does_not_show(helper, admin, fake_openai):
+    # Admins may use every agent by its name (as on /v1); their lists show theirs and those shared with them.
+    fake_openai.script(Text("Hello, admin."))
+    ctx = ToolContext(admin.pk, True)
+    assert "helper" not in await ask.usable_slugs(ctx, Caller(admin.pk, facet="mcp"))
+    result = await ask.ask("ask_helper", {"message": "hi"}, ctx, Caller(admin.pk, facet="mcp"))
+    assert (result.is_error, result.text) == (False, "Hello, admin.")
+    # An admin's API key without the `admin` scope acts as no admin: not found.
+    refused = await ask.ask("ask_helper", {"message": "hi"}, ToolContext(admin.pk, False), Caller(admin.pk, "1", "mcp"))
+    assert refused.is_error and refused.text.startswith("not_found: ")
+
+
+async def test_an_agent_with_a_long_slug_is_asked_by_its_cut_name(owner, fake_openai):
+    slug = "a" * 63 + "z"
+    await sync_to_async(config_update)(changes={"provider": "openai", "base_url": fake_openai.base_url,
+                                                "api_key": "sk-x", "model": "fake-model", "kb_enabled": False})
+    await sync_to_async(agent_create)(owner=owner, data={"slug": slug, "name": "Long", "instructions": "Long.",
+                                                         "tools": []})
+    ctx, caller = ToolContext(owner.pk, False), Caller(owner.pk, facet="mcp")
+    assert slug in await ask.usable_slugs(ctx, caller)
+    fake_openai.script(Text("Long answer."))
+    result = await ask.ask(ask.tool_name(slug), {"message": "hi"}, ctx, caller)
+    assert (result.is_error, result.text) == (False, "Long answer.")
+    assert fake_openai.bodies()[0]["messages"][0] == {"role": "system", "content": "Long."}
+    missing = await ask.ask("ask_" + "a" * 60, {"message": "hi"}, ctx, caller)  # spells a slug nobody has
+    assert missing.is_error and missing.text.startswith("not_found: ")

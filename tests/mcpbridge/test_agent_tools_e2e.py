@@ -103,18 +103,25 @@ async def test_a_call_of_a_tool_the_agent_does_not_list_is_refused(deployment, w
     assert "There is no tool named 'web_search' here (tools: web_fetch)" in refusal["content"]
 
 
-@pytest.mark.parametrize("who", ["outsider", "intern"])
-async def test_who_may_not_use_it_sees_no_tool_and_a_call_is_not_found(deployment, world, fake_openai, who):
-    # The outsider holds no role on the agent; the intern does (the team's grant), but their group `interns`
-    # allows the models ["fast"] only, not `agent:helper`.
-    person = getattr(world, who)
-    async with session_of(deployment, "http", person.key) as session:
+async def test_a_non_member_sees_no_tool_and_a_call_is_not_found_as_for_no_agent(deployment, world, fake_openai):
+    async with session_of(deployment, "http", world.outsider.key) as session:
         names = {tool.name for tool in (await session.list_tools()).tools}
         refused = await session.call_tool(ASK, {"message": QUESTION})
         ghost = await session.call_tool("ask_ghost", {"message": QUESTION})
-    assert ASK not in names and "web_fetch" in names
+    assert ASK not in names and {"ask_default", "web_fetch"} <= names
     assert refused.is_error is True and text_of(refused).startswith("not_found: ")
     assert ghost.is_error is True and text_of(ghost) == text_of(refused).replace(ASK, "ask_ghost")
+    assert fake_openai.bodies() == []
+
+
+async def test_a_member_whose_groups_do_not_allow_its_name_sees_no_tool_and_is_refused(deployment, world,
+                                                                                       fake_openai):
+    # The intern may use the agent (the team's grant), but their group `interns` allows the models ["fast"] only.
+    async with session_of(deployment, "http", world.intern.key) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        refused = await session.call_tool(ASK, {"message": QUESTION})
+    assert ASK not in names and "ask_default" not in names and "web_fetch" in names
+    assert refused.is_error is True and text_of(refused).startswith("model_not_allowed: "), text_of(refused)
     assert fake_openai.bodies() == []
 
 

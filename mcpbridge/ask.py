@@ -4,8 +4,8 @@ A call runs the agent loop with the agent's settings (its instructions, model, t
 caller: their tools' access, their budget and their key's (facet `mcp`), usage recorded with the agent. The
 loop lists the agent's own tools as on every door: the server's own_tools_only rule is about its listing, not
 what an agent it runs may use. Listed: the agents the caller may use (agents.names_now) whose `agent:<slug>`
-their groups' model lists allow (as /v1/models). Any other `ask_` name is a tool error `not_found`, whether the
-agent exists or not. Nothing is kept between requests: any process answers any call.
+their groups' model lists allow (as /v1/models). A call finds the agent by the name it spells, as /v1 does; one
+the caller may not use is a tool error `not_found`, as for no agent. Nothing is kept between requests.
 """
 
 from __future__ import annotations

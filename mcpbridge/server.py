@@ -61,12 +61,12 @@ def build_server(*, user_id: int | None = None) -> Server:
             tool = next((item for item in tools if item.name == params.name), None)
             # A tool that asks the model (a workflow's llm node, an agent) is metered for this caller, facet `mcp`.
             usage = _usage(ctx, caller)
-            if tool is None and params.name.startswith(ask.PREFIX):  # an agent: a tool error when not theirs
-                result = await ask.ask(params.name, params.arguments or {}, caller, usage)
-            elif tool is None:
+            if tool is None and not params.name.startswith(ask.PREFIX):
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            else:
-                with calling(usage):
+            with calling(usage):
+                if tool is None:  # an agent (mcpbridge.ask): a tool error when it is not one the caller may ask
+                    result = await ask.ask(params.name, params.arguments or {}, caller, usage)
+                else:
                     result = await call_tool(tool, params.arguments or {}, caller)
         return result_to_mcp(result)
 

@@ -22,6 +22,7 @@ from tests.compat import agent_world
 from tests.compat.agent_world import PASSAGE, QUESTION, SLUG, TOOL, World, assert_the_agent_was_sent
 from tests.e2e import server_with_fake_upstream
 from tests.fakes.llm import Call, Text, ToolCalls
+from tests.mcpbridge.conftest import TIME_SERVER
 from tests.server import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -145,3 +146,30 @@ async def test_a_groups_model_list_that_allows_agents_lists_it(deployment, world
         assert PASSAGE in agent_world.first_system(fake_openai.bodies()[-1])
     finally:
         world.call("PATCH", f"/api/groups/{world.interns_id}", world.admin, {"models": ["fast"]}, expect=200)
+
+
+async def test_an_agent_asked_over_mcp_uses_the_external_mcp_tool_its_allowlist_names(deployment, world, fake_openai):
+    # The MCP server lists its own tools only, never the external servers'; an agent it runs still gets the one
+    # its allowlist names (`time/get_current_time`, the reference server from PyPI), run as the caller.
+    connected = world.call("POST", "/api/mcp/connect", world.admin, {
+        "name": "time", "command": TIME_SERVER[0], "args": TIME_SERVER[1:], "visibility": "everyone"})
+    assert connected.status_code == 201, connected.text
+    try:
+        made = world.call("POST", "/api/agents", world.admin, {
+            "slug": "clock", "name": "Clock", "instructions": "You tell the time.",
+            "tools": ["time/get_current_time"]}, expect=201)
+        fake_openai.script(ToolCalls([Call("time__get_current_time", {"timezone": "Europe/Paris"}, id="call_c")]),
+                           Text("Il est l'heure."))
+        admin_token = world.admin["Authorization"].split()[1]
+        async with session_of(deployment, "http", admin_token) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            result = await session.call_tool("ask_clock", {"message": "What time is it in Paris?"})
+        assert "ask_clock" in names and not any(name.startswith("time__") for name in names)
+        assert (result.is_error, text_of(result)) == (False, "Il est l'heure."), text_of(result)
+        first, second = fake_openai.bodies()
+        assert agent_world.tool_names(first) == ["time__get_current_time"]
+        answer = next(message for message in second["messages"] if message["role"] == "tool")
+        assert answer["tool_call_id"] == "call_c" and "Europe/Paris" in answer["content"], answer
+        world.call("DELETE", f"/api/agents/{made.json()['id']}", world.admin, expect=204)
+    finally:
+        world.call("POST", "/api/mcp/disconnect", world.admin, {"name": "time"})

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from agents_app.models import Agent, AgentGrant, AgentVersion
+from agents_app.models import DEFAULT_SLUG, Agent, AgentGrant, AgentVersion
 
 
 class AgentGrantInline(admin.TabularInline):
@@ -18,6 +18,21 @@ class AgentAdmin(admin.ModelAdmin):
     search_fields = ("slug", "name", "description")
     readonly_fields = ("version", "created_at", "updated_at")
     inlines = [AgentGrantInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        """The agent `default` keeps its slug and stays the deployment's (no owner), as through the API."""
+        if obj is not None and obj.is_default:
+            return (*self.readonly_fields, "slug", "owner")
+        return self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.is_default:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        """The list's bulk delete leaves the agent `default` (the API refuses it with 409)."""
+        super().delete_queryset(request, queryset.exclude(slug=DEFAULT_SLUG))
 
     def save_model(self, request, obj, form, change):
         from agents_app.services import admin_saved

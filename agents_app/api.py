@@ -17,11 +17,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents_app import selectors, services
-from agents_app.models import MAX_STARTERS, SLUG_REGEX, VERSIONED_FIELDS, Agent, AgentVersion
+from agents_app.models import MAX_STARTERS, VERSIONED_FIELDS, Agent, AgentVersion
 from agentsite.core.audit import audit
+from agentsite.core.errors import AppError, validation_message
 from agentsite.core.validation import validated
-from organisation.policy import EDIT, MANAGE, USE, require, role_of
+from organisation.policy import EDIT, MANAGE, USE, require
 
+# The slug whole: `$` alone would take "helper\n", and a trimmed " helper" is not what was sent.
+SLUG_PATTERN = r"\A[a-z0-9_-]{1,64}\Z"
 TAKEN = OpenApiResponse(description="`conflict`: another agent has that slug.")
 ROLES = ["owner", "editor", "viewer"]
 
@@ -31,7 +34,7 @@ class AgentOwnerSerializer(serializers.Serializer):
     username = serializers.CharField()
 
 
-class AccessSummarySerializer(serializers.Serializer):
+class AgentAccessSummarySerializer(serializers.Serializer):
     visibility = serializers.CharField(help_text="Its access rule's: private, everyone or shared (the whole rule: "
                                                  "GET /api/agents/:id/access).")
     role = serializers.ChoiceField(choices=ROLES, help_text="The caller's: a viewer chats with it, an editor also "
@@ -64,7 +67,7 @@ class AgentFieldsSerializer(serializers.Serializer):
 
 
 class AgentInputSerializer(AgentFieldsSerializer):
-    slug = serializers.RegexField(SLUG_REGEX, max_length=64, help_text=(
+    slug = serializers.RegexField(SLUG_PATTERN, max_length=64, trim_whitespace=False, help_text=(
         "Unique in the deployment: 1-64 of lowercase letters, digits, - and _. Its model name is agent:<slug>."))
 
 
@@ -79,7 +82,7 @@ class AgentSerializer(AgentInputSerializer):
     max_tokens = serializers.IntegerField()
     starters = serializers.ListField(child=serializers.CharField())
     owner = AgentOwnerSerializer(allow_null=True, help_text="Null: the deployment's (the agent `default`).")
-    access = AccessSummarySerializer()
+    access = AgentAccessSummarySerializer()
     version = serializers.IntegerField(help_text="Its latest version's number (each save makes the next).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -111,6 +114,28 @@ def version_data(version: AgentVersion) -> dict[str, Any]:
             "author": None if author is None else {"id": author.pk, "username": author.get_username()}}
 
 
+def _fields(data: Any, *, partial: bool = False) -> dict[str, Any]:
+    """The body's fields (agentsite.core.validation.validated), with an item's error named by its path
+    (`tools.0`, `starters.2`) as the JSON type checks name it, not nested as DRF gives it."""
+    try:
+        return dict(validated(AgentInputSerializer, data, partial=partial))
+    except AppError as exc:
+        if exc.code != "invalid" or not any(isinstance(value, dict) for value in exc.details.values()):
+            raise
+        details = _paths(exc.details)
+        raise AppError("invalid", validation_message(details), 400, details) from None
+
+
+def _paths(details: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, dict):
+            flat.update(_paths(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def _details(data: dict[str, Any]) -> dict[str, Any]:
     """What an audit row keeps of a change: the field names (the instructions' text is the owner's)."""
     return {"fields": sorted(data)}
@@ -122,12 +147,12 @@ class AgentListView(GenericAPIView):
     @extend_schema(responses={200: AgentSerializer(many=True)})
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(selectors.agent_list_for(request.user))
-        return self.get_paginated_response([agent_data(agent, role_of(request.user, agent) or "viewer")
-                                            for agent in page])
+        roles = selectors.roles_of(request.user, list(page))
+        return self.get_paginated_response([agent_data(agent, roles[agent.pk]) for agent in page])
 
     @extend_schema(request=AgentInputSerializer, responses={201: AgentSerializer, 409: TAKEN})
     def post(self, request: Request) -> Response:
-        data = dict(validated(AgentInputSerializer, request.data))
+        data = _fields(request.data)
         agent = services.agent_create(owner=request.user, data=data)
         audit("agent.create", request=request, target=f"agent:{agent.pk}",
               details={"slug": agent.slug, **_details(data)})
@@ -145,7 +170,7 @@ class AgentDetailView(APIView):
     def patch(self, request: Request, pk: str) -> Response:
         agent = selectors.agent_get(pk)
         role = require(request.user, EDIT, agent)
-        data = dict(validated(AgentInputSerializer, request.data, partial=True))
+        data = _fields(request.data, partial=True)
         before = agent.version
         agent = services.agent_update(agent=agent, data=data, actor=request.user)
         if agent.version != before or "slug" in data:

@@ -26,7 +26,7 @@ class AgentsConfig(AppConfig):
         from organisation.policy import ResourceKind, register
 
         register(ResourceKind(kind="agent", model=Agent, label="agent", name_field="slug",
-                              transfer=services.agent_transfer))
+                              transfer=services.agent_transfer, check_rule=services.rule_check))
         register_directory(selectors.directory)
         invalidation.subscribe(services.TOPIC, selectors.directory.drop)
         invalidation.subscribe(ACCESS_TOPIC, _access_changed)

@@ -96,15 +96,19 @@ class _Directory(runtime.AgentDirectory):
         self._rules: tuple[float, dict[str, Rule]] | None = None
         self._generation = 0
         self._versions: dict[tuple[int, int], dict[str, Any]] = {}
-        self._settings: dict[tuple[str, int], tuple[int, AgentSettings]] = {}  # (slug, version) -> (id(base), ..)
+        # (slug, version) -> (the deployment's settings, the rule, the agent's settings made of them)
+        self._settings: dict[tuple[str, int], tuple[AgentSettings, Rule, AgentSettings]] = {}
 
     # -- the kept rules ----------------------------------------------------------------------------------------
 
     def drop(self, key: str | None = None) -> None:
+        """Forget every kept rule, settings and version (a version's fields never change, but its row goes with its
+        agent, and a database rolled back or restored may hold another row under the same id and number)."""
         with self._lock:
             self._generation += 1
             self._rules = None
             self._settings = {}
+            self._versions = {}
 
     def _fresh(self) -> dict[str, Rule] | None:
         entry = self._rules
@@ -163,11 +167,13 @@ class _Directory(runtime.AgentDirectory):
         number = rule.version if version is None else version
         key = (rule.slug, number)
         kept = self._settings.get(key)
-        if kept is not None and kept[0] == id(base):
-            return runtime.ResolvedAgent(rule.slug, number, rule.owner_id, kept[1])
+        # Kept for these very objects: the same deployment settings and the same rule (a rule read before a drop
+        # and stored after it is another object than the one loaded since; an id() could be reused once freed).
+        if kept is not None and kept[0] is base and kept[1] is rule:
+            return runtime.ResolvedAgent(rule.slug, number, rule.owner_id, kept[2])
         fields = rule.fields if number == rule.version else self._version_fields(rule, number, name)
         settings = settings_of(rule.slug, rule.owner_id, fields, base)
-        self._settings[key] = (id(base), settings)
+        self._settings[key] = (base, rule, settings)
         return runtime.ResolvedAgent(rule.slug, number, rule.owner_id, settings)
 
     def _version_fields(self, rule: Rule, number: int, name: str) -> dict[str, Any]:
@@ -226,6 +232,23 @@ def agent_list_for(user: AbstractBaseUser) -> QuerySet[Agent]:
 
     default_ensure()
     return Agent.objects.filter(visible_q(user, Agent)).select_related("owner")
+
+
+def roles_of(user: AbstractBaseUser, agents: list[Agent]) -> dict[int, str]:
+    """The user's role on each agent of a page (organisation.policy's answer, as role_of gives it one by one), in
+    one query for the grants of those the user neither owns nor administers."""
+    from django.db.models import Q
+
+    others = [agent.pk for agent in agents if agent.visibility != PRIVATE and not (
+        user.is_staff or agent.owner_id == user.pk)]
+    granted: dict[int, list[str]] = {}
+    if others:
+        rows = AgentGrant.objects.filter(resource_id__in=others).filter(
+            Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk)).values_list("resource_id", "role")
+        for resource_id, role in rows:
+            granted.setdefault(resource_id, []).append(role)
+    return {agent.pk: role_by_rule(user, agent.owner_id, agent.visibility, granted.get(agent.pk, ())) or "viewer"
+            for agent in agents}
 
 
 def agent_get(pk: int | str) -> Agent:

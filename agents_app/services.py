@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
 
 from agents_app.models import DEFAULT_SLUG, MAX_STARTERS, VERSIONED_FIELDS, Agent, AgentVersion
-from agentsite.agent.agents import function_name
+from agentsite.agent.agents import WORKFLOW_PREFIX, function_name, is_agent_model
 from agentsite.agent.tools import ToolContext, registry
 from agentsite.core.errors import AppError
 from organisation.models import EVERYONE
@@ -38,6 +39,9 @@ CONFIG_MIRROR = {"system_prompt": "instructions", "model": "model", "temperature
                  "max_tokens": "max_tokens", "tools": "tools"}
 
 
+_MIRRORING: ContextVar[bool] = ContextVar("agents_mirroring", default=False)
+
+
 def _invalid(field: str, message: str) -> AppError:
     return AppError("invalid", f"{field}: {message}", 400, {field: [message]})
 
@@ -45,9 +49,14 @@ def _invalid(field: str, message: str) -> AppError:
 # --- checks (each names the field) ----------------------------------------------------------------------------
 
 def check_model(name: str) -> None:
-    """An empty model is the deployment's default; otherwise an alias or a catalogue entry must answer to it."""
+    """An empty model is the deployment's default; otherwise an alias or a catalogue entry must answer to it. An
+    agent or a workflow is no model an agent answers with (a connection that discovers its models would take
+    any name)."""
     if not name:
         return
+    if is_agent_model(name) or name.startswith(WORKFLOW_PREFIX):
+        raise _invalid("model", f"{name!r} is an agent or a workflow, not a model: name an alias or "
+                       "<connection>/<model> (GET /api/models), or leave it empty for the deployment's default.")
     from catalogue.services import catalogue_now
 
     try:
@@ -58,13 +67,16 @@ def check_model(name: str) -> None:
 
 def known_tool_names(owner: AbstractBaseUser | None) -> set[str]:
     """The function names of every tool the owner could be given (enabled or not; an MCP server they may use, a
-    workflow they may run). The deployment's agent (no owner) is checked against what an admin sees."""
-    ctx = ToolContext.for_user(owner) if owner is not None else ToolContext(None, True)
+    workflow they may run). The deployment's agent (no owner) is checked against what the admin who edits it
+    sees (check_tools' `owner` is then that admin)."""
+    ctx = ToolContext.for_user(owner) if owner is not None else ToolContext(None, False)
     return {tool.name for tool in async_to_sync(registry.list_tools)(ctx, enabled_only=False)}
 
 
 def check_tools(tools: list[str], owner: AbstractBaseUser | None,
                 known: Callable[[], set[str]] | None = None) -> list[str]:
+    """The allowlist, each entry once: every entry but `*` must name a tool the owner may be given, else 400
+    naming `tools.<i>`."""
     if len(tools) > MAX_TOOLS:
         raise _invalid("tools", f"At most {MAX_TOOLS} tools.")
     wanted = [entry for entry in tools if entry != "*"]
@@ -76,11 +88,11 @@ def check_tools(tools: list[str], owner: AbstractBaseUser | None,
     return list(dict.fromkeys(tools))
 
 
-def check_knowledge(ids: list[str], reader: AbstractBaseUser | None) -> list[str]:
-    """Collection ids the reader (the owner; an admin for the deployment's agent) may read, each once."""
-    from knowledge.models import Collection
-    from organisation.policy import visible_q
-
+def check_knowledge(ids: list[str], reader: AbstractBaseUser | None, *, actor: AbstractBaseUser | None = None,
+                    kept: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Collection ids the reader (the owner; the editing admin for the deployment's agent) may read, each once.
+    A collection that is not among `kept` (the agent's own already) must be one the actor may read too: an
+    editor cannot give the agent, and so their own chats with it, a collection of the owner's they may not read."""
     if len(ids) > MAX_KNOWLEDGE:
         raise _invalid("knowledge", f"At most {MAX_KNOWLEDGE} collections.")
     parsed: list[str] = []
@@ -89,18 +101,33 @@ def check_knowledge(ids: list[str], reader: AbstractBaseUser | None) -> list[str
             parsed.append(str(uuid.UUID(str(value))))
         except ValueError:
             raise _invalid(f"knowledge.{index}", f"{value!r} is not a collection id.") from None
-    readable: set[str] = set()
-    if reader is not None and parsed:
-        rows = Collection.objects.filter(pk__in=parsed).filter(visible_q(reader, Collection,
-                                                                           every_object_for_admins=True))
-        readable = {str(pk) for pk in rows.values_list("pk", flat=True)}
+    readable = _readable(parsed, reader)
     for index, value in enumerate(parsed):
         if value not in readable:
             raise _invalid(f"knowledge.{index}", f"No knowledge collection {value} that the agent's owner may read.")
+    added = [value for value in parsed if value not in set(kept)]
+    if actor is not None and actor != reader and added:
+        theirs = _readable(added, actor)
+        for index, value in enumerate(parsed):
+            if value in added and value not in theirs:
+                raise _invalid(f"knowledge.{index}", f"No knowledge collection {value} that you may read: only "
+                               "the owner can add it.")
     return list(dict.fromkeys(parsed))
 
 
+def _readable(ids: list[str], reader: AbstractBaseUser | None) -> set[str]:
+    from knowledge.models import Collection
+    from organisation.policy import visible_q
+
+    if reader is None or not ids:
+        return set()
+    rows = Collection.objects.filter(pk__in=ids).filter(visible_q(reader, Collection))
+    return {str(pk) for pk in rows.values_list("pk", flat=True)}
+
+
 def check_starters(starters: list[str]) -> list[str]:
+    """At most MAX_STARTERS, each 1 to MAX_STARTER_CHARS characters and not only spaces (400 naming
+    `starters.<i>`)."""
     if len(starters) > MAX_STARTERS:
         raise _invalid("starters", f"At most {MAX_STARTERS} starters.")
     for index, text in enumerate(starters):
@@ -109,14 +136,17 @@ def check_starters(starters: list[str]) -> list[str]:
     return starters
 
 
-def _checked(data: dict[str, Any], owner: AbstractBaseUser | None, actor: AbstractBaseUser | None) -> dict[str, Any]:
+def _checked(data: dict[str, Any], owner: AbstractBaseUser | None, actor: AbstractBaseUser | None,
+             kept: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The validated fields with the checks that need the database (the serializer checked types and bounds)."""
     if "model" in data:
         check_model(data["model"])
+    # The deployment's agent (no owner) is checked with the rights of the admin who edits it.
+    checker = owner if owner is not None else actor
     if "tools" in data:
-        data["tools"] = check_tools(data["tools"], owner)
+        data["tools"] = check_tools(data["tools"], checker)
     if "knowledge" in data:
-        data["knowledge"] = check_knowledge(data["knowledge"], owner if owner is not None else actor)
+        data["knowledge"] = check_knowledge(data["knowledge"], checker, actor=actor, kept=kept)
     if "starters" in data:
         data["starters"] = check_starters(data["starters"])
     return data
@@ -125,8 +155,11 @@ def _checked(data: dict[str, Any], owner: AbstractBaseUser | None, actor: Abstra
 # --- writes ---------------------------------------------------------------------------------------------------
 
 def _version(agent: Agent, note: str, author: AbstractBaseUser | None) -> AgentVersion:
-    agent.version += 1
-    agent.save(update_fields=["version"])
+    """The next version of the agent (inside the caller's transaction). The row is locked and its number read
+    again, so two saves at once make versions n+1 and n+2, never two n+1 (whose unique constraint would fail)."""
+    latest = Agent.objects.select_for_update().filter(pk=agent.pk).values_list("version", flat=True).first()
+    agent.version = (latest or 0) + 1
+    Agent.objects.filter(pk=agent.pk).update(version=agent.version)
     return AgentVersion.objects.create(agent=agent, number=agent.version, data=agent.fields(), note=note,
                                        author=author if author is not None and author.is_authenticated else None)
 
@@ -154,7 +187,7 @@ def agent_update(*, agent: Agent, data: dict[str, Any], actor: AbstractBaseUser 
                  ) -> Agent:
     """Apply validated changes; a change of any field makes a version (a save that changes nothing makes none).
     The slug may change (409 when taken), except the default agent's."""
-    data = _checked(dict(data), agent.owner, actor)
+    data = _checked(dict(data), agent.owner, actor, kept=tuple(str(item) for item in agent.knowledge or ()))
     if "slug" in data and data["slug"] != agent.slug:
         if agent.is_default:
             raise _invalid("slug", "The default agent's slug stays `default`.")
@@ -230,20 +263,29 @@ def default_ensure() -> Agent:
 
 
 def _mirror_to_config(agent: Agent) -> None:
+    """The default agent's fields into the config (inside the caller's transaction). A database without the
+    config row gets it now, made with the agent's fields: made later with the first-run values, its post_save
+    would write those over the agent."""
+    from catalogue.defaults import config_create_default
     from catalogue.models import AgentConfig
 
-    config = AgentConfig.objects.filter(pk=1).first()
-    if config is None:
-        return
-    changed = [name for name, field in CONFIG_MIRROR.items() if getattr(config, name) != getattr(agent, field)]
-    if changed:
-        for name in changed:
-            setattr(config, name, getattr(agent, CONFIG_MIRROR[name]))
-        config.save(update_fields=[*changed, "updated_at"])
+    token = _MIRRORING.set(True)  # the config's saves below are this agent's own: config_saved leaves them
+    try:
+        config = AgentConfig.objects.filter(pk=1).first() or config_create_default()
+        changed = [name for name, field in CONFIG_MIRROR.items() if getattr(config, name) != getattr(agent, field)]
+        if changed:
+            for name in changed:
+                setattr(config, name, getattr(agent, CONFIG_MIRROR[name]))
+            config.save(update_fields=[*changed, "updated_at"])
+    finally:
+        _MIRRORING.reset(token)
 
 
 def config_saved(config: Any) -> None:
-    """post_save of the config (PUT /api/config, the admin): its agent fields become a version of `default`."""
+    """post_save of the config (PUT /api/config, the admin): its agent fields become a version of `default`.
+    A save the default agent's own mirroring makes is left alone."""
+    if _MIRRORING.get():
+        return
     agent = Agent.objects.filter(slug=DEFAULT_SLUG).first()
     if agent is None:
         return
@@ -267,3 +309,11 @@ def admin_saved(agent: Agent, actor: AbstractBaseUser | None) -> None:
             _version(agent, "admin edit", actor)
         if agent.is_default:
             _mirror_to_config(agent)
+
+
+def rule_check(agent: Agent, visibility: str, grants: list[dict[str, Any]]) -> None:
+    """organisation.access's check of a new rule: the agent `default` stays everyone's (it is what `agent` means on
+    /v1 and what a new chat talks to), though grants may add editors to it."""
+    if agent.is_default and visibility != EVERYONE:
+        raise AppError("invalid", "visibility: the default agent is everyone's; share another agent instead.", 400,
+                       {"visibility": ["The default agent stays `everyone`."]})

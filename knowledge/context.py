@@ -38,8 +38,9 @@ def knowledge_context_now(request: ContextRequest) -> ContextBlock | None:
 def _collections(request: ContextRequest) -> list[Collection]:
     """What this turn searches: the caller's own personal collection when the settings say so (the agent
     `default`), then the collections an agent names that its reader (the agent's owner; else the caller) may
-    read now. A collection the reader lost access to, or that is gone, is left out; the caller's other
-    collections never come in unless named."""
+    read now, as a user (an admin reader counts as anyone: an admin's agent cannot hand out another user's
+    private collection). A collection the reader lost access to, or that is gone, is left out; the caller's
+    other collections never come in unless named."""
     settings = request.settings
     found: list[Collection] = []
     if settings.kb_personal and request.user_id is not None:
@@ -51,7 +52,7 @@ def _collections(request: ContextRequest) -> list[Collection]:
         reader = get_user_model().objects.filter(pk=reader_id, is_active=True).first() if reader_id else None
         if reader is not None:
             readable = Collection.objects.filter(pk__in=list(settings.knowledge)).filter(
-                visible_q(reader, Collection, every_object_for_admins=True))
+                visible_q(reader, Collection))
             by_id = {str(collection.pk): collection for collection in readable}
             found.extend(by_id[key] for key in dict.fromkeys(settings.knowledge)
                          if key in by_id and by_id[key] not in found)

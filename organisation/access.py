@@ -113,6 +113,8 @@ def access_set(*, kind: ResourceKind, resource: Any, visibility: str, grants: li
                request: Any = None) -> dict[str, Any]:
     """Replace the resource's access rule (the caller was checked for `manage`); audited with before and after."""
     grants = _checked_grants(kind, resource, grants)
+    if kind.check_rule is not None:
+        kind.check_rule(resource, visibility, grants)
     before = rule_of(resource)
     grant_model = kind.grant_model()
     with transaction.atomic():

@@ -45,6 +45,9 @@ class ResourceKind:
     lookup: str = "pk"             # the field the access routes' path names an object by (an MCP server: "name")
     # Hands one object over (default: sets `owner`, saves); raises AppError 409 when it cannot (a name taken).
     transfer: Callable[[Any, Any], None] | None = None
+    # Checks a new rule (resource, visibility, grants) before it is stored; raises AppError when the object cannot
+    # take it (the agent `default` stays everyone's).
+    check_rule: Callable[[Any, str, list[dict[str, Any]]], None] | None = None
 
     def grant_model(self) -> type[models.Model]:
         return self.model._meta.get_field("grants").related_model  # type: ignore[return-value]

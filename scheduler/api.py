@@ -33,6 +33,8 @@ class TaskSerializer(serializers.Serializer):
     missed = serializers.ChoiceField(choices=[choice for choice, _ in ScheduledTask.MISSED])
     model = serializers.CharField(allow_blank=True, help_text="The model the prompt goes to; empty: the session's, "
                                   "else the agent's default.")
+    agent = serializers.CharField(source="agent_slug", help_text="The slug of the agent the prompt goes to; "
+                                  "`default` when it names none.")
     next_run_at = serializers.DateTimeField(allow_null=True)
     last_run_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
@@ -52,6 +54,9 @@ class TaskInputSerializer(serializers.Serializer):
                                      default=ScheduledTask.RUN_ONCE)
     model = serializers.CharField(max_length=300, required=False, allow_blank=True, default="",
                                   help_text="A catalogue entry or alias (GET /api/models); empty: the default.")
+    agent = serializers.CharField(min_length=1, max_length=64, required=False, help_text=(
+        "The slug of an agent the owner may use (GET /api/agents); not given: `default`. Another: 404 "
+        "`not_found` naming agent."))
 
 
 class TaskRunSerializer(serializers.Serializer):

@@ -38,6 +38,10 @@ class ScheduledTask(models.Model):
     # The model the prompt goes to (a catalogue entry or alias, agentsite.agent.routing); empty: the session's,
     # else the agent's default. Not for a workflow task: its llm nodes name their own.
     model = models.CharField(max_length=300, blank=True, default="")
+    # The named agent the prompt goes to (its instructions, tools, knowledge; `model` above still overrides its
+    # model); null: the agent `default` (also when the agent it named is deleted). Not for a workflow task.
+    agent = models.ForeignKey("agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                              help_text="The agent the prompt goes to (null: the agent `default`).")
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -56,6 +60,11 @@ class ScheduledTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cron} {self.timezone})"
+
+    @property
+    def agent_slug(self) -> str:
+        """Its agent's slug, `default` when none is stored (read with the agent: select_related it)."""
+        return self.agent.slug if self.agent_id is not None and self.agent is not None else "default"
 
 
 class TaskRun(models.Model):

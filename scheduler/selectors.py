@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 
 def task_list_for(*, owner: AbstractBaseUser) -> QuerySet[ScheduledTask]:
-    return ScheduledTask.objects.filter(owner=owner).order_by("name", "created_at")
+    """The owner's tasks, each with its agent (for `agent_slug`)."""
+    return ScheduledTask.objects.filter(owner=owner).select_related("agent").order_by("name", "created_at")
 
 
 def task_get_for(*, owner: AbstractBaseUser, task_id: uuid.UUID) -> ScheduledTask:

@@ -29,6 +29,7 @@ from agentsite.core.processes import current_process_id, owned_by
 from agentsite.core.taskqueue import enqueue_with_commit
 from scheduler.cron import ScheduleError, cron_normalize, next_after, occurrences, zone
 from scheduler.models import ScheduledTask, TaskRun
+from sessions_app.agents import DEFAULT_AGENT, agent_chosen
 from sessions_app.models import ChatSession
 from workflows.models import Workflow, WorkflowVersion
 
@@ -83,6 +84,17 @@ def _check_model(model: str, workflow_id: uuid.UUID | None) -> str:
     return model_checked(model)
 
 
+def _check_agent(owner: AbstractBaseUser, slug: str | None, workflow_id: uuid.UUID | None) -> Any:
+    """The agent row a task's `agent` slug names (None: none given, the agent `default`), for an owner who may use
+    it: else 404 `not_found` naming `agent`. A workflow task names no agent but `default` (its llm nodes name
+    their own): 400 `invalid` naming `agent`."""
+    if slug is None:
+        return None
+    if workflow_id is not None and slug != DEFAULT_AGENT:
+        raise _invalid("agent", "A workflow task's llm nodes name their own agents; leave agent out.")
+    return agent_chosen(owner, slug)
+
+
 def _check_version(workflow_id: uuid.UUID | None, version: int | None) -> None:
     """A pinned version needs a workflow that has it (a version, once made, is never deleted)."""
     if version is None:
@@ -105,20 +117,22 @@ def _schedule_next(task: ScheduledTask, *, now: datetime) -> None:
 
 
 TASK_FIELDS = ("name", "cron", "timezone", "prompt", "enabled", "session_id", "workflow_id", "workflow_version",
-               "missed", "model")
+               "missed", "model", "agent")
 
 
 def task_create(*, owner: AbstractBaseUser, name: str, cron: str, prompt: str, timezone_name: str = "UTC",
                 enabled: bool = True, session_id: uuid.UUID | None = None, workflow_id: uuid.UUID | None = None,
                 missed: str = ScheduledTask.RUN_ONCE, model: str = "",
-                workflow_version: int | None = None, key: Any = None) -> ScheduledTask:
+                workflow_version: int | None = None, key: Any = None, agent: str | None = None) -> ScheduledTask:
     """Create a task with its next fire time. Raises AppError 400 naming `cron`, `timezone`, `session_id`,
-    `workflow_id` (another user's session or workflow included) or `model` (not in the model catalogue, or
-    given with a workflow). `key`: the API key of the request (None: a dashboard token), whose the runs are."""
+    `workflow_id` (another user's session or workflow included), `model` (not in the model catalogue, or
+    given with a workflow) or `agent` (other than `default` with a workflow), 404 `not_found` naming `agent`
+    (a slug the owner may not use). `agent`: a slug (None: the agent `default`). `key`: the API key of the
+    request (None: a dashboard token), whose the runs are."""
     task = ScheduledTask(owner=owner)
     return task_update(task=task, changes={"name": name, "cron": cron, "timezone": timezone_name, "prompt": prompt,
                                            "enabled": enabled, "session_id": session_id, "workflow_id": workflow_id,
-                                           "missed": missed, "model": model,
+                                           "missed": missed, "model": model, "agent": agent,
                                            "workflow_version": workflow_version}, key=key)
 
 
@@ -128,8 +142,9 @@ _KEEP: Any = object()
 def task_update(*, task: ScheduledTask, changes: dict[str, Any], key: Any = _KEEP) -> ScheduledTask:
     """Apply any of the task's fields; the next fire time is computed from now when the schedule or `enabled`
     changes (a re-enabled task does not catch up on the time it was off). `key`: the API key of the request
-    that writes it (None: a dashboard token), whose its runs become (the default keeps the task's). Raises
-    AppError 400 as task_create."""
+    that writes it (None: a dashboard token), whose its runs become (the default keeps the task's). `agent` is a
+    slug (checked with the owner's access now; a run checks it again). Raises AppError 400 and 404 as
+    task_create."""
     unknown = set(changes) - set(TASK_FIELDS)
     assert not unknown, f"unknown task fields {unknown}"
     cron, timezone_name = changes.get("cron", task.cron), changes.get("timezone", task.timezone)
@@ -141,6 +156,11 @@ def task_update(*, task: ScheduledTask, changes: dict[str, Any], key: Any = _KEE
     if "model" in changes or "workflow_id" in changes:
         changes = {**changes, "model": _check_model(changes.get("model", task.model),
                                                     changes.get("workflow_id", task.workflow_id))}
+    if "agent" in changes:
+        changes = {**changes, "agent": _check_agent(task.owner, changes["agent"],
+                                                    changes.get("workflow_id", task.workflow_id))}
+    elif "workflow_id" in changes and task.agent_id is not None:
+        _check_agent(task.owner, task.agent_slug, changes["workflow_id"])
     rescheduled = task._state.adding or any(
         name in changes and changes[name] != getattr(task, name) for name in ("cron", "timezone", "enabled"))
     for field, value in changes.items():
@@ -378,7 +398,7 @@ def runs_claim(*, run_ids: list[str]) -> list[TaskRun]:
         status=TaskRun.RUNNING, started_at=started, process=process)
     if not claimed:
         return []
-    runs = list(TaskRun.objects.select_related("task", "task__owner").filter(
+    runs = list(TaskRun.objects.select_related("task", "task__owner", "task__agent").filter(
         pk__in=run_ids, status=TaskRun.RUNNING, process=process, started_at=started))
     for run in runs:
         if run.trigger != TaskRun.MANUAL:  # a manual run's scheduled_for is when it was asked for

@@ -36,19 +36,26 @@ class SessionSerializer(serializers.Serializer):
     name = serializers.CharField()
     model = serializers.CharField(allow_blank=True, help_text="The model its turns use (a catalogue entry or alias, "
                                   "GET /api/models); empty: the agent's default.")
+    agent = serializers.CharField(source="agent_slug", help_text="The slug of the agent its turns run (GET "
+                                  "/api/agents); `default` when it names none.")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     message_count = serializers.IntegerField(default=0)
 
 
+AGENT_HELP = "The slug of an agent you may use (GET /api/agents); default: `default`. Another: 404 `not_found`."
+
+
 class SessionCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     model = serializers.CharField(max_length=300, required=False, allow_blank=True)
+    agent = serializers.CharField(min_length=1, max_length=64, required=False, help_text=AGENT_HELP)
 
 
 class SessionUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(min_length=1, max_length=200, required=False)
     model = serializers.CharField(max_length=300, required=False, allow_blank=True)
+    agent = serializers.CharField(min_length=1, max_length=64, required=False, help_text=AGENT_HELP)
 
 
 class SessionRenameSerializer(serializers.Serializer):
@@ -109,7 +116,8 @@ class SessionListView(ListAPIView):
     @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
     def post(self, request: Request) -> Response:
         data = validated(SessionCreateSerializer, request.data)
-        session = services.session_create(owner=request.user, name=data.get("name"), model=data.get("model", ""))
+        session = services.session_create(owner=request.user, name=data.get("name"), model=data.get("model", ""),
+                                          agent=data.get("agent"))
         session.message_count = 0
         return Response(SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 

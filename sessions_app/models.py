@@ -5,6 +5,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+DEFAULT_AGENT = "default"  # the agent a session without one of its own talks to (agents_app: the deployment's)
+
 
 class ChatSession(models.Model):
     """A conversation of one user with the agent."""
@@ -14,6 +16,10 @@ class ChatSession(models.Model):
     name = models.CharField(max_length=200, default="New chat")
     # The model its turns use (a catalogue entry or alias, agentsite.agent.routing); empty: the agent's default.
     model = models.CharField(max_length=300, blank=True, default="")
+    # The named agent its turns run (its instructions, tools and knowledge); null: the agent `default` (also
+    # when the agent it named is deleted).
+    agent = models.ForeignKey("agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                              help_text="The agent its turns use (null: the agent `default`).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -23,6 +29,11 @@ class ChatSession(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def agent_slug(self) -> str:
+        """Its agent's slug, `default` when none is stored (read with the agent: select_related it)."""
+        return self.agent.slug if self.agent_id is not None and self.agent is not None else DEFAULT_AGENT
 
 
 class ChatMessage(models.Model):

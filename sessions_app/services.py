@@ -13,21 +13,30 @@ from django.utils import timezone
 
 from agentsite.agent.modelchoice import model_checked
 from agentsite.core.processes import current_process_id, owned_by
+from sessions_app.agents import agent_chosen
 from sessions_app.models import ChatMessage, ChatSession
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
 
-def session_create(*, owner: AbstractBaseUser, name: str | None = None, model: str = "") -> ChatSession:
-    """Raises AppError 400 `invalid` naming `model` when it is not in the model catalogue."""
+def session_create(*, owner: AbstractBaseUser, name: str | None = None, model: str = "",
+                   agent: str | None = None) -> ChatSession:
+    """A session of `owner` talking to `agent` (a slug; None: the agent `default`, stored as none). Raises
+    AppError 400 `invalid` naming `model` when it is not in the model catalogue, 404 `not_found` naming `agent`
+    when the owner may not use that agent (or there is none)."""
+    chosen = agent_chosen(owner, agent) if agent is not None else None
     return ChatSession.objects.create(owner=owner, name=(name or "New chat").strip() or "New chat",
-                                      model=model_checked(model))
+                                      model=model_checked(model), agent=chosen)
 
 
 def session_update(*, session: ChatSession, changes: dict[str, Any]) -> ChatSession:
-    """Apply `name` and/or `model` ("" = the agent's default). Raises AppError 400 `invalid` naming `model`."""
+    """Apply `name`, `model` ("" = the agent's default) and/or `agent` (a slug). Raises AppError 400 `invalid`
+    naming `model`, 404 `not_found` naming `agent` (as session_create); nothing is changed then."""
     fields = ["updated_at"]
+    if "agent" in changes:
+        session.agent = agent_chosen(session.owner, changes["agent"])
+        fields.append("agent")
     if "model" in changes:
         session.model = model_checked(changes["model"])
         fields.append("model")

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.config import AgentSettings
 from agentsite.agent.loop import AgentEvent, Prepared, Transcript, prepare_now, run_agent_batches
 from agentsite.agent.modelchoice import model_checked
 from agentsite.agent.routing import resolve
@@ -30,7 +30,7 @@ from agentsite.agent.usage import Caller, caller_for
 from agentsite.core.dbcall import db_started
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from sessions_app import selectors, services
+from sessions_app import agents, selectors, services
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
 from sessions_app.models import ChatMessage, ChatSession
@@ -199,17 +199,19 @@ def _log_failure(write: asyncio.Future) -> None:
 
 async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
                      attachments: list[str] | None = None, model: str | None = None,
-                     overrides: dict[str, Any] | None = None) -> ChatTurn:
+                     overrides: dict[str, Any] | None = None, agent: str | None = None) -> ChatTurn:
     """Check the turn, store the user message (and the reply as `streaming`), and return the turn ready to run.
 
-    The turn's model is `model` when given (this turn only: a chat request's or a scheduled task's), else the
-    session's `model`, else the agent's default; it answers through the router (fallback, balance).
-    `overrides` replace settings for this turn (tests point it at an upstream this way).
+    The turn runs the session's agent (sessions_app.agents: its instructions, model, tools and knowledge, for
+    the owner), or `agent` when given (a slug, this turn only: a scheduled task's). The turn's model is `model`
+    when given (this turn only: a chat request's or a scheduled task's), else the session's `model`, else the
+    agent's; it answers through the router (fallback, balance). `overrides` replace settings for this turn
+    (tests point it at an upstream this way).
 
     Raises AppError 404 `not_found` (another user's or a missing session; an attachment that is not one of
-    owner's uploads), 400 `invalid` (`model` is not in the catalogue), 404 `model_not_found` (the session's
-    stored model no longer is), 400 `message_too_long` and 507 `insufficient_storage` (the disk is nearly
-    full); in each case nothing is stored.
+    owner's uploads; the agent is not one the owner may use (any more), naming `agent`), 400 `invalid` (`model`
+    is not in the catalogue), 404 `model_not_found` (the session's stored model no longer is), 400
+    `message_too_long` and 507 `insufficient_storage` (the disk is nearly full); in each case nothing is stored.
 
     The turn belongs to the calling task: run it there, or start its `events()`/`batches()` in another task,
     before the calling task ends; else its reply is stored `interrupted` unrun. This covers a caller cancelled
@@ -218,7 +220,7 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     """
     opening = db_started(_turn_prepare, owner=owner, session_id=session_id, message=message,
                          upload_ids=[str(upload) for upload in attachments or []], model=model,
-                         overrides=overrides or {})
+                         overrides=overrides or {}, agent=agent)
     caller = asyncio.current_task()
     if caller is not None:
         # Added before the caller can see the turn, and called even when the caller was cancelled meanwhile:
@@ -242,12 +244,29 @@ def _turn_model(session: ChatSession, model: str | None, settings: AgentSettings
     return settings
 
 
+def _turn_agent(owner: AbstractBaseUser, session: ChatSession, agent: str | None) -> AgentSettings:
+    """The settings of the turn's agent for the owner: `agent` (this turn's), else the session's. An agent the
+    owner may no longer use (unshared, deleted, made private since the session chose it) refuses the turn."""
+    if agent is not None:
+        return agents.settings_now(owner, agent)
+    slug = session.agent_slug
+    try:
+        return agents.settings_now(owner, slug)
+    except AppError as exc:
+        if exc.code != "not_found":
+            raise
+        raise agents.unavailable(slug, f"The session's agent {slug!r} is no longer available to you; choose "
+                                 "another with PATCH /api/sessions/:id {\"agent\": ...}.") from None
+
+
 def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
-                  model: str | None, overrides: dict[str, Any]) -> ChatTurn:
+                  model: str | None, overrides: dict[str, Any], agent: str | None = None) -> ChatTurn:
     """turn_start's work, on one database thread: the checks and reads, the context and tools when they can be
     asked here, then the one write."""
     session, history = selectors.turn_history(owner=owner, session_id=session_id)
-    settings = get_settings().with_overrides(**overrides) if overrides else get_settings()
+    settings = _turn_agent(owner, session, agent)
+    if overrides:
+        settings = settings.with_overrides(**overrides)
     settings = _turn_model(session, model, settings)
     if len(message) > MAX_MESSAGE_CHARS:
         raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,

@@ -13,11 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from agentsite.agent.config import aget_settings
+from django.contrib.auth import get_user_model
+
+from agentsite.agent import agents
+from agentsite.agent.config import AgentSettings, aget_settings, get_settings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.tools import ToolContext, registry
 from agentsite.agent.types import Message
 from agentsite.agent.usage import caller_for
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError
 from workflows.graph import INPUT_REFERENCE, REFERENCE, CompileCheck, Graph, Node, references
 from workflows.sandbox import RunBudget, run_budget, sandbox_pool
 
@@ -209,11 +214,15 @@ class LlmNode(NodeType):
         "model": ConfigKey((str,), label="Model", suggest="models", placeholder="the agent's model",
                            description="An alias or <connection>/<model> (Settings lists them); empty: the "
                                        "agent's model."),
+        "agent": ConfigKey((str,), label="Agent", placeholder="default",
+                           description="The slug of an agent the run's user may use (its instructions, tools and "
+                                       "knowledge); empty: the agent `default`. Checked when the node runs."),
     }
     referencing = ("prompt",)
 
     async def run(self, node: Node, value: Any, ctx: RunContext) -> Any:
-        settings = await aget_settings()
+        slug = node.config.get("agent") or ""
+        settings = await agent_settings(slug, ctx.owner_id) if slug else await aget_settings()
         if node.config.get("model"):
             settings = settings.with_overrides(model=node.config["model"])
         async for event in run_agent(messages=[Message("user", substitute(node.config["prompt"], ctx))],
@@ -226,6 +235,30 @@ class LlmNode(NodeType):
             elif event.type == "done":
                 return event.data.get("content", "")
         raise NodeFailure("The agent stopped without an answer.")
+
+
+async def agent_settings(slug: str, user_id: int) -> AgentSettings:
+    """The settings of agent `slug` for the run's user (agentsite.agent.agents, the user's access checked now). An
+    agent the user may not use (or none of that slug) fails the node, naming it, and is not retried."""
+    try:
+        return await db(_agent_settings_now, slug, user_id)
+    except AppError as exc:
+        if exc.code not in ("model_not_found", "not_found"):
+            raise
+        failure = NodeFailure(f"The agent {slug!r} does not exist or the run's user may not use it "
+                              "(config.agent: the slug of an agent of GET /api/agents).")
+        failure.retryable = False  # type: ignore[attr-defined]  # what workflows.engine.retryable reads
+        raise failure from None
+
+
+def _agent_settings_now(slug: str, user_id: int) -> AgentSettings:
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    if not agents.SLUG_PATTERN.match(slug):
+        raise agents.not_found(slug)
+    resolved = agents.resolve_now(user, f"{agents.PREFIX}{slug}")
+    if resolved.slug == agents.DEFAULT_SLUG:  # the runtime's settings are the default agent's (its fields mirror them)
+        return get_settings().with_overrides(agent=agents.DEFAULT_SLUG)
+    return resolved.settings
 
 
 def _model_failure(data: dict[str, Any]) -> NodeFailure:

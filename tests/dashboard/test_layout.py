@@ -140,11 +140,22 @@ def long_data(dashboard_server, admin_headers, tmp_path_factory) -> dict:
     # A group with the longest name and a long description (the Groups page and a group's own page).
     group = call("POST", "/api/groups", json={"name": LONG_WORD[:64], "description": LONG_WORD * 2,
                                               "models": [LONG_WORD[:150]]})
-    return {"group": group["id"], "session": session["id"], "workflow": workflow["id"]}
+    # An agent with the longest slug and name, long instructions and starters, the long-named tools (the MCP
+    # server's, the workflow's) and a collection with a long name; a second version.
+    collection = call("POST", "/api/kb/collections", json={"name": LONG_WORD[:100]})
+    tools = ["web_fetch", "clock-with-a-long-server-name-32/get_current_time", f"workflow:{LONG_WORD[:64]}"]
+    agent = call("POST", "/api/agents", json={
+        "slug": LONG_WORD[:64].replace("_", "-"), "name": f"Agent {LONG_WORD}"[:100], "description": LONG_TEXT,
+        "instructions": LONG_TEXT * 4, "tools": tools, "knowledge": [collection["id"]],
+        "starters": [f"{index} {LONG_TEXT}"[:500] for index in range(6)]})
+    call("PATCH", f"/api/agents/{agent['id']}", json={"description": f"Changed: {LONG_TEXT}"})
+    return {"group": group["id"], "session": session["id"], "workflow": workflow["id"], "agent": agent["id"]}
 
 
 PAGES = [  # (route, something the page shows once loaded)
     ("chat/{session}", "role=heading[name=/Chat about/]"),
+    ("agents", f"text={LONG_WORD[:30]}"),
+    ("agents/{agent}", ".agents-form[data-ready]"),  # the editor, its pickers' long tool and collection names
     ("knowledge", "text=.txt"),
     ("scheduler", "text=Task extraordinarily"),
     ("workflows", f"text={LONG_WORD[:30]}"),

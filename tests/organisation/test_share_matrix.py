@@ -152,6 +152,9 @@ AGENTS = Kind("agent", "/api/agents/{pk}", _agent, {
     ("post", "/v1/chat/completions"): (USE, _chat_with),
     ("post", "/v1/responses"): (USE, lambda ids: {"model": f"agent:{ids['slug']}", "input": "hello"}),
     ("post", "/v1/messages"): (USE, lambda ids: {**_chat_with(ids), "max_tokens": 50}),
+    ("post", "/api/sessions"): (USE, lambda ids: {"name": "with the agent", "agent": ids["slug"]}),
+    ("post", "/api/scheduler/tasks"): (USE, lambda ids: {"name": "digest", "cron": "0 9 * * *", "prompt": "hi",
+                                                         "agent": ids["slug"]}),
 }, not_found_codes={("post", "/v1/chat/completions"): "model_not_found",
                     ("post", "/v1/responses"): "model_not_found", ("post", "/v1/messages"): "not_found_error"})
 KINDS = [WORKFLOWS, MCP_SERVERS, COLLECTIONS, AGENTS]

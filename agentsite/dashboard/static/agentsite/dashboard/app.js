@@ -1,7 +1,7 @@
 // The dashboard shell: log-in (and registration when it is open), the navigation, a hash router and the
 // page-loading contract every page follows.
 //
-// Routes: #/chat, #/chat/<session_id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
+// Routes: #/chat, #/chat/<session_id>, #/agents, #/agents/<id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
 // #/keys, #/usage, #/groups, #/groups/<id> (admins and the managers of a group only), #/activity (admins only:
 // its link is not shown to others, and the route is "Not found" for them), #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
 // into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
@@ -20,6 +20,7 @@ import { errorBox, h, loading } from "./ui.js";
 
 const PAGES = [
   ["chat", "Chat"],
+  ["agents", "Agents"],
   ["knowledge", "Knowledge"],
   ["scheduler", "Scheduler"],
   ["workflows", "Workflows"],

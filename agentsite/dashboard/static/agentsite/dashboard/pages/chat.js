@@ -2,14 +2,17 @@
 // replies stream in from POST /api/sessions/:id/chat (SSE). Everything a model or a user wrote is shown
 // through renderMarkdown (sanitised). "Stop" hangs up the stream: the server keeps the partial reply as
 // `interrupted`. Attachments are uploaded first (/api/upload) and sent as upload ids with the message.
-// The header's model picker sets the chat's model (the session's `model`, from GET /api/models).
+// The header's model picker sets the chat's model (the session's `model`, from GET /api/models); its agent
+// picker, the agent the chat talks to (the session's `agent`, from GET /api/agents): choosing another starts a
+// new chat with it, and an empty chat offers the agent's starters as buttons that send them.
 //
 // This module lays out the page and runs the conversation (loading it, sending, streaming the reply); its
 // parts are in pages/chat/: sessions.js (the chat list), composer.js (the message box, attachments,
 // dictation), message.js (one message in the log, and the uploads it shows), voice.js (speech in and out),
-// modelpicker.js (the model picker).
+// modelpicker.js (the model picker), agentpicker.js (the agent picker).
 import { listAll } from "../api.js";
 import { errorBox, h, loading } from "../ui.js";
+import { AgentPicker } from "./chat/agentpicker.js";
 import { Composer } from "./chat/composer.js";
 import { MessageView, Uploads } from "./chat/message.js";
 import { ModelPicker } from "./chat/modelpicker.js";
@@ -41,9 +44,12 @@ class ChatPage {
     this.messageHooks = { uploads: this.uploads, readAloud: (view, button) => this.readAloud(view, button),
       scrollDown: () => this.scrollDown() };
     this.models = new ModelPicker({ ctx, sessionId: () => this.sessionId });
+    this.agents = new AgentPicker({ onChoose: () => this.chooseAgent() });
     this.sessions = new SessionList({ ctx, current: () => this.sessionId, onCurrent: (session) => {
       this.setTitle(session.name);
       this.models.show(session.model);
+      this.agents.show(session.agent);
+      this.refreshStarters();
     }, onNew: () => this.newChat() });
     this.opening = 0; // counts New chat clicks: only the latest one's chat is shown
     this.composer = new Composer({ ctx, voiceConfig: () => this.voiceConfig(), onSend: () => this.send(),
@@ -62,7 +68,8 @@ class ChatPage {
   async start() {
     this.render();
     this.voiceConfig();
-    await Promise.all([this.sessions.load(), this.reload(), this.models.load()]);
+    await Promise.all([this.sessions.load(), this.reload(), this.models.load(),
+      this.agents.load().then(() => this.refreshStarters())]);
   }
 
   voiceConfig() {
@@ -83,7 +90,8 @@ class ChatPage {
     }, { passive: true });
     this.root.replaceChildren(h("div", { class: "chat" }, this.sessions.element,
       h("section", { class: "chat-main", "aria-labelledby": "chat-title" },
-        h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title, this.models.element),
+        h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title, this.agents.element,
+          this.models.element),
         this.log, this.composer.element)));
   }
 
@@ -104,8 +112,7 @@ class ChatPage {
 
   async loadConversation() {
     if (!this.sessionId) {
-      this.log.replaceChildren(h("p", { class: "empty chat-empty" },
-        "Write a message below to start a new chat, or pick one from the list."));
+      this.log.replaceChildren(this.emptyChat("Write a message below to start a new chat, or pick one from the list."));
       return;
     }
     this.log.replaceChildren(loading("Loading the conversation…"));
@@ -113,7 +120,7 @@ class ChatPage {
       const messages = await listAll(`/api/sessions/${encodeURIComponent(this.sessionId)}/messages?limit=200`, { max: 5000 });
       if (this.stopped) return;
       this.log.replaceChildren();
-      if (!messages.length) this.log.append(h("p", { class: "empty chat-empty" }, "No messages yet: say hello."));
+      if (!messages.length) this.log.append(this.emptyChat("No messages yet: say hello."));
       for (const message of messages) this.log.append(this.messageView(message));
       this.scrollDown(true);
       this.composer.input.focus();
@@ -127,6 +134,34 @@ class ChatPage {
         this.log.replaceChildren(errorBox(`The conversation could not be loaded: ${error.message}`, () => this.reload()));
       }
     }
+  }
+
+  // An empty chat: the words, and the agent's starters as buttons that send that message.
+  emptyChat(text) {
+    const starters = this.agents.current()?.starters || [];
+    return h("div", { class: "chat-empty" }, h("p", { class: "empty" }, text),
+      starters.length ? h("div", { class: "chat-starters", role: "group", "aria-label": "Starters" },
+        starters.map((starter) => h("button", { type: "button", class: "chat-starter", title: starter,
+          onclick: () => this.sendStarter(starter) }, starter))) : null);
+  }
+
+  // The agents' list or the chat's agent arrived after the empty chat was drawn: its starters again.
+  refreshStarters() {
+    const empty = this.log.querySelector(".chat-empty");
+    if (empty && this.log.children.length === 1) empty.replaceWith(this.emptyChat(empty.querySelector(".empty").textContent));
+  }
+
+  sendStarter(text) {
+    if (this.streaming) return;
+    this.composer.input.value = text;
+    this.send();
+  }
+
+  // Another agent chosen: a chat shown goes on with its own agent and a new chat starts with the chosen one;
+  // on a chat not started yet, the choice waits for its first message (and its starters show).
+  chooseAgent() {
+    if (this.sessionId) this.newChat();
+    else this.refreshStarters();
   }
 
   // "New chat" opens the new chat in this page. Navigating to it mounted the page again once the session
@@ -154,7 +189,8 @@ class ChatPage {
   async openNewSession(ticket) {
     let session;
     try {
-      session = await this.ctx.api("/api/sessions", { method: "POST", body: {} });
+      const agent = this.agents.pending();
+      session = await this.ctx.api("/api/sessions", { method: "POST", body: agent ? { agent } : {} });
     } catch (error) {
       if (this.stopped || ticket !== this.opening) return;
       this.ctx.toast(`A new chat could not be created: ${error.message}`, "error");
@@ -242,7 +278,9 @@ class ChatPage {
   async createSessionFor(text) {
     const name = text.trim().replace(/\s+/g, " ").slice(0, NAME_FROM_MESSAGE);
     const model = this.models.pending();
-    const session = await this.ctx.api("/api/sessions", { method: "POST", body: model ? { name, model } : { name } });
+    const agent = this.agents.pending();
+    const session = await this.ctx.api("/api/sessions", { method: "POST",
+      body: { name, ...(model ? { model } : {}), ...(agent ? { agent } : {}) } });
     this.sessionId = session.id;
     this.setTitle(session.name);
     // replaceState: the address shows the new chat without a hashchange, which would remount the page

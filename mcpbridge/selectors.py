@@ -32,7 +32,7 @@ def spec_for(server: McpServer) -> ServerSpec:
                       url=server.url, headers={str(key): str(value) for key, value in (server.headers or {}).items()})
 
 
-def _principal(caller: ToolContext) -> Any:
+def principal(caller: ToolContext) -> Any:
     """The caller's user for the access policy, an admin only if the caller is one (an API key without the admin
     scope is not, whoever holds it); None for a caller with no user or a user who no longer exists."""
     if caller.user_id is None:
@@ -49,7 +49,7 @@ def mcp_servers_visible_to(caller: ToolContext) -> QuerySet[McpServer]:
     user. An unresolved caller (`is_admin` None) is not taken for an admin. Nothing is cached: a grant or a
     membership that changes counts from the next listing, in every process.
     """
-    user = _principal(caller)
+    user = principal(caller)
     if user is None:
         return McpServer.objects.none()
     return McpServer.objects.filter(visible_q(user, McpServer, every_object_for_admins=True))
@@ -60,7 +60,7 @@ def mcp_server_usable(caller: ToolContext, name: str) -> McpServer | None:
     server = McpServer.objects.filter(name=name).first()
     if server is None:
         return None
-    user = _principal(caller)
+    user = principal(caller)
     return server if user is not None and can(user, USE, server) else None
 
 

@@ -2,7 +2,9 @@
 
 The low-level `Server` is used rather than `MCPServer`'s decorated functions, so that whatever the registry
 holds when a client asks (built-ins, plugins, workflows added later) is what is listed and called, with the
-caller's identity: a fixed user for stdio (`runmcp --user`), the bearer token's user over HTTP.
+caller's identity: a fixed user for stdio (`runmcp --user`), the bearer token's user over HTTP. After the
+registry's tools come `ask_<slug>`, one per named agent the caller may use (mcpbridge.ask); a registry tool of
+the same name wins.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 import agentsite
 from agentsite.agent.tools import ToolContext, call_tool, resolve_caller
 from agentsite.agent.usage import Caller, calling
+from mcpbridge import ask
 from mcpbridge.content import result_to_mcp, tool_to_mcp
 from mcpbridge.selectors import tools_available
 
@@ -29,7 +32,8 @@ logger = logging.getLogger(__name__)
 
 SERVER_NAME = "agentsite"
 INSTRUCTIONS = ("agentsite's tools: web search, web fetch, screenshots, a search of your knowledge base "
-                "(kb_search), and any tools its plugins and workflows add.")
+                "(kb_search), any tools its plugins and workflows add, and ask_<agent>: a question to each of its "
+                "named agents you may use.")
 
 
 def build_server(*, user_id: int | None = None) -> Server:
@@ -40,8 +44,14 @@ def build_server(*, user_id: int | None = None) -> Server:
     async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
         async with django_db_scope():
-            tools = await tools_available(caller=_context(ctx, user_id), own_only=True)
-        return types.ListToolsResult(tools=[tool_to_mcp(tool) for tool in tools])
+            caller = await resolve_caller(_context(ctx, user_id))
+            tools = await tools_available(caller=caller, own_only=True)
+            slugs = await ask.usable_slugs(caller, _usage(ctx, caller))
+        listed = [tool_to_mcp(tool) for tool in tools]
+        taken = {tool.name for tool in tools}
+        listed += [types.Tool(name=name, description=ask.description(slug), input_schema=ask.INPUT_SCHEMA)
+                   for slug in slugs if (name := ask.tool_name(slug)) not in taken]
+        return types.ListToolsResult(tools=listed)
 
     async def call(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         async with django_db_scope():
@@ -49,16 +59,25 @@ def build_server(*, user_id: int | None = None) -> Server:
             caller = await resolve_caller(_context(ctx, user_id))
             tools = await tools_available(caller=caller, own_only=True)
             tool = next((item for item in tools if item.name == params.name), None)
-            if tool is None:
+            # A tool that asks the model (a workflow's llm node, an agent) is metered for this caller, facet `mcp`.
+            usage = _usage(ctx, caller)
+            if tool is None and not params.name.startswith(ask.PREFIX):
                 raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-            # A tool that asks the model (a workflow's llm node) is metered for this caller, facet `mcp`.
-            key = ctx.request.scope.get("api_key") if ctx.request is not None else None
-            with calling(Caller.with_key(caller.user_id, key, "mcp")):
-                result = await call_tool(tool, params.arguments or {}, caller)
+            with calling(usage):
+                if tool is None:  # an agent (mcpbridge.ask): a tool error when it is not one the caller may ask
+                    result = await ask.ask(params.name, params.arguments or {}, caller, usage)
+                else:
+                    result = await call_tool(tool, params.arguments or {}, caller)
         return result_to_mcp(result)
 
     return Server(SERVER_NAME, version=agentsite.__version__, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call)
+
+
+def _usage(ctx: ServerRequestContext, caller: ToolContext) -> Caller:
+    """The usage caller of a request (its API key's budget first, over HTTP), facet `mcp`."""
+    key = ctx.request.scope.get("api_key") if ctx.request is not None else None
+    return Caller.with_key(caller.user_id, key, "mcp")
 
 
 def _context(ctx: ServerRequestContext, default: int | None) -> ToolContext:

@@ -1,0 +1,82 @@
+"""`agent:<slug>` through compat.run without a server: the run uses the agent's settings (resolved in allow(),
+before anything reads them), records its usage with the agent, and refuses a caller who may not use it with
+404 `model_not_found` before anything is sent (the fake upstream and a recording metering are the witnesses)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents_app.services import agent_create
+from agentsite.agent.config import aget_settings
+from agentsite.agent.types import ChatRequest, Message, ModelSettings
+from agentsite.agent.usage import Caller, get_metering, set_metering
+from agentsite.core.errors import AppError
+from catalogue.services import config_update
+from compat.run import Run, agent_names
+from tests.compat.agent_world import Recording
+from tests.fakes.llm import Text
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def metering():
+    before = get_metering()
+    recording = Recording()
+    set_metering(recording)
+    yield recording
+    set_metering(before)
+
+
+@pytest.fixture
+def helper(owner, fake_openai):
+    config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-x",
+                           "model": "fake-model", "kb_enabled": False})
+    return agent_create(owner=owner, data={"slug": "helper", "name": "Helper", "instructions": "You are Helper.",
+                                           "tools": [], "temperature": 0.1})
+
+
+async def _run(model: str, user) -> Run:
+    request = ChatRequest(messages=[Message("system", "Be brief."), Message("user", "hi")],
+                          settings=ModelSettings(model=model))
+    return Run(request, settings=await aget_settings(), user=user, caller=Caller(user.pk, facet="v1"))
+
+
+def test_the_names_a_group_may_allow_an_agent_by():
+    assert agent_names("agent:helper") == ("agent:helper",)
+    assert agent_names("agent:helper@3") == ("agent:helper@3", "agent:helper")
+    assert agent_names("agent") == ("agent", "agent:default")
+    assert agent_names("fast") == ("fast",)
+
+
+async def test_a_whole_reply_uses_the_agents_settings_and_records_the_agent(helper, owner, fake_openai, metering):
+    fake_openai.script(Text("Hello."))
+    run = await _run("agent:helper", owner)
+    reply = await run.reply()
+    assert reply.text == "Hello." and run.settings.agent == "helper" and run.model == "agent:helper"
+    [sent] = fake_openai.bodies()
+    assert sent["messages"] == [{"role": "system", "content": "You are Helper."},
+                                {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert sent["temperature"] == 0.1 and "tools" not in sent
+    [record] = metering.records
+    assert (record.caller.user_id, record.caller.facet, record.caller.agent) == (owner.pk, "v1", "helper")
+
+
+async def test_a_stream_records_the_agent_too(helper, owner, fake_openai, metering):
+    fake_openai.script(Text("Hello there."))
+    run = await _run("agent:helper", owner)
+    first, batches = await run.opened()
+    [event async for batch in batches for event in batch]
+    assert fake_openai.bodies()[0]["messages"][0] == {"role": "system", "content": "You are Helper."}
+    assert [record.caller.agent for record in metering.records] == ["helper"]
+
+
+@pytest.mark.parametrize("model", ["agent:helper", "agent:helper@1", "agent:ghost"])
+async def test_a_caller_who_may_not_use_it_gets_404_before_anything_is_sent(helper, other_user, fake_openai,
+                                                                            metering, model):
+    for answer in ("reply", "opened"):
+        run = await _run(model, other_user)
+        with pytest.raises(AppError) as refused:
+            await getattr(run, answer)()
+        assert (refused.value.status, refused.value.code) == (404, "model_not_found")
+    assert fake_openai.bodies() == [] and metering.records == []

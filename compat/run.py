@@ -41,15 +41,6 @@ USAGE_HEADER = "X-Agentsite-Usage"  # `estimated` on a whole reply whose usage a
 ATTEMPTS_HEADER = "X-Agentsite-Attempts"
 
 
-def agent_names(model: str) -> tuple[str, ...]:
-    """The names a group's model list may allow an agent by: `agent` is also `agent:default`, and a pinned
-    `agent:<slug>@<n>` also `agent:<slug>` (so `agent:*` allows every agent)."""
-    parsed = agents.parse(model)
-    if parsed is None:
-        return (model,)
-    return tuple(dict.fromkeys((model, f"{agents.PREFIX}{parsed[0]}")))
-
-
 def model_ids(settings: AgentSettings, agent_names: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The models /v1 serves: the catalogue's aliases and entries (agentsite.agent.routing), the agent, the named
     agents given (`agent:<slug>`: those the caller may use), and the embedding model."""
@@ -172,7 +163,8 @@ class Run:
         if self.is_agent:
             self.agent = await agents.aresolve(self.user, self.model_name)
             self.settings = self.agent.settings
-        await modelaccess.require(self.caller, agent_names(self.model_name) if self.is_agent else (self.model_name,))
+        names = agents.access_names(self.model_name) if self.is_agent else (self.model_name,)
+        await modelaccess.require(self.caller, names)
 
     def batches(self) -> AsyncIterator[list[StreamEvent]]:
         """The stream's events in lists of those that were ready together (Provider.stream_batches)."""

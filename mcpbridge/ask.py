@@ -11,7 +11,7 @@ the caller may not use is a tool error `not_found`, as for no agent. Nothing is 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentsite.agent import agents, modelaccess
 from agentsite.agent.loop import run_agent
@@ -21,6 +21,9 @@ from agentsite.agent.usage import Caller
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from mcpbridge.selectors import principal
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 PREFIX = "ask_"
 # Tool names: at most 64 characters (what OpenAI's and Anthropic's function names allow, so that a client
@@ -57,7 +60,7 @@ async def usable_slugs(ctx: ToolContext, caller: Caller) -> list[str]:
     return await _usable(await db(principal, ctx), caller)
 
 
-async def _usable(user: Any, caller: Caller) -> list[str]:
+async def _usable(user: AbstractBaseUser | None, caller: Caller) -> list[str]:
     if user is None:
         return []
     names = await db(agents.names_now, user)
@@ -77,7 +80,7 @@ async def ask(name: str, arguments: dict[str, Any], ctx: ToolContext, caller: Ca
             raise agents.not_found(name)
         model = agents.PREFIX + slug
         resolved = await agents.aresolve(user, model)
-        await modelaccess.require(caller, (model,))
+        await modelaccess.require(caller, agents.access_names(model))
     except AppError as exc:
         if exc.code == "model_not_found":  # the same answer whether the agent exists or not
             return ToolResult.error(f"not_found: no agent answers to the tool {name!r} for you; tools/list lists "
@@ -92,7 +95,7 @@ async def ask(name: str, arguments: dict[str, Any], ctx: ToolContext, caller: Ca
     return await _run(resolved.settings, message, ctx, caller)
 
 
-async def _slug_of(name: str, user: Any, caller: Caller) -> str | None:
+async def _slug_of(name: str, user: AbstractBaseUser | None, caller: Caller) -> str | None:
     """The slug a tool name means: the one it spells (`ask_<slug>`); a name of MAX_NAME characters may instead be
     the cut name of a listed agent, which wins."""
     spelled = name[len(PREFIX):]

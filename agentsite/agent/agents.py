@@ -76,6 +76,16 @@ def is_agent_model(name: str) -> bool:
     return parse(name) is not None
 
 
+def access_names(model: str) -> tuple[str, ...]:
+    """The names a group's model list may allow an agent by: `agent` and `agent:default` are each other, and a
+    pinned `agent:<slug>@<n>` is also `agent:<slug>` (so `agent:*` allows every agent)."""
+    parsed = parse(model)
+    if parsed is None:
+        return (model,)
+    names = (model, f"{PREFIX}{parsed[0]}")
+    return tuple(dict.fromkeys((*names, PLAIN) if parsed[0] == DEFAULT_SLUG else names))
+
+
 @dataclass(frozen=True)
 class ResolvedAgent:
     slug: str
@@ -140,6 +150,6 @@ def names_now(user: AbstractBaseUser | None) -> list[str]:
     return _directory.names_now(user)
 
 
-__all__ = ["DEFAULT_SLUG", "PLAIN", "PREFIX", "SLUG_PATTERN", "AgentDirectory", "ResolvedAgent", "aresolve",
-           "directory", "function_name", "is_agent_model", "mcp_function_name", "names_now", "not_found", "parse",
-           "register_directory", "resolve_now", "workflow_function_name"]
+__all__ = ["DEFAULT_SLUG", "PLAIN", "PREFIX", "SLUG_PATTERN", "AgentDirectory", "ResolvedAgent", "access_names",
+           "aresolve", "directory", "function_name", "is_agent_model", "mcp_function_name", "names_now", "not_found",
+           "parse", "register_directory", "resolve_now", "workflow_function_name"]

@@ -20,7 +20,7 @@ from compat.chat.translate import chat_request
 from compat.chat.wire import ChatCompletionRequest, EmbeddingRequest, ModelCard, ModelList
 from compat.http import door_view, request_caller, validate_body
 from compat.limits import parsed_body
-from compat.run import EMBEDDING_MODEL, MODEL_CREATED, Run, agent_names, model_ids
+from compat.run import EMBEDDING_MODEL, MODEL_CREATED, Run, model_ids
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -59,7 +59,7 @@ async def _model(request: HttpRequest, model_id: str) -> HttpResponse:
     caller = await request_caller(request)
     if agents.is_agent_model(model_id):
         await agents.aresolve(caller.user, model_id)
-        await modelaccess.require(caller.usage("v1"), agent_names(model_id))
+        await modelaccess.require(caller.usage("v1"), agents.access_names(model_id))
         return JsonResponse(ModelCard(id=model_id, created=MODEL_CREATED, owned_by="agentsite").model_dump())
     if model_id not in await all_model_ids(await aget_settings(), caller.user):
         raise AppError("model_not_found", f"The model {model_id!r} does not exist; GET /v1/models lists the "

@@ -114,7 +114,7 @@ def test_v1_models_lists_aliases_and_entries_and_drops_a_disabled_connections(ad
     local = create(admin_client).json()
     admin_client.post("/api/aliases", {"name": "smart", "targets": [{"model": "local/llama3"}]}, format="json")
     ids = [model["id"] for model in anon_client.get("/v1/models").json()["data"]]
-    assert ids[0] == "smart" and "local/llama3" in ids and ids[-2:] == ["agent", "hash-256"]
+    assert ids[0] == "smart" and "local/llama3" in ids and ids[-3:] == ["agent", "agent:default", "hash-256"]
     assert admin_client.patch(f"/api/connections/{local['id']}", {"enabled": False}, format="json").status_code == 200
     ids = [model["id"] for model in anon_client.get("/v1/models").json()["data"]]
     assert "local/llama3" not in ids

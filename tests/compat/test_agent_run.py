@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 
 from agents_app.services import agent_create
+from agentsite.agent.agents import access_names
 from agentsite.agent.config import aget_settings
 from agentsite.agent.types import ChatRequest, Message, ModelSettings
 from agentsite.agent.usage import Caller, get_metering, set_metering
 from agentsite.core.errors import AppError
 from catalogue.services import config_update
-from compat.run import Run, agent_names
+from compat.run import Run
 from tests.compat.agent_world import Recording
 from tests.fakes.llm import Text
 
@@ -43,10 +44,12 @@ async def _run(model: str, user) -> Run:
 
 
 def test_the_names_a_group_may_allow_an_agent_by():
-    assert agent_names("agent:helper") == ("agent:helper",)
-    assert agent_names("agent:helper@3") == ("agent:helper@3", "agent:helper")
-    assert agent_names("agent") == ("agent", "agent:default")
-    assert agent_names("fast") == ("fast",)
+    assert access_names("agent:helper") == ("agent:helper",)
+    assert access_names("agent:helper@3") == ("agent:helper@3", "agent:helper")
+    assert access_names("agent") == ("agent", "agent:default")
+    assert access_names("agent:default") == ("agent:default", "agent")
+    assert access_names("agent:default@2") == ("agent:default@2", "agent:default", "agent")
+    assert access_names("fast") == ("fast",)
 
 
 async def test_a_whole_reply_uses_the_agents_settings_and_records_the_agent(helper, owner, fake_openai, metering):
@@ -80,3 +83,4 @@ async def test_a_caller_who_may_not_use_it_gets_404_before_anything_is_sent(help
             await getattr(run, answer)()
         assert (refused.value.status, refused.value.code) == (404, "model_not_found")
     assert fake_openai.bodies() == [] and metering.records == []
+

@@ -39,7 +39,7 @@ def async_client(compat_server, fake_openai):
 
 def test_models_lists_the_provider_model_agent_and_the_embedding_model(client):
     ids = [model.id for model in client.models.list()]
-    assert ids == ["default/fake-model", "agent", "hash-256"]  # the default connection's model, by its entry name
+    assert ids == ["default/fake-model", "agent", "agent:default", "hash-256"]  # the connection's model by its entry
     assert all(model.object == "model" and model.owned_by for model in client.models.list())
 
 

@@ -195,7 +195,7 @@ async def test_a_scheduled_prompt_refused_by_its_owners_budget_fails_with_the_re
     from scheduler.runner import agent_runner
 
     await sync_to_async(UserBudget.objects.create)(user=owner, budget={"requests_per_minute": 0})
-    task = SimpleNamespace(owner_id=owner.pk, prompt="hi", workflow_id=None, session_id=None, model="")
+    task = SimpleNamespace(owner_id=owner.pk, prompt="hi", workflow_id=None, session_id=None, model="", agent_id=None)
     with pytest.raises(AppError) as failed:
         await agent_runner(task=task, scheduled_for=datetime.now(UTC))
     assert failed.value.code == "rate_limited" and "requests_per_minute" in failed.value.message

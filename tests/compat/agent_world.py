@@ -8,7 +8,8 @@
 - `outsider` (in no group), with the same;
 - `intern`, in `team` and in `interns`, a group whose models are ["fast"].
 The fake upstream's recorded requests are the witness of what each door sent; `Recording`, a metering, of the
-usage each call records (tests without a server).
+usage each call records (tests without a server), and the fixtures `metering` (a Recording in place) and `helper`
+(the config pointed at the fake upstream, and the owner's agent `helper` with no tools) that those tests share.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import requests
 
-from agentsite.agent.usage import Caller, CallRecord
+from agents_app.services import agent_create
+from agentsite.agent.usage import Caller, CallRecord, get_metering, set_metering
+from catalogue.services import config_update
 
 
 class Recording:
@@ -141,3 +145,20 @@ def assert_the_agent_was_sent(body: dict[str, Any], *, caller_system: str | None
     if caller_system is not None:
         second = body["messages"][1]
         assert (second["role"], second["content"]) == ("system", caller_system), body["messages"]
+
+
+@pytest.fixture
+def metering():
+    before = get_metering()
+    recording = Recording()
+    set_metering(recording)
+    yield recording
+    set_metering(before)
+
+
+@pytest.fixture
+def helper(owner, fake_openai):
+    config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-x",
+                           "model": "fake-model", "kb_enabled": False})
+    return agent_create(owner=owner, data={"slug": "helper", "name": "Helper", "instructions": "You are Helper.",
+                                           "tools": [], "temperature": 0.1})

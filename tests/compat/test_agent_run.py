@@ -6,35 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app.services import agent_create
 from agentsite.agent.agents import access_names
 from agentsite.agent.config import aget_settings
 from agentsite.agent.types import ChatRequest, Message, ModelSettings
-from agentsite.agent.usage import Caller, get_metering, set_metering
+from agentsite.agent.usage import Caller
 from agentsite.core.errors import AppError
-from catalogue.services import config_update
 from compat.run import Run
-from tests.compat.agent_world import Recording
 from tests.fakes.llm import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def metering():
-    before = get_metering()
-    recording = Recording()
-    set_metering(recording)
-    yield recording
-    set_metering(before)
-
-
-@pytest.fixture
-def helper(owner, fake_openai):
-    config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-x",
-                           "model": "fake-model", "kb_enabled": False})
-    return agent_create(owner=owner, data={"slug": "helper", "name": "Helper", "instructions": "You are Helper.",
-                                           "tools": [], "temperature": 0.1})
 
 
 async def _run(model: str, user) -> Run:

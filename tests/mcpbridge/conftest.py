@@ -97,3 +97,6 @@ def wait_until(condition, message: str, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail(message)
         time.sleep(0.05)
+
+# The named-agent fixtures shared with tests/compat (tests/mcpbridge/test_agent_ask.py uses them).
+from tests.compat.agent_world import helper, metering  # noqa: E402, F401

@@ -9,30 +9,12 @@ from asgiref.sync import sync_to_async
 
 from agents_app.services import agent_create
 from agentsite.agent.tools import ToolContext
-from agentsite.agent.usage import Caller, get_metering, set_metering
+from agentsite.agent.usage import Caller
 from catalogue.services import config_update
 from mcpbridge import ask
-from tests.compat.agent_world import Recording
 from tests.fakes.llm import Text
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def metering():
-    before = get_metering()
-    recording = Recording()
-    set_metering(recording)
-    yield recording
-    set_metering(before)
-
-
-@pytest.fixture
-def helper(owner, fake_openai):
-    config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "api_key": "sk-x",
-                           "model": "fake-model", "kb_enabled": False})
-    return agent_create(owner=owner, data={"slug": "helper", "name": "Helper", "instructions": "You are Helper.",
-                                           "tools": []})
 
 
 def test_a_tool_name_is_ask_and_the_slug_and_at_most_64_characters():

@@ -19,6 +19,9 @@ from scheduler.models import ScheduledTask, TaskRun
 # --- serializers ------------------------------------------------------------------------------------
 
 
+NO_SUCH_AGENT = OpenApiResponse(description="`not_found` naming `agent`: no agent of that slug that the task's owner "
+                                            "may use (GET /api/agents lists them).")
+
 class TaskSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
@@ -98,7 +101,7 @@ class TaskListView(GenericAPIView):
         page = self.paginate_queryset(selectors.task_list_for(owner=request.user))
         return self.get_paginated_response(TaskSerializer(page, many=True).data)
 
-    @extend_schema(request=TaskInputSerializer, responses={201: TaskSerializer})
+    @extend_schema(request=TaskInputSerializer, responses={201: TaskSerializer, 404: NO_SUCH_AGENT})
     def post(self, request: Request) -> Response:
         data = dict(validated(TaskInputSerializer, request.data))
         task = services.task_create(owner=request.user, timezone_name=data.pop("timezone"),

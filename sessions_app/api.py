@@ -31,6 +31,9 @@ from sessions_app.turns import turn_start
 logger = logging.getLogger(__name__)
 
 
+NO_SUCH_AGENT = OpenApiResponse(description="`not_found` naming `agent`: no agent of that slug that the caller may "
+                                            "use (GET /api/agents lists them).")
+
 class SessionSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
@@ -113,7 +116,7 @@ class SessionListView(ListAPIView):
     def get_queryset(self):
         return selectors.session_list_for(owner=self.request.user)
 
-    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer})
+    @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer, 404: NO_SUCH_AGENT})
     def post(self, request: Request) -> Response:
         data = validated(SessionCreateSerializer, request.data)
         session = services.session_create(owner=request.user, name=data.get("name"), model=data.get("model", ""),

@@ -32,12 +32,25 @@ def _config_read() -> dict:
     return response.json()
 
 
+def before_agents(graph) -> list[tuple[str, str]]:
+    """Each app's latest migration that needs no agents_app migration (a session's and a task's `agent` do): the
+    schema of the release before agents."""
+    targets = []
+    for leaf in graph.leaf_nodes():
+        node = leaf
+        while node is not None and any(app == "agents_app" for app, _name in graph.forwards_plan(node)):
+            node = next((parent for parent in graph.node_map[node].parents if parent[0] == node[0]), None)
+        if node is not None and node[0] != "agents_app":
+            targets.append(node)
+    return targets
+
+
 def old(filled: bool) -> dict:
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
     executor = MigrationExecutor(connection)
-    targets = [leaf for leaf in executor.loader.graph.leaf_nodes() if leaf[0] != "agents_app"]
+    targets = before_agents(executor.loader.graph)
     executor.migrate(targets)
     state = MigrationExecutor(connection).loader.project_state(targets).apps
     if filled:

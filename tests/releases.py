@@ -42,11 +42,14 @@ def fresh_database(data_dir: Path) -> Iterator[dict[str, str]]:
     import psycopg  # only on the PostgreSQL pass: SQLite runs need no driver
 
     name = f"upgrade_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as admin:
+    # Made and dropped from the server's maintenance database: the run's own DATABASE_URL may name a database
+    # that does not exist (a CI shard's, whose test database pytest-django names after it).
+    maintenance = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     env["DATABASE_URL"] = urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
     try:
         yield env
     finally:
-        with psycopg.connect(url, autocommit=True) as admin:
+        with psycopg.connect(maintenance, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,3 +55,12 @@ def fresh_database(data_dir: Path) -> Iterator[dict[str, str]]:
     finally:
         with psycopg.connect(maintenance, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_step(module: str, step: str, env: dict[str, str]) -> dict:
+    """`python -m <module> <step>` in this tree with `env` (an upgrade test's half, in a process of its own): the
+    JSON its last line prints. Fails the test with the step's output when it fails."""
+    done = subprocess.run([sys.executable, "-m", module, step], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"{step}:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,10 +8,6 @@ SQLite file, or on the PostgreSQL pass a fresh PostgreSQL database beside the te
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from tests import releases
@@ -24,10 +20,7 @@ VERSIONED = ("name", "description", "instructions", "model", "tools", "knowledge
 
 
 def _run(step: str, env: dict[str, str]) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tests.agents_app.upgrade_steps", step], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{step}:\n{done.stdout}\n{done.stderr}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return releases.run_step("tests.agents_app.upgrade_steps", step, env)
 
 
 @pytest.fixture

@@ -9,10 +9,6 @@ pass (DATABASE_URL naming PostgreSQL) a fresh PostgreSQL database beside the tes
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from tests import releases
@@ -22,10 +18,7 @@ pytestmark = pytest.mark.e2e  # every test here starts processes
 
 
 def _run(step: str, env: dict[str, str]) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tests.catalogue.upgrade_steps", step], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{step}:\n{done.stdout}\n{done.stderr}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return releases.run_step("tests.catalogue.upgrade_steps", step, env)
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents_app.models import Agent
 from agentsite.agent import agents
-from agentsite.agent.config import AgentSettings, get_settings
+from agentsite.agent.config import AgentSettings
 from agentsite.core.errors import AppError
 
 if TYPE_CHECKING:
@@ -33,19 +33,12 @@ def settings_now(user: AbstractBaseUser | None, slug: str) -> AgentSettings:
     """The settings a run of agent `slug` uses for `user` (sync: on a database thread). Raises AppError 404
     `not_found` naming `agent` when the user may not use it (or it does not exist, or `slug` is no slug: a pinned
     `<slug>@<n>` is not taken here)."""
-    if not agents.SLUG_PATTERN.match(slug):
-        raise unavailable(slug)
     try:
-        resolved = agents.resolve_now(user, f"{agents.PREFIX}{slug}")
+        return agents.run_settings_now(user, slug)
     except AppError as exc:
         if exc.code == "model_not_found":
             raise unavailable(slug) from None
         raise
-    if resolved.slug == DEFAULT_AGENT:
-        # The runtime's settings are the default agent's (its fields are the config's), through the registered
-        # loader: usage is recorded with the agent as for any other.
-        return get_settings().with_overrides(agent=DEFAULT_AGENT)
-    return resolved.settings
 
 
 def agent_chosen(user: AbstractBaseUser, slug: str) -> Any:

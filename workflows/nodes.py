@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from django.contrib.auth import get_user_model
 
 from agentsite.agent import agents
-from agentsite.agent.config import AgentSettings, aget_settings, get_settings
+from agentsite.agent.config import AgentSettings, aget_settings
 from agentsite.agent.loop import run_agent
 from agentsite.agent.tools import ToolContext, registry
 from agentsite.agent.types import Message
@@ -252,13 +252,7 @@ async def agent_settings(slug: str, user_id: int) -> AgentSettings:
 
 
 def _agent_settings_now(slug: str, user_id: int) -> AgentSettings:
-    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
-    if not agents.SLUG_PATTERN.match(slug):
-        raise agents.not_found(slug)
-    resolved = agents.resolve_now(user, f"{agents.PREFIX}{slug}")
-    if resolved.slug == agents.DEFAULT_SLUG:  # the runtime's settings are the default agent's (its fields mirror them)
-        return get_settings().with_overrides(agent=agents.DEFAULT_SLUG)
-    return resolved.settings
+    return agents.run_settings_now(get_user_model().objects.filter(pk=user_id, is_active=True).first(), slug)
 
 
 def _model_failure(data: dict[str, Any]) -> NodeFailure:

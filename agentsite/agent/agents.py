@@ -146,10 +146,23 @@ def resolve_now(user: AbstractBaseUser | None, name: str) -> ResolvedAgent:
     return _directory.resolve_now(user, name)
 
 
+def run_settings_now(user: AbstractBaseUser | None, slug: str) -> AgentSettings:
+    """The settings a run of agent `slug` (not pinned) uses for `user`, where a run names an agent by its slug (a
+    chat session, a scheduled task, a workflow's llm node); sync, on a database thread. The agent `default`'s are
+    the runtime's own settings (its fields are the config's), so a swapped settings loader applies; usage is
+    recorded with the agent as for any other. AppError 404 `model_not_found` as resolve_now."""
+    if not SLUG_PATTERN.match(slug):
+        raise not_found(slug)
+    resolved = resolve_now(user, f"{PREFIX}{slug}")
+    if resolved.slug == DEFAULT_SLUG:
+        return get_settings().with_overrides(agent=DEFAULT_SLUG)
+    return resolved.settings
+
+
 def names_now(user: AbstractBaseUser | None) -> list[str]:
     return _directory.names_now(user)
 
 
 __all__ = ["DEFAULT_SLUG", "PLAIN", "PREFIX", "SLUG_PATTERN", "AgentDirectory", "ResolvedAgent", "access_names",
            "aresolve", "directory", "function_name", "is_agent_model", "mcp_function_name", "names_now", "not_found",
-           "parse", "register_directory", "resolve_now", "workflow_function_name"]
+           "parse", "register_directory", "resolve_now", "run_settings_now", "workflow_function_name"]

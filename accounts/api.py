@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -12,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import services
+from accounts.backends import password_login_on
 from accounts.ratelimit import client_ip, login_attempt_check, password_change_attempt_check, registration_slot
 from accounts.tokens import token_pair_for
 from agentsite.core.audit import audit
@@ -72,7 +74,9 @@ class LoginView(APIView):
     authentication_classes: list = []
 
     @extend_schema(request=LoginSerializer, responses={
-        200: AuthResultSerializer, 401: OpenApiResponse(description="`invalid_credentials`")})
+        200: AuthResultSerializer, 401: OpenApiResponse(description="`invalid_credentials`"),
+        403: OpenApiResponse(description="`password_login_disabled`: AGENTSITE_PASSWORD_LOGIN=0 and the user is not "
+                                         "break-glass (or the credentials are wrong)")})
     def post(self, request: Request) -> Response:
         tried = str(request.data.get("username", ""))[:150] if isinstance(request.data, dict) else ""
         try:
@@ -83,10 +87,17 @@ class LoginView(APIView):
             raise
         data = validated(LoginSerializer, request.data)
         user = authenticate(request, username=data["username"], password=data["password"])
+        if user is None and not password_login_on():
+            # Off: every failure is this one answer, so it tells no one whether the name is break-glass or the
+            # password was right (accounts.backends lets only break-glass users past a password).
+            audit("auth.login", outcome="refused", request=request, actor_name=tried,
+                  details={"reason": "password_login_disabled"}, coalesce="password_login_disabled")
+            raise AppError("password_login_disabled", "Password sign-in is turned off on this server: sign in "
+                           "with single sign-on.", 403)
         if user is None:
             audit("auth.login", outcome="failure", request=request, actor_name=tried)
             raise AppError("invalid_credentials", "The username or password is wrong.", 401)
-        audit("auth.login", request=request, actor=user, door="jwt")
+        audit("auth.login", request=request, actor=user, door="jwt", details={"method": "password"})
         return Response(_auth_result(user))
 
 
@@ -99,6 +110,9 @@ class RegisterView(APIView):
         429: OpenApiResponse(description="`rate_limited`: AGENTSITE_REGISTER_RATE_LIMIT accounts an hour from one "
                                          "client address were made (details: retry_after; Retry-After header).")})
     def post(self, request: Request) -> Response:
+        if not password_login_on():
+            raise AppError("registration_closed", "Registration is closed: this server signs people in through "
+                           "single sign-on.", 403)
         if not config_get().allow_registration:
             raise AppError("registration_closed", "Registration is closed on this server; ask an admin.", 403)
         data = validated(CredentialsSerializer, request.data)
@@ -113,8 +127,17 @@ class RegisterView(APIView):
         return Response(_auth_result(user), status=status.HTTP_201_CREATED)
 
 
+class SsoOptionSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The provider's id (`oidc`).")
+    name = serializers.CharField(help_text="The button's label (AGENTSITE_OIDC_NAME).")
+    login_url = serializers.CharField(help_text="Where the button goes: GET starts the sign-in.")
+
+
 class AuthOptionsSerializer(serializers.Serializer):
     registration_open = serializers.BooleanField(help_text="Whether POST /api/auth/register creates accounts.")
+    password_login = serializers.BooleanField(help_text="Whether POST /api/auth/login takes passwords from everyone "
+                                                        "(false: only break-glass users; the form shows SSO only).")
+    sso = SsoOptionSerializer(many=True, help_text="The single sign-on providers, in the order the form shows them.")
 
 
 class AuthOptionsView(APIView):
@@ -126,7 +149,11 @@ class AuthOptionsView(APIView):
 
     @extend_schema(responses={200: AuthOptionsSerializer})
     def get(self, request: Request) -> Response:
-        return Response(AuthOptionsSerializer({"registration_open": config_get().allow_registration}).data)
+        options = {"registration_open": config_get().allow_registration and password_login_on(),
+                   "password_login": password_login_on(),
+                   "sso": [{"id": "oidc", "name": settings.OIDC["NAME"], "login_url": "/api/auth/oidc/login"}]
+                   if settings.OIDC["ISSUER"] and settings.OIDC["CLIENT_ID"] else []}
+        return Response(AuthOptionsSerializer(options).data)
 
 
 class RefreshView(APIView):

@@ -129,3 +129,17 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class BreakGlass(models.Model):
+    """A user who may sign in with a password while AGENTSITE_PASSWORD_LOGIN=0 (accounts.backends): the operator's
+    way in when the identity provider is broken. Set and cleared only by `manage.py breakglass`."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="break_glass")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "break-glass user"
+
+    def __str__(self) -> str:
+        return f"break-glass: {self.user_id}"

@@ -20,7 +20,7 @@ from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.authentication import KEY_PREFIX, UserCache, key_digest
 from accounts.models import ApiKey, RevokedAccessToken
-from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
+from accounts.tokens import PASSWORD_CLAIM, SSO_CLAIM, password_version, token_pair_for
 from agentsite.core import invalidation
 from agentsite.core.datadir import write_private
 from agentsite.core.errors import AppError
@@ -87,7 +87,7 @@ def tokens_refresh(*, refresh: str) -> dict[str, str]:
     if user is None or old.get(PASSWORD_CLAIM) != password_version(user):
         raise AppError("token_invalid", "The refresh token is no longer valid; log in again.", 401)
     _blacklist_once(old)
-    return token_pair_for(user)
+    return token_pair_for(user, sso=old.get(SSO_CLAIM))
 
 
 def _blacklist_once(token: RefreshToken) -> None:

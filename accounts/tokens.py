@@ -7,6 +7,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from rest_framework_simplejwt.tokens import RefreshToken
 
 PASSWORD_CLAIM = "pwv"
+# On the refresh tokens of a single sign-on session: the sso.models.SsoSession key, kept through every rotation,
+# for the provider's sign-out.
+SSO_CLAIM = "sso"
 
 
 def password_version(user: AbstractBaseUser) -> str:
@@ -15,7 +18,9 @@ def password_version(user: AbstractBaseUser) -> str:
     return user.get_session_auth_hash()[:24]
 
 
-def token_pair_for(user: AbstractBaseUser) -> dict[str, str]:
+def token_pair_for(user: AbstractBaseUser, *, sso: str | None = None) -> dict[str, str]:
     refresh = RefreshToken.for_user(user)
     refresh[PASSWORD_CLAIM] = password_version(user)
+    if sso:
+        refresh[SSO_CLAIM] = sso
     return {"token": str(refresh.access_token), "refresh": str(refresh)}

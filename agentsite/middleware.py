@@ -179,7 +179,8 @@ class ApiErrorEnvelopeMiddleware(_DualMiddleware):
     """Turns any non-JSON error under /api (Django's 404/405, an uncaught exception) into the envelope."""
 
     def process(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        if not is_api_path(request.path) or response.status_code < 400 or response.streaming:
+        if not is_api_path(request.path) or response.status_code < 400 or response.streaming \
+                or getattr(response, "is_page", False):  # a page for a browser (sso.views.failure_page)
             return response
         # JSON bodies are the view's own answer (the envelope, or a documented shape such as health's 503).
         if response.get("Content-Type", "").startswith("application/json"):

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "scheduler",
     "workflows",
     "agents_app",
+    "sso",
     "voice",
     "uploads",
     "usage",
@@ -274,6 +275,30 @@ LOGIN_RATE_WINDOW_S = 60
 # Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
 REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
+# Password sign-in (POST /api/auth/login, registration, the Django admin's form): off leaves it to the users a
+# `manage.py breakglass` flag names, so a broken identity provider cannot lock the operator out (accounts.backends).
+PASSWORD_LOGIN = env_bool("AGENTSITE_PASSWORD_LOGIN", True)
+# OpenID Connect sign-in (the sso app; docs/sso.md). Off while AGENTSITE_OIDC_ISSUER is empty.
+OIDC = {
+    "ISSUER": env_str("AGENTSITE_OIDC_ISSUER").strip().rstrip("/"),
+    "CLIENT_ID": env_str("AGENTSITE_OIDC_CLIENT_ID").strip(),
+    "CLIENT_SECRET": env_str("AGENTSITE_OIDC_CLIENT_SECRET"),
+    "SCOPES": env_str("AGENTSITE_OIDC_SCOPES", "openid profile email").split() or ["openid"],
+    "NAME": env_str("AGENTSITE_OIDC_NAME", "Single sign-on").strip() or "Single sign-on",
+    # Empty: <the request's origin>/api/auth/oidc/callback, as the browser reached the login endpoint.
+    "REDIRECT_URI": env_str("AGENTSITE_OIDC_REDIRECT_URI").strip(),
+    "CREATE_USERS": env_bool("AGENTSITE_OIDC_CREATE_USERS", True),
+    "LINK_BY_EMAIL": env_bool("AGENTSITE_OIDC_LINK_BY_EMAIL", False),
+    "GROUPS_CLAIM": env_str("AGENTSITE_OIDC_GROUPS_CLAIM", "groups").strip(),
+    "CREATE_GROUPS": env_bool("AGENTSITE_OIDC_CREATE_GROUPS", False),
+    "ADMIN_GROUPS": env_list("AGENTSITE_OIDC_ADMIN_GROUPS"),
+    "ALLOWED_GROUPS": env_list("AGENTSITE_OIDC_ALLOWED_GROUPS"),
+    # How long a discovery document and key set are kept before they are fetched again (an unknown key id
+    # fetches the key set at once), and how long a request to the provider may take.
+    "DISCOVERY_TTL_S": env_int("AGENTSITE_OIDC_DISCOVERY_TTL", 3600, minimum=0),
+    "TIMEOUT_S": env_float("AGENTSITE_OIDC_TIMEOUT", 10.0, minimum=0.1),
+}
+AUTHENTICATION_BACKENDS = ["accounts.backends.PasswordBackend"]
 # Days the audit log keeps an event (accounts.models.AuditEvent); older ones are deleted daily by the task queue.
 AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 365, minimum=1)
 

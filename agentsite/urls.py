@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/schema", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs", ApiDocsView.as_view(url_name="schema"), name="docs"),
     path("api/", include("accounts.urls")),
+    path("api/", include("sso.urls")),
     path("api/", include("organisation.urls")),
     path("api/", include("catalogue.urls")),
     path("api/", include("sessions_app.urls")),

@@ -14,12 +14,16 @@ from rest_framework.views import APIView
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from organisation import selectors, services
-from organisation.models import GROUP_NAME_PATTERN, MEMBER, MEMBER_ROLES, Group
+from organisation.models import GROUP_NAME_PATTERN, GROUP_SOURCES, MANUAL, MEMBER, MEMBER_ROLES, Group
 
 MAX_MODEL_PATTERNS = 200
 ADMINS_ONLY = OpenApiResponse(description="`forbidden`: only an administrator changes groups.")
 MANAGERS_ONLY = OpenApiResponse(description="`forbidden`: only an administrator or the group's manager changes its "
                                             "members.")
+
+
+SOURCE_HELP = ("manual (default): members are managed here; oidc: each sign-in through the identity provider "
+               "replaces the user's membership by the provider's groups claim (docs/sso.md).")
 
 
 class GroupSerializer(serializers.Serializer):
@@ -29,6 +33,7 @@ class GroupSerializer(serializers.Serializer):
     members_count = serializers.IntegerField()
     models = serializers.ListField(child=serializers.CharField(), source="allowed_models", allow_null=True,
                                    help_text="The models members may use; null: no restriction.")
+    source = serializers.ChoiceField(choices=GROUP_SOURCES, help_text=SOURCE_HELP)
     created_at = serializers.DateTimeField()
 
 
@@ -40,12 +45,14 @@ class GroupInputSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=200), max_length=MAX_MODEL_PATTERNS, allow_null=True, required=False,
         help_text="Model patterns: an alias, `connection/model`, `agent`, `workflow:*`, `agent:*`; `*` matches any "
                   "text. null: no restriction.")
+    source = serializers.ChoiceField(choices=GROUP_SOURCES, required=False, default=MANUAL, help_text=SOURCE_HELP)
 
 
 class GroupPatchSerializer(GroupInputSerializer):
     name = serializers.RegexField(GROUP_NAME_PATTERN, max_length=64, required=False,
                                   error_messages={"invalid": "Use 1-64 letters, digits, '-' or '_'."})
     description = serializers.CharField(max_length=2000, required=False, allow_blank=True)
+    source = serializers.ChoiceField(choices=GROUP_SOURCES, required=False, help_text=SOURCE_HELP)
 
 
 class MemberUserSerializer(serializers.Serializer):

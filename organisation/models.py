@@ -23,6 +23,8 @@ VIEWER, EDITOR = "viewer", "editor"
 GRANT_ROLES = (VIEWER, EDITOR)
 MEMBER, MANAGER = "member", "manager"
 MEMBER_ROLES = (MEMBER, MANAGER)
+MANUAL, OIDC = "manual", "oidc"
+GROUP_SOURCES = (MANUAL, OIDC)
 
 
 class Group(models.Model):
@@ -35,6 +37,10 @@ class Group(models.Model):
         null=True, blank=True, default=None,
         help_text="The models the members may use (aliases, connection/model, workflow:*, agent:* patterns); null: "
                   "no restriction. A user in any restricting group may use the union of their groups' lists.")
+    source = models.CharField(
+        max_length=10, default=MANUAL,
+        help_text="manual: members are managed here; oidc: each sign-in through the identity provider replaces the "
+                  "user's membership by its groups claim (sso.accounts).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

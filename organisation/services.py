@@ -4,6 +4,7 @@ handed over when the user goes."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
@@ -12,24 +13,26 @@ from django.db import IntegrityError, transaction
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from organisation.access import transfer
-from organisation.models import MEMBER, Group, Membership
+from organisation.models import GROUP_NAME_PATTERN, MEMBER, OIDC, Group, Membership
 from organisation.policy import RESOURCES
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
 
-GROUP_FIELDS = ("name", "description", "allowed_models")
+GROUP_FIELDS = ("name", "description", "allowed_models", "source")
 
 
 def _group_state(group: Group) -> dict[str, Any]:
-    return {"name": group.name, "description": group.description, "models": group.allowed_models}
+    return {"name": group.name, "description": group.description, "models": group.allowed_models,
+            "source": group.source}
 
 
 def group_create(*, name: str, description: str = "", allowed_models: list[str] | None = None,
-                 request: Any = None) -> Group:
+                 source: str = "manual", request: Any = None) -> Group:
     try:
         with transaction.atomic():
-            group = Group.objects.create(name=name, description=description, allowed_models=allowed_models)
+            group = Group.objects.create(name=name, description=description, allowed_models=allowed_models,
+                                         source=source)
     except IntegrityError as exc:
         raise AppError("conflict", f"A group named {name!r} exists.", 409, {"name": ["Taken."]}) from exc
     audit("group.create", request=request, target=f"group:{group.pk}", details={"after": _group_state(group)})
@@ -121,3 +124,42 @@ def transfer_all(*, user: AbstractBaseUser, to_user: AbstractBaseUser, request: 
                 transfer(kind=kind, resource=resource, to_user_id=to_user.pk, request=request)
                 moved[kind.kind] = moved.get(kind.kind, 0) + 1
     return moved
+
+
+def claim_group_name(value: str) -> str | None:
+    """The group a value of the identity provider's groups claim names here: a leading `/` (Keycloak's group
+    paths) dropped, each character outside letters, digits, `-` and `_` made `_`, cut to 64; None when nothing
+    is left."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", value.strip().lstrip("/"))[:64]
+    return name if re.fullmatch(GROUP_NAME_PATTERN, name) else None
+
+
+def memberships_sync(*, user: AbstractBaseUser, names: list[str], create: bool, request: Any = None
+                     ) -> dict[str, list[str]]:
+    """Make the user's memberships in `source: oidc` groups exactly the groups `names` (claim values, through
+    claim_group_name); groups made by hand are never touched. A name without an `oidc` group makes one when
+    `create`, and is skipped otherwise. Each membership added or removed is audited. Returns the group names
+    {"added": [...], "removed": [...]}."""
+    wanted_names = sorted({name for name in map(claim_group_name, names) if name})
+    with transaction.atomic():
+        groups = {group.name: group for group in Group.objects.filter(name__in=wanted_names, source=OIDC)}
+        if create:
+            taken = set(Group.objects.filter(name__in=wanted_names).values_list("name", flat=True))
+            for name in wanted_names:
+                if name not in taken:
+                    groups[name] = group_create(name=name, source=OIDC, request=request,
+                                                description="Made at sign-in from the identity provider's groups.")
+        current = {membership.group.name: membership for membership in
+                   Membership.objects.filter(user=user, group__source=OIDC).select_related("group")}
+        added = [name for name in sorted(groups) if name not in current]
+        removed = [name for name in sorted(current) if name not in groups]
+        for name in added:
+            Membership.objects.create(group=groups[name], user=user, role=MEMBER)
+            audit("group.member_add", request=request, actor=user, target=f"group:{groups[name].pk}",
+                  details={"user": user.pk, "before": None, "after": {"role": MEMBER}, "by": "oidc"})
+        for name in removed:
+            membership = current[name]
+            membership.delete()
+            audit("group.member_remove", request=request, actor=user, target=f"group:{membership.group_id}",
+                  details={"user": user.pk, "before": {"role": membership.role}, "after": None, "by": "oidc"})
+    return {"added": added, "removed": removed}

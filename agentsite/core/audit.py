@@ -28,7 +28,7 @@ _problems = logging.getLogger(__name__)
 
 OUTCOMES = ("success", "failure", "refused")
 ACTIONS = (
-    "auth.login", "auth.logout", "auth.register", "auth.password_change", "auth.refresh_reuse",
+    "auth.login", "auth.logout", "auth.register", "auth.password_change", "auth.refresh_reuse", "auth.sso_failed",
     "admin.login", "user.activation", "config.change", "connection.create", "connection.update",
     "connection.delete", "alias.create", "alias.update", "alias.delete", "mcp.connect", "mcp.disconnect",
     "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",

@@ -10,10 +10,11 @@ pytestmark = pytest.mark.django_db
 def test_anyone_reads_whether_registration_is_open(anon_client):
     response = anon_client.get("/api/auth/options")
     assert response.status_code == 200
-    assert response.json() == {"registration_open": True}
+    assert response.json() == {"registration_open": True, "password_login": True, "sso": []}
 
     config_update(changes={"allow_registration": False})
-    assert anon_client.get("/api/auth/options").json() == {"registration_open": False}
+    assert anon_client.get("/api/auth/options").json() == {"registration_open": False, "password_login": True,
+                                                             "sso": []}
 
 
 def test_a_bad_token_does_not_stop_the_options_read(anon_client):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
-        "plugins", "usage", "uploads", "organisation")
+        "plugins", "usage", "uploads", "organisation", "sso")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -52,6 +52,8 @@ APP_EDGES = {
     "usage": {"accounts", "organisation"},
     # Groups, memberships and the access policy: every shareable resource's app builds on it; it imports no app.
     "organisation": set(),
+    # Single sign-on makes accounts and sets their groups.
+    "sso": {"accounts", "organisation"},
 }
 
 

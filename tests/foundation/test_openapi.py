@@ -28,7 +28,8 @@ ROLE_OPERATIONS = {("post", "/api/groups"), ("patch", "/api/groups/{group_id}"),
                    ("delete", "/api/groups/{group_id}/members/{user_id}"), ("put", "/api/groups/{group_id}/budget"),
                    ("get", "/api/usage")}
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
-                     ("get", "/api/auth/options"),
+                     ("get", "/api/auth/options"), ("get", "/api/auth/oidc/login"),
+                     ("get", "/api/auth/oidc/callback"), ("post", "/api/auth/oidc/session"),
                      ("get", "/api/health"), ("get", "/v1/models"), ("post", "/v1/chat/completions"),
                      ("post", "/v1/embeddings"), ("get", "/api/voices"),
                      ("post", "/v1/responses"), ("get", "/v1/responses/{id}"), ("delete", "/v1/responses/{id}"),
@@ -109,7 +110,9 @@ def test_only_admin_operations_document_a_403_for_permissions(schema):
     with_403 = {(method, path) for method, path, operation in _operations(schema) if "403" in operation["responses"]}
     # register: registration_closed; /api/keys: another user's keys listed by a non-admin, the admin scope
     # asked by one (every /api operation can also answer 403 key_scope to an API key without the api scope).
-    exceptions = {("post", "/api/auth/register"), ("get", "/api/keys"), ("post", "/api/keys")}
+    # login: password_login_disabled; the single sign-on callback's page for a refused user.
+    exceptions = {("post", "/api/auth/register"), ("get", "/api/keys"), ("post", "/api/keys"),
+                  ("post", "/api/auth/login"), ("get", "/api/auth/oidc/callback")}
     # Every access rule's GET/PUT and every transfer: the policy's 403 for too low a role.
     ruled = {(method, path) for method, path, _operation in _operations(schema)
              if path.endswith(("/access", "/transfer"))}

@@ -34,7 +34,7 @@ def code(response) -> str:
 def test_a_group_answers_its_fields_and_counts_its_members(team):
     group = client_for(team["bob"]).get(f"/api/groups/{team['id']}").json()
     assert group == {"id": team["id"], "name": "support", "description": "first line", "members_count": 2,
-                     "models": None, "created_at": group["created_at"]}
+                     "models": None, "source": "manual", "created_at": group["created_at"]}
 
 
 def test_members_read_their_groups_and_others_get_404(team):

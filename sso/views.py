@@ -18,6 +18,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -86,6 +87,11 @@ def failure_page(request: HttpRequest, failure: SsoFailure) -> HttpResponse:
 
 
 PAGE = "an HTML page saying what failed (`reason`: docs/api.md, Single sign-on)"
+HTML = "text/html"
+
+
+def _page(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=OpenApiTypes.STR, description=description)
 
 
 class LoginView(APIView):
@@ -97,8 +103,8 @@ class LoginView(APIView):
 
     @extend_schema(request=None, responses={
         302: OpenApiResponse(description="To the identity provider's authorization endpoint."),
-        404: OpenApiResponse(description=f"`not_configured`: {PAGE}"),
-        502: OpenApiResponse(description=f"`provider_unreachable`, `provider_invalid`: {PAGE}")})
+        (404, HTML): _page(f"`not_configured`: {PAGE}"),
+        (502, HTML): _page(f"`provider_unreachable`, `provider_invalid`: {PAGE}")})
     def get(self, request: Request) -> HttpResponse:
         return login(request._request)
 
@@ -115,10 +121,10 @@ class CallbackView(APIView):
         OpenApiParameter("error", str, description="The provider's refusal (then no code)."),
         OpenApiParameter("error_description", str)], responses={
         302: OpenApiResponse(description="To the dashboard (`/#/sso`), with the single-use ticket cookie."),
-        400: OpenApiResponse(description=PAGE), 403: OpenApiResponse(description=f"`not_allowed`, `deactivated`, "
-                                                                                  f"`no_account`: {PAGE}"),
-        409: OpenApiResponse(description=f"`account_conflict`: {PAGE}"),
-        502: OpenApiResponse(description=f"`provider_unreachable`, `provider_invalid`: {PAGE}")})
+        (400, HTML): _page(PAGE),
+        (403, HTML): _page(f"`not_allowed`, `deactivated`, `no_account`: {PAGE}"),
+        (409, HTML): _page(f"`account_conflict`: {PAGE}"),
+        (502, HTML): _page(f"`provider_unreachable`, `provider_invalid`: {PAGE}")})
     def get(self, request: Request) -> HttpResponse:
         return callback(request._request)
 

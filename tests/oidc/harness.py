@@ -12,6 +12,7 @@ through it without a browser.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import shutil
@@ -39,7 +40,8 @@ def _installed() -> None:
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         unavailable("the sign-in tests need Node.js and npm (apt-get install nodejs npm) for the OpenID provider")
-    with _install_lock:
+    with _install_lock, open(HERE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another pytest process (a CI shard) may be installing it too
         if (HERE / "node_modules" / "oidc-provider" / "package.json").exists():
             return
         done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE,

@@ -62,6 +62,10 @@ PUBLIC = {
     ("post", "/api/auth/login"): "how a token is obtained in the first place",
     ("post", "/api/auth/register"): "how an account is made; it answers 403 itself when registration is closed",
     ("get", "/api/auth/options"): "the log-in form asks whether registration is open before any token exists",
+    ("get", "/api/auth/oidc/login"): "starts a single sign-on: the browser has no token yet",
+    ("get", "/api/auth/oidc/callback"): "the identity provider's answer: the state and the browser's cookie are the "
+                                        "credential",
+    ("post", "/api/auth/oidc/session"): "the single-use ticket cookie the callback set is the credential",
     ("post", "/api/auth/refresh"): "the refresh token in the body is the credential",
     ("get", "/api/health"): "liveness probes carry no token",
     ("get", "/api/schema"): "the contract, for SDK generators and the docs page",

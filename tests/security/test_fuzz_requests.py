@@ -199,10 +199,12 @@ def context(server: LiveServer) -> Context:
     user = _register(server, "fuzzed")
     changer = _register(server, "changer")  # change-password revokes its tokens: a user of its own
     leaver = _register(server, "leaver")  # logout revokes the access token it is made with: the same
+    sso_leaver = _register(server, "ssoleaver")  # and the single sign-on logout: one of its own
     admin = server.login()
-    tokens = {"user": user["token"], "admin": admin["token"], "changer": changer["token"], "leaver": leaver["token"]}
+    tokens = {"user": user["token"], "admin": admin["token"], "changer": changer["token"], "leaver": leaver["token"],
+              "ssoleaver": sso_leaver["token"]}
     context = Context(server=server, tokens=tokens, objects={}, model="",
-                      refresh_tokens=[user["refresh"], admin["refresh"], leaver["refresh"]])
+                      refresh_tokens=[user["refresh"], admin["refresh"], leaver["refresh"], sso_leaver["refresh"]])
     me = str(user["user"]["id"])
 
     def made(path: str, body: dict) -> str:
@@ -278,6 +280,7 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/auth/register"): lambda c: {"username": c.unique("user"), "password": PASSWORD},
     ("post", "/api/auth/refresh"): lambda c: {"refresh": c.refresh_tokens[1]},
     ("post", "/api/auth/logout"): lambda c: {"refresh": c.refresh_tokens[2]},
+    ("post", "/api/auth/oidc/logout"): lambda c: {"refresh": c.refresh_tokens[3]},
     ("post", "/api/auth/change-password"): lambda c: {"old_password": PASSWORD,
                                                       "new_password": c.unique("pw") + PASSWORD},
     ("put", "/api/config"): lambda c: {"system_prompt": c.unique("prompt"), "temperature": 0.25, "kb_top_k": 3},
@@ -389,6 +392,7 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
 ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          ("get", "/api/audit"): "admin", ("get", "/api/users"): "admin", ("get", "/api/usage"): "admin",
          ("post", "/api/auth/change-password"): "changer", ("post", "/api/auth/logout"): "leaver",
+         ("post", "/api/auth/oidc/logout"): "ssoleaver",
          # groups are the admins' (their members the managers' too); an MCP server's rule is the admins'
          ("post", "/api/groups"): "admin", ("patch", "/api/groups/{group_id}"): "admin",
          ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin"}
@@ -674,8 +678,14 @@ def send(context: Context, method: str, path: str, bad: Bad, role: str) -> reque
     return requests.request(method, context.server.base_url + path, data=data, headers=headers, timeout=60)
 
 
+# Pages a browser is sent to (single sign-on): a refusal is the failure page, HTML naming its reason.
+BROWSER_PAGES = {"/api/auth/oidc/login", "/api/auth/oidc/callback"}
+
+
 def envelope_problem(path: str, response: requests.Response) -> str | None:
-    """What is wrong with a refusal's body, or None when it is the path's error envelope."""
+    """What is wrong with a refusal's body, or None when it is the path's error envelope (or failure page)."""
+    if path in BROWSER_PAGES and response.headers.get("Content-Type", "").startswith("text/html"):
+        return None if 'id="reason"' in response.text else f"not the failure page: {response.content[:200]!r}"
     try:
         error = response.json()["error"]
     except (ValueError, KeyError, TypeError):

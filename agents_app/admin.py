@@ -3,6 +3,7 @@
 from django.contrib import admin
 
 from agents_app.models import DEFAULT_SLUG, Agent, AgentGrant, AgentVersion
+from agents_app.services import admin_saved
 
 
 class AgentGrantInline(admin.TabularInline):
@@ -35,8 +36,6 @@ class AgentAdmin(admin.ModelAdmin):
         super().delete_queryset(request, queryset.exclude(slug=DEFAULT_SLUG))
 
     def save_model(self, request, obj, form, change):
-        from agents_app.services import admin_saved
-
         super().save_model(request, obj, form, change)
         admin_saved(obj, request.user)
 

@@ -38,7 +38,7 @@ class AgentsConfig(AppConfig):
 
 def _agent_changed(sender, instance, **kwargs) -> None:
     """Dropped here at once, and announced everywhere once committed."""
-    from agents_app import services
+    from agents_app import services  # it imports the models: this module is read before the app registry is ready
 
     invalidation.drop_here(services.TOPIC)
     transaction.on_commit(lambda: invalidation.announce(services.TOPIC))
@@ -46,14 +46,14 @@ def _agent_changed(sender, instance, **kwargs) -> None:
 
 def _access_changed(key: str | None) -> None:
     """organisation.access announces a changed rule or owner as `<kind>:<id>`."""
-    from agents_app import selectors
+    from agents_app import selectors  # as above: it imports the models
 
     if key is None or key.startswith("agent:"):
         selectors.directory.drop()
 
 
 def _config_saved(sender, instance, raw=False, **kwargs) -> None:
-    from agents_app import services
+    from agents_app import services  # as above: it imports the models
 
     if not raw:  # a fixture load writes rows as they are
         services.config_saved(instance)

@@ -17,10 +17,8 @@ from organisation.models import EVERYONE, GrantBase, Shareable
 SLUG_REGEX = r"^[a-z0-9_-]{1,64}$"
 DEFAULT_SLUG = "default"
 MAX_STARTERS = 6
-
-# The fields a version keeps (and a restore brings back): everything that shapes a reply.
-VERSIONED_FIELDS = ("name", "description", "instructions", "model", "tools", "knowledge", "temperature",
-                    "max_tokens", "starters")
+# What a version leaves out: who the agent is, whose it is, who may use it, and the row's bookkeeping.
+NOT_VERSIONED = frozenset({"id", "slug", "owner", "visibility", "version", "created_at", "updated_at"})
 
 
 def _no_tools() -> list[str]:
@@ -62,6 +60,12 @@ class Agent(Shareable):
     def fields(self) -> dict:
         """The versioned fields as a version stores them."""
         return {name: getattr(self, name) for name in VERSIONED_FIELDS}
+
+
+# The fields a version keeps (and a restore brings back): everything that shapes a reply, which is every other
+# column of the agent, in the model's order (a field added to Agent is versioned unless NOT_VERSIONED names it).
+VERSIONED_FIELDS: tuple[str, ...] = tuple(field.name for field in Agent._meta.concrete_fields
+                                          if field.name not in NOT_VERSIONED)
 
 
 class AgentGrant(GrantBase):

@@ -18,9 +18,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from agents_app.models import DEFAULT_SLUG, Agent, AgentGrant, AgentVersion
+from agents_app.services import default_ensure
 from agentsite.agent import agents as runtime
 from agentsite.agent.config import AgentSettings, get_settings, settings_peek
 from agentsite.core import invalidation
@@ -47,7 +48,7 @@ class Rule:
     fields: dict[str, Any]
     version: int
 
-    def role(self, user: Any) -> str | None:
+    def role(self, user: AbstractBaseUser | None) -> str | None:
         if user is None or not getattr(user, "is_authenticated", False):
             return None
         granted = [role for user_id, _group, role in self.grants if user_id == user.pk]
@@ -59,7 +60,7 @@ class Rule:
             granted += [role for _user, group_id, role in self.grants if group_id in groups]
         return role_by_rule(user, self.owner_id, self.visibility, granted)
 
-    def role_now(self, user: Any) -> str | None | bool:
+    def role_now(self, user: AbstractBaseUser | None) -> str | None | bool:
         """role() without a query: False when the caller's groups are needed and not cached."""
         if user is None or not getattr(user, "is_authenticated", False):
             return None
@@ -68,7 +69,7 @@ class Rule:
             return False
         return self.role(user)
 
-    def listed_for(self, user: Any) -> bool:
+    def listed_for(self, user: AbstractBaseUser | None) -> bool:
         """Whether a listing (/v1/models, the MCP tools) names it for the user: what they may use, where an admin
         counts as anyone (they may use every agent by its name, but their lists show what is theirs or shared
         with them, not every user's)."""
@@ -82,7 +83,7 @@ class Rule:
             group_id is not None for _user, group_id, _role in self.grants) else set()
         return any(user_id == user.pk or group_id in groups for user_id, group_id, _role in self.grants)
 
-    def usable_by(self, role: str | None, user: Any) -> bool:
+    def usable_by(self, role: str | None, user: AbstractBaseUser | None) -> bool:
         # The deployment's agent, when it is everyone's, serves whoever the door let in (an anonymous /v1 caller
         # on a loopback or public deployment included), as the `agent` model always did.
         if self.slug == DEFAULT_SLUG and self.visibility == EVERYONE:
@@ -131,7 +132,7 @@ class _Directory(runtime.AgentDirectory):
 
     # -- the contract ------------------------------------------------------------------------------------------
 
-    def resolve_now(self, user: Any, name: str) -> runtime.ResolvedAgent:
+    def resolve_now(self, user: AbstractBaseUser | None, name: str) -> runtime.ResolvedAgent:
         parsed = runtime.parse(name)
         rule = self.rules_now().get(parsed[0]) if parsed else None
         if parsed is None or rule is None or not rule.usable_by(rule.role(user), user):
@@ -139,7 +140,7 @@ class _Directory(runtime.AgentDirectory):
         # The runtime's settings (the loader the catalogue registers, or one a test swapped in).
         return self._resolved(rule, parsed[1], get_settings(), name)
 
-    def peek(self, user: Any, name: str) -> runtime.ResolvedAgent | None:
+    def peek(self, user: AbstractBaseUser | None, name: str) -> runtime.ResolvedAgent | None:
         peek = settings_peek()
         rules, base = self._fresh(), peek() if peek is not None else None
         parsed = runtime.parse(name)
@@ -158,7 +159,7 @@ class _Directory(runtime.AgentDirectory):
             return None
         return self._resolved(rule, version, base, name)
 
-    def names_now(self, user: Any) -> list[str]:
+    def names_now(self, user: AbstractBaseUser | None) -> list[str]:
         return [f"{runtime.PREFIX}{slug}" for slug, rule in sorted(self.rules_now().items()) if rule.listed_for(user)]
 
     # -- settings ----------------------------------------------------------------------------------------------
@@ -211,8 +212,6 @@ def _load() -> dict[str, Rule]:
     rules = {}
     agents = list(Agent.objects.all())
     if not any(agent.slug == DEFAULT_SLUG for agent in agents):  # a database made without the migration's row
-        from agents_app.services import default_ensure
-
         agents.append(default_ensure())
     for agent in agents:
         rules[agent.slug] = Rule(agent.pk, agent.slug, agent.owner_id, agent.visibility,
@@ -228,8 +227,6 @@ directory = _Directory()
 def agent_list_for(user: AbstractBaseUser) -> QuerySet[Agent]:
     """The agents the user owns, or that are everyone's or shared with them, by name. Admins see the same (they
     act on any agent by its id, as on any shareable resource: their lists are not everyone's)."""
-    from agents_app.services import default_ensure
-
     default_ensure()
     return Agent.objects.filter(visible_q(user, Agent)).select_related("owner")
 
@@ -237,8 +234,6 @@ def agent_list_for(user: AbstractBaseUser) -> QuerySet[Agent]:
 def roles_of(user: AbstractBaseUser, agents: list[Agent]) -> dict[int, str]:
     """The user's role on each agent of a page (organisation.policy's answer, as role_of gives it one by one), in
     one query for the grants of those the user neither owns nor administers."""
-    from django.db.models import Q
-
     others = [agent.pk for agent in agents if agent.visibility != PRIVATE and not (
         user.is_staff or agent.owner_id == user.pk)]
     granted: dict[int, list[str]] = {}

@@ -19,9 +19,16 @@ from django.db import IntegrityError, transaction
 
 from agents_app.models import DEFAULT_SLUG, MAX_STARTERS, VERSIONED_FIELDS, Agent, AgentVersion
 from agentsite.agent.agents import WORKFLOW_PREFIX, function_name, is_agent_model
+from agentsite.agent.configfields import CONFIG_FIELDS
 from agentsite.agent.tools import ToolContext, registry
 from agentsite.core.errors import AppError
+from catalogue.defaults import config_create_default
+from catalogue.models import AgentConfig
+from catalogue.selectors import config_get
+from catalogue.services import catalogue_now
+from knowledge.models import Collection
 from organisation.models import EVERYONE
+from organisation.policy import visible_q
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -34,9 +41,11 @@ MAX_KNOWLEDGE = 50  # as many as one knowledge search names
 MAX_STARTER_CHARS = 500
 MAX_INSTRUCTIONS = 20_000  # as the config's system prompt
 
-# The config's fields that are the default agent's (config field -> agent field).
-CONFIG_MIRROR = {"system_prompt": "instructions", "model": "model", "temperature": "temperature",
-                 "max_tokens": "max_tokens", "tools": "tools"}
+# The config's fields that are the default agent's (config field -> agent field): those of the config's form
+# (agentsite.agent.configfields) that a version of the agent keeps, under the same name or the one named here.
+AGENT_FIELD_OF = {"system_prompt": "instructions"}
+CONFIG_MIRROR = {spec.name: AGENT_FIELD_OF.get(spec.name, spec.name) for spec in CONFIG_FIELDS
+                 if AGENT_FIELD_OF.get(spec.name, spec.name) in VERSIONED_FIELDS}
 
 
 _MIRRORING: ContextVar[bool] = ContextVar("agents_mirroring", default=False)
@@ -57,8 +66,6 @@ def check_model(name: str) -> None:
     if is_agent_model(name) or name.startswith(WORKFLOW_PREFIX):
         raise _invalid("model", f"{name!r} is an agent or a workflow, not a model: name an alias or "
                        "<connection>/<model> (GET /api/models), or leave it empty for the deployment's default.")
-    from catalogue.services import catalogue_now
-
     try:
         catalogue_now().resolve(name)
     except AppError as exc:
@@ -116,9 +123,6 @@ def check_knowledge(ids: list[str], reader: AbstractBaseUser | None, *, actor: A
 
 
 def _readable(ids: list[str], reader: AbstractBaseUser | None) -> set[str]:
-    from knowledge.models import Collection
-    from organisation.policy import visible_q
-
     if reader is None or not ids:
         return set()
     rows = Collection.objects.filter(pk__in=ids).filter(visible_q(reader, Collection))
@@ -250,8 +254,6 @@ def default_ensure() -> Agent:
     agent = Agent.objects.filter(slug=DEFAULT_SLUG).first()
     if agent is not None:
         return agent
-    from catalogue.selectors import config_get
-
     config = config_get()
     with transaction.atomic():
         agent, made = Agent.objects.get_or_create(slug=DEFAULT_SLUG, defaults={
@@ -266,9 +268,6 @@ def _mirror_to_config(agent: Agent) -> None:
     """The default agent's fields into the config (inside the caller's transaction). A database without the
     config row gets it now, made with the agent's fields: made later with the first-run values, its post_save
     would write those over the agent."""
-    from catalogue.defaults import config_create_default
-    from catalogue.models import AgentConfig
-
     token = _MIRRORING.set(True)  # the config's saves below are this agent's own: config_saved leaves them
     try:
         config = AgentConfig.objects.filter(pk=1).first() or config_create_default()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
-        "plugins", "usage", "uploads", "organisation", "sso")
+        "plugins", "usage", "uploads", "organisation", "sso", "agents_app")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -40,11 +40,11 @@ APP_EDGES = {
     # Identity reads one flag of the agent config (allow_registration); the catalogue imports no app.
     "accounts": {"catalogue", "organisation"},
     "catalogue": set(),
-    "sessions_app": {"accounts"},
+    "sessions_app": {"accounts", "agents_app"},
     "compat": {"accounts", "catalogue", "knowledge"},
     "mcpbridge": {"accounts", "knowledge", "organisation"},
     "knowledge": {"organisation"},
-    "scheduler": {"accounts", "sessions_app", "workflows"},
+    "scheduler": {"accounts", "agents_app", "sessions_app", "workflows"},
     "workflows": {"accounts", "organisation"},
     "voice": {"accounts", "catalogue"},
     "uploads": {"knowledge", "sessions_app"},
@@ -54,6 +54,9 @@ APP_EDGES = {
     "organisation": set(),
     # Single sign-on makes accounts and sets their groups.
     "sso": {"accounts", "organisation"},
+    # Named agents: a model checked against the catalogue, knowledge collections, shared through organisation's
+    # rule; sessions and scheduled tasks name an agent.
+    "agents_app": {"catalogue", "knowledge", "organisation"},
 }
 
 

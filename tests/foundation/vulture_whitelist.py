@@ -8,6 +8,7 @@ _.has_change_permission
 _.has_delete_permission
 _.environment  # mcpbridge/admin.py
 _.header_names  # mcpbridge/admin.py
+_.get_readonly_fields  # agents_app/admin.py
 # Django: a management command's arguments, a middleware's exception hook, a URL converter's reverse.
 _.add_arguments
 _.process_exception

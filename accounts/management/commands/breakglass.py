@@ -5,13 +5,16 @@ so that nobody signed in through the web can grant themselves a way round single
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.backends import password_login_on
 from accounts.models import BreakGlass
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 
 class Command(BaseCommand):
@@ -58,7 +61,7 @@ class Command(BaseCommand):
             self.stdout.write("No break-glass users.")
 
 
-def _problems(user: Any) -> list[str]:
+def _problems(user: AbstractBaseUser) -> list[str]:
     """What stops the user's password from signing them in all the same, and how to fix it."""
     problems = []
     if not user.has_usable_password():

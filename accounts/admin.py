@@ -1,9 +1,10 @@
-"""Django admin for identity: API keys (revocable, never shown) and the read-only audit log."""
+"""Django admin for identity: API keys (revocable, never shown), the read-only audit log and the read-only list of
+break-glass users (set only by `manage.py breakglass`)."""
 
 from django.contrib import admin
 from django.utils import timezone
 
-from accounts.models import ApiKey, AuditEvent
+from accounts.models import ApiKey, AuditEvent, BreakGlass
 from accounts.services import key_revoke
 
 
@@ -19,9 +20,6 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
 
@@ -46,3 +44,20 @@ class ApiKeyAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if obj.revoked:  # the keys it made go with it, as with DELETE /api/keys/:id
             key_revoke(key=obj)
+
+
+@admin.register(BreakGlass)
+class BreakGlassAdmin(admin.ModelAdmin):
+    """Who may sign in with a password while AGENTSITE_PASSWORD_LOGIN=0. Only `manage.py breakglass` (a shell on
+    the server) sets the flag, so that an account signed in through the web cannot give itself or anyone a way
+    round single sign-on. Taking it away here is allowed: it grants nothing (an admin could deactivate the user
+    anyway), and deleting a break-glass user in the admin takes their flag with them."""
+
+    list_display = ["user", "created_at"]
+    search_fields = ["user__username"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

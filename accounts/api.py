@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts import services
-from accounts.backends import password_login_on
+from accounts.backends import may_use_password, password_login_on
 from accounts.ratelimit import client_ip, login_attempt_check, password_change_attempt_check, registration_slot
 from accounts.tokens import token_pair_for
 from agentsite.core.audit import audit
@@ -97,7 +97,10 @@ class LoginView(APIView):
         if user is None:
             audit("auth.login", outcome="failure", request=request, actor_name=tried)
             raise AppError("invalid_credentials", "The username or password is wrong.", 401)
-        audit("auth.login", request=request, actor=user, door="jwt", details={"method": "password"})
+        # With passwords off, only a break-glass user gets here: the operator's way round a broken provider,
+        # which the audit log names as such.
+        details = {"method": "password"} if password_login_on() else {"method": "password", "break_glass": True}
+        audit("auth.login", request=request, actor=user, door="jwt", details=details)
         return Response(_auth_result(user))
 
 
@@ -185,10 +188,19 @@ class LogoutView(APIView):
 class PasswordChangeView(APIView):
     @extend_schema(request=PasswordChangeSerializer, responses={
         200: TokenPairSerializer, 400: OpenApiResponse(description="`invalid`: a wrong old password, a weak new one"),
+        403: OpenApiResponse(description="`password_login_disabled`: AGENTSITE_PASSWORD_LOGIN=0 and the caller is "
+                                         "not break-glass (their password would sign them in nowhere)"),
         429: OpenApiResponse(description="`rate_limited`: past AGENTSITE_LOGIN_RATE_LIMIT attempts a minute for the "
                                          "user or the client address (details: retry_after; Retry-After header)")})
     def post(self, request: Request) -> Response:
         data = validated(PasswordChangeSerializer, request.data)
+        if not may_use_password(request.user):
+            # A password nobody can sign in with is not worth setting, and the caller already knows whether
+            # they are break-glass: this tells them nothing new.
+            audit("auth.password_change", outcome="refused", request=request,
+                  details={"code": "password_login_disabled"}, coalesce="password_login_disabled")
+            raise AppError("password_login_disabled", "Password sign-in is turned off on this server: your "
+                           "password cannot be used, so it cannot be changed.", 403)
         try:
             password_change_attempt_check(ip=client_ip(request), user_id=request.user.pk)
         except AppError as exc:

@@ -133,7 +133,8 @@ class ApiKey(models.Model):
 
 class BreakGlass(models.Model):
     """A user who may sign in with a password while AGENTSITE_PASSWORD_LOGIN=0 (accounts.backends): the operator's
-    way in when the identity provider is broken. Set and cleared only by `manage.py breakglass`."""
+    way in when the identity provider is broken. Set only by `manage.py breakglass` (a shell on the server), and by
+    the first start for the initial admin; cleared by the command, or in the Django admin, which grants nothing."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="break_glass")
     created_at = models.DateTimeField(auto_now_add=True)

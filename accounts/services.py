@@ -19,7 +19,7 @@ from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken, Ou
 from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.authentication import KEY_PREFIX, UserCache, key_digest
-from accounts.models import ApiKey, RevokedAccessToken
+from accounts.models import ApiKey, BreakGlass, RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, SSO_CLAIM, password_version, token_pair_for
 from agentsite.core import invalidation
 from agentsite.core.datadir import write_private
@@ -154,7 +154,10 @@ def access_token_revoke(*, user: AbstractBaseUser, access: Any) -> None:
 
 
 def admin_bootstrap(*, data_dir: Path | None = None) -> tuple[str, str] | None:
-    """Create the initial administrator with a random password on first start.
+    """Create the initial administrator with a random password on first start, flagged break-glass: it is the
+    operator's account, its password is in the data directory, and with it a broken identity provider cannot
+    lock the operator out of a server that runs with AGENTSITE_PASSWORD_LOGIN=0 from its first start
+    (`manage.py breakglass admin --remove` takes the flag away).
 
     Returns (username, password) when created now; None when an administrator or the password file
     already exists (it is never recreated, so a deleted admin stays deleted).
@@ -165,7 +168,8 @@ def admin_bootstrap(*, data_dir: Path | None = None) -> tuple[str, str] | None:
         return None
     password = secrets.token_urlsafe(18)
     with transaction.atomic():
-        User.objects.create_superuser(username=INITIAL_ADMIN_USERNAME, password=password, email="")
+        admin = User.objects.create_superuser(username=INITIAL_ADMIN_USERNAME, password=password, email="")
+        BreakGlass.objects.create(user=admin)
     write_private(marker, f"username: {INITIAL_ADMIN_USERNAME}\npassword: {password}\n")
     return INITIAL_ADMIN_USERNAME, password
 

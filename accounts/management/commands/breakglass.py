@@ -1,13 +1,20 @@
-"""manage.py breakglass: flag the users who may still sign in with a password while AGENTSITE_PASSWORD_LOGIN=0."""
+"""manage.py breakglass: flag the users who may still sign in with a password while AGENTSITE_PASSWORD_LOGIN=0.
+
+Only this command (someone with a shell on the server) sets or clears the flag: the Django admin shows it read-only,
+so that nobody signed in through the web can grant themselves a way round single sign-on."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from accounts.backends import password_login_on
 from accounts.models import BreakGlass
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 
 class Command(BaseCommand):
@@ -22,22 +29,44 @@ class Command(BaseCommand):
     def handle(self, *args: Any, username: str | None = None, remove: bool = False, list: bool = False,
                **options: Any) -> None:
         if list:
-            names = BreakGlass.objects.order_by("user__username").values_list("user__username", flat=True)
-            for name in names:
-                self.stdout.write(name)
-            if not names:
-                self.stdout.write("No break-glass users.")
+            if username or remove:
+                raise CommandError("--list takes no user and no --remove.")
+            self._list()
             return
         if not username:
             raise CommandError("Name a user (or give --list).")
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise CommandError(f"No user named {username!r}.")
+            raise CommandError(f"No user named {username!r} (`manage.py breakglass --list` lists the flagged ones; "
+                               "usernames are case-sensitive).")
         if remove:
             deleted, _ = BreakGlass.objects.filter(user=user).delete()
-            self.stdout.write(f"{username} may no longer sign in with a password while password sign-in is off."
-                              if deleted else f"{username} was not flagged.")
+            self.stdout.write(f"{username} may no longer sign in with a password while AGENTSITE_PASSWORD_LOGIN=0."
+                              if deleted else f"{username} was not break-glass; nothing changed.")
             return
-        BreakGlass.objects.get_or_create(user=user)
-        note = "" if user.has_usable_password() else " They have no password yet: set one with `changepassword`."
-        self.stdout.write(f"{username} may sign in with a password while AGENTSITE_PASSWORD_LOGIN=0.{note}")
+        _, made = BreakGlass.objects.get_or_create(user=user)
+        self.stdout.write(f"{username} {'may' if made else 'was already allowed to'} sign in with a password while "
+                          "AGENTSITE_PASSWORD_LOGIN=0.")
+        for problem in _problems(user):
+            self.stdout.write(f"But {username} {problem}.")
+        if password_login_on():
+            self.stdout.write("Password sign-in is on now (AGENTSITE_PASSWORD_LOGIN is not 0): the flag changes "
+                              "nothing until it is turned off.")
+
+    def _list(self) -> None:
+        flags = BreakGlass.objects.select_related("user").order_by("user__username")
+        for flag in flags:
+            self.stdout.write(flag.user.get_username() + "".join(f" ({problem})" for problem in _problems(flag.user)))
+        if not flags:
+            self.stdout.write("No break-glass users.")
+
+
+def _problems(user: AbstractBaseUser) -> list[str]:
+    """What stops the user's password from signing them in all the same, and how to fix it."""
+    problems = []
+    if not user.has_usable_password():
+        problems.append("has no usable password (an account made by single sign-on): set one with "
+                        f"`manage.py changepassword {user.get_username()}`")
+    if not user.is_active:
+        problems.append("is deactivated, and a deactivated user signs in nowhere")
+    return problems

@@ -57,7 +57,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
                                            "groups' `models`); GET /v1/models lists those they do."),
     "registration_closed": ErrorCode((403,), "Registration is closed on this server."),
     "password_login_disabled": ErrorCode((403,), "Password sign-in is off (`AGENTSITE_PASSWORD_LOGIN=0`) and the user "
-                                                 "is not break-glass, or the credentials are wrong."),
+                                                 "is not break-glass, or the credentials are wrong (change-password: "
+                                                 "the caller is not break-glass)."),
     "not_found": ErrorCode((404,), "Nothing of that id (or nothing the caller may see)."),
     "model_not_found": ErrorCode((404,), "No model of that name for this caller: not in /v1/models (an alias, a "
                                              "`<connection>/<model>`, agent, workflow:*, hash-256)."),

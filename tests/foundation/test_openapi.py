@@ -113,9 +113,10 @@ def test_only_admin_operations_document_a_403_for_permissions(schema):
     with_403 = {(method, path) for method, path, operation in _operations(schema) if "403" in operation["responses"]}
     # register: registration_closed; /api/keys: another user's keys listed by a non-admin, the admin scope
     # asked by one (every /api operation can also answer 403 key_scope to an API key without the api scope).
-    # login: password_login_disabled; the single sign-on callback's page for a refused user.
+    # login and change-password: password_login_disabled; the single sign-on callback's page for a refused user.
     exceptions = {("post", "/api/auth/register"), ("get", "/api/keys"), ("post", "/api/keys"),
-                  ("post", "/api/auth/login"), ("get", "/api/auth/oidc/callback")}
+                  ("post", "/api/auth/login"), ("post", "/api/auth/change-password"),
+                  ("get", "/api/auth/oidc/callback")}
     # Every access rule's GET/PUT and every transfer: the policy's 403 for too low a role.
     ruled = {(method, path) for method, path, _operation in _operations(schema)
              if path.endswith(("/access", "/transfer"))}

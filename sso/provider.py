@@ -30,6 +30,7 @@ LEEWAY_S = 60
 # reason -> what the page says happened (the details follow it).
 REASONS = {
     "not_configured": "Single sign-on is not configured on this server.",
+    "rate_limited": "Too many sign-ins were started from your address.",
     "provider_unreachable": "The identity provider could not be reached.",
     "provider_invalid": "The identity provider's configuration could not be used.",
     "provider_error": "The identity provider refused the sign-in.",
@@ -54,10 +55,10 @@ REASONS = {
 
 
 class SsoFailure(Exception):
-    def __init__(self, reason: str, detail: str = "", status: int = 400):
+    def __init__(self, reason: str, detail: str = "", status: int = 400, *, retry_after: int | None = None):
         if reason not in REASONS:
             raise ValueError(f"unknown single sign-on failure {reason!r}")
-        self.reason, self.detail, self.status = reason, detail, status
+        self.reason, self.detail, self.status, self.retry_after = reason, detail, status, retry_after
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
     @property

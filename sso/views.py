@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from accounts import ratelimit
 from accounts import services as account_services
 from accounts.api import UserSerializer
 from accounts.tokens import SSO_CLAIM, token_pair_for
@@ -46,6 +47,13 @@ TICKET_COOKIE_PATH = "/api/auth/oidc/session"
 CALLBACK_PATH = "/api/auth/oidc/callback"
 # Where the dashboard picks up a finished sign-in (static/agentsite/dashboard/app.js).
 DASHBOARD_LANDING = "/#/sso"
+# GET /api/auth/oidc/login stores a LoginAttempt per call: at most this many a minute from one client address
+# (settings.OIDC LOGIN_RATE_LIMIT when set), so an anonymous flood cannot grow the table faster than LOGIN_TTL
+# empties it.
+LOGIN_RATE_LIMIT = 30
+LOGIN_RATE_WINDOW_S = 60
+# The provider's error_description is shown on the page (escaped by the template) at most this long.
+ERROR_DESCRIPTION_MAX = 200
 # The page's policy: no script at all, its own stylesheet only.
 PAGE_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; " \
            "frame-ancestors 'none'"
@@ -82,6 +90,8 @@ def failure_page(request: HttpRequest, failure: SsoFailure) -> HttpResponse:
     response.is_page = True  # type: ignore[attr-defined]  # kept as HTML under /api (agentsite.middleware)
     response["Content-Security-Policy"] = PAGE_CSP
     response["Cache-Control"] = "no-store"
+    if failure.retry_after is not None:
+        response["Retry-After"] = str(failure.retry_after)
     return response
 
 
@@ -98,6 +108,7 @@ class LoginView(APIView):
     @extend_schema(request=None, responses={
         302: OpenApiResponse(description="To the identity provider's authorization endpoint."),
         404: OpenApiResponse(description=f"`not_configured`: {PAGE}"),
+        429: OpenApiResponse(description=f"`rate_limited` (with Retry-After): {PAGE}"),
         502: OpenApiResponse(description=f"`provider_unreachable`, `provider_invalid`: {PAGE}")})
     def get(self, request: Request) -> HttpResponse:
         return login(request._request)
@@ -123,9 +134,21 @@ class CallbackView(APIView):
         return callback(request._request)
 
 
+def login_rate_check(request: HttpRequest) -> None:
+    """Count one sign-in started from the client's address; SsoFailure `rate_limited` (429) past the limit."""
+    limit = int(settings.OIDC.get("LOGIN_RATE_LIMIT") or LOGIN_RATE_LIMIT)
+    try:
+        # accounts.ratelimit's fixed window, shared by every worker and host through the cache.
+        ratelimit._count(scope="oidc-login", ip=ratelimit.client_ip(request), limit=limit,  # noqa: SLF001
+                         window=LOGIN_RATE_WINDOW_S, what="sign-ins started from your address")
+    except AppError as exc:
+        raise SsoFailure("rate_limited", exc.message, 429, retry_after=int(exc.details["retry_after"])) from exc
+
+
 def login(request: HttpRequest) -> HttpResponse:
     try:
         client = provider()
+        login_rate_check(request)
         redirect_uri = redirect_uri_for(request)
         state, nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(48)
         browser = request.COOKIES.get(BROWSER_COOKIE) or ""
@@ -167,7 +190,7 @@ def callback(request: HttpRequest) -> HttpResponse:
         attempt = _attempt(request)
         if request.GET.get("error"):
             error = str(request.GET["error"])[:64]
-            description = str(request.GET.get("error_description", ""))[:200]
+            description = str(request.GET.get("error_description", ""))[:ERROR_DESCRIPTION_MAX]
             raise SsoFailure("provider_error", f"It answered {error!r}" + (f": {description}" if description else
                                                                             "") + ".", 403)
         code = request.GET.get("code", "")

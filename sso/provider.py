@@ -206,6 +206,8 @@ class Provider:
         except jose_errors.ExpiredTokenError as exc:
             raise SsoFailure("expired") from exc
         except jose_errors.MissingClaimError as exc:
+            if exc.claim == "nonce":  # the nonce binds the token to this sign-in: without one, it answers none
+                raise SsoFailure("nonce_mismatch", "The ID token carries no nonce.") from exc
             raise SsoFailure("missing_claim", f"The ID token lacks {exc.claim}.") from exc
         except jose_errors.InvalidClaimError as exc:
             raise _claim_failure(exc) from exc

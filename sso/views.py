@@ -100,7 +100,7 @@ PAGE = "an HTML page saying what failed (`reason`: docs/api.md, Single sign-on)"
 
 class LoginView(APIView):
     """GET /api/auth/oidc/login: a new sign-in (state, nonce, PKCE verifier), bound to this browser by a cookie,
-    and the redirect to the provider."""
+    and the redirect to the provider; at most LOGIN_RATE_LIMIT a minute from one client address."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
@@ -139,10 +139,11 @@ def login_rate_check(request: HttpRequest) -> None:
     limit = int(settings.OIDC.get("LOGIN_RATE_LIMIT") or LOGIN_RATE_LIMIT)
     try:
         # accounts.ratelimit's fixed window, shared by every worker and host through the cache.
-        ratelimit._count(scope="oidc-login", ip=ratelimit.client_ip(request), limit=limit,  # noqa: SLF001
+        ratelimit._count(scope="oidc-login", ip=ratelimit.client_ip(request), limit=limit,
                          window=LOGIN_RATE_WINDOW_S, what="sign-ins started from your address")
     except AppError as exc:
-        raise SsoFailure("rate_limited", exc.message, 429, retry_after=int(exc.details["retry_after"])) from exc
+        retry_after = int(exc.details["retry_after"])
+        raise SsoFailure("rate_limited", f"Try again in {retry_after} seconds.", 429, retry_after=retry_after) from exc
 
 
 def login(request: HttpRequest) -> HttpResponse:

@@ -17,6 +17,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import closing
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -91,15 +92,18 @@ class SsoServer:
         """The events of one action whose client address is ip (a browser()'s)."""
         return [event for event in self.audit(action) if event["ip"] == ip]
 
-    def rows(self, table: str) -> int:
-        """How many rows a table of the server's database holds."""
+    def rows_since(self, table: str, since: datetime) -> int:
+        """How many rows of a table of the server's database were made at or after `since` (created_at)."""
         if self.server.database_url:
             import psycopg  # the PostgreSQL pass only
 
             with psycopg.connect(self.server.database_url) as conn:
-                return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])  # type: ignore[index]
+                row = conn.execute(f'SELECT count(*) FROM "{table}" WHERE created_at >= %s', (since,)).fetchone()
+                return int(row[0])  # type: ignore[index]
+        # Django keeps SQLite's times as UTC text, 'YYYY-MM-DD HH:MM:SS.ffffff': they sort as they compare.
+        text = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         with closing(sqlite3.connect(self.server.data_dir / "db.sqlite3")) as conn:
-            return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+            return int(conn.execute(f'SELECT count(*) FROM "{table}" WHERE created_at >= ?', (text,)).fetchone()[0])
 
 
 @pytest.fixture(scope="session")

@@ -90,3 +90,8 @@ def _uncount(*, scope: str, ip: str) -> None:
         cache.decr(f"{scope}-attempts:{ip}")
     except ValueError:  # the window ended meanwhile: nothing left to give back
         pass
+
+
+def oidc_login_check(*, ip: str, limit: int) -> None:
+    """Count one single sign-on started from ip; raise 429 `rate_limited` past `limit` in the minute."""
+    _count(scope="oidc-login", ip=ip, limit=limit, window=60, what="sign-ins started from your address")

@@ -297,6 +297,8 @@ OIDC = {
     # fetches the key set at once), and how long a request to the provider may take.
     "DISCOVERY_TTL_S": env_int("AGENTSITE_OIDC_DISCOVERY_TTL", 3600, minimum=0),
     "TIMEOUT_S": env_float("AGENTSITE_OIDC_TIMEOUT", 10.0, minimum=0.1),
+    # Sign-ins one client address may start a minute (each stores a row until it is used or 10 minutes pass).
+    "LOGIN_RATE_LIMIT": env_int("AGENTSITE_OIDC_LOGIN_RATE_LIMIT", 30, minimum=1),
 }
 AUTHENTICATION_BACKENDS = ["accounts.backends.PasswordBackend"]
 # Days the audit log keeps an event (accounts.models.AuditEvent); older ones are deleted daily by the task queue.

@@ -30,6 +30,7 @@ LEEWAY_S = 60
 # reason -> what the page says happened (the details follow it).
 REASONS = {
     "not_configured": "Single sign-on is not configured on this server.",
+    "rate_limited": "Too many sign-ins were started from your address.",
     "provider_unreachable": "The identity provider could not be reached.",
     "provider_invalid": "The identity provider's configuration could not be used.",
     "provider_error": "The identity provider refused the sign-in.",
@@ -54,10 +55,10 @@ REASONS = {
 
 
 class SsoFailure(Exception):
-    def __init__(self, reason: str, detail: str = "", status: int = 400):
+    def __init__(self, reason: str, detail: str = "", status: int = 400, *, retry_after: int | None = None):
         if reason not in REASONS:
             raise ValueError(f"unknown single sign-on failure {reason!r}")
-        self.reason, self.detail, self.status = reason, detail, status
+        self.reason, self.detail, self.status, self.retry_after = reason, detail, status, retry_after
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
     @property
@@ -197,7 +198,9 @@ class Provider:
         params: dict[str, Any] = {"nonce": nonce, "client_id": self.client_id}
         if access_token:
             params["access_token"] = access_token
-        options = {"iss": {"essential": True, "value": self.issuer},
+        # `iss` as the discovery document spells it: metadata() holds it equal to the configured issuer up to a
+        # trailing slash, which some providers keep (authentik) and the settings drop.
+        options = {"iss": {"essential": True, "value": str(self.metadata()["issuer"])},
                    "aud": {"essential": True, "value": self.client_id}}
         claims = CodeIDToken(decoded.claims, decoded.header, options, params)
         try:
@@ -205,6 +208,8 @@ class Provider:
         except jose_errors.ExpiredTokenError as exc:
             raise SsoFailure("expired") from exc
         except jose_errors.MissingClaimError as exc:
+            if exc.claim == "nonce":  # the nonce binds the token to this sign-in: without one, it answers none
+                raise SsoFailure("nonce_mismatch", "The ID token carries no nonce.") from exc
             raise SsoFailure("missing_claim", f"The ID token lacks {exc.claim}.") from exc
         except jose_errors.InvalidClaimError as exc:
             raise _claim_failure(exc) from exc

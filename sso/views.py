@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from rest_framework_simplejwt.exceptions import TokenError
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from accounts import ratelimit
 from accounts import services as account_services
 from accounts.api import UserSerializer
 from accounts.tokens import SSO_CLAIM, token_pair_for
@@ -47,6 +48,8 @@ TICKET_COOKIE_PATH = "/api/auth/oidc/session"
 CALLBACK_PATH = "/api/auth/oidc/callback"
 # Where the dashboard picks up a finished sign-in (static/agentsite/dashboard/app.js).
 DASHBOARD_LANDING = "/#/sso"
+# The provider's error_description is shown on the page (escaped by the template) at most this long.
+ERROR_DESCRIPTION_MAX = 200
 # The page's policy: no script at all, its own stylesheet only.
 PAGE_CSP = "default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; " \
            "frame-ancestors 'none'"
@@ -83,6 +86,8 @@ def failure_page(request: HttpRequest, failure: SsoFailure) -> HttpResponse:
     response.is_page = True  # type: ignore[attr-defined]  # kept as HTML under /api (agentsite.middleware)
     response["Content-Security-Policy"] = PAGE_CSP
     response["Cache-Control"] = "no-store"
+    if failure.retry_after is not None:
+        response["Retry-After"] = str(failure.retry_after)
     return response
 
 
@@ -96,7 +101,8 @@ def _page(description: str) -> OpenApiResponse:
 
 class LoginView(APIView):
     """GET /api/auth/oidc/login: a new sign-in (state, nonce, PKCE verifier), bound to this browser by a cookie,
-    and the redirect to the provider."""
+    and the redirect to the provider; at most OIDC LOGIN_RATE_LIMIT a minute from one client address (each call stores a LoginAttempt: a flood cannot
+    grow the table faster than LOGIN_TTL empties it)."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
@@ -104,6 +110,7 @@ class LoginView(APIView):
     @extend_schema(request=None, responses={
         302: OpenApiResponse(description="To the identity provider's authorization endpoint."),
         (404, HTML): _page(f"`not_configured`: {PAGE}"),
+        (429, HTML): _page(f"`rate_limited` (with Retry-After): {PAGE}"),
         (502, HTML): _page(f"`provider_unreachable`, `provider_invalid`: {PAGE}")})
     def get(self, request: Request) -> HttpResponse:
         return login(request._request)
@@ -129,9 +136,21 @@ class CallbackView(APIView):
         return callback(request._request)
 
 
+def login_rate_check(request: HttpRequest) -> None:
+    """Count one sign-in started from the client's address; SsoFailure `rate_limited` (429) past the limit."""
+    limit = int(settings.OIDC["LOGIN_RATE_LIMIT"])
+    try:
+        # accounts.ratelimit's fixed window, shared by every worker and host through the cache.
+        ratelimit.oidc_login_check(ip=ratelimit.client_ip(request), limit=limit)
+    except AppError as exc:
+        retry_after = int(exc.details["retry_after"])
+        raise SsoFailure("rate_limited", f"Try again in {retry_after} seconds.", 429, retry_after=retry_after) from exc
+
+
 def login(request: HttpRequest) -> HttpResponse:
     try:
         client = provider()
+        login_rate_check(request)
         redirect_uri = redirect_uri_for(request)
         state, nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(48)
         browser = request.COOKIES.get(BROWSER_COOKIE) or ""
@@ -173,7 +192,7 @@ def callback(request: HttpRequest) -> HttpResponse:
         attempt = _attempt(request)
         if request.GET.get("error"):
             error = str(request.GET["error"])[:64]
-            description = str(request.GET.get("error_description", ""))[:200]
+            description = str(request.GET.get("error_description", ""))[:ERROR_DESCRIPTION_MAX]
             raise SsoFailure("provider_error", f"It answered {error!r}" + (f": {description}" if description else
                                                                             "") + ".", 403)
         code = request.GET.get("code", "")

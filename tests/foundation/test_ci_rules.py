@@ -16,6 +16,7 @@ CONFIGURATION_SKIPS = {
     "tests/foundation/test_dbcall.py": "PostgreSQL only",
     "tests/foundation/test_settings.py": "SQLite only",
     "tests/foundation/test_multiprocess.py": "PostgreSQL + Redis only",
+    "tests/sso/test_hosts_e2e.py": "PostgreSQL + Redis only (two hosts share only those)",
     "tests/foundation/test_invalidation.py": "no Redis outside CI (fails under CI=true)",
     "tests/accounts/test_stream_revocation.py": "PostgreSQL + Redis only (two processes share revocations)",
     "tests/knowledge/test_quota.py": "PostgreSQL only (on SQLite adds never overlap)",

@@ -8,6 +8,8 @@ through it without a browser.
 - `oidc_env(provider, **overrides)`: the AGENTSITE_OIDC_* environment for a server that signs in through it.
 - `sign_in(base_url, login)`: what a browser does, with requests: the login endpoint, the provider's log-in form,
   the callback, and the dashboard's POST /api/auth/oidc/session. Returns a `SignIn` with each step's answer.
+  `abort=True` presses the log-in form's Cancel instead (the provider answers error=access_denied);
+  `follow=False` stops at the callback URL without requesting it (a test then sends it where it wants).
 """
 
 from __future__ import annotations
@@ -114,14 +116,22 @@ class SignIn:
     the browser to, `tokens` the session endpoint's JSON (None when the callback failed)."""
 
     http: requests.Session
+    login: requests.Response | None = None
     callback_url: str = ""
     callback: requests.Response | None = None
     tokens: dict[str, Any] | None = None
     steps: list[str] = field(default_factory=list)
 
+    def workers(self) -> tuple[str | None, str | None]:
+        """The processes that answered the login and the callback (servers with AGENTSITE_WORKER_HEADER=1)."""
+        return tuple(answer.headers.get("X-Agentsite-Worker") if answer is not None else None  # type: ignore[return-value]
+                     for answer in (self.login, self.callback))
 
-def _follow_to_callback(http: requests.Session, response: requests.Response, login: str, steps: list[str]) -> str:
-    """Follow the provider's redirects and log-in form until it sends the browser to the callback; its URL."""
+
+def _follow_to_callback(http: requests.Session, response: requests.Response, login: str, steps: list[str],
+                        abort: bool = False) -> str:
+    """Follow the provider's redirects and log-in form until it sends the browser to the callback; its URL.
+    abort: press the form's Cancel (the interaction's abort link) instead of logging in."""
     for _ in range(20):
         if response.is_redirect:
             target = urljoin(response.url, response.headers["Location"])
@@ -131,6 +141,10 @@ def _follow_to_callback(http: requests.Session, response: requests.Response, log
             response = http.get(target, allow_redirects=False, timeout=10)
             continue
         form = re.search(r'<form[^>]*action="([^"]+)"', response.text)
+        cancel = re.search(r'<a href="([^"]+/abort)"', response.text)
+        if response.status_code == 200 and abort and cancel:
+            response = http.get(urljoin(response.url, cancel.group(1)), allow_redirects=False, timeout=10)
+            continue
         if response.status_code == 200 and form and 'name="login"' in response.text:
             uid_action = urljoin(response.url, form.group(1))
             response = http.post(uid_action, data={"prompt": "login", "login": login, "password": "any"},
@@ -150,13 +164,16 @@ def start(base_url: str, http: requests.Session | None = None) -> tuple[requests
     return http, http.get(f"{base_url}/api/auth/oidc/login", allow_redirects=False, timeout=10)
 
 
-def sign_in(base_url: str, login: str, *, http: requests.Session | None = None, collect: bool = True) -> SignIn:
+def sign_in(base_url: str, login: str, *, http: requests.Session | None = None, collect: bool = True,
+            abort: bool = False, follow: bool = True) -> SignIn:
     http, first = start(base_url, http)
-    result = SignIn(http=http)
+    result = SignIn(http=http, login=first)
     if not first.is_redirect:
         result.callback = first
         return result
-    result.callback_url = _follow_to_callback(http, first, login, result.steps)
+    result.callback_url = _follow_to_callback(http, first, login, result.steps, abort=abort)
+    if not follow:
+        return result
     result.callback = http.get(result.callback_url, allow_redirects=False, timeout=30)
     if collect and result.callback.status_code == 302:
         answer = http.post(f"{base_url}/api/auth/oidc/session", timeout=10)

@@ -6,7 +6,9 @@
 //                                         an account never PUT logs in with {sub: <id>, preferred_username: <id>}
 //   PUT  /__test/mode  {mode}             how the next token responses' ID tokens misbehave (null: they do not):
 //        tamper, wrong_aud, wrong_iss, expired, future_iat, no_nonce, wrong_nonce, new_key (signed with a key
-//        first published now: a rotation), hs256 (signed with the client secret), none_alg
+//        first published now: a rotation; each PUT of new_key makes another key, so that every rotation is
+//        news to a relying party that kept the key set), unpublished_key (signed with a key id the key set never
+//        holds), hs256 (signed with the client secret), none_alg
 //   GET  /__test/log                      the requests the provider saw on /session/end and /token
 //
 // Clients: `agentsite` (ID tokens RS256) and `agentsite-es` (ES256), secret CLIENT_SECRET; every redirect URI
@@ -33,8 +35,10 @@ async function keyPair(alg, kid) {
 
 const rsa = await keyPair("RS256", "rsa-1");
 const ec = await keyPair("ES256", "ec-1");
-const rotated = await keyPair("RS256", "rsa-rotated");
-let rotatedPublished = false;
+let rotations = 0;
+let rotated = await keyPair("RS256", "rsa-rotated-0");
+const published = []; // the rotated keys' public halves, each added to /jwks when a token first used it
+const unpublished = await keyPair("RS256", "rsa-never-published");
 let mode = null;
 const accounts = new Map();
 const log = [];
@@ -125,8 +129,10 @@ async function misbehave(idToken, clientSecret) {
     case "wrong_nonce":
       return resign({ ...claims, nonce: "not-the-nonce" });
     case "new_key":
-      rotatedPublished = true;
+      if (!published.includes(rotated.pub)) published.push(rotated.pub);
       return resign(claims, rotated, "RS256");
+    case "unpublished_key":
+      return resign(claims, unpublished, "RS256");
     case "hs256": {
       const secret = await importJWK({ kty: "oct", k: Buffer.from(clientSecret).toString("base64url") }, "HS256");
       return new SignJWT(claims).setProtectedHeader({ alg: "HS256", typ: "JWT" }).sign(secret);
@@ -163,6 +169,10 @@ provider.use(async (ctx, next) => {
       ctx.status = 204;
     } else if (ctx.method === "PUT" && ctx.path === "/__test/mode") {
       mode = ((await readJson(ctx)) || {}).mode || null;
+      if (mode === "new_key") {
+        rotations += 1;
+        rotated = await keyPair("RS256", `rsa-rotated-${rotations}`);
+      }
       ctx.status = 204;
     } else if (ctx.method === "GET" && ctx.path === "/__test/log") {
       ctx.body = log;
@@ -178,8 +188,8 @@ provider.use(async (ctx, next) => {
   if (ctx.path === "/token" && ctx.status === 200 && mode && ctx.body?.id_token) {
     ctx.body = { ...ctx.body, id_token: await misbehave(ctx.body.id_token, CLIENT_SECRET) };
   }
-  if (ctx.path === "/jwks" && rotatedPublished && ctx.body?.keys) {
-    ctx.body = { keys: [...ctx.body.keys, rotated.pub] };
+  if (ctx.path === "/jwks" && published.length && ctx.body?.keys) {
+    ctx.body = { keys: [...ctx.body.keys, ...published] };
   }
 });
 

@@ -101,8 +101,8 @@ def _page(description: str) -> OpenApiResponse:
 
 class LoginView(APIView):
     """GET /api/auth/oidc/login: a new sign-in (state, nonce, PKCE verifier), bound to this browser by a cookie,
-    and the redirect to the provider; at most OIDC LOGIN_RATE_LIMIT a minute from one client address (each call stores a LoginAttempt: a flood cannot
-    grow the table faster than LOGIN_TTL empties it)."""
+    and the redirect to the provider. At most OIDC LOGIN_RATE_LIMIT a minute from one client address: each call
+    stores a LoginAttempt, and a flood must not grow the table faster than LOGIN_TTL empties it."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []

@@ -81,14 +81,19 @@ def unique_username(base: str) -> str:
 
 
 def _linked_by_email(claims: dict[str, Any], issuer: str) -> Any:
+    """The account a verified e-mail links (LINK_BY_EMAIL), or None. Accounts already linked to a subject of this
+    issuer are not candidates. Several candidates: account_conflict. A deactivated one is refused (deactivated),
+    not passed over: making a new account instead would let its owner back in."""
     email = _text(claims, "email", 254)
     if not settings.OIDC["LINK_BY_EMAIL"] or not email or not _verified(claims):
         return None
-    candidates = list(User.objects.filter(email__iexact=email, is_active=True)
-                      .exclude(sso_identities__issuer=issuer)[:2])
+    candidates = list(User.objects.filter(email__iexact=email).exclude(sso_identities__issuer=issuer)
+                      .order_by("pk")[:2])
     if len(candidates) > 1:
         raise SsoFailure("account_conflict", "Several accounts here have your e-mail address; ask an administrator "
                          "to link yours.", 409)
+    if candidates and not candidates[0].is_active:
+        raise SsoFailure("deactivated", "Ask an administrator to reactivate it.", 403)
     return candidates[0] if candidates else None
 
 

@@ -82,8 +82,8 @@ def unique_username(base: str) -> str:
 
 def _linked_by_email(claims: dict[str, Any], issuer: str) -> Any:
     """The account a verified e-mail links (LINK_BY_EMAIL), or None. Accounts already linked to a subject of this
-    issuer are not candidates. Several candidates: account_conflict. A deactivated one is refused (deactivated),
-    not passed over: making a new account instead would let its owner back in."""
+    issuer are not candidates. Several candidates: account_conflict. A deactivated one is a candidate, refused
+    by sign_in as any deactivated user is: passing it over for a new account would let its owner back in."""
     email = _text(claims, "email", 254)
     if not settings.OIDC["LINK_BY_EMAIL"] or not email or not _verified(claims):
         return None
@@ -92,8 +92,6 @@ def _linked_by_email(claims: dict[str, Any], issuer: str) -> Any:
     if len(candidates) > 1:
         raise SsoFailure("account_conflict", "Several accounts here have your e-mail address; ask an administrator "
                          "to link yours.", 409)
-    if candidates and not candidates[0].is_active:
-        raise SsoFailure("deactivated", "Ask an administrator to reactivate it.", 403)
     return candidates[0] if candidates else None
 
 

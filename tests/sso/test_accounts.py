@@ -461,3 +461,40 @@ def test_two_first_sign_ins_of_one_subject_at_once_end_with_one_account(oidc, mo
     assert len(results) == 2 and set(results) == {User.objects.get().pk}
     assert Identity.objects.count() == 1 and oidc_groups(User.objects.get()) == ["eng"]
     assert Group.objects.filter(name="eng").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_first_sign_ins_making_one_group_at_once_share_it(oidc, monkeypatch):
+    from organisation import services
+
+    oidc(CREATE_GROUPS=True)
+    # Both sign-ins saw `eng` missing before either makes it (on SQLite the second waits at BEGIN instead).
+    meet = threading.Barrier(2)
+    make = services.group_create
+
+    def both_saw_it_missing(**kwargs: Any) -> Any:
+        try:
+            meet.wait(timeout=2)
+        except threading.BrokenBarrierError:
+            pass
+        return make(**kwargs)
+
+    monkeypatch.setattr(services, "group_create", both_saw_it_missing)
+    failures: list[BaseException] = []
+
+    def first_sign_in(sub: str) -> None:
+        try:
+            login(sub, preferred_username=sub, groups=["eng"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first_sign_in, args=(sub,)) for sub in ("alice", "bob")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not failures, failures
+    eng = Group.objects.get(name="eng")
+    assert eng.source == OIDC and sorted(eng.memberships.values_list("user__username", flat=True)) == ["alice", "bob"]

@@ -4,8 +4,8 @@ admin), and refused when the settings say so.
 
 Contract: `sign_in(issuer, claims, request)` returns an active user or raises SsoFailure, in one transaction: a
 refused sign-in changes nothing. The link is issuer + `sub`, never a username or an e-mail, except that with
-LINK_BY_EMAIL an existing active account whose e-mail equals a *verified* `email` claim is linked (once: the link
-then holds whatever the e-mail becomes).
+LINK_BY_EMAIL an existing account whose e-mail equals a *verified* `email` claim is linked (once: the link then
+holds whatever the e-mail becomes; a deactivated one is refused, never replaced by a new account).
 """
 
 from __future__ import annotations

@@ -147,8 +147,9 @@ def memberships_sync(*, user: AbstractBaseUser, names: list[str], create: bool, 
             taken = set(Group.objects.filter(name__in=wanted_names).values_list("name", flat=True))
             for name in wanted_names:
                 if name not in taken:
-                    groups[name] = group_create(name=name, source=OIDC, request=request,
-                                                description="Made at sign-in from the identity provider's groups.")
+                    group = _oidc_group_create(name, request)
+                    if group is not None:
+                        groups[name] = group
         current = {membership.group.name: membership for membership in
                    Membership.objects.filter(user=user, group__source=OIDC).select_related("group")}
         added = [name for name in sorted(groups) if name not in current]
@@ -163,3 +164,13 @@ def memberships_sync(*, user: AbstractBaseUser, names: list[str], create: bool, 
             audit("group.member_remove", request=request, actor=user, target=f"group:{membership.group_id}",
                   details={"user": user.pk, "before": {"role": membership.role}, "after": None, "by": "oidc"})
     return {"added": added, "removed": removed}
+
+
+def _oidc_group_create(name: str, request: Any) -> Group | None:
+    """A new `oidc` group for a claim value; when another sign-in made the name meanwhile (both saw it missing),
+    theirs if it is an `oidc` group, else None (a manual group is never joined)."""
+    try:
+        return group_create(name=name, source=OIDC, request=request,
+                            description="Made at sign-in from the identity provider's groups.")
+    except AppError:
+        return Group.objects.filter(name=name, source=OIDC).first()

@@ -4,8 +4,8 @@ admin), and refused when the settings say so.
 
 Contract: `sign_in(issuer, claims, request)` returns an active user or raises SsoFailure, in one transaction: a
 refused sign-in changes nothing. The link is issuer + `sub`, never a username or an e-mail, except that with
-LINK_BY_EMAIL an existing active account whose e-mail equals a *verified* `email` claim is linked (once: the link
-then holds whatever the e-mail becomes).
+LINK_BY_EMAIL an existing account whose e-mail equals a *verified* `email` claim is linked (once: the link then
+holds whatever the e-mail becomes; a deactivated one is refused, never replaced by a new account).
 """
 
 from __future__ import annotations
@@ -81,11 +81,14 @@ def unique_username(base: str) -> str:
 
 
 def _linked_by_email(claims: dict[str, Any], issuer: str) -> Any:
+    """The account a verified e-mail links (LINK_BY_EMAIL), or None. Accounts already linked to a subject of this
+    issuer are not candidates. Several candidates: account_conflict. A deactivated one is a candidate, refused
+    by sign_in as any deactivated user is: passing it over for a new account would let its owner back in."""
     email = _text(claims, "email", 254)
     if not settings.OIDC["LINK_BY_EMAIL"] or not email or not _verified(claims):
         return None
-    candidates = list(User.objects.filter(email__iexact=email, is_active=True)
-                      .exclude(sso_identities__issuer=issuer)[:2])
+    candidates = list(User.objects.filter(email__iexact=email).exclude(sso_identities__issuer=issuer)
+                      .order_by("pk")[:2])
     if len(candidates) > 1:
         raise SsoFailure("account_conflict", "Several accounts here have your e-mail address; ask an administrator "
                          "to link yours.", 409)

@@ -326,6 +326,29 @@ def test_sign_out_ends_the_providers_session_too(idp, sso_server, open_page):
     expect(page.locator("input[name=login]")).to_be_visible()
 
 
+def test_sign_out_with_an_expired_access_token_still_reaches_the_provider(idp, sso_server, open_page):
+    """The log-out call refreshes the expired token on the way, which rotates the refresh token its body named:
+    the dashboard asks again with the new one, and the provider's sign-out still follows."""
+    login = login_name("stale")
+    idp.account(login, groups=["staff"])
+    page = open_page(sso_server)
+    sso_sign_in(page, login)
+    # The dashboard's own api.js module (the one app.js imported): its in-memory access token made invalid, once
+    # the chat page has asked all it asks (a call of its own would refresh the token before the log-out does).
+    page.wait_for_load_state("networkidle")
+    page.evaluate("""async () => {
+        const client = await import(new URL('api.js', document.querySelector('script[type=module]').src).href);
+        const auth = client.session();
+        client.setTokens({ token: 'expired.' + auth.token.split('.')[1] + '.x' });
+    }""")
+    assert stored(page)["sso"] is True
+    ended = []
+    page.on("request", lambda request: urlsplit(request.url).path == "/session/end" and ended.append(request.url))
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_role("button", name="Yes, sign me out")).to_be_visible()
+    assert ended and "id_token_hint=" in ended[0], ended
+
+
 # --- password sign-in off ---
 
 

@@ -368,8 +368,16 @@ def test_with_password_sign_in_off_the_form_is_the_providers_button_alone(closed
 
 def test_with_password_sign_in_off_only_the_break_glass_admin_gets_in(closed_server, open_page):
     page = open_page(closed_server)
-    page.goto("/#/login/password")
-    expect(page.get_by_text("only its break-glass administrators")).to_be_visible()
+    page.goto("/")
+    expect(page.get_by_role("link", name=IDP)).to_be_visible()
+    page.goto("/#/login/password")  # the same document: the address alone switches the form
+    hint = page.get_by_text("only its break-glass administrators")
+    expect(hint).to_be_visible()
+    page.get_by_role("link", name="Sign in with single sign-on instead").click()
+    expect(page.get_by_role("link", name=IDP)).to_be_visible()
+    expect(page.get_by_label("Username")).to_have_count(0)
+    page.go_back()
+    expect(hint).to_be_visible()
     page.get_by_label("Username").fill(closed_server.user)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()

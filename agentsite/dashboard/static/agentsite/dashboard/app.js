@@ -285,7 +285,8 @@ function ownPath(value) {
   return typeof value === "string" && value.startsWith("/") && !value.startsWith("//") && !value.startsWith("/\\");
 }
 
-// The log-in form's mode from the address: #/login/password is the password form whatever the options say.
+// The log-in form's mode from the address: #/login/password is the password form whatever the options say
+// (#/login, or any other address, the form the options call for).
 function loginMode() {
   const { page, route: parts } = parseHash();
   return page === "login" && parts[0] === "password" ? "password" : "login";
@@ -372,7 +373,7 @@ async function showLogin(notice, mode = "login", failure = null) {
     switcher.append("Already have an account? ",
       h("button", { type: "button", class: "link", onclick: () => showLogin(null, "login") }, "Log in instead"));
   } else if (breakGlass) {
-    if (sso.length) switcher.append(h("a", { href: "#/" }, "Sign in with single sign-on instead"));
+    if (sso.length) switcher.append(h("a", { href: "#/login" }, "Sign in with single sign-on instead"));
   } else if (options.registration) {
     switcher.append("No account yet? ",
       h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register") }, "Create an account"));
@@ -385,11 +386,12 @@ function loginProblem(error) {
   return error.message;
 }
 
-// While nobody is logged in, the address picks the log-in form (#/login/password) or collects a sign-in (#/sso).
+// While nobody is logged in, the address picks the log-in form (#/login/password or not) or collects a sign-in
+// (#/sso). Another change of the address (the skip link's #main) leaves the form as it is.
 window.addEventListener("hashchange", () => {
   if (shell.user) return route();
   const { page } = parseHash();
   if (page === "sso") collectSso();
-  else showLogin(null, loginMode());
+  else if (page === "login") showLogin(null, loginMode());
 });
 start();

@@ -4,10 +4,13 @@
 // in, and closing the tab forgets them); never in a cookie or a URL. A 401 refreshes the access token once
 // with the refresh token (one refresh shared by every call that hit the 401) and retries; when that fails,
 // the tokens are dropped and the shell's logout handler shows the log-in form again.
+//
+// A single sign-on session (collected by ssoSession() after the provider sent the browser back) is stored with
+// `sso: true`: its log-out also ends the provider's session (logout()).
 
 const STORAGE_KEY = "agentsite.auth";
 // Calls whose 401 means "wrong credentials", never "token expired": they are not refreshed and retried.
-const NO_REFRESH = ["/api/auth/login", "/api/auth/register", "/api/auth/refresh"];
+const NO_REFRESH = ["/api/auth/login", "/api/auth/register", "/api/auth/refresh", "/api/auth/oidc/session"];
 
 export class ApiError extends Error {
   constructor(status, code, message, details = {}) {
@@ -50,9 +53,11 @@ export function isLoggedIn() {
   return Boolean(auth?.token);
 }
 
-// Keep the tokens (and the user) from a login, register, refresh or change-password answer.
-export function setTokens({ token, refresh, user }) {
-  store({ token, refresh: refresh ?? auth?.refresh ?? null, user: user ?? auth?.user ?? null });
+// Keep the tokens (and the user) from a login, register, refresh or change-password answer. `sso`: whether the
+// session came from single sign-on (a refresh or a password change keeps what the session was).
+export function setTokens({ token, refresh, user, sso }) {
+  store({ token, refresh: refresh ?? auth?.refresh ?? null, user: user ?? auth?.user ?? null,
+    sso: sso ?? auth?.sso ?? false });
 }
 
 export function setUser(user) {
@@ -73,25 +78,63 @@ export function forget(reason = "logout") {
 
 export async function login(username, password) {
   const answer = await api("/api/auth/login", { method: "POST", body: { username, password } });
-  setTokens(answer);
+  setTokens({ ...answer, sso: false });
   return answer.user;
 }
 
 export async function register(username, password) {
   const answer = await api("/api/auth/register", { method: "POST", body: { username, password } });
-  setTokens(answer);
+  setTokens({ ...answer, sso: false });
   return answer.user;
 }
 
-// Blacklist the refresh token on the server (best effort), then forget both tokens.
+// Collect a finished single sign-on: the callback left a single-use HttpOnly ticket cookie that only
+// POST /api/auth/oidc/session receives; its answer is a token pair like the log-in's. A 401 (no ticket, or one
+// used or expired) rejects with the ApiError.
+export async function ssoSession() {
+  const answer = await api("/api/auth/oidc/session", { method: "POST" });
+  setTokens({ ...answer, sso: true });
+  return answer.user;
+}
+
+// Blacklist the refresh token on the server (best effort), then forget both tokens. A single sign-on session
+// asks POST /api/auth/oidc/logout instead, and then sends the browser to the provider's end-session URL when
+// there is one (the provider ends its own session and sends the browser back to /).
 export async function logout() {
-  const refresh = auth?.refresh;
+  const sso = Boolean(auth?.sso);
+  let endSession = null;
   try {
-    if (refresh) await api("/api/auth/logout", { method: "POST", body: { refresh } });
+    const answer = await revoke(sso ? "/api/auth/oidc/logout" : "/api/auth/logout");
+    if (sso) endSession = providerUrl(answer?.end_session_url);
   } catch {
     // Logging out must always work locally, even when the server is gone or the token already expired.
   }
   forget("logout");
+  if (endSession) location.assign(endSession);
+}
+
+async function revoke(path) {
+  const refresh = auth?.refresh;
+  if (!refresh) return null;
+  try {
+    return await api(path, { method: "POST", body: { refresh } });
+  } catch (error) {
+    // An expired access token was refreshed on the way, which rotated (and blacklisted) the refresh token
+    // the body named: name the new one.
+    if (auth?.refresh && auth.refresh !== refresh) return api(path, { method: "POST", body: { refresh: auth.refresh } });
+    throw error;
+  }
+}
+
+// The provider's end-session URL when it is a web address (never a javascript: or data: one).
+function providerUrl(value) {
+  if (typeof value !== "string" || !value) return null;
+  try {
+    const url = new URL(value, location.href);
+    return url.protocol === "https:" || url.protocol === "http:" ? url.href : null;
+  } catch {
+    return null;
+  }
 }
 
 function requestInit({ method = "GET", body, signal, headers = {} }) {

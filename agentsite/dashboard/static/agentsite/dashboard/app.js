@@ -3,7 +3,9 @@
 //
 // Routes: #/chat, #/chat/<session_id>, #/agents, #/agents/<id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
 // #/keys, #/usage, #/groups, #/groups/<id> (admins and the managers of a group only), #/activity (admins only:
-// its link is not shown to others, and the route is "Not found" for them), #/settings. A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
+// its link is not shown to others, and the route is "Not found" for them), #/settings. Logged out: #/sso (where
+// single sign-on lands: the tokens are collected) and #/login/password (the password form while password
+// sign-in is off, for break-glass users; no link leads there). A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
 // into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
 // before the next page mounts. ctx = {api, stream, user, route, navigate, toast, logout, meta, share}: `user`
 // is /api/auth/me's object ({id, username, is_admin, date_joined, groups: [{id, name, role}]}), `route` the hash parts after the page
@@ -197,7 +199,8 @@ function renderShell() {
 
 async function start() {
   app.replaceChildren(loading("Loading the dashboard…"), toasts.status, toasts.alert);
-  if (!client.isLoggedIn()) return showLogin();
+  if (parseHash().page === "sso") return collectSso();
+  if (!client.isLoggedIn()) return showLogin(null, loginMode());
   try {
     shell.user = await client.api("/api/auth/me");
     client.setUser(shell.user);
@@ -209,12 +212,42 @@ async function start() {
   enter();
 }
 
+// The routes of the logged-out dashboard, which never reach route(): #/sso, where the provider's sign-in ends,
+// and #/login/password, the password form for break-glass users while password sign-in is off.
+const OUTSIDE = new Set(["sso", "login"]);
+
 function enter() {
   renderShell();
-  if (!location.hash || location.hash === "#" || location.hash === "#/") {
+  if (!location.hash || location.hash === "#" || location.hash === "#/" || OUTSIDE.has(parseHash().page)) {
     history.replaceState(null, "", `#/${DEFAULT_PAGE}`);
   }
   route();
+}
+
+// After the provider's sign-in the callback sends the browser to /#/sso with a single-use ticket cookie:
+// trade it for the tokens, then go on to the chat. The ticket is gone after one try either way.
+async function collectSso() {
+  app.replaceChildren(loading("Finishing the sign-in…"), toasts.status, toasts.alert);
+  try {
+    shell.user = await client.ssoSession();
+  } catch (error) {
+    if (error.status === 0) {
+      app.replaceChildren(h("main", { id: "main", class: "login-page" }, h("div", { class: "login card" },
+        h("h1", {}, "Finishing the sign-in"),
+        errorBox(`The sign-in could not be finished: ${error.message}`, collectSso))), toasts.status, toasts.alert);
+      return;
+    }
+    // A sign-in that failed replaces whoever was signed in in this tab: nobody is, now.
+    client.forget("sso_failed");
+    shell.user = null;
+    history.replaceState(null, "", "#/");
+    return showLogin(null, "login", error.status === 401 ? "The sign-in expired or was already used; sign in again."
+      : `The sign-in could not be finished: ${error.message}`);
+  }
+  // The session's answer has no groups: /api/auth/me adds them (which pages to offer).
+  shell.user = await client.api("/api/auth/me").catch(() => shell.user);
+  client.setUser(shell.user);
+  enter();
 }
 
 // Logging out (the button, ctx.logout, or an expired session) ends here: the log-in form comes back.
@@ -231,30 +264,81 @@ client.onLogout((reason) => {
 
 // --- log in / register ---
 
-// Whether to offer "Create an account": the public GET /api/auth/options says, asked each time the form
-// is shown (an admin may have opened or closed registration meanwhile). A failed read offers nothing: the
-// register call itself would have refused.
-async function registrationOpen() {
+// What the form offers: the public GET /api/auth/options ({registration_open, password_login, sso}), asked each
+// time the form is shown (an admin may have opened or closed registration meanwhile). A failed read offers
+// the password form alone: the server refuses what it does not allow anyway.
+async function authOptions() {
   try {
-    return (await client.api("/api/auth/options")).registration_open === true;
+    const options = await client.api("/api/auth/options");
+    return {
+      registration: options?.registration_open === true,
+      password: options?.password_login !== false,
+      sso: (Array.isArray(options?.sso) ? options.sso : []).filter((item) => item?.name && ownPath(item.login_url)),
+    };
   } catch {
-    return false;
+    return { registration: false, password: true, sso: [] };
   }
 }
 
-function showLogin(notice, mode = "login") {
-  document.title = mode === "login" ? "Log in · agentsite" : "Create an account · agentsite";
+// A path on this origin ("/api/auth/oidc/login"), never another site or a javascript: address.
+function ownPath(value) {
+  return typeof value === "string" && value.startsWith("/") && !value.startsWith("//") && !value.startsWith("/\\");
+}
+
+// The log-in form's mode from the address: #/login/password is the password form whatever the options say
+// (#/login, or any other address, the form the options call for).
+function loginMode() {
+  const { page, route: parts } = parseHash();
+  return page === "login" && parts[0] === "password" ? "password" : "login";
+}
+
+let loginShown = 0;
+
+// mode: "login" (the form the options call for: the password form and the single sign-on buttons, or the
+// buttons alone while password sign-in is off), "password" (#/login/password: the password form even while it
+// is off, for break-glass users) or "register". notice: a passing word (role=status); failure: what went wrong
+// before the form was shown (role=alert).
+async function showLogin(notice, mode = "login", failure = null) {
+  const shown = ++loginShown;
+  // Nothing of a signed-in shell stays on screen while the options are asked.
+  if (!app.querySelector(".login-page")) app.replaceChildren(loading(), toasts.status, toasts.alert);
+  const options = await authOptions();
+  if (shown !== loginShown || shell.user) return;
   const registering = mode === "register";
+  const withPassword = registering || mode === "password" || options.password;
+  document.title = registering ? "Create an account · agentsite" : "Log in · agentsite";
+  const problem = h("div", { class: "form-error", role: "alert" });
+  const switcher = h("p", { class: "switch" });
+  const sso = registering ? [] : options.sso.map((item) =>
+    h("a", { class: "button primary sso-button", href: item.login_url }, item.name));
+  const title = h("h1", { id: "login-title" }, registering ? "Create an account" : "Log in to agentsite");
+  const status = [notice ? h("p", { class: "notice", role: "status" }, notice) : null,
+    failure ? h("p", { class: "form-error", role: "alert" }, failure) : null];
+  if (!withPassword) {
+    const card = h("section", { class: "login card", "aria-labelledby": "login-title" }, title, status,
+      sso.length ? [h("p", { class: "hint" }, "Sign in with your organisation's account."),
+        h("div", { class: "sso-buttons" }, sso)]
+        : h("p", { class: "form-error" }, "Password sign-in is turned off and no single sign-on is set up: ask the "
+          + "server's administrator."));
+    app.replaceChildren(h("main", { id: "main", class: "login-page" }, card), toasts.status, toasts.alert);
+    sso[0]?.focus();
+    return;
+  }
   const username = h("input", { id: "login-username", name: "username", autocomplete: "username", required: true,
     autocapitalize: "none", spellcheck: "false", maxlength: "150" });
   const password = h("input", { id: "login-password", name: "password", type: "password", required: true,
     autocomplete: registering ? "new-password" : "current-password" });
-  const problem = h("div", { class: "form-error", role: "alert" });
   const submit = h("button", { type: "submit", class: "primary" }, registering ? "Create account" : "Log in");
-  const switcher = h("p", { class: "switch" });
+  // While password sign-in is off, #/login/password says who it is for.
+  const breakGlass = mode === "password" && !options.password
+    ? h("p", { class: "hint" }, "Password sign-in is turned off on this server: only its break-glass "
+      + "administrators log in here.") : null;
+  // The providers' buttons come first, "or" the password form (the break-glass form has a link back instead).
+  const buttons = sso.length && !breakGlass
+    ? [h("div", { class: "sso-buttons" }, sso), h("p", { class: "divider", "aria-hidden": "true" }, h("span", {}, "or"))]
+    : null;
   const form = h("form", { class: "login card", "aria-labelledby": "login-title", novalidate: true },
-    h("h1", { id: "login-title" }, registering ? "Create an account" : "Log in to agentsite"),
-    notice ? h("p", { class: "notice", role: "status" }, notice) : null,
+    title, status, breakGlass, buttons,
     h("div", { class: "field" }, h("label", { for: username.id }, "Username"), username),
     h("div", { class: "field" }, h("label", { for: password.id }, "Password"), password),
     problem, submit, switcher);
@@ -288,13 +372,11 @@ function showLogin(notice, mode = "login") {
   if (registering) {
     switcher.append("Already have an account? ",
       h("button", { type: "button", class: "link", onclick: () => showLogin(null, "login") }, "Log in instead"));
-  } else {
-    registrationOpen().then((open) => {
-      if (open && switcher.isConnected) {
-        switcher.append("No account yet? ",
-          h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register") }, "Create an account"));
-      }
-    });
+  } else if (breakGlass) {
+    if (sso.length) switcher.append(h("a", { href: "#/login" }, "Sign in with single sign-on instead"));
+  } else if (options.registration) {
+    switcher.append("No account yet? ",
+      h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register") }, "Create an account"));
   }
 }
 
@@ -304,5 +386,12 @@ function loginProblem(error) {
   return error.message;
 }
 
-window.addEventListener("hashchange", route);
+// While nobody is logged in, the address picks the log-in form (#/login/password or not) or collects a sign-in
+// (#/sso). Another change of the address (the skip link's #main) leaves the form as it is.
+window.addEventListener("hashchange", () => {
+  if (shell.user) return route();
+  const { page } = parseHash();
+  if (page === "sso") collectSso();
+  else if (page === "login") showLogin(null, loginMode());
+});
 start();

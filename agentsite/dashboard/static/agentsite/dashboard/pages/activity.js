@@ -10,7 +10,7 @@ const PAGE_SIZE = 50;
 // the actions of agentsite/core/audit.py ACTIONS (tests/dashboard/test_activity.py keeps the two lists equal).
 // Any other text is sent as typed.
 const ACTIONS = [
-  "auth.login", "auth.logout", "auth.register", "auth.password_change", "auth.refresh_reuse",
+  "auth.login", "auth.logout", "auth.register", "auth.password_change", "auth.refresh_reuse", "auth.sso_failed",
   "admin.login", "user.activation", "config.change", "connection.create", "connection.update",
   "connection.delete", "alias.create", "alias.update", "alias.delete", "mcp.connect", "mcp.disconnect",
   "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",

@@ -93,7 +93,7 @@ def test_a_ticket_lives_sixty_seconds_and_not_a_second_more(anon_client, owner, 
         assert answer.json()["sso"] is True and answer.json()["user"]["username"] == owner.username
 
 
-def test_a_ticket_is_collected_once_and_not_by_a_deactivated_user(anon_client, owner, other_user):
+def test_a_ticket_is_collected_once_and_not_by_a_deactivated_user(anon_client, owner, other_user, frozen):
     value = ticket(owner, timedelta(0))
     assert collect(anon_client, value).status_code == 200
     assert collect(anon_client, value).status_code == 401
@@ -104,7 +104,7 @@ def test_a_ticket_is_collected_once_and_not_by_a_deactivated_user(anon_client, o
 
 
 @pytest.mark.parametrize("length", [views.ERROR_DESCRIPTION_MAX, views.ERROR_DESCRIPTION_MAX + 1])
-def test_the_providers_error_description_is_shown_escaped_and_cut(anon_client, length):
+def test_the_providers_error_description_is_shown_escaped_and_cut(anon_client, length, frozen):
     head = "<script>alert(1)</script>"
     description = head + "d" * (length - len(head) - 1) + "Z"
     answer = callback(anon_client, attempt(timedelta(0)), error="access_denied", error_description=description)

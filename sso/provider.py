@@ -92,14 +92,18 @@ class Provider:
 
     # --- discovery -----------------------------------------------------------------------------------------
 
-    def _get_json(self, url: str, what: str) -> dict[str, Any]:
+    def _get_json(self, url: str, what: str, *, token: str = "", refused: str = "provider_unreachable"
+                  ) -> dict[str, Any]:
+        """GET a JSON object from the provider (with the bearer `token` when given); an answer other than 200 is
+        the failure `refused`."""
+        headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
         try:
-            response = requests.get(url, timeout=self.timeout, headers={"Accept": "application/json"})
+            response = requests.get(url, timeout=self.timeout, headers=headers)
         except requests.RequestException as exc:
             raise SsoFailure("provider_unreachable", f"Fetching its {what} failed ({type(exc).__name__}).",
                              502) from exc
         if response.status_code != 200:
-            raise SsoFailure("provider_unreachable", f"Its {what} answered HTTP {response.status_code}.", 502)
+            raise SsoFailure(refused, f"Its {what} answered HTTP {response.status_code}.", 502)
         try:
             body = response.json()
         except ValueError as exc:
@@ -224,20 +228,8 @@ class Provider:
         url = self.metadata().get("userinfo_endpoint")
         if not isinstance(url, str) or not access_token:
             return {}
-        try:
-            response = requests.get(url, timeout=self.timeout, headers={
-                "Authorization": f"Bearer {access_token}", "Accept": "application/json"})
-        except requests.RequestException as exc:
-            raise SsoFailure("provider_unreachable", f"Its userinfo endpoint failed ({type(exc).__name__}).",
-                             502) from exc
-        if response.status_code != 200:
-            raise SsoFailure("provider_error", f"Its userinfo endpoint answered HTTP {response.status_code}.", 502)
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise SsoFailure("provider_invalid", "Its userinfo answer is not JSON (a signed one is not read).",
-                             502) from exc
-        return body if isinstance(body, dict) else {}
+        # A signed (JWT) userinfo answer is not JSON: provider_invalid.
+        return self._get_json(url, "userinfo endpoint", token=access_token, refused="provider_error")
 
     def end_session_url(self, *, id_token: str, post_logout_redirect_uri: str) -> str | None:
         """The provider's end_session_endpoint with id_token_hint and post_logout_redirect_uri (None without one,

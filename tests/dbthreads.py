@@ -9,10 +9,16 @@ connection), and on its own connection otherwise (transactional tests: exactly p
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import pytest
 from django.db import connections
 
 from agentsite.core import dbcall
+
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -37,3 +43,28 @@ def _pool_calls_see_the_tests_transaction(monkeypatch):
 
     monkeypatch.setattr(dbcall, "_call", call_on_the_tests_connection)
     yield
+
+
+def on_threads(work: Callable[[int], T], count: int, *, timeout: float = 30.0) -> list[T]:
+    """work(0), ..., work(count - 1) at once, each on a thread of its own with its own database connection (closed
+    when it ends), for tests of concurrent writers; their results in order. A failure in any is raised here."""
+    results: list[Any] = [None] * count
+    failures: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            results[index] = work(index)
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread below
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    if failures:
+        raise failures[0]
+    assert not any(thread.is_alive() for thread in threads), f"a thread still runs after {timeout} s"
+    return results

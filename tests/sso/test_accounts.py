@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from accounts.models import AuditEvent
 from organisation.models import MANUAL, OIDC, Group, Membership
@@ -19,6 +18,7 @@ from sso.accounts import sign_in
 from sso.models import Identity
 from sso.provider import SsoFailure
 from tests.conftest import client_for
+from tests.dbthreads import on_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -440,23 +440,7 @@ def test_two_first_sign_ins_of_one_subject_at_once_end_with_one_account(oidc, mo
         return pick(base)
 
     monkeypatch.setattr(accounts, "unique_username", both_looked)
-    results: list[int] = []
-    failures: list[BaseException] = []
-
-    def first_sign_in() -> None:
-        try:
-            results.append(login("s-1", preferred_username="alice", groups=["eng"])[0].pk)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            failures.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=first_sign_in) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not failures, failures
+    results = on_threads(lambda _: login("s-1", preferred_username="alice", groups=["eng"])[0].pk, 2)
     assert list(User.objects.values_list("username", flat=True)) == ["alice"]
     assert len(results) == 2 and set(results) == {User.objects.get().pk}
     assert Identity.objects.count() == 1 and oidc_groups(User.objects.get()) == ["eng"]
@@ -480,21 +464,7 @@ def test_two_first_sign_ins_making_one_group_at_once_share_it(oidc, monkeypatch)
         return make(**kwargs)
 
     monkeypatch.setattr(services, "group_create", both_saw_it_missing)
-    failures: list[BaseException] = []
-
-    def first_sign_in(sub: str) -> None:
-        try:
-            login(sub, preferred_username=sub, groups=["eng"])
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            failures.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=first_sign_in, args=(sub,)) for sub in ("alice", "bob")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not failures, failures
+    subjects = ("alice", "bob")
+    on_threads(lambda index: login(subjects[index], preferred_username=subjects[index], groups=["eng"]), 2)
     eng = Group.objects.get(name="eng")
     assert eng.source == OIDC and sorted(eng.memberships.values_list("user__username", flat=True)) == ["alice", "bob"]

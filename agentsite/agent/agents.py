@@ -155,7 +155,9 @@ def run_settings_now(user: AbstractBaseUser | None, slug: str) -> AgentSettings:
         raise not_found(slug)
     resolved = resolve_now(user, f"{PREFIX}{slug}")
     if resolved.slug == DEFAULT_SLUG:
-        return get_settings().with_overrides(agent=DEFAULT_SLUG)
+        # The collections an admin lists on `default` come with it (read with the caller's rights): the global
+        # settings know only the caller's personal collection.
+        return get_settings().with_overrides(agent=DEFAULT_SLUG, knowledge=resolved.settings.knowledge)
     return resolved.settings
 
 

@@ -104,3 +104,20 @@ def test_an_agent_without_knowledge_searches_nothing(world, owner, other_user):
     settings = runtime.resolve_now(owner, "agent:bare").settings
     assert (settings.kb_personal, settings.knowledge, settings.kb_enabled) == (False, (), False)
     assert _files(owner, "agent:bare") == []
+
+
+def test_a_run_door_of_the_default_agent_searches_the_collections_an_admin_lists_on_it(world, owner, other_user,
+                                                                                      admin_client):
+    """Sessions, scheduled tasks and llm nodes name their agent by slug (run_settings_now): `default` searches the
+    caller's personal collection and the collections listed on it that the caller may read."""
+    from agents_app.services import default_ensure
+
+    handbook = world["handbook"]
+    handbook.visibility = "everyone"
+    handbook.save(update_fields=["visibility"])
+    listed = admin_client.patch(f"/api/agents/{default_ensure().pk}", {"knowledge": [str(handbook.pk)]},
+                                format="json")
+    assert listed.status_code == 200, listed.content
+    settings = runtime.run_settings_now(other_user, "default")
+    block = knowledge_context_now(ContextRequest(other_user.pk, QUERY, settings))
+    assert block is not None and sorted(source["filename"] for source in block.sources) == ["bread.txt", "moon.txt"]

@@ -73,7 +73,7 @@ def test_the_lists_document_is_a_token_route_of_the_schema(schema):
 # docs/api.md gives these errors a body of their own: health's 503 is the health object with status "degraded".
 # A browser's pages answer refusals as HTML pages (the single sign-on round trip's failure page).
 OWN_SHAPE_ERRORS = {("get", "/api/health", "503"),
-                    *{("get", "/api/auth/oidc/login", status) for status in ("404", "502")},
+                    *{("get", "/api/auth/oidc/login", status) for status in ("404", "429", "502")},
                     *{("get", "/api/auth/oidc/callback", status) for status in ("400", "403", "409", "502")}}
 
 

@@ -298,11 +298,15 @@ let loginShown = 0;
 // buttons alone while password sign-in is off), "password" (#/login/password: the password form even while it
 // is off, for break-glass users) or "register". notice: a passing word (role=status); failure: what went wrong
 // before the form was shown (role=alert).
-async function showLogin(notice, mode = "login", failure = null) {
+// known: the options the form on screen was drawn with, when the form itself switches between log-in and
+// registration: the other form is drawn at once, so nothing typed meanwhile lands in the one going away.
+async function showLogin(notice, mode = "login", failure = null, known = null) {
   const shown = ++loginShown;
-  // Nothing of a signed-in shell stays on screen while the options are asked.
-  if (!app.querySelector(".login-page")) app.replaceChildren(loading(), toasts.status, toasts.alert);
-  const options = await authOptions();
+  if (!known) {
+    // Nothing of a signed-in shell stays on screen while the options are asked.
+    if (!app.querySelector(".login-page")) app.replaceChildren(loading(), toasts.status, toasts.alert);
+  }
+  const options = known ?? (await authOptions());
   if (shown !== loginShown || shell.user) return;
   const registering = mode === "register";
   const withPassword = registering || mode === "password" || options.password;
@@ -371,12 +375,14 @@ async function showLogin(notice, mode = "login", failure = null) {
   username.focus();
   if (registering) {
     switcher.append("Already have an account? ",
-      h("button", { type: "button", class: "link", onclick: () => showLogin(null, "login") }, "Log in instead"));
+      h("button", { type: "button", class: "link", onclick: () => showLogin(null, "login", null, options) },
+        "Log in instead"));
   } else if (breakGlass) {
     if (sso.length) switcher.append(h("a", { href: "#/login" }, "Sign in with single sign-on instead"));
   } else if (options.registration) {
     switcher.append("No account yet? ",
-      h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register") }, "Create an account"));
+      h("button", { type: "button", class: "link", onclick: () => showLogin(null, "register", null, options) },
+        "Create an account"));
   }
 }
 

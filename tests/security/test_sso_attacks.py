@@ -1,22 +1,32 @@
 """Single sign-on as an attacker sees it (fast tier: the database, the views, a stand-in for the provider's half):
 another origin of the same site using up a sign-in's ticket, the CORS answer to a credentialed read, the cookies'
 attributes over http and behind an https proxy, a callback's query never reflected or audited, a userinfo answer
-about someone else, a username that reads like an existing one, and admin or allowed groups never matched after
-normalisation. The round trip against the real provider is tests/sso."""
+about someone else, a username that reads like an existing one, admin or allowed groups never matched after
+normalisation, every check of the ID token on tokens signed here (algorithms, signature, leeway at the limit and
+one past, aud/azp, iss, nonce, at_hash, key rotation, the discovery document's issuer, PKCE S256), and the
+sign-out of an SSO session. The round trip against the real provider is tests/sso."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import secrets
+import time
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from joserfc import jwt
+from joserfc.jwk import ECKey, KeySet, OctKey, RSAKey
+from rest_framework_simplejwt.tokens import RefreshToken
 
 from accounts.models import AuditEvent
+from accounts.tokens import SSO_CLAIM
 from sso import views
 from sso.models import Identity, LoginAttempt, SsoSession, Ticket
-from sso.provider import SsoFailure
+from sso.provider import Provider, SsoFailure
 from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
@@ -223,3 +233,210 @@ def test_admin_and_allowed_groups_are_never_matched_after_normalisation(fake, se
     assert caught.value.reason == "not_allowed"
     user, _ = sign_in(issuer=ISSUER, claims={"sub": "s-1", "groups": [sent, "staff"]})
     assert not user.is_staff and not user.is_superuser
+
+
+# --- the ID token's checks, on tokens signed here (no provider process) ------------------------------------------
+
+ID_CONFIG = {"ISSUER": "https://idp.example.com", "CLIENT_ID": "agentsite", "CLIENT_SECRET": "s",
+             "SCOPES": ["profile", "email"], "DISCOVERY_TTL_S": 3600, "TIMEOUT_S": 1}
+DISCOVERY = {"issuer": "https://idp.example.com", "jwks_uri": "https://idp.example.com/jwks",
+             "authorization_endpoint": "https://idp.example.com/auth", "token_endpoint": "https://idp.example.com/token"}
+
+
+@pytest.fixture(scope="module")
+def keys() -> dict[str, Any]:
+    return {"RS256": RSAKey.generate_key(2048, parameters={"kid": "rsa-1"}),
+            "ES256": ECKey.generate_key("P-256", parameters={"kid": "ec-1"}),
+            "rotated": RSAKey.generate_key(2048, parameters={"kid": "rsa-2"}),
+            "unpublished": RSAKey.generate_key(2048, parameters={"kid": "rsa-9"})}
+
+
+class Fetches:
+    """The provider's GETs, answered from here: the discovery document and each key set in turn."""
+
+    def __init__(self, discovery: dict[str, Any], *key_sets: dict[str, Any]) -> None:
+        self.discovery, self.key_sets, self.urls = discovery, list(key_sets), []
+
+    def __call__(self, url: str, what: str, **_: Any) -> dict[str, Any]:
+        self.urls.append(url)
+        if url.endswith("/.well-known/openid-configuration"):
+            return dict(self.discovery)
+        return self.key_sets.pop(0) if len(self.key_sets) > 1 else self.key_sets[0]
+
+
+def published(*keys: Any) -> dict[str, Any]:
+    return KeySet(list(keys)).as_dict(private=False)
+
+
+def relying_party(monkeypatch, fetches: Fetches) -> Provider:
+    provider = Provider(ID_CONFIG)
+    monkeypatch.setattr(provider, "_get_json", fetches)
+    return provider
+
+
+def signed(key: Any, alg: str = "RS256", **changes: Any) -> str:
+    now = int(time.time())
+    claims = {"iss": ID_CONFIG["ISSUER"], "sub": "s-1", "aud": "agentsite", "iat": now, "exp": now + 300,
+              "nonce": "n-1", **changes}
+    return jwt.encode({"alg": alg, "kid": key.kid}, {k: v for k, v in claims.items() if v is not None}, key)
+
+
+def reason(provider: Provider, token: str, access_token: str | None = None) -> str:
+    with pytest.raises(SsoFailure) as caught:
+        provider.id_claims(token, nonce="n-1", access_token=access_token)
+    return caught.value.reason
+
+
+@pytest.fixture
+def rp(monkeypatch, keys) -> Provider:
+    return relying_party(monkeypatch, Fetches(DISCOVERY, published(keys["RS256"], keys["ES256"])))
+
+
+@pytest.mark.parametrize("alg", ["RS256", "ES256"])
+def test_a_good_id_token_of_either_algorithm_is_accepted(rp, keys, alg):
+    assert rp.id_claims(signed(keys[alg], alg), nonce="n-1")["sub"] == "s-1"
+
+
+def test_a_token_signed_with_a_shared_secret_or_none_is_refused(rp, keys):
+    secret = OctKey.import_key("s" * 32, {"kid": "rsa-1"})
+    assert reason(rp, jwt.encode({"alg": "HS256", "kid": "rsa-1"}, {"sub": "s-1"}, secret,
+                                 algorithms=["HS256"])) == "wrong_algorithm"
+    header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "kid": "rsa-1"}).encode()).rstrip(b"=").decode()
+    body = signed(keys["RS256"]).split(".")[1]
+    assert reason(rp, f"{header}.{body}.") == "wrong_algorithm"
+
+
+def test_a_changed_payload_breaks_the_signature(rp, keys):
+    head, _, sig = signed(keys["RS256"]).split(".")
+    other = signed(keys["RS256"], sub="admin").split(".")[1]
+    assert reason(rp, f"{head}.{other}.{sig}") == "bad_signature"
+
+
+@pytest.mark.parametrize(("exp_ago", "outcome"), [(59, None), (61, "expired")])
+def test_an_expired_token_has_sixty_seconds_of_leeway_and_not_one_more(rp, keys, exp_ago, outcome):
+    now = int(time.time())
+    token = signed(keys["RS256"], iat=now - 600, exp=now - exp_ago)
+    if outcome is None:
+        assert rp.id_claims(token, nonce="n-1")["sub"] == "s-1"
+    else:
+        assert reason(rp, token) == outcome
+
+
+@pytest.mark.parametrize(("iat_ahead", "outcome"), [(55, None), (65, "not_yet_valid")])
+def test_a_token_from_the_future_has_sixty_seconds_of_leeway(rp, keys, iat_ahead, outcome):
+    token = signed(keys["RS256"], iat=int(time.time()) + iat_ahead)
+    if outcome is None:
+        assert rp.id_claims(token, nonce="n-1")["sub"] == "s-1"
+    else:
+        assert reason(rp, token) == outcome
+
+
+@pytest.mark.parametrize(("changes", "outcome"), [
+    ({"aud": "another-app"}, "wrong_audience"),
+    ({"aud": ["another-app"]}, "wrong_audience"),
+    ({"aud": None}, "missing_claim"),
+    ({"aud": ["agentsite", "another-app"], "azp": "another-app"}, "wrong_audience"),
+    ({"aud": ["agentsite", "another-app"]}, "missing_claim"),  # several audiences: azp must name this client
+    ({"iss": "https://idp.example.com/other"}, "wrong_issuer"),
+    ({"iss": None}, "missing_claim"),
+    ({"nonce": "n-2"}, "nonce_mismatch"),
+    ({"nonce": None}, "nonce_mismatch"),
+    ({"nonce": ""}, "nonce_mismatch"),
+    ({"exp": None}, "missing_claim")])
+def test_each_claim_that_binds_the_token_is_checked(rp, keys, changes, outcome):
+    assert reason(rp, signed(keys["RS256"], **changes)) == outcome
+
+
+def test_azp_naming_this_client_with_several_audiences_is_accepted(rp, keys):
+    token = signed(keys["RS256"], aud=["agentsite", "another-app"], azp="agentsite")
+    assert rp.id_claims(token, nonce="n-1")["sub"] == "s-1"
+
+
+def test_an_at_hash_for_another_access_token_is_refused(rp, keys):
+    access = "access-" + "a" * 40
+    half = hashlib.sha256(access.encode()).digest()[:16]
+    at_hash = base64.urlsafe_b64encode(half).rstrip(b"=").decode()
+    token = signed(keys["RS256"], at_hash=at_hash)
+    assert rp.id_claims(token, nonce="n-1", access_token=access)["sub"] == "s-1"
+    assert reason(rp, token, access_token=access + "x") == "invalid_token"
+
+
+def test_an_unknown_key_id_fetches_the_key_set_once_more_and_no_more(monkeypatch, keys):
+    fetches = Fetches(DISCOVERY, published(keys["RS256"]), published(keys["RS256"], keys["rotated"]))
+    provider = relying_party(monkeypatch, fetches)
+    assert provider.id_claims(signed(keys["RS256"]), nonce="n-1")["sub"] == "s-1"
+    assert provider.id_claims(signed(keys["rotated"]), nonce="n-1")["sub"] == "s-1"  # the provider rotated
+    assert fetches.urls.count(DISCOVERY["jwks_uri"]) == 2
+    assert reason(provider, signed(keys["unpublished"])) == "unknown_key"
+    assert fetches.urls.count(DISCOVERY["jwks_uri"]) == 3  # one more try, then refused
+
+
+def test_a_discovery_document_naming_another_issuer_is_refused(monkeypatch, keys):
+    fetches = Fetches({**DISCOVERY, "issuer": "https://attacker.example.com"}, published(keys["RS256"]))
+    with pytest.raises(SsoFailure) as caught:
+        relying_party(monkeypatch, fetches).metadata()
+    assert caught.value.reason == "provider_invalid" and caught.value.status == 502
+
+
+def test_the_authorization_url_asks_for_openid_with_pkce_s256_state_and_nonce(rp):
+    verifier = secrets.token_urlsafe(48)
+    url = rp.authorization_url(redirect_uri="https://agentsite.example.com/api/auth/oidc/callback", state="st-1",
+                               nonce="n-1", code_verifier=verifier)
+    query = parse_qs(urlsplit(url).query)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    assert query["code_challenge_method"] == ["S256"] and query["code_challenge"] == [challenge]
+    assert query["state"] == ["st-1"] and query["nonce"] == ["n-1"] and query["response_type"] == ["code"]
+    assert query["scope"][0].split()[0] == "openid" and verifier not in url
+
+
+# --- the session's tokens and its sign-out -----------------------------------------------------------------------
+
+def test_the_collected_refresh_token_names_the_sso_session_and_only_its_user_ends_it(anon_client, owner, other_user,
+                                                                                      fake, monkeypatch):
+    value = ticket(owner)
+    session = SsoSession.objects.get()
+    pair = collect(anon_client, value).json()
+    assert RefreshToken(pair["refresh"])[SSO_CLAIM] == session.key
+    stand_in = fake({"sub": "s-1"})
+    monkeypatch.setattr(stand_in, "end_session_url", lambda *, id_token, post_logout_redirect_uri, **_:
+                        f"{ISSUER}/end?id_token_hint={id_token}&post_logout_redirect_uri={post_logout_redirect_uri}",
+                        raising=False)
+    # Another user posting this session's refresh token ends nothing of it.
+    stranger = client_for(other_user).post("/api/auth/oidc/logout", {"refresh": pair["refresh"]}, format="json")
+    assert stranger.status_code == 400 and stranger.json()["error"]["code"] == "invalid"
+    assert SsoSession.objects.filter(pk=session.pk).exists()
+    mine = client_for(owner).post("/api/auth/oidc/logout", {"refresh": pair["refresh"]}, format="json")
+    assert mine.status_code == 200, mine.content
+    assert mine.json()["end_session_url"] == (f"{ISSUER}/end?id_token_hint=x.y.z"
+                                              "&post_logout_redirect_uri=http://testserver/")
+    assert not SsoSession.objects.filter(pk=session.pk).exists()
+
+
+def test_a_session_of_another_issuer_is_not_sent_to_this_providers_sign_out(anon_client, owner, fake, monkeypatch):
+    value = ticket(owner)
+    SsoSession.objects.update(issuer="https://previous-idp.example.com")
+    pair = collect(anon_client, value).json()
+    stand_in = fake({"sub": "s-1"})
+    monkeypatch.setattr(stand_in, "end_session_url", lambda **_: f"{ISSUER}/end", raising=False)
+    answer = client_for(owner).post("/api/auth/oidc/logout", {"refresh": pair["refresh"]}, format="json")
+    assert answer.status_code == 200 and answer.json()["end_session_url"] is None  # no id_token_hint to a stranger
+
+
+def test_the_failure_page_runs_no_script_and_is_not_framed(anon_client):
+    answer = anon_client.get(CALLBACK, {"state": "forged", "code": "c"})
+    policy = answer["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy and "script-src" not in policy
+    assert answer["Content-Type"].startswith("text/html") and answer["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize(("staff", "superuser"), [(False, True), (True, False)])
+def test_admin_groups_take_away_either_half_of_admin(fake, settings, django_user_model, staff, superuser):
+    """A superuser who is not staff (or the other way round), made so by hand, is not an admin of the groups."""
+    from sso.accounts import sign_in
+
+    settings.OIDC = {**settings.OIDC, "ADMIN_GROUPS": ["root"]}
+    user, _ = sign_in(issuer=ISSUER, claims={"sub": "s-1", "preferred_username": "alice", "groups": ["root"]})
+    django_user_model.objects.filter(pk=user.pk).update(is_staff=staff, is_superuser=superuser)
+    user, changes = sign_in(issuer=ISSUER, claims={"sub": "s-1", "groups": ["eng"]})
+    user.refresh_from_db()
+    assert (user.is_staff, user.is_superuser, changes["admin"]) == (False, False, False)

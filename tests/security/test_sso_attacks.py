@@ -13,6 +13,7 @@ import hashlib
 import json
 import secrets
 import time
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -440,3 +441,29 @@ def test_admin_groups_take_away_either_half_of_admin(fake, settings, django_user
     user, changes = sign_in(issuer=ISSUER, claims={"sub": "s-1", "groups": ["eng"]})
     user.refresh_from_db()
     assert (user.is_staff, user.is_superuser, changes["admin"]) == (False, False, False)
+
+
+# --- how long an SSO session lasts -------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="accounts.services.tokens_refresh rotates an SSO session's refresh token "
+                   "forever: a user disabled or moved out of the admin or allowed groups at the provider keeps "
+                   "their session (the fix is in accounts/services.py, not owned here: see the review's report)")
+@pytest.mark.parametrize("ended", ["signed out elsewhere", "signed in longer ago than the refresh lifetime"])
+def test_an_sso_sessions_refresh_tokens_end_with_the_session(anon_client, owner, settings, ended):
+    pair = collect(anon_client, ticket(owner)).json()
+    if ended == "signed out elsewhere":
+        SsoSession.objects.all().delete()
+    else:
+        lifetime = settings.SIMPLE_JWT["REFRESH_TOKEN_LIFETIME"]
+        SsoSession.objects.update(created_at=SsoSession.objects.get().created_at - lifetime - timedelta(seconds=1))
+    answer = anon_client.post("/api/auth/refresh", {"refresh": pair["refresh"]}, format="json")
+    assert answer.status_code == 401 and answer.json()["error"]["code"] == "token_invalid"
+
+
+def test_an_sso_session_within_its_lifetime_refreshes(anon_client, owner, settings):
+    pair = collect(anon_client, ticket(owner)).json()
+    lifetime = settings.SIMPLE_JWT["REFRESH_TOKEN_LIFETIME"]
+    SsoSession.objects.update(created_at=SsoSession.objects.get().created_at - lifetime + timedelta(seconds=30))
+    answer = anon_client.post("/api/auth/refresh", {"refresh": pair["refresh"]}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert RefreshToken(answer.json()["refresh"])[SSO_CLAIM] == SsoSession.objects.get().key

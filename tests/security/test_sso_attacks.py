@@ -467,3 +467,26 @@ def test_an_sso_session_within_its_lifetime_refreshes(anon_client, owner, settin
     answer = anon_client.post("/api/auth/refresh", {"refresh": pair["refresh"]}, format="json")
     assert answer.status_code == 200, answer.content
     assert RefreshToken(answer.json()["refresh"])[SSO_CLAIM] == SsoSession.objects.get().key
+
+
+# --- group names from the claim ----------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="organisation.services.claim_group_name maps distinct claim values to one "
+                   "group (characters made `_`, values cut to 64): a member of one provider group joins another's "
+                   "agentsite group, its models and shares (the fix is in organisation/services.py, not owned "
+                   "here: see the review's report)")
+@pytest.mark.parametrize(("owners", "other"), [("eng team", "eng.team"), ("/parent/child", "parent_child"),
+                                               ("x" * 64 + "-finance", "x" * 64 + "-interns")])
+def test_two_provider_groups_never_share_one_group_here(fake, settings, owners, other):
+    from organisation.models import Membership
+    from sso.accounts import sign_in
+
+    settings.OIDC = {**settings.OIDC, "CREATE_GROUPS": True}
+    member, _ = sign_in(issuer=ISSUER, claims={"sub": "s-1", "preferred_username": "alice",
+                                               "groups": [owners, "everyone"]})
+    outsider, _ = sign_in(issuer=ISSUER, claims={"sub": "s-2", "preferred_username": "mallory",
+                                                 "groups": [other, "everyone"]})
+    mine = set(Membership.objects.filter(user=member).values_list("group__name", flat=True))
+    theirs = set(Membership.objects.filter(user=outsider).values_list("group__name", flat=True))
+    assert "everyone" in mine & theirs  # a plain name still syncs: the test is about the others
+    assert mine & theirs == {"everyone"}

@@ -29,6 +29,8 @@ from sso import views
 from sso.models import Identity, LoginAttempt, SsoSession, Ticket
 from sso.provider import Provider, SsoFailure
 from tests.conftest import client_for
+from tests.oidc.harness import sign_in as browser_sign_in
+from tests.sso.conftest import SsoServer, browser, oidc_provider, sso_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -83,6 +85,20 @@ def test_behind_a_proxy_the_redirect_uris_origin_is_the_servers(anon_client, own
                    ).status_code == 403
     assert collect(anon_client, value, HTTP_ORIGIN="https://agentsite.example.com", HTTP_HOST="127.0.0.1"
                    ).status_code == 200
+
+
+@pytest.mark.e2e
+def test_through_serve_and_the_real_provider_another_origin_cannot_use_up_the_ticket(sso_server: SsoServer):  # noqa: F811
+    """The Origin and Host a browser sends, as daphne hands them to the view (real HTTP on loopback)."""
+    base = sso_server.base_url
+    done = browser_sign_in(base, "origin-eve", http=browser(), collect=False)
+    assert done.callback is not None and done.callback.status_code == 302, done.callback and done.callback.text
+    for origin in ("http://localhost:9999", base.replace("127.0.0.1", "localhost"), "null"):
+        foreign = done.http.post(f"{base}{SESSION}", headers={"Origin": origin}, timeout=10)
+        assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "forbidden", (origin, foreign.text)
+        assert "Access-Control-Allow-Credentials" not in foreign.headers
+    own = done.http.post(f"{base}{SESSION}", headers={"Origin": base}, timeout=10)
+    assert own.status_code == 200 and own.json()["user"]["username"] == "origin-eve", own.text
 
 
 def test_no_origin_is_allowed_a_credentialed_read_of_the_tokens(anon_client, owner):

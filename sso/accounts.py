@@ -64,7 +64,9 @@ def _text(claims: dict[str, Any], name: str, limit: int) -> str:
 def _username_base(claims: dict[str, Any]) -> str:
     for candidate in (_text(claims, "preferred_username", 500), _text(claims, "email", 500).split("@")[0],
                       _text(claims, "nickname", 500)):
-        base = re.sub(r"[^\w.@+-]", "_", candidate)[:USERNAME_MAX - 8].strip("_")
+        # NFKC first, as registration's create_user does (normalize_username): `ａdmin` is `admin`, and is made
+        # unique against it, never a second account that reads the same.
+        base = re.sub(r"[^\w.@+-]", "_", User.normalize_username(candidate))[:USERNAME_MAX - 8].strip("_")
         if base:
             return base
     return "user"

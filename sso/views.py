@@ -72,6 +72,18 @@ def origin_of(redirect_uri: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def own_origin(request: HttpRequest) -> bool:
+    """Whether a request is not from a page of another origin: no Origin header (browsers send one with every
+    POST; a client that is not a browser holds no ticket cookie but its own), or one naming this server (its
+    host as the request names it, or the origin of OIDC REDIRECT_URI behind a proxy). The scheme is not compared:
+    behind a proxy ending TLS the request itself says http."""
+    origin = request.META.get("HTTP_ORIGIN")
+    if origin is None:
+        return True
+    netloc = urlsplit(origin).netloc
+    return bool(netloc) and netloc in (request.get_host(), urlsplit(redirect_uri_for(request)).netloc)
+
+
 def failure_page(request: HttpRequest, failure: SsoFailure) -> HttpResponse:
     """The page a failed sign-in shows, and its audit event."""
     outcome = "refused" if failure.status == 403 else "failure"
@@ -239,8 +251,13 @@ class SessionView(APIView):
 
     @extend_schema(request=None, responses={
         200: SsoResultSerializer,
-        401: OpenApiResponse(description="`token_invalid`: no sign-in to collect (none, used, or expired)")})
+        401: OpenApiResponse(description="`token_invalid`: no sign-in to collect (none, used, or expired)"),
+        403: OpenApiResponse(description="`forbidden`: the request's Origin is not this server's")})
     def post(self, request: Request) -> Response:
+        if not own_origin(request._request):
+            # Checked before the ticket is looked at: a page of another origin of the same site (another port of
+            # localhost, a sibling subdomain) gets the SameSite=Lax cookie sent, and must not use the ticket up.
+            raise AppError("forbidden", "The sign-in is collected by this server's own dashboard.", 403)
         ticket = request.COOKIES.get(TICKET_COOKIE, "")
         row = Ticket.objects.select_related("user", "session").filter(hash=_digest(ticket)).first() if ticket else None
         if row is None or Ticket.objects.filter(pk=row.pk).delete()[0] != 1 \

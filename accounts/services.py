@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -86,8 +87,20 @@ def tokens_refresh(*, refresh: str) -> dict[str, str]:
     user = User.objects.filter(pk=old.get(settings.SIMPLE_JWT["USER_ID_CLAIM"]), is_active=True).first()
     if user is None or old.get(PASSWORD_CLAIM) != password_version(user):
         raise AppError("token_invalid", "The refresh token is no longer valid; log in again.", 401)
+    if old.get(SSO_CLAIM) and not _sso_session_alive(str(old[SSO_CLAIM])):
+        raise AppError("token_invalid", "The single sign-on session ended (signed out, or signed in longer ago "
+                       "than the refresh lifetime): sign in again.", 401)
     _blacklist_once(old)
     return token_pair_for(user, sso=old.get(SSO_CLAIM))
+
+
+def _sso_session_alive(key: str) -> bool:
+    """Whether the single sign-on session a refresh token names (claim `sso`) is still there and younger than
+    the refresh lifetime: a session's tokens rotate, but never past its sign-in's lifetime, so what the provider
+    changed (a user disabled, moved out of the admin or allowed groups) reaches agentsite at the next sign-in."""
+    session_model = apps.get_model("sso", "SsoSession")  # sso builds on accounts: no import of it here
+    since = timezone.now() - settings.SIMPLE_JWT["REFRESH_TOKEN_LIFETIME"]
+    return session_model.objects.filter(key=key, created_at__gte=since).exists()
 
 
 def _blacklist_once(token: RefreshToken) -> None:

@@ -41,6 +41,11 @@ class Group(models.Model):
         max_length=10, default=MANUAL,
         help_text="manual: members are managed here; oidc: each sign-in through the identity provider replaces the "
                   "user's membership by its groups claim (sso.accounts).")
+    claim = models.CharField(
+        max_length=255, blank=True, default="",
+        help_text="For an oidc group made at sign-in: the groups claim's value it stands for (its name is that value "
+                  "made a group name, which two values may share: only this value joins it). Empty: the group's "
+                  "name is the value.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
@@ -28,11 +29,11 @@ def _group_state(group: Group) -> dict[str, Any]:
 
 
 def group_create(*, name: str, description: str = "", allowed_models: list[str] | None = None,
-                 source: str = "manual", request: Any = None) -> Group:
+                 source: str = "manual", claim: str = "", request: Any = None) -> Group:
     try:
         with transaction.atomic():
             group = Group.objects.create(name=name, description=description, allowed_models=allowed_models,
-                                         source=source)
+                                         source=source, claim=claim)
     except IntegrityError as exc:
         raise AppError("conflict", f"A group named {name!r} exists.", 409, {"name": ["Taken."]}) from exc
     audit("group.create", request=request, target=f"group:{group.pk}", details={"after": _group_state(group)})
@@ -127,29 +128,34 @@ def transfer_all(*, user: AbstractBaseUser, to_user: AbstractBaseUser, request: 
 
 
 def claim_group_name(value: str) -> str | None:
-    """The group a value of the identity provider's groups claim names here: a leading `/` (Keycloak's group
-    paths) dropped, each character outside letters, digits, `-` and `_` made `_`, cut to 64; None when nothing
-    is left."""
+    """The name a group made for a value of the identity provider's groups claim gets: a leading `/` (Keycloak's
+    group paths) dropped, each character outside letters, digits, `-` and `_` made `_`, cut to 64; None when
+    nothing is left. Two values may give one name: the group keeps the value it was made for (`Group.claim`)."""
     name = re.sub(r"[^A-Za-z0-9_-]", "_", value.strip().lstrip("/"))[:64]
     return name if re.fullmatch(GROUP_NAME_PATTERN, name) else None
 
 
 def memberships_sync(*, user: AbstractBaseUser, names: list[str], create: bool, request: Any = None
                      ) -> dict[str, list[str]]:
-    """Make the user's memberships in `source: oidc` groups exactly the groups `names` (claim values, through
-    claim_group_name); groups made by hand are never touched. A name without an `oidc` group makes one when
-    `create`, and is skipped otherwise. Each membership added or removed is audited. Returns the group names
-    {"added": [...], "removed": [...]}."""
-    wanted_names = sorted({name for name in map(claim_group_name, names) if name})
+    """Make the user's memberships in `source: oidc` groups exactly the groups the claim values `names` stand for;
+    groups made by hand are never touched. A value stands for the oidc group made for it (`claim`), or else the
+    oidc group whose name it is exactly (one an admin adopted). A value with neither makes a group when `create`
+    (named by claim_group_name) unless that name is taken: two provider groups never share one group here. Each
+    membership added or removed is audited. Returns the group names {"added": [...], "removed": [...]}."""
+    values = sorted({value.strip() for value in names if value.strip() and len(value.strip()) <= 255})
     with transaction.atomic():
-        groups = {group.name: group for group in Group.objects.filter(name__in=wanted_names, source=OIDC)}
+        found = list(Group.objects.filter(source=OIDC).filter(Q(claim__in=values) | Q(claim="", name__in=values)))
+        by_value = {group.claim: group for group in found if group.claim}
+        for group in found:
+            if not group.claim:
+                by_value.setdefault(group.name, group)
         if create:
-            taken = set(Group.objects.filter(name__in=wanted_names).values_list("name", flat=True))
-            for name in wanted_names:
-                if name not in taken:
-                    group = _oidc_group_create(name, request)
-                    if group is not None:
-                        groups[name] = group
+            for value in values:
+                name = claim_group_name(value) if value not in by_value else None
+                group = _oidc_group_create(name, value, request) if name else None
+                if group is not None:
+                    by_value[value] = group
+        groups = {group.name: group for group in by_value.values()}
         current = {membership.group.name: membership for membership in
                    Membership.objects.filter(user=user, group__source=OIDC).select_related("group")}
         added = [name for name in sorted(groups) if name not in current]
@@ -166,11 +172,12 @@ def memberships_sync(*, user: AbstractBaseUser, names: list[str], create: bool, 
     return {"added": added, "removed": removed}
 
 
-def _oidc_group_create(name: str, request: Any) -> Group | None:
-    """A new `oidc` group for a claim value; when another sign-in made the name meanwhile (both saw it missing),
-    theirs if it is an `oidc` group, else None (a manual group is never joined)."""
+def _oidc_group_create(name: str, value: str, request: Any) -> Group | None:
+    """A new `oidc` group for the claim value `value`; when the name is taken, the group another sign-in made for
+    the same value meanwhile (both saw it missing), else None: a manual group, or one made for another value
+    whose name is the same, is never joined."""
     try:
-        return group_create(name=name, source=OIDC, request=request,
+        return group_create(name=name, source=OIDC, claim=value, request=request,
                             description="Made at sign-in from the identity provider's groups.")
     except AppError:
-        return Group.objects.filter(name=name, source=OIDC).first()
+        return Group.objects.filter(name=name, source=OIDC, claim=value).first()

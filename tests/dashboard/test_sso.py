@@ -206,6 +206,21 @@ def test_a_first_sign_in_creates_the_user_with_the_providers_groups(idp, sso_ser
     assert page.evaluate("() => fetch('/api/auth/oidc/session', {method: 'POST'}).then((r) => r.status)") == 401
 
 
+def test_a_link_to_the_landing_leaves_a_signed_in_user_signed_in(idp, sso_server, open_page):
+    # #/sso with no ticket to collect (a link from anywhere) must not sign the tab out (a log-out by link).
+    login = login_name("stays")
+    idp.account(login, groups=["staff"])
+    page = open_page(sso_server)
+    sso_sign_in(page, login)
+    token = stored(page)["token"]
+    page.goto("about:blank")  # a page load at #/sso (a link followed), not a change of the address's fragment
+    page.goto("/#/sso")
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
+    assert stored(page)["token"] == token and me(sso_server, page)["username"] == login
+    # The browser reports the collection's 401 (nothing to collect) as a failed load; nothing else went wrong.
+    assert [problem for problem in page.problems if "status of 401" not in problem] == []
+
+
 def test_a_second_sign_in_replaces_the_groups(idp, sso_server, open_page):
     login = login_name("mover")
     idp.account(login, groups=["staff", "sales"])

@@ -461,9 +461,6 @@ def test_admin_groups_take_away_either_half_of_admin(fake, settings, django_user
 
 # --- how long an SSO session lasts -------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="accounts.services.tokens_refresh rotates an SSO session's refresh token "
-                   "forever: a user disabled or moved out of the admin or allowed groups at the provider keeps "
-                   "their session (the fix is in accounts/services.py, not owned here: see the review's report)")
 @pytest.mark.parametrize("ended", ["signed out elsewhere", "signed in longer ago than the refresh lifetime"])
 def test_an_sso_sessions_refresh_tokens_end_with_the_session(anon_client, owner, settings, ended):
     pair = collect(anon_client, ticket(owner)).json()
@@ -487,10 +484,6 @@ def test_an_sso_session_within_its_lifetime_refreshes(anon_client, owner, settin
 
 # --- group names from the claim ----------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="organisation.services.claim_group_name maps distinct claim values to one "
-                   "group (characters made `_`, values cut to 64): a member of one provider group joins another's "
-                   "agentsite group, its models and shares (the fix is in organisation/services.py, not owned "
-                   "here: see the review's report)")
 @pytest.mark.parametrize(("owners", "other"), [("eng team", "eng.team"), ("/parent/child", "parent_child"),
                                                ("x" * 64 + "-finance", "x" * 64 + "-interns")])
 def test_two_provider_groups_never_share_one_group_here(fake, settings, owners, other):

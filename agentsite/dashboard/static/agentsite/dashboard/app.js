@@ -237,6 +237,11 @@ async function collectSso() {
         errorBox(`The sign-in could not be finished: ${error.message}`, collectSso))), toasts.status, toasts.alert);
       return;
     }
+    if (error.status === 401 && client.isLoggedIn()) {
+      // Nothing to collect (a link to #/sso from anywhere): whoever is signed in stays signed in.
+      history.replaceState(null, "", "#/");
+      return start();
+    }
     // A sign-in that failed replaces whoever was signed in in this tab: nobody is, now.
     client.forget("sso_failed");
     shell.user = null;

@@ -17,6 +17,7 @@
 // without one costs a 404 the first time, nothing else). A page whose module cannot be loaded shows a
 // "not built yet" placeholder instead of breaking the shell.
 import * as client from "./api.js";
+import { authOptions } from "./authoptions.js";
 import { openShareDialog } from "./share.js";
 import { errorBox, h, loading } from "./ui.js";
 
@@ -268,27 +269,6 @@ client.onLogout((reason) => {
 });
 
 // --- log in / register ---
-
-// What the form offers: the public GET /api/auth/options ({registration_open, password_login, sso}), asked each
-// time the form is shown (an admin may have opened or closed registration meanwhile). A failed read offers
-// the password form alone: the server refuses what it does not allow anyway.
-async function authOptions() {
-  try {
-    const options = await client.api("/api/auth/options");
-    return {
-      registration: options?.registration_open === true,
-      password: options?.password_login !== false,
-      sso: (Array.isArray(options?.sso) ? options.sso : []).filter((item) => item?.name && ownPath(item.login_url)),
-    };
-  } catch {
-    return { registration: false, password: true, sso: [] };
-  }
-}
-
-// A path on this origin ("/api/auth/oidc/login"), never another site or a javascript: address.
-function ownPath(value) {
-  return typeof value === "string" && value.startsWith("/") && !value.startsWith("//") && !value.startsWith("/\\");
-}
 
 // The log-in form's mode from the address: #/login/password is the password form whatever the options say
 // (#/login, or any other address, the form the options call for).

@@ -48,16 +48,18 @@ class ChunkHit:
     collection_name: str = ""
 
     def as_source(self) -> dict:
-        """The form recorded on an assistant message (the `sources` of a context block)."""
-        return {"document_id": str(self.document_id), "filename": self.filename, "chunk_index": self.index,
-                "score": self.score, "rank_score": self.rank_score,
-                "collection_id": str(self.collection_id) if self.collection_id else None}
+        """The form recorded on an assistant message (the `sources` of a context block): the passage as the
+        model received it, with where it came from."""
+        collection = ({"id": str(self.collection_id), "name": self.collection_name}
+                      if self.collection_id else None)
+        return {"collection": collection, "document": {"id": str(self.document_id), "filename": self.filename},
+                "chunk_index": self.index, "score": self.score, "rank_score": self.rank_score, "text": self.text}
 
 
 @dataclass(frozen=True)
 class KnowledgeContext:
     text: str  # `[filename] chunk` entries, best first, within the character budget
-    hits: list[ChunkHit]  # the chunks that appear in text, in the same order
+    hits: list[ChunkHit]  # the chunks that appear in text, in the same order (a chunk cut there: its text as cut)
 
 
 MAX_COLLECTIONS = 50  # named by one search
@@ -447,6 +449,9 @@ def context_build(*, owner_id: int | None = None, query: str, max_chars: int, to
         if remaining <= len(header):
             break
         parts.append((header + hit.text)[:remaining])
-        used.append(hit)
+        # The hit as it went in: a passage cut at the budget is recorded as cut (a message's sources show
+        # what the model received).
+        used.append(hit if len(parts[-1]) == len(header) + len(hit.text) else
+                    dataclasses.replace(hit, text=parts[-1][len(header):]))
         remaining -= len(parts[-1])
     return KnowledgeContext("".join(parts), used)

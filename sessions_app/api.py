@@ -25,7 +25,7 @@ from agentsite.agent.usage import check as usage_check
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.core.validation import json_object_body, validated
-from sessions_app import selectors, services
+from sessions_app import selectors, services, stops
 from sessions_app.turns import turn_start
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,10 @@ class SessionSerializer(serializers.Serializer):
                                   "GET /api/models); empty: the agent's default.")
     agent = serializers.CharField(source="agent_slug", help_text="The slug of the agent its turns run (GET "
                                   "/api/agents); `default` when it names none.")
+    current = serializers.UUIDField(source="current_id", allow_null=True, help_text="The last message of the "
+                                    "selected path (null before the first message).")
+    pinned = serializers.BooleanField()
+    archived = serializers.BooleanField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     message_count = serializers.IntegerField(default=0)
@@ -59,6 +63,10 @@ class SessionUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(min_length=1, max_length=200, required=False)
     model = serializers.CharField(max_length=300, required=False, allow_blank=True)
     agent = serializers.CharField(min_length=1, max_length=64, required=False, help_text=AGENT_HELP)
+    current = serializers.UUIDField(required=False, help_text="Select the branch through this message: current "
+                                    "becomes the newest message at the end of it.")
+    pinned = serializers.BooleanField(required=False)
+    archived = serializers.BooleanField(required=False)
 
 
 class SessionRenameSerializer(serializers.Serializer):
@@ -67,19 +75,46 @@ class SessionRenameSerializer(serializers.Serializer):
 
 class MessageSerializer(serializers.Serializer):
     id = serializers.UUIDField()
+    parent = serializers.UUIDField(source="parent_id", allow_null=True, help_text="The message it follows (null: a "
+                                   "first question).")
+    children = serializers.ListField(child=serializers.CharField(), source="child_ids", default=list,
+                                     help_text="The ids of the messages that follow it, oldest first: edits of "
+                                     "the next question, or regenerations of the reply.")
     role = serializers.CharField()
     content = serializers.CharField()
     attachments = serializers.ListField(child=serializers.CharField())
     tool_calls = serializers.ListField(child=serializers.DictField())
+    steps = serializers.SerializerMethodField()
     sources = serializers.ListField(child=serializers.DictField())
     status = serializers.CharField()
+    finish_reason = serializers.CharField()
+    model = serializers.CharField(help_text="An assistant message's: the model that answered.")
+    agent = serializers.CharField(help_text="An assistant message's: the slug of the agent that answered.")
+    usage = serializers.DictField()
+    ttft_ms = serializers.IntegerField(allow_null=True, help_text="An assistant message's: milliseconds from the "
+                                       "start of its turn to its first text.")
     created_at = serializers.DateTimeField()
+
+    def get_steps(self, message) -> list[dict[str, Any]]:
+        return selectors.steps_of(message.tool_calls)
+
+
+class MessageTreeSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = MessageSerializer(many=True)
+    current = serializers.UUIDField(allow_null=True)
 
 
 class ChatInputSerializer(serializers.Serializer):
     message = serializers.CharField(trim_whitespace=False, allow_blank=False)
     attachments = serializers.ListField(child=serializers.CharField(max_length=64), required=False, default=list,
                                         max_length=20)
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    parent = serializers.UUIDField(required=False, allow_null=True, help_text="The assistant message the question "
+                                   "follows; omitted: the session's current message; null: a new first question.")
+
+
+class RegenerateInputSerializer(serializers.Serializer):
     model = serializers.CharField(max_length=200, required=False, allow_blank=True)
 
 
@@ -110,11 +145,22 @@ def chat_input(body: dict[str, Any]) -> dict[str, Any]:
     return validated(ChatInputSerializer, body)
 
 
+class SessionListQuerySerializer(serializers.Serializer):
+    archived = serializers.BooleanField(required=False, default=False, help_text="true: the archived sessions "
+                                        "only; default: the others.")
+
+
 class SessionListView(ListAPIView):
     serializer_class = SessionSerializer
 
     def get_queryset(self):
-        return selectors.session_list_for(owner=self.request.user)
+        query = validated(SessionListQuerySerializer, self.request.query_params)
+        return selectors.session_list_for(owner=self.request.user).filter(
+            archived=query["archived"]).order_by("-pinned", "-updated_at")
+
+    @extend_schema(parameters=[SessionListQuerySerializer])
+    def get(self, request: Request, *args, **kwargs) -> Response:
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(request=SessionCreateSerializer, responses={201: SessionSerializer, 404: NO_SUCH_AGENT})
     def post(self, request: Request) -> Response:
@@ -151,12 +197,23 @@ class SessionRenameView(APIView):
         return Response(SessionSerializer(selectors.session_get_for(owner=request.user, session_id=pk)).data)
 
 
-class MessageListView(ListAPIView):
-    serializer_class = MessageSerializer
+class MessageListView(APIView):
+    @extend_schema(responses={200: MessageTreeSerializer})
+    def get(self, request: Request, pk) -> Response:
+        """Every message of the session's tree, oldest first, and the last message of the selected path."""
+        session = selectors.session_get_for(owner=request.user, session_id=pk)
+        messages = selectors.messages_with_children(selectors.message_list_for(session=session))
+        return Response({"count": len(messages), "results": MessageSerializer(messages, many=True).data,
+                         "current": str(session.current_id) if session.current_id else None})
 
-    def get_queryset(self):
-        session = selectors.session_get_for(owner=self.request.user, session_id=self.kwargs["pk"])
-        return selectors.message_list_for(session=session)
+
+class MessageStopView(APIView):
+    @extend_schema(request=None, responses={200: MessageSerializer})
+    def post(self, request: Request, pk, mid) -> Response:
+        """Stop a streaming reply: it is stored `stopped` with what was generated (the stream ends with `done`)."""
+        session = selectors.session_get_for(owner=request.user, session_id=pk)
+        message = stops.reply_stop(message=selectors.message_get_for(session=session, message_id=mid))
+        return Response(MessageSerializer(selectors.message_get_for(session=session, message_id=message.pk)).data)
 
 
 class ChatSchemaView(APIView):
@@ -171,17 +228,39 @@ class ChatSchemaView(APIView):
 async def _chat(request: HttpRequest, user, pk) -> HttpResponse:
     """POST /api/sessions/:id/chat: everything that can fail with a status fails before the stream starts."""
     data = chat_input(json_object_body(request))
+    return await _turn_response(request, user, pk, message=data["message"], attachments=data["attachments"],
+                                model=data.get("model") or None, parent=data.get("parent", selectors.CURRENT))
+
+
+async def _turn_response(request: HttpRequest, user, pk, **turn_args: Any) -> HttpResponse:
     identity = authenticated(user, getattr(request, "api_key", None), request.headers.get("Authorization"))
     caller = identity.usage("chat")
     await usage_check(caller)  # a spent budget: 429 before anything is stored
-    turn = await turn_start(owner=user, session_id=pk, message=data["message"], attachments=data["attachments"],
-                            model=data.get("model") or None)
+    turn = await turn_start(owner=user, session_id=pk, **turn_args)
     turn.caller = caller
     # Ends at its next event once the token is revoked or the user deactivated (accounts.authentication).
     return sse_response(revocable(chat_stream(turn.batches()), None, credential=identity.credential))
 
 
 chat = async_post_view(_chat, schema_view=ChatSchemaView)
+
+
+class RegenerateSchemaView(APIView):
+    """Documents POST /api/sessions/:id/messages/:mid/regenerate; the real handler is the async `regenerate`."""
+
+    @extend_schema(request=RegenerateInputSerializer, responses={(200, "text/event-stream"): OpenApiResponse(
+        OpenApiTypes.STR, description="the chat stream: start, delta*, tool_call*, tool_result*, then done or error")})
+    def post(self, request: Request, pk, mid) -> Response:  # pragma: no cover - never routed
+        raise AppError("not_found", "Not found.", 404)
+
+
+async def _regenerate(request: HttpRequest, user, pk, mid) -> HttpResponse:
+    """POST /api/sessions/:id/messages/:mid/regenerate: a new sibling of an assistant reply, streamed."""
+    data = validated(RegenerateInputSerializer, json_object_body(request))
+    return await _turn_response(request, user, pk, message=None, model=data.get("model") or None, regenerate=mid)
+
+
+regenerate = async_post_view(_regenerate, schema_view=RegenerateSchemaView)
 
 
 async def chat_stream(batches: AsyncIterator[list[AgentEvent]]) -> AsyncIterator[bytes]:

@@ -9,6 +9,8 @@ class SessionsAppConfig(AppConfig):
     def ready(self) -> None:
         # Django's app registry: the services import the models, ready only in ready().
         from agentsite.core.processes import on_process_death
+        from sessions_app import stops
         from sessions_app.services import replies_mark_interrupted
 
         on_process_death("streaming replies", replies_mark_interrupted)
+        stops.connect()

@@ -20,6 +20,12 @@ class ChatSession(models.Model):
     # when the agent it named is deleted).
     agent = models.ForeignKey("agents_app.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                               help_text="The agent its turns use (null: the agent `default`).")
+    # The last message of the selected path (the branch the next turn continues and the page shows); null
+    # only before the first message. Every turn moves it to its reply; PATCH {current} moves it to another branch.
+    current = models.ForeignKey("ChatMessage", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                help_text="The last message of the selected path.")
+    pinned = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -37,7 +43,9 @@ class ChatSession(models.Model):
 
 
 class ChatMessage(models.Model):
-    """One message. An assistant message holds the whole turn: its tool calls, each with its result."""
+    """One message of a session's tree. An assistant message holds the whole turn: its tool calls, each with its
+    result and duration. `parent` is the message it follows (null: a first question); siblings are the edits of
+    a question or the regenerations of a reply, and a turn's history is the path from the root to its parent."""
 
     ROLES = [("user", "user"), ("assistant", "assistant"), ("tool", "tool"), ("system", "system")]
     # `streaming`: the reply is being generated (its content is checkpointed as it goes); if the process that
@@ -47,7 +55,8 @@ class ChatMessage(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
-    seq = models.PositiveIntegerField()  # order within the session; timestamps can tie
+    seq = models.PositiveIntegerField()  # order of creation within the session; timestamps can tie
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     role = models.CharField(max_length=10, choices=ROLES)
     content = models.TextField(blank=True, default="")
     attachments = models.JSONField(default=list, blank=True)
@@ -56,6 +65,10 @@ class ChatMessage(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     finish_reason = models.CharField(max_length=30, blank=True, default="")
     status = models.CharField(max_length=12, choices=STATUSES, default="complete")
+    # An assistant reply's: the catalogue entry that answered, the agent's slug, the time to its first token.
+    model = models.CharField(max_length=300, blank=True, default="")
+    agent = models.CharField(max_length=80, blank=True, default="")
+    ttft_ms = models.PositiveIntegerField(null=True, blank=True)
     process = models.CharField(max_length=200, blank=True, default="",
                                help_text="The process generating a streaming reply (agentsite.core.processes).")
     created_at = models.DateTimeField(auto_now_add=True)

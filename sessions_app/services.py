@@ -12,6 +12,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agentsite.agent.modelchoice import model_checked
+from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, owned_by
 from sessions_app.agents import agent_chosen
 from sessions_app.models import ChatMessage, ChatSession
@@ -30,10 +31,18 @@ def session_create(*, owner: AbstractBaseUser, name: str | None = None, model: s
                                       model=model_checked(model), agent=chosen)
 
 
+@transaction.atomic
 def session_update(*, session: ChatSession, changes: dict[str, Any]) -> ChatSession:
-    """Apply `name`, `model` ("" = the agent's default) and/or `agent` (a slug). Raises AppError 400 `invalid`
-    naming `model`, 404 `not_found` naming `agent` (as session_create); nothing is changed then."""
+    """Apply `name`, `model` ("" = the agent's default), `agent` (a slug), `current` (session_select), `pinned`
+    and/or `archived`. Raises AppError 400 `invalid` naming `model` or `current`, 404 `not_found` naming `agent`
+    (as session_create); nothing is changed then."""
     fields = ["updated_at"]
+    if "current" in changes:
+        session_select(session=session, message_id=changes["current"])
+    for flag in ("pinned", "archived"):
+        if flag in changes:
+            setattr(session, flag, changes[flag])
+            fields.append(flag)
     if "agent" in changes:
         session.agent = agent_chosen(session.owner, changes["agent"])
         fields.append("agent")
@@ -60,13 +69,15 @@ def session_delete(*, session: ChatSession) -> None:
 @transaction.atomic
 def message_append(*, session: ChatSession, role: str, content: str, message_id: uuid.UUID | None = None,
                    **fields: Any) -> ChatMessage:
-    """Append a message at the end of the session and touch the session's updated_at."""
+    """Append a message after the session's current one (or `parent_id`), make it current and touch the
+    session's updated_at."""
     # Lock the session row so two concurrent appends cannot take the same seq.
     locked = ChatSession.objects.select_for_update().get(pk=session.pk)
     last = locked.messages.aggregate(last=Max("seq"))["last"]
+    fields.setdefault("parent_id", locked.current_id)
     message = ChatMessage.objects.create(id=message_id or uuid.uuid4(), session=locked, role=role, content=content,
                                          seq=(last or 0) + 1, **fields)
-    ChatSession.objects.filter(pk=locked.pk).update(updated_at=timezone.now())
+    ChatSession.objects.filter(pk=locked.pk).update(updated_at=timezone.now(), current=message)
     return message
 
 
@@ -82,27 +93,34 @@ def message_start_reply(*, session: ChatSession, message_id: uuid.UUID) -> ChatM
 # beside the model's first token or before the `done` event, and building ORM queries costs several times what
 # the database takes to answer them.
 
-def turn_messages_store(*, session: ChatSession, user_message: ChatMessage, reply_id: uuid.UUID) -> None:
-    """A turn's opening write, in one transaction: the user message (unsaved, as the turn built it) and, right
-    after it, the assistant reply as `streaming` by this process (message_start_reply), the session's
-    updated_at touched (message_append). Raises ChatSession.DoesNotExist when the session was deleted meanwhile
-    (then nothing is stored)."""
+def turn_messages_store(*, session: ChatSession, user_message: ChatMessage | None, reply_id: uuid.UUID,
+                        parent: uuid.UUID | None, **reply_fields: Any) -> None:
+    """A turn's opening write, in one transaction: the user message (unsaved, as the turn built it; None for a
+    regenerated reply) following `parent` and, right after it, the assistant reply as `streaming` by this
+    process (message_start_reply), which becomes the session's `current`, the session's updated_at touched
+    (message_append). `reply_fields`: the reply's other columns (its agent). Raises ChatSession.DoesNotExist when
+    the session was deleted meanwhile (then nothing is stored)."""
     connection = connections[DEFAULT_DB_ALIAS]
     statements = _opening_sql(connection.vendor, connection.features.has_select_for_update)
     session_id = ChatSession._meta.pk.get_db_prep_value(session.pk, connection)
     reply = ChatMessage(id=reply_id, session_id=session.pk, role="assistant", content="", status="streaming",
-                        process=current_process_id())
+                        process=current_process_id(), **reply_fields)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statements.lock, [session_id])  # two turns of one session never take the same seq
         if cursor.fetchone() is None:
             raise ChatSession.DoesNotExist("The session was deleted.")
         cursor.execute(statements.last_seq, [session_id])
         last = cursor.fetchone()[0] or 0
-        user_message.session_id, user_message.seq, reply.seq = session.pk, last + 1, last + 2
-        cursor.execute(statements.insert, [*_insert_values(user_message, connection),
-                                           *_insert_values(reply, connection)])
+        if user_message is None:
+            reply.seq, reply.parent_id = last + 1, parent
+            cursor.execute(statements.insert_one, _insert_values(reply, connection))
+        else:
+            user_message.session_id, user_message.seq, user_message.parent_id = session.pk, last + 1, parent
+            reply.seq, reply.parent_id = last + 2, user_message.pk
+            cursor.execute(statements.insert, [*_insert_values(user_message, connection),
+                                               *_insert_values(reply, connection)])
         cursor.execute(statements.touch, [ChatSession._meta.get_field("updated_at").get_db_prep_save(
-            timezone.now(), connection), session_id])
+            timezone.now(), connection), ChatSession._meta.pk.get_db_prep_value(reply_id, connection), session_id])
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,7 @@ class _OpeningSql:
     lock: str
     last_seq: str
     insert: str
+    insert_one: str
     touch: str
 
 
@@ -119,11 +138,12 @@ def _opening_sql(vendor: str, for_update: bool) -> _OpeningSql:
     session, message = quote(ChatSession._meta.db_table), quote(ChatMessage._meta.db_table)
     columns = [field.column for field in ChatMessage._meta.concrete_fields]
     row = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    insert = f"INSERT INTO {message} ({', '.join(quote(column) for column in columns)}) VALUES {row}"
     return _OpeningSql(
         lock=f"SELECT 1 FROM {session} WHERE {quote('id')} = %s" + (" FOR UPDATE" if for_update else ""),
         last_seq=f"SELECT MAX({quote('seq')}) FROM {message} WHERE {quote('session_id')} = %s",
-        insert=f"INSERT INTO {message} ({', '.join(quote(column) for column in columns)}) VALUES {row}, {row}",
-        touch=f"UPDATE {session} SET {quote('updated_at')} = %s WHERE {quote('id')} = %s")
+        insert=f"{insert}, {row}", insert_one=insert,
+        touch=f"UPDATE {session} SET {quote('updated_at')} = %s, {quote('current_id')} = %s WHERE {quote('id')} = %s")
 
 
 def _insert_values(message: ChatMessage, connection: Any) -> list[Any]:
@@ -131,28 +151,34 @@ def _insert_values(message: ChatMessage, connection: Any) -> list[Any]:
             for field in ChatMessage._meta.concrete_fields]
 
 
-def _reply_update(message_id: uuid.UUID, fields: dict[str, Any]) -> int:
+def _reply_update(message_id: uuid.UUID, fields: dict[str, Any], *, final: bool = False) -> int:
     """UPDATE the reply with these fields if this process may still write it; the number of rows (0 or 1).
 
     A reply this process may still write: streaming, or marked `interrupted` by a peer's sweep that took this
     process for dead (its heartbeat stalled) while it was in fact still generating. The sweep keeps `process`
-    for this; a reply stored as final, interrupted included, has it cleared."""
+    for this; a reply stored as final, interrupted included, has it cleared. The final store (`final`) may also
+    write a reply that a stop request marked `stopped` (message_stop keeps `process` too): a checkpoint may not,
+    so that a stopped reply never turns back to `streaming`."""
     connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(sorted(fields))
     values = [ChatMessage._meta.get_field(name).get_db_prep_save(fields[name], connection) for name in names]
+    process = current_process_id()
     with connection.cursor() as cursor:
-        cursor.execute(_reply_update_sql(connection.vendor, names), [
-            *values, ChatMessage._meta.pk.get_db_prep_value(message_id, connection), current_process_id()])
+        cursor.execute(_reply_update_sql(connection.vendor, names, final), [
+            *values, ChatMessage._meta.pk.get_db_prep_value(message_id, connection), process,
+            *([process] if final else [])])
         return cursor.rowcount
 
 
-@functools.lru_cache(maxsize=32)
-def _reply_update_sql(vendor: str, names: tuple[str, ...]) -> str:
+@functools.lru_cache(maxsize=64)
+def _reply_update_sql(vendor: str, names: tuple[str, ...], final: bool) -> str:
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     columns = ", ".join(f"{quote(ChatMessage._meta.get_field(name).column)} = %s" for name in names)
     status, reason, process = quote("status"), quote("finish_reason"), quote("process")
+    stopped = f" OR ({status} = 'stopped' AND {process} = %s)" if final else ""
     return (f"UPDATE {quote(ChatMessage._meta.db_table)} SET {columns} WHERE {quote('id')} = %s AND "
-            f"({status} = 'streaming' OR ({status} = 'interrupted' AND {reason} = 'interrupted' AND {process} = %s))")
+            f"({status} = 'streaming' OR ({status} = 'interrupted' AND {reason} = 'interrupted' AND {process} = %s)"
+            f"{stopped})")
 
 
 def message_checkpoint_reply(*, message_id: uuid.UUID, **fields: Any) -> bool:
@@ -164,7 +190,7 @@ def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields
     """Store an assistant reply once: the streaming placeholder becomes final; a second store of the same id
     keeps the first; with no placeholder the reply is appended. Raises ChatSession.DoesNotExist when the
     session was deleted meanwhile."""
-    if _reply_update(message_id, {**fields, "process": ""}):
+    if _reply_update(message_id, {**fields, "process": ""}, final=True):
         return ChatMessage.objects.filter(pk=message_id).first()
     existing = ChatMessage.objects.filter(pk=message_id).first()
     if existing is not None:
@@ -174,7 +200,7 @@ def message_store_reply(*, session: ChatSession, message_id: uuid.UUID, **fields
 
 def message_finish_reply(*, session: ChatSession, message_id: uuid.UUID, **fields: Any) -> None:
     """message_store_reply without reading the stored reply back (a turn's final store: one UPDATE)."""
-    if not _reply_update(message_id, {**fields, "process": ""}):
+    if not _reply_update(message_id, {**fields, "process": ""}, final=True):
         message_store_reply(session=session, message_id=message_id, **fields)
 
 
@@ -182,5 +208,34 @@ def replies_mark_interrupted(dead: list[str], include_unowned: bool = False) -> 
     """Replies that these dead processes were streaming become `interrupted`, keeping their last checkpoint
     (the agentsite.core.processes sweeper; include_unowned: streaming replies that name no process too)."""
     owned = owned_by(dead, include_unowned)
+    # A reply stopped while its process died keeps `stopped` and its last checkpoint; nothing will write it.
+    ChatMessage.objects.filter(owned, status="stopped").exclude(process="").update(process="")
     return ChatMessage.objects.filter(owned, status="streaming").update(status="interrupted",
                                                                         finish_reason="interrupted")
+
+
+def message_stop(*, message: ChatMessage) -> bool:
+    """Mark a streaming reply `stopped` (keeping its last checkpoint and `process`, whose turn then stores what
+    it generated as `stopped`: sessions_app.stops); False when it was not streaming (it had ended already)."""
+    return bool(ChatMessage.objects.filter(pk=message.pk, status="streaming").update(
+        status="stopped", finish_reason="stopped"))
+
+
+def session_select(*, session: ChatSession, message_id: uuid.UUID) -> ChatSession:
+    """Make the branch through `message_id` the selected path: `current` becomes the newest leaf below it (the
+    message itself when it has no children). Raises AppError 400 `invalid` naming `current` for an id that is
+    not a message of this session."""
+    children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
+    known = set()
+    for pk, parent in ChatMessage.objects.filter(session=session).order_by("seq").values_list("pk", "parent_id"):
+        children.setdefault(parent, []).append(pk)
+        known.add(pk)
+    if message_id not in known:
+        raise AppError("invalid", "current must be the id of a message of this session.", 400,
+                       {"current": ["Not a message of this session."]})
+    leaf = message_id
+    while children.get(leaf):
+        leaf = children[leaf][-1]
+    ChatSession.objects.filter(pk=session.pk).update(current_id=leaf)
+    session.current_id = leaf
+    return session

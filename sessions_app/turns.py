@@ -30,7 +30,7 @@ from agentsite.agent.usage import Caller, caller_for
 from agentsite.core.dbcall import db_started
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from sessions_app import agents, selectors, services
+from sessions_app import agents, selectors, services, stops
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
 from sessions_app.models import ChatMessage, ChatSession
@@ -48,8 +48,11 @@ class ChatTurn:
     was stored (None until it was) and `transcript` holds what the agent produced."""
 
     def __init__(self, *, session: ChatSession, owner_id: int, messages: list[Message], settings: AgentSettings,
-                 user_message_id: uuid.UUID, reply_id: uuid.UUID, owner_is_admin: bool | None = None):
+                 user_message_id: uuid.UUID | None, reply_id: uuid.UUID, owner_is_admin: bool | None = None,
+                 parent: uuid.UUID | None = None, agent: str = ""):
         self.session = session
+        self.parent = parent  # the message the reply follows (its question)
+        self.agent = agent  # the slug of the agent that answers
         self.owner_id = owner_id
         self.owner_is_admin = owner_is_admin  # as the request authenticated the owner (an API key's scopes)
         self.messages = messages
@@ -64,7 +67,10 @@ class ChatTurn:
         self._timer: asyncio.TimerHandle | None = None
         self.prepared: Prepared | None = None  # the run's context and tools, asked already (loop.prepare_now)
         self._owner: asyncio.Task | None = None  # the task whose end, with the reply not stored, interrupts it
-
+        self._stopping = False  # a stop request reached the turn (stop()): it ends `stopped`
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started_at = 0.0
+        self.ttft_ms: int | None = None  # from the start of the run to the first text
     def _belong_to(self, task: asyncio.Task) -> None:
         self._owner = task
         task.add_done_callback(self._on_owner_done)
@@ -75,6 +81,30 @@ class ChatTurn:
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
+
+    def stop(self) -> None:
+        """End the run now and store what it generated as `stopped` (from the turn's event loop: sessions_app.stops
+        calls it there). Nothing once the reply is being stored; the task running the turn is cancelled and
+        batches() takes that cancellation back, so its consumer receives `done` with status `stopped`."""
+        if self.status is not None or self._stopping:
+            return
+        self._stopping = True
+        if self._owner is not None and not self._owner.done():
+            self._owner.cancel()
+
+    def stop_threadsafe(self) -> None:
+        """stop(), from any thread."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.stop)
+
+    def _done_event(self, data: dict[str, Any], status: str) -> AgentEvent:
+        return self.event("done", {"message_id": str(self.reply_id), **data, "status": status,
+                                   "sources": self.transcript.sources,
+                                   "steps": selectors.steps_of(self.transcript.tool_calls()),
+                                   "model": self._answered(), "agent": self.agent, "ttft_ms": self.ttft_ms})
+
+    def _answered(self) -> str:
+        return self.transcript.answered or self.settings.model
 
     async def events(self) -> AsyncIterator[AgentEvent]:
         """`start {message_id, session_id}`, the agent's events, then `done` (with `message_id`) or `error`.
@@ -91,35 +121,57 @@ class ChatTurn:
         each list at once. `done` and `error` come alone, after the reply is stored."""
         # The first checkpoint comes CHECKPOINT_S after the start (or after a tool result), not with the first
         # delta: a reply that ends sooner is stored once, by the final store, with no write racing it.
-        self._checkpointed_at = time.monotonic()
+        self._checkpointed_at = self._started_at = time.monotonic()
+        self._loop = asyncio.get_running_loop()
         runner = asyncio.current_task()
         if runner is not None and runner is not self._owner:  # the chat stream runs it in a task of its own
             self._belong_to(runner)
+        stops.running(self)
         try:
             # In the try: a consumer that stops right after `start` still leaves the reply `interrupted`.
-            yield [self.event("start", {"message_id": str(self.reply_id), "session_id": str(self.session.pk)})]
+            yield [self.event("start", {
+                "message_id": str(self.reply_id), "session_id": str(self.session.pk),
+                "user_message_id": str(self.user_message_id) if self.user_message_id else None,
+                "parent": str(self.parent) if self.parent else None})]
             caller = self.caller or caller_for(self.owner_id, "chat")
-            async with aclosing(run_agent_batches(
-                    messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
-                    settings=self.settings, transcript=self.transcript, caller=caller, prepared=self.prepared)) as run:
-                async for batch in run:
-                    event = batch[-1]
-                    if event.type not in ("done", "error"):
-                        self._maybe_checkpoint(force=any(item.type == "tool_result" for item in batch))
-                        yield batch
-                        continue
-                    stored = await self._store("complete" if event.type == "done" else "error")
-                    if not stored:
-                        yield [self._session_gone()]
-                    elif event.type == "done":
-                        yield [self.event("done", {"message_id": str(self.reply_id), **event.data})]
-                    else:
-                        yield [event]
-                    return
+            try:
+                async with aclosing(run_agent_batches(
+                        messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
+                        settings=self.settings, transcript=self.transcript, caller=caller,
+                        prepared=self.prepared)) as run:
+                    async for batch in run:
+                        event = batch[-1]
+                        if event.type not in ("done", "error"):
+                            if self.ttft_ms is None and any(item.type == "delta" for item in batch):
+                                self.ttft_ms = round((time.monotonic() - self._started_at) * 1000)
+                            self._maybe_checkpoint(force=any(item.type == "tool_result" for item in batch))
+                            yield batch
+                            continue
+                        stored = await self._store("complete" if event.type == "done" else "error")
+                        if not stored:
+                            yield [self._session_gone()]
+                        elif event.type == "done":
+                            yield [self._done_event(event.data, "complete")]
+                        else:
+                            yield [event]
+                        return
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not self._stopping or self.status is not None or task is None or task.cancelling() != 1:
+                    raise  # a hang-up, or a stop that came with one: `interrupted` (below)
+                task.uncancel()  # the stop's own cancellation, taken back: the turn ends here, stored `stopped`
+                self.transcript.finish_reason = "stopped"
+                if await self._store("stopped"):
+                    yield [self._done_event({"content": self.transcript.text, "finish_reason": "stopped",
+                                             "usage": self.transcript.usage.as_dict()}, "stopped")]
+                else:
+                    yield [self._session_gone()]
+                return
             # The loop ended without done or error (a bug): never lose what streamed.
             await self._store("error")
             yield [self.event("error", {"code": "internal_error", "message": "The agent stopped without an answer."})]
         finally:
+            stops.ended(self)
             if self._timer is not None:
                 self._timer.cancel()
             if self.status is None:  # closed or cancelled before the turn ended
@@ -147,7 +199,14 @@ class ChatTurn:
         self._checkpoint = db_started(services.message_checkpoint_reply, message_id=self.reply_id,
                                       content=transcript.text, tool_calls=transcript.tool_calls(),
                                       sources=transcript.sources)
-        self._checkpoint.add_done_callback(_log_checkpoint_failure)
+        self._checkpoint.add_done_callback(self._on_checkpoint)
+
+    def _on_checkpoint(self, write: asyncio.Future) -> None:
+        _log_checkpoint_failure(write)
+        # Not written, though this turn still streams: a stop request marked the reply `stopped` (and its
+        # announcement has not arrived, or was lost), or the session was deleted. Either way the run ends.
+        if not write.cancelled() and write.exception() is None and write.result() is False:
+            self.stop()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -174,7 +233,8 @@ class ChatTurn:
         usage = transcript.usage.as_dict() if transcript.usage.total_tokens else {}
         fields = dict(session=self.session, message_id=self.reply_id, role="assistant", content=transcript.text,
                       status=status, tool_calls=transcript.tool_calls(), sources=transcript.sources, usage=usage,
-                      finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else ""))
+                      finish_reason=transcript.finish_reason or ("interrupted" if status == "interrupted" else ""),
+                      model=self._answered(), ttft_ms=self.ttft_ms)
         write = db_started(services.message_finish_reply, **fields)
         write.add_done_callback(_log_failure)
         return write
@@ -197,10 +257,18 @@ def _log_failure(write: asyncio.Future) -> None:
         logger.error("Storing a reply failed", exc_info=error)
 
 
-async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str,
+async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str | None,
                      attachments: list[str] | None = None, model: str | None = None,
-                     overrides: dict[str, Any] | None = None, agent: str | None = None) -> ChatTurn:
+                     overrides: dict[str, Any] | None = None, agent: str | None = None,
+                     parent: uuid.UUID | str | None = selectors.CURRENT,
+                     regenerate: uuid.UUID | None = None) -> ChatTurn:
     """Check the turn, store the user message (and the reply as `streaming`), and return the turn ready to run.
+
+    The user message follows `parent` (selectors.turn_history: the session's current message by default, None
+    for a new first question, or an assistant message's id: an edit makes a sibling of the edited question);
+    the history the model receives is the path down to it, never a sibling branch. With `regenerate` (an
+    assistant message's id; `message` None) no user message is stored: the reply is a new sibling of that one,
+    answering the same question from the same history. Either way the new reply becomes the session's current.
 
     The turn runs the session's agent (sessions_app.agents: its instructions, model, tools and knowledge, for
     the owner), or `agent` when given (a slug, this turn only: a scheduled task's). The turn's model is `model`
@@ -220,7 +288,7 @@ async def turn_start(*, owner: AbstractBaseUser, session_id: uuid.UUID, message:
     """
     opening = db_started(_turn_prepare, owner=owner, session_id=session_id, message=message,
                          upload_ids=[str(upload) for upload in attachments or []], model=model,
-                         overrides=overrides or {}, agent=agent)
+                         overrides=overrides or {}, agent=agent, parent=parent, regenerate=regenerate)
     caller = asyncio.current_task()
     if caller is not None:
         # Added before the caller can see the turn, and called even when the caller was cancelled meanwhile:
@@ -259,16 +327,19 @@ def _turn_agent(owner: AbstractBaseUser, session: ChatSession, agent: str | None
                                  "another with PATCH /api/sessions/:id {\"agent\": ...}.") from None
 
 
-def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str, upload_ids: list[str],
-                  model: str | None, overrides: dict[str, Any], agent: str | None = None) -> ChatTurn:
+def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: str | None, upload_ids: list[str],
+                  model: str | None, overrides: dict[str, Any], agent: str | None = None,
+                  parent: uuid.UUID | str | None = selectors.CURRENT, regenerate: uuid.UUID | None = None) -> ChatTurn:
     """turn_start's work, on one database thread: the checks and reads, the context and tools when they can be
     asked here, then the one write."""
-    session, history = selectors.turn_history(owner=owner, session_id=session_id)
+    stops.listening()
+    found = selectors.turn_history(owner=owner, session_id=session_id, parent=parent, regenerate=regenerate)
+    session, history = found.session, found.path
     settings = _turn_agent(owner, session, agent)
     if overrides:
         settings = settings.with_overrides(**overrides)
     settings = _turn_model(session, model, settings)
-    if len(message) > MAX_MESSAGE_CHARS:
+    if message is not None and len(message) > MAX_MESSAGE_CHARS:
         raise AppError("message_too_long", f"A message may be at most {MAX_MESSAGE_CHARS} characters.", 400,
                        {"message": [f"{len(message)} characters; the limit is {MAX_MESSAGE_CHARS}."]})
     free_space_check()
@@ -277,16 +348,21 @@ def _turn_prepare(*, owner: AbstractBaseUser, session_id: uuid.UUID, message: st
     earlier = [str(upload) for stored in history if stored.role == "user" for upload in stored.attachments]
     parts = {**attachments_resolve(owner=owner, upload_ids=[upload for upload in earlier if upload not in parts],
                                    missing_ok=True), **parts}
-    user_message = ChatMessage(id=uuid.uuid4(), role="user", content=message, attachments=upload_ids)
-    messages = to_agent_messages([*history, user_message], parts)
+    user_message = (ChatMessage(id=uuid.uuid4(), role="user", content=message, attachments=upload_ids)
+                    if message is not None else None)
+    messages = to_agent_messages([*history, user_message] if user_message is not None else history, parts)
     is_admin = bool(owner.is_active and owner.is_staff)
+    slug = agent if agent is not None else session.agent_slug
     turn = ChatTurn(session=session, owner_id=owner.pk, messages=messages, settings=settings,
-                    user_message_id=user_message.pk, reply_id=uuid.uuid4(), owner_is_admin=is_admin)
+                    user_message_id=user_message.pk if user_message is not None else None, reply_id=uuid.uuid4(),
+                    owner_is_admin=is_admin, parent=user_message.pk if user_message is not None else found.parent,
+                    agent=slug)
     # The context and the tools too, in this same database call, when every source can answer so (no MCP
     # server to connect): the run does not cross to a database thread again before it asks the model.
     turn.prepared = prepare_now(messages=messages, user_id=owner.pk, is_admin=is_admin, settings=settings)
     try:
-        services.turn_messages_store(session=session, user_message=user_message, reply_id=turn.reply_id)
+        services.turn_messages_store(session=session, user_message=user_message, reply_id=turn.reply_id,
+                                     parent=found.parent, agent=slug)
     except ChatSession.DoesNotExist:  # deleted since it was read
         raise AppError("not_found", "No such session.", 404) from None
     return turn

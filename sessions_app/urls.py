@@ -8,4 +8,6 @@ urlpatterns = [
     path("sessions/<uuid:pk>/messages", api.MessageListView.as_view(), name="session-messages"),
     path("sessions/<uuid:pk>/rename", api.SessionRenameView.as_view(), name="session-rename"),
     path("sessions/<uuid:pk>/chat", api.chat, name="session-chat"),
+    path("sessions/<uuid:pk>/messages/<uuid:mid>/regenerate", api.regenerate, name="session-regenerate"),
+    path("sessions/<uuid:pk>/messages/<uuid:mid>/stop", api.MessageStopView.as_view(), name="session-stop"),
 ]

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ class Transcript:
         self.sources: list[dict[str, Any]] = []
         self.finish_reason = ""
         self.results: dict[str, ToolResult] = {}  # by call id, as each call finishes
+        self.durations: dict[str, int] = {}  # by call id: how long the call ran, in milliseconds
         self.streaming_calls: list[ToolCall] = []  # announced in the round now streaming, not yet in messages
         self.answered = ""  # the catalogue entry that answered the last round (routing.Attempts.answered)
 
@@ -71,14 +73,17 @@ class Transcript:
 
     def tool_calls(self) -> list[dict[str, Any]]:
         """Every call announced so far with its result (None while unfinished), as a stored turn keeps them:
-        `{id, name, arguments, result: {content, is_error} | None}`."""
+        `{id, name, arguments, result: {content, is_error, duration_ms} | None}`."""
         calls = [call for message in self.messages for call in message.tool_calls] + self.streaming_calls
         return [{"id": call.id, "name": call.name, "arguments": call.arguments,
-                 "result": _result_record(self.results.get(call.id))} for call in calls]
+                 "result": _result_record(self.results.get(call.id), self.durations.get(call.id))}
+                for call in calls]
 
 
-def _result_record(result: ToolResult | None) -> dict[str, Any] | None:
-    return None if result is None else {"content": result.text, "is_error": result.is_error}
+def _result_record(result: ToolResult | None, duration_ms: int | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"content": result.text, "is_error": result.is_error, "duration_ms": duration_ms}
 
 
 @dataclass
@@ -337,15 +342,22 @@ class _AgentRun:
                                                     tool_call_id=call.id, name=call.name, is_error=result.is_error))
 
     async def _run_tool(self, call: ToolCall, tools: dict[str, Tool]) -> tuple[ToolCall, ToolResult]:
+        started = time.monotonic()
+        try:
+            return call, await self._traced_tool_result(call, tools)
+        finally:
+            self.transcript.durations[call.id] = round((time.monotonic() - started) * 1000)
+
+    async def _traced_tool_result(self, call: ToolCall, tools: dict[str, Tool]) -> ToolResult:
         tool = tools.get(call.name)
         if not tracing.ENABLED:
-            return call, await self._tool_result(call, tool, tools)
+            return await self._tool_result(call, tool, tools)
         with tracing.span(f"execute_tool {call.name}", **_tool_attributes(call, tool)) as span:
             result = await self._tool_result(call, tool, tools)
             tracing.annotate(span, "tool_error" if result.is_error else None, **{
                 "agentsite.tool.is_error": result.is_error,
                 "gen_ai.tool.call.result": result.text if tracing.CAPTURE_CONTENT else None})
-            return call, result
+            return result
 
     async def _tool_result(self, call: ToolCall, tool: Tool | None, tools: dict[str, Tool]) -> ToolResult:
         if call.arguments_error:

@@ -41,19 +41,22 @@ def documents(owner):
 async def test_the_knowledge_source_gives_the_best_chunks_and_their_sources(owner, documents):
     block = await ask(owner.pk, "When did astronauts land on the Moon?", kb_top_k=1)
     assert block.text == f"[moon.txt] {MOON}"
-    assert block.sources == [{"document_id": str(documents["moon.txt"].pk), "filename": "moon.txt",
-                              "chunk_index": 0, "score": block.sources[0]["score"],
-                              "rank_score": 1.2, "collection_id": str(documents["moon.txt"].collection_id)}]
+    assert block.sources == [{
+        "collection": {"id": str(documents["moon.txt"].collection_id), "name": "Personal"},
+        "document": {"id": str(documents["moon.txt"].pk), "filename": "moon.txt"},
+        "chunk_index": 0, "score": block.sources[0]["score"], "rank_score": 1.2, "text": MOON}]
     # first in both lists: weights 0.2 (vector) + 1.0 (lexical)
     assert 0 < block.sources[0]["score"] <= 1
 
 
 async def test_the_knowledge_source_keeps_within_top_k_and_max_chars(owner, documents):
     block = await ask(owner.pk, "Moon astronauts bread dough", kb_top_k=5, kb_max_chars=4000)
-    assert [source["filename"] for source in block.sources] == ["moon.txt", "bread.txt"]
+    assert [source["document"]["filename"] for source in block.sources] == ["moon.txt", "bread.txt"]
     short = await ask(owner.pk, "Moon astronauts bread dough", kb_top_k=5, kb_max_chars=30)
     assert short.text == block.text[:30]
     assert len(short.sources) == 1
+    # The passage as the model received it: cut where the budget cut it.
+    assert short.sources[0]["text"] == block.text[:30].removeprefix("[moon.txt] ")
 
 
 async def test_the_knowledge_source_gives_nothing_when_disabled_anonymous_or_empty(owner, other_user, documents):

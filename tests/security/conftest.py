@@ -108,7 +108,9 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     """
     session = _created(client.post("/api/sessions", {"name": f"{label} chat"}, format="json"), "a session")["id"]
     chat = client.post(f"/api/sessions/{session}/chat", {"message": f"hello from {label}"}, format="json")
-    assert chat.status_code == 200 and "event: done" in stream_text(chat), "the chat turn did not finish"
+    chat_text = stream_text(chat) if chat.status_code == 200 else ""
+    assert "event: done" in chat_text, "the chat turn did not finish"
+    reply = re.search(r'"message_id": ?"([0-9a-f-]{36})"', chat_text).group(1)
     document = _created(client.post("/api/kb/documents", {"filename": f"{label}.md", "content": f"{label}'s notes "
                                                           "about the orchard and its pear trees."}, format="json"),
                         "a document")["id"]
@@ -141,7 +143,7 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     agent = _created(client.post("/api/agents", {"slug": slug, "name": f"{label}'s agent", "instructions":
                                                  f"Answer as {label}'s helper."}, format="json"), "an agent")["id"]
     return {"agent": str(agent), "agent_version": "1",
-            "collection": collection, "session": session, "document": document, "upload": upload, "workflow": workflow,
+            "collection": collection, "session": session, "message": reply, "document": document, "upload": upload, "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
             "response": stored.json()["id"], "approval": approval, "workflow_version": "1", "trigger": trigger}
 

@@ -80,7 +80,8 @@ COMPAT_PUBLIC = {("get", "/v1/models"), ("post", "/v1/chat/completions"), ("post
                  ("get", "/v1/responses/{pk}/input_items")}
 # Views written as functions have no permission classes to read a role from: each says its role here, so a
 # new one (an admin-only one above all) cannot slip through the 403 matrix unseen.
-FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/workflows/{pk}/run": "user",
+FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/sessions/{pk}/messages/{mid}/regenerate": "user",
+                       "/api/workflows/{pk}/run": "user",
                        "/v1/models": "compat", "/v1/chat/completions": "compat", "/v1/embeddings": "compat",
                        "/v1/responses": "compat", "/v1/responses/{pk}": "compat",
                        "/v1/messages": "compat", "/v1/messages/count_tokens": "compat",
@@ -89,6 +90,10 @@ FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/workflows/{pk}/r
 OBJECT_PARAMETERS = {
     ("/api/sessions/{pk}", "pk"): "session", ("/api/sessions/{pk}/messages", "pk"): "session",
     ("/api/sessions/{pk}/rename", "pk"): "session", ("/api/sessions/{pk}/chat", "pk"): "session",
+    ("/api/sessions/{pk}/messages/{mid}/regenerate", "pk"): "session",
+    ("/api/sessions/{pk}/messages/{mid}/regenerate", "mid"): "message",
+    ("/api/sessions/{pk}/messages/{mid}/stop", "pk"): "session",
+    ("/api/sessions/{pk}/messages/{mid}/stop", "mid"): "message",
     ("/api/kb/documents/{pk}", "pk"): "document",
     ("/api/kb/collections/{pk}", "pk"): "collection", ("/api/kb/collections/{pk}/access", "pk"): "collection",
     ("/api/kb/collections/{pk}/transfer", "pk"): "collection",

@@ -192,7 +192,7 @@ async def test_the_chat_sends_the_agents_instructions_one_tool_and_its_knowledge
     assert body["messages"][-1] == {"role": "user", "content": QUESTION}
     assert body["model"] == "m"  # the agent names no model: the deployment's
     # The reply's sources are the agent's collection's chunk.
-    assert [source["filename"] for source in events[-1][1]["sources"]] == ["handbook.txt"]
+    assert [source["document"]["filename"] for source in events[-1][1]["sources"]] == ["handbook.txt"]
 
 
 async def test_the_default_agent_keeps_the_deployments_prompt_and_every_tool(team, fake_openai):

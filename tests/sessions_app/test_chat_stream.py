@@ -164,9 +164,10 @@ def test_knowledge_base_context_reaches_the_model_and_its_sources_are_recorded(s
         events = [(name, data) for name, data in sse_events(response) if name != "comment"]
     done = events[-1][1]
     assert events[-1][0] == "done"
-    assert done["sources"] and done["sources"][0]["filename"] == "otters.md"
-    assert done["sources"][0]["document_id"] == document.json()["id"]
-    assert {"document_id", "filename", "chunk_index", "score"} <= set(done["sources"][0])
+    assert done["sources"] and done["sources"][0]["document"] == {"id": document.json()["id"],
+                                                                  "filename": "otters.md"}
+    assert {"collection", "document", "chunk_index", "score", "text"} <= set(done["sources"][0])
+    assert done["sources"][0]["text"] in fake_openai.requests[-1].json()["messages"][0]["content"]
     system = fake_openai.requests[-1].json()["messages"][0]
     assert system["role"] == "system" and "[otters.md]" in system["content"] and "drift apart" in system["content"]
     stored = _messages(server, headers, session_id)[-1]

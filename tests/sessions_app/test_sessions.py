@@ -14,7 +14,8 @@ def test_create_list_get_rename_delete_a_session(owner_client):
     session = created.json()
     assert session["name"] == "New chat"
     assert session["message_count"] == 0
-    assert set(session) == {"id", "name", "model", "agent", "created_at", "updated_at", "message_count"}
+    assert set(session) == {"id", "name", "model", "agent", "current", "pinned", "archived", "created_at",
+                            "updated_at", "message_count"}
     listed = owner_client.get("/api/sessions").json()
     assert listed["count"] == 1 and listed["results"][0]["id"] == session["id"]
     renamed = owner_client.put(f"/api/sessions/{session['id']}/rename", {"name": "Trip plans"}, format="json")

@@ -27,7 +27,7 @@ def _files(user, name: str, query: str = QUERY) -> list[str]:
     """The files of the passages a run of agent `name` by `user` gets as context."""
     settings = runtime.resolve_now(user, name).settings
     block = knowledge_context_now(ContextRequest(None if user is None else user.pk, query, settings))
-    return [] if block is None else sorted(source["filename"] for source in block.sources)
+    return [] if block is None else sorted(source["document"]["filename"] for source in block.sources)
 
 
 @pytest.fixture
@@ -120,4 +120,4 @@ def test_a_run_door_of_the_default_agent_searches_the_collections_an_admin_lists
     assert listed.status_code == 200, listed.content
     settings = runtime.run_settings_now(other_user, "default")
     block = knowledge_context_now(ContextRequest(other_user.pk, QUERY, settings))
-    assert block is not None and sorted(source["filename"] for source in block.sources) == ["bread.txt", "moon.txt"]
+    assert block is not None and sorted(source["document"]["filename"] for source in block.sources) == ["bread.txt", "moon.txt"]

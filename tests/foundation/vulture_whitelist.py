@@ -36,6 +36,7 @@ task_run_execute  # scheduler/tasks.py
 _.get_api_key_set  # catalogue/connections_api.py
 _.get_base_url
 _.get_discovery_error
+_.get_steps  # sessions_app/api.py
 _.get_header_names
 _.get_is_default
 _.get_status  # accounts/keys_api.py

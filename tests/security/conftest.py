@@ -143,7 +143,8 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     agent = _created(client.post("/api/agents", {"slug": slug, "name": f"{label}'s agent", "instructions":
                                                  f"Answer as {label}'s helper."}, format="json"), "an agent")["id"]
     return {"agent": str(agent), "agent_version": "1",
-            "collection": collection, "session": session, "message": reply, "document": document, "upload": upload, "workflow": workflow,
+            "collection": collection, "session": session, "message": reply, "document": document, "upload": upload,
+            "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
             "response": stored.json()["id"], "approval": approval, "workflow_version": "1", "trigger": trigger}
 

@@ -32,6 +32,7 @@ import base64
 import copy
 import io
 import json
+import re
 import sqlite3
 import sys
 import uuid
@@ -221,6 +222,9 @@ def context(server: LiveServer) -> Context:
         "workflow": workflow,
         "workflow_run": made(f"/api/workflows/{workflow}/run", {"input": "x"}),
     }
+    turn = context.post(f"/api/sessions/{context.objects['session']}/chat", {"message": "hello"})
+    assert turn.status_code == 200 and "event: done" in turn.text, turn.text[:300]
+    context.objects["message"] = re.search(r'"message_id": ?"([0-9a-f-]{36})"', turn.text).group(1)
     ruled = context.post("/api/mcp/connect", time_server("ruled"), role="admin")
     assert ruled.status_code == 201, ruled.text
     context.objects["mcp_server"] = "ruled"
@@ -288,6 +292,7 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/sessions"): lambda c: {"name": c.unique("chat")},
     ("put", "/api/sessions/{id}/rename"): lambda c: {"name": c.unique("renamed")},
     ("post", "/api/sessions/{id}/chat"): lambda c: {"message": "hello there", "attachments": [c.objects["upload"]]},
+    ("post", "/api/sessions/{id}/messages/{mid}/regenerate"): lambda c: {"model": ""},
     ("post", "/api/kb/documents"): lambda c: {"filename": "notes.md", "content": "Apples.",
                                               "content_type": "text/plain"},
     ("post", "/api/kb/search"): lambda c: {"query": "pear trees", "topK": 3},
@@ -348,7 +353,8 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
         "stop_sequences": ["zzz"], "stream": False},
     ("post", "/v1/messages/count_tokens"): lambda c: {"model": c.model, "system": "Be brief.", "messages": [
         {"role": "user", "content": [{"type": "text", "text": "hi"}]}]},
-    ("patch", "/api/sessions/{id}"): lambda c: {"name": c.unique("chat"), "model": ""},
+    ("patch", "/api/sessions/{id}"): lambda c: {"name": c.unique("chat"), "model": "", "pinned": True,
+                                                "current": c.objects["message"]},
     ("post", "/api/keys"): lambda c: {"name": c.unique("key"), "scopes": ["v1", "api"],
                                       "expires_at": "2031-01-01T00:00:00Z", "budget": {"tokens_per_day": 1000}},
     ("patch", "/api/keys/{id}"): lambda c: {"name": c.unique("key"), "budget": {"tokens_per_day": 500}},
@@ -400,7 +406,7 @@ OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", 
                   "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server",
                   "/api/agents/": "agent"}
 # Path parameters other than `{id}`, and the object each names.
-PATH_OBJECTS = {"{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",
+PATH_OBJECTS = {"{mid}": "message", "{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",
                 "{trigger_id}": "trigger_id", "{approval_id}": "approval_id", "{group_id}": "group"}
 
 

@@ -58,7 +58,7 @@ def sent(upstream) -> list[str]:
 def test_regenerate_streams_a_second_answer_and_the_arrows_switch_between_them(
         chat_upstream, logged_in_page, dashboard_server, admin_headers, shot):
     page = logged_in_page
-    chat_upstream.script(Text("The first answer."), Text("The second answer."))
+    chat_upstream.script(Text("The first answer."), Text("The second answer."), Text("You are welcome."))
     session_id = new_chat(page)
     ask(page, "Say something")
     assert shown(page) == ["user: Say something", "assistant: The first answer."]
@@ -88,6 +88,11 @@ def test_regenerate_streams_a_second_answer_and_the_arrows_switch_between_them(
     page.reload()  # the selection is the server's
     expect(log(page).locator(".branch-position")).to_have_text("1/2")
     assert shown(page) == ["user: Say something", "assistant: The first answer."]
+    # Another tab selects the second answer: a question asked here still follows the answer shown here.
+    requests.patch(f"{dashboard_server.base_url}/api/sessions/{session_id}", headers=admin_headers, timeout=10,
+                   json={"current": second["id"]}).raise_for_status()
+    ask(page, "Thanks")
+    assert sent(chat_upstream) == ["Say something", "The first answer.", "Thanks"]
     assert page.problems == []
 
 

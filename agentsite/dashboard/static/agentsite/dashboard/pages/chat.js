@@ -258,9 +258,12 @@ class ChatPage {
       this.log.querySelector(".chat-empty")?.remove();
       const body = { message: text };
       if (attachments.length) body.attachments = attachments.map((upload) => upload.id);
+      // The question follows the reply on screen, even if another tab has selected another branch since.
+      const { tree } = this.branches;
+      if (tree.get(tree.current)?.role === "assistant") body.parent = tree.current;
       composer.clear();
-      await this.streamTurn(turn, "chat", body, { text, parent: this.branches.tree.current,
-        attachments: body.attachments || [], uploads: attachments });
+      await this.streamTurn(turn, "chat", body, { text, parent: tree.current, attachments: body.attachments || [],
+        uploads: attachments });
     } catch (error) {
       if (!turn.aborted && !this.stopped) {
         composer.showError(error.message);

@@ -17,6 +17,7 @@ export class Branches {
     this.views = new Map(); // message id -> MessageView shown
     this.busy = false;
     this.editing = null; // the inline editor open: {id, close()}
+    this.switching = false; // a PATCH selecting a branch is under way
   }
 
   show(tree) {
@@ -94,7 +95,8 @@ export class Branches {
   // The message switched stays where it was on screen, and the focus on the arrow just used (on the other
   // one once the end is reached).
   async switchTo(id, delta) {
-    if (this.busy || !id) return;
+    if (this.busy || this.switching || !id) return;
+    this.switching = true; // a second click while the first is answered would switch from a stale path
     try {
       const session = await this.ctx.api(`/api/sessions/${encodeURIComponent(this.sessionId())}`,
         { method: "PATCH", body: { current: id } });
@@ -102,6 +104,8 @@ export class Branches {
     } catch (error) {
       this.ctx.toast(`That version could not be shown: ${error.message}`, "error");
       return;
+    } finally {
+      this.switching = false;
     }
     const top = this.views.get(this.tree.siblings(id).find((other) => this.views.has(other)))
       ?.element.getBoundingClientRect().top;

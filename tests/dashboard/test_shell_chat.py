@@ -202,7 +202,9 @@ def test_a_message_sent_while_the_history_loads_waits_for_it_and_stays_in_the_lo
     expect(conversation(page).locator(".chat-empty")).to_have_count(0)
 
 
-def test_stop_hangs_up_and_the_reply_is_kept_as_interrupted(chat_upstream, logged_in_page):
+def test_leaving_the_page_hangs_up_and_the_reply_is_kept_as_interrupted(chat_upstream, logged_in_page, dashboard_server,
+                                                                       admin_headers):
+    # Stop keeps a reply `stopped` (test_chat_branches); going to another page hangs up the stream instead.
     page = logged_in_page
     chat_upstream.script(Hang("A partial answer that never ends"))
     page.goto("/#/chat")
@@ -210,13 +212,18 @@ def test_stop_hangs_up_and_the_reply_is_kept_as_interrupted(chat_upstream, logge
     page.get_by_role("button", name="Send").click()
     # Sending from #/chat names the new chat after the message and shows it in the address.
     expect(page).to_have_url(re.compile(r"#/chat/[0-9a-f-]{36}$"))
+    chat_url = page.url
     reply = last_reply(page)
     expect(reply).to_contain_text("A partial answer")
-    page.get_by_role("button", name="Stop", exact=True).click()
-    expect(reply).to_have_attribute("data-status", "interrupted")
-    expect(reply.get_by_text("Interrupted")).to_be_visible()
+    page.get_by_role("link", name="Knowledge", exact=True).click()
     chat_upstream.wait_for_hangups_sync(1)  # the server hung up on the model too
+    messages = f"{dashboard_server.base_url}/api/sessions/{chat_url.rsplit('/', 1)[1]}/messages"
+    poll(lambda: requests.get(messages, headers=admin_headers, timeout=10).json()["results"][-1]["status"]
+         == "interrupted", "the reply left behind is stored interrupted")
 
+    page.goto(chat_url)
+    expect(last_reply(page)).to_have_attribute("data-status", "interrupted")
+    expect(last_reply(page).get_by_text("Interrupted")).to_be_visible()
     page.reload()
     stored = last_reply(page)
     expect(stored).to_have_attribute("data-status", "interrupted")

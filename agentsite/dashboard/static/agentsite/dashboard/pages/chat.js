@@ -1,23 +1,29 @@
 // Chat: the session list (New chat, rename, delete) and the conversation of #/chat/<session_id>, whose
 // replies stream in from POST /api/sessions/:id/chat (SSE). Everything a model or a user wrote is shown
-// through renderMarkdown (sanitised). "Stop" hangs up the stream: the server keeps the partial reply as
-// `interrupted`. Attachments are uploaded first (/api/upload) and sent as upload ids with the message.
+// through renderMarkdown (sanitised). The log shows the selected branch of the chat's tree (branches.js:
+// the arrows between versions, Edit, Regenerate). Stop (or Escape) asks the server to stop the reply, which
+// it keeps as `stopped` (turn.js); leaving the page hangs up (`interrupted`). Attachments are uploaded first
+// (/api/upload) and sent as upload ids with the message.
 // The header's model picker sets the chat's model (the session's `model`, from GET /api/models); its agent
 // picker, the agent the chat talks to (the session's `agent`, from GET /api/agents): choosing another starts a
 // new chat with it, and an empty chat offers the agent's starters as buttons that send them.
 //
-// This module lays out the page and runs the conversation (loading it, sending, streaming the reply); its
-// parts are in pages/chat/: sessions.js (the chat list), composer.js (the message box, attachments,
-// dictation), message.js (one message in the log, and the uploads it shows), voice.js (speech in and out),
-// modelpicker.js (the model picker), agentpicker.js (the agent picker).
-import { listAll } from "../api.js";
+// This module lays out the page and runs the conversation (loading it, sending, editing, regenerating,
+// streaming the reply); its parts are in pages/chat/: sessions.js (the chat list), composer.js (the message
+// box, attachments, dictation), message.js (one message in the log, and the uploads it shows), branches.js
+// (the path shown, and its controls) over tree.js (the messages' tree), turn.js (a reply streaming, and
+// stopping it), voice.js (speech in and out) and readaloud.js (a message read aloud), modelpicker.js and
+// agentpicker.js (the header's pickers).
 import { errorBox, h, loading } from "../ui.js";
 import { AgentPicker } from "./chat/agentpicker.js";
+import { Branches } from "./chat/branches.js";
 import { Composer } from "./chat/composer.js";
 import { MessageView, Uploads } from "./chat/message.js";
 import { ModelPicker } from "./chat/modelpicker.js";
+import { ReadAloud } from "./chat/readaloud.js";
 import { SessionList } from "./chat/sessions.js";
-import { Reader } from "./chat/voice.js";
+import { Tree } from "./chat/tree.js";
+import { Turn } from "./chat/turn.js";
 
 const NAME_FROM_MESSAGE = 60; // characters of the first message a chat started from #/chat is named after
 const FOLLOW_MARGIN_PX = 120; // within this distance of the end, the log follows new content
@@ -34,14 +40,14 @@ class ChatPage {
     this.ctx = ctx;
     this.sessionId = ctx.route[0] || null;
     this.stopped = false;
-    this.streaming = null; // the AbortController of the reply being streamed
+    this.streaming = null; // the Turn of the reply being streamed
     this.config = null; // a Promise of /api/config, for the voice providers
     this.loaded = null; // a Promise of the conversation's history shown in the log (it never rejects)
-    this.reader = null; // the read-aloud under way, and the message it reads
-    this.reading = null;
+    this.reader = new ReadAloud({ api: ctx.api, voiceConfig: () => this.voiceConfig(), log: () => this.log,
+      problem: (message) => this.composer.problem(message) });
     this.uploads = new Uploads(ctx.api);
     // What every MessageView may call back.
-    this.messageHooks = { uploads: this.uploads, readAloud: (view, button) => this.readAloud(view, button),
+    this.messageHooks = { uploads: this.uploads, readAloud: (view, button) => this.reader.toggle(view, button),
       scrollDown: () => this.scrollDown() };
     this.models = new ModelPicker({ ctx, sessionId: () => this.sessionId });
     this.agents = new AgentPicker({ onChoose: () => this.chooseAgent() });
@@ -53,11 +59,24 @@ class ChatPage {
     }, onNew: () => this.newChat() });
     this.opening = 0; // counts New chat clicks: only the latest one's chat is shown
     this.composer = new Composer({ ctx, voiceConfig: () => this.voiceConfig(), onSend: () => this.send(),
-      onStop: () => this.streaming?.abort() });
+      onStop: () => this.streaming?.stop() });
+    // Up arrow in an empty composer edits the last question; Escape anywhere on the page stops the reply.
+    this.composer.input.addEventListener("keydown", (event) => {
+      if (event.key !== "ArrowUp" || this.composer.text || event.shiftKey || event.ctrlKey || event.altKey
+        || event.metaKey || event.isComposing || this.streaming) return;
+      if (this.branches.editLast()) event.preventDefault();
+    });
+    this.onKey = (event) => {
+      if (event.key !== "Escape" || !this.streaming || event.defaultPrevented) return;
+      event.preventDefault();
+      this.streaming.stop();
+    };
+    document.addEventListener("keydown", this.onKey);
   }
 
   stop() {
     this.stopped = true;
+    document.removeEventListener("keydown", this.onKey);
     this.streaming?.abort();
     this.sessions.stop();
     this.composer.stop();
@@ -80,7 +99,7 @@ class ChatPage {
   render() {
     this.title = h("h1", { id: "chat-title", class: "chat-title" }, this.sessionId ? "Chat" : "New conversation");
     this.log = h("div", { class: "chat-log", role: "log", "aria-label": "Conversation", "aria-live": "polite",
-      tabindex: "0" });
+      "aria-busy": "false", tabindex: "0" });
     // Whether the log follows new content: true while the reader is at (or near) the end. Measured when
     // the reader scrolls, not when content arrives: a tool call or a long delta can grow the log by more
     // than the margin in one step, and measuring after it made the log stop following mid-reply.
@@ -93,6 +112,9 @@ class ChatPage {
         h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title, this.agents.element,
           this.models.element),
         this.log, this.composer.element)));
+    this.branches = new Branches({ ctx: this.ctx, log: this.log, hooks: this.messageHooks,
+      sessionId: () => this.sessionId, onEdit: (message, text) => this.resend(message, text),
+      onRegenerate: (message) => this.resend(message, null) });
   }
 
   // A long name is cut after two lines on screen (chat.css); the title attribute holds all of it.
@@ -112,16 +134,16 @@ class ChatPage {
 
   async loadConversation() {
     if (!this.sessionId) {
+      this.branches.show(new Tree());
       this.log.replaceChildren(this.emptyChat("Write a message below to start a new chat, or pick one from the list."));
       return;
     }
     this.log.replaceChildren(loading("Loading the conversation…"));
     try {
-      const messages = await listAll(`/api/sessions/${encodeURIComponent(this.sessionId)}/messages?limit=200`, { max: 5000 });
+      const { results, current } = await this.ctx.api(`/api/sessions/${encodeURIComponent(this.sessionId)}/messages`);
       if (this.stopped) return;
-      this.log.replaceChildren();
-      if (!messages.length) this.log.append(this.emptyChat("No messages yet: say hello."));
-      for (const message of messages) this.log.append(this.messageView(message));
+      this.branches.show(new Tree(results, current));
+      if (!results.length) this.log.append(this.emptyChat("No messages yet: say hello."));
       this.scrollDown(true);
       this.composer.input.focus();
     } catch (error) {
@@ -205,21 +227,6 @@ class ChatPage {
     await this.loadConversation();
   }
 
-  // A stored message, as the log shows it.
-  messageView(message) {
-    const view = new MessageView(message.role, this.messageHooks);
-    view.setContent(message.content);
-    if (message.attachments?.length) view.showAttachments(message.attachments);
-    for (const call of message.tool_calls || []) {
-      view.toolCall(call);
-      if (call.result) view.toolResult({ id: call.id, content: call.result.content, is_error: call.result.is_error });
-    }
-    if (message.sources?.length) view.showSources(message.sources);
-    view.setStatus(message.status);
-    view.element.dataset.messageId = message.id;
-    return view.element;
-  }
-
   scrollDown(force = false) {
     if (force) this.following = true;
     if (this.following) this.log.scrollTop = this.log.scrollHeight;
@@ -242,36 +249,68 @@ class ChatPage {
     }
     composer.showError("");
     const attachments = composer.uploaded();
-    const controller = new AbortController();
-    this.streaming = controller;
-    this.setBusy(true);
+    const turn = this.beginTurn();
     try {
       await this.loaded;
       // New chat clicked meanwhile: what was typed stays in the composer, unsent, for the new chat.
-      if (this.stopped || controller.signal.aborted) return;
+      if (this.stopped || turn.aborted) return;
       if (!this.sessionId) await this.createSessionFor(text);
       this.log.querySelector(".chat-empty")?.remove();
-      const mine = new MessageView("user", this.messageHooks);
-      mine.setContent(text);
-      if (attachments.length) mine.showAttachments(attachments.map((upload) => upload.id), attachments);
-      this.log.append(mine.element);
+      const body = { message: text };
+      if (attachments.length) body.attachments = attachments.map((upload) => upload.id);
+      // The question follows the reply on screen, even if another tab has selected another branch since.
+      const { tree } = this.branches;
+      if (tree.get(tree.current)?.role === "assistant") body.parent = tree.current;
       composer.clear();
-      const reply = new MessageView("assistant", this.messageHooks);
-      reply.setWaiting();
-      this.log.append(reply.element);
-      this.scrollDown(true);
-      await this.streamReply(text, attachments, controller, reply);
+      await this.streamTurn(turn, "chat", body, { text, parent: tree.current, attachments: body.attachments || [],
+        uploads: attachments });
     } catch (error) {
-      if (!controller.signal.aborted && !this.stopped) {
+      if (!turn.aborted && !this.stopped) {
         composer.showError(error.message);
         this.ctx.toast(`The message was not sent: ${error.message}`, "error");
       }
     } finally {
-      if (this.streaming === controller) this.streaming = null;
-      if (!this.stopped) {
-        if (!this.streaming) this.setBusy(false); // New chat hung this one up, and another may be sending
-        this.sessions.load();
+      this.endTurn(turn);
+    }
+  }
+
+  // Edit (text: the new question, a sibling of `message`) or Regenerate (text null: a new sibling reply of
+  // the assistant's `message`): the log drops the message and what followed it, and the new turn streams in.
+  async resend(message, text) {
+    if (this.streaming || !this.sessionId) return;
+    const turn = this.beginTurn();
+    try {
+      this.branches.cutFrom(message.id);
+      if (text === null) {
+        await this.streamTurn(turn, `messages/${encodeURIComponent(message.id)}/regenerate`, {}, null);
+      } else {
+        const body = { message: text, parent: message.parent ?? null };
+        if (message.attachments?.length) body.attachments = message.attachments;
+        await this.streamTurn(turn, "chat", body, { text, parent: body.parent, attachments: message.attachments || [] });
       }
+    } catch (error) {
+      if (!turn.aborted && !this.stopped) {
+        this.ctx.toast(`${text === null ? "The reply could not be regenerated" : "The edit was not sent"}: ${error.message}`,
+          "error");
+        this.branches.render(); // refused before anything was stored: the branch shown before, unchanged
+      }
+    } finally {
+      this.endTurn(turn);
+    }
+  }
+
+  beginTurn() {
+    const turn = new Turn(this.ctx);
+    this.streaming = turn;
+    this.setBusy(true);
+    return turn;
+  }
+
+  endTurn(turn) {
+    if (this.streaming === turn) this.streaming = null;
+    if (!this.stopped) {
+      if (!this.streaming) this.setBusy(false); // New chat hung this one up, and another may be sending
+      this.sessions.load();
     }
   }
 
@@ -289,20 +328,36 @@ class ChatPage {
     this.sessions.toggle(false);
   }
 
-  async streamReply(text, attachments, controller, reply) {
-    const body = { message: text };
-    if (attachments.length) body.attachments = attachments.map((upload) => upload.id);
+  // Streams one turn into the log: `question` ({text, parent, attachments, uploads?}) is shown first when the
+  // turn asks one (null: a regenerated reply), then the reply as it comes. `path` is under the session's URL.
+  async streamTurn(turn, path, body, question) {
+    turn.sessionId = this.sessionId;
+    if (question) {
+      question.view = new MessageView("user", this.messageHooks);
+      question.view.setContent(question.text);
+      if (question.attachments.length) question.view.showAttachments(question.attachments, question.uploads || []);
+      this.log.append(question.view.element);
+    }
+    const reply = new MessageView("assistant", this.messageHooks);
+    reply.setWaiting();
+    this.log.append(reply.element);
+    this.scrollDown(true);
     try {
-      await this.ctx.stream(`/api/sessions/${encodeURIComponent(this.sessionId)}/chat`, {
-        body, signal: controller.signal, onEvent: ({ event, data }) => {
-          if (this.stopped) return;
-          reply.onEvent(event, data);
-          this.scrollDown();
-        },
+      await turn.run(`/api/sessions/${encodeURIComponent(this.sessionId)}/${path}`, body, ({ event, data }) => {
+        if (this.stopped) return;
+        if (event === "title") return this.retitle(data);
+        reply.onEvent(event, data);
+        if (event === "start") {
+          this.branches.started(data, question);
+          this.branches.attach(data.message_id, reply);
+        } else if (event === "done") {
+          this.branches.finished(data, reply);
+        }
+        this.scrollDown();
       });
       if (!reply.finished) reply.fail("The reply ended before it was finished.");
     } catch (error) {
-      if (controller.signal.aborted) {
+      if (turn.aborted) {
         reply.setStatus("interrupted");
         return;
       }
@@ -315,39 +370,16 @@ class ChatPage {
     }
   }
 
+  // The chat's title, made from its first exchange (the `title` event after `done`).
+  retitle(data) {
+    if (!data?.name || data.session_id !== this.sessionId) return;
+    this.setTitle(data.name);
+    this.sessions.load();
+  }
+
   setBusy(busy) {
     this.log.setAttribute("aria-busy", String(busy));
     this.composer.setBusy(busy);
-  }
-
-  // --- read aloud ---
-
-  // A message's "Read aloud" button: reads it (stopping any other), or stops it when it is being read.
-  async readAloud(view, button) {
-    if (this.reader && this.reading === view) {
-      this.reader.stop();
-      this.reading = null;
-      button.textContent = "Read aloud";
-      return;
-    }
-    const config = await this.voiceConfig();
-    this.reader?.stop();
-    this.reader = new Reader({ api: this.ctx.api, provider: config.tts_provider, voice: config.tts_voice });
-    for (const other of this.log.querySelectorAll(".read-aloud")) other.textContent = "Read aloud";
-    this.reading = view;
-    button.textContent = "Stop reading";
-    const done = () => {
-      if (this.reading === view) this.reading = null;
-      button.textContent = "Read aloud";
-    };
-    const failed = (error) => {
-      done();
-      this.composer.problem(`Read-aloud failed: ${error.message}`);
-    };
-    try {
-      await this.reader.speak(view.text(), done, failed);
-    } catch (error) {
-      failed(error);
-    }
+    this.branches.setBusy(busy);
   }
 }

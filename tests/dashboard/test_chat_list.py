@@ -1,0 +1,184 @@
+"""The chat's composer in a real Chromium against a real server: a draft per chat that outlives a reload and
+goes once sent (bounded, the oldest first), and files dropped on the conversation and images pasted into the
+box sent as attachments."""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+
+import pytest
+import requests
+from playwright.sync_api import expect
+
+from tests.dashboard.test_chat_media import png_bytes
+from tests.fakes.llm import Text
+
+pytestmark = pytest.mark.e2e
+
+DRAFTS = "agentsite.draft."
+MAX_DRAFTS = 50  # drafts.js
+
+
+@pytest.fixture
+def call(dashboard_server, admin_headers):
+    """The API as the admin: call(method, path, json=...) -> the decoded answer (asserting a 2xx)."""
+
+    def request(method: str, path: str, **kwargs):
+        answer = requests.request(method, f"{dashboard_server.base_url}{path}", headers=admin_headers, timeout=10,
+                                  **kwargs)
+        assert answer.status_code < 300, f"{method} {path}: {answer.status_code} {answer.text}"
+        return answer.json() if answer.content else None
+
+    return request
+
+
+def chats(call, **params) -> list[dict]:
+    return call("GET", "/api/sessions", params={"limit": 200, **params})["results"]
+
+
+def new_chats(call, *names: str) -> list[dict]:
+    """Chats made through the API in this order (the last one the most recently updated)."""
+    return [call("POST", "/api/sessions", json={"name": name}) for name in names]
+
+
+def unique(word: str) -> str:
+    return f"{word} {secrets.token_hex(3)}"
+
+
+def composer_box(page):
+    return page.get_by_label("Message")
+
+
+def draft_keys(page) -> dict[str, str]:
+    return page.evaluate("""(prefix) => Object.fromEntries(Object.keys(localStorage)
+        .filter((key) => key.startsWith(prefix)).map((key) => [key, JSON.parse(localStorage.getItem(key)).text]))""",
+                         DRAFTS)
+
+
+def test_a_draft_outlives_a_reload_stays_with_its_chat_and_goes_once_sent(call, chat_upstream, logged_in_page):
+    page = logged_in_page
+    chat_upstream.script(Text("Noted."), Text("Started."))
+    first, second = new_chats(call, unique("Drafted"), unique("Elsewhere"))
+    page.goto(f"/#/chat/{first['id']}")
+    expect(page.locator("main .loading")).to_have_count(0)
+    composer_box(page).fill("half a thought")
+    page.reload()
+    expect(composer_box(page)).to_have_value("half a thought")
+    page.goto(f"/#/chat/{second['id']}")  # another chat has its own (empty) draft
+    expect(page.get_by_role("heading", name=second["name"])).to_be_visible()
+    expect(composer_box(page)).to_have_value("")
+    page.goto(f"/#/chat/{first['id']}")
+    expect(composer_box(page)).to_have_value("half a thought")
+
+    composer_box(page).press("Enter")
+    expect(page.get_by_role("log").locator("article.message-assistant")).to_have_attribute("data-status", "complete")
+    expect(composer_box(page)).to_have_value("")
+    assert draft_keys(page) == {}
+    page.reload()
+    expect(page.get_by_role("log").locator("article.message-user")).to_contain_text("half a thought")
+    expect(composer_box(page)).to_have_value("")
+
+    # A chat not started yet keeps its draft too, and sending it (which starts the chat) forgets it.
+    page.goto("/#/chat")
+    composer_box(page).fill("an opening line")
+    page.reload()
+    expect(composer_box(page)).to_have_value("an opening line")
+    composer_box(page).press("Enter")
+    expect(page).to_have_url(re.compile(r"#/chat/[0-9a-f-]{36}$"))
+    expect(page.get_by_role("log").locator("article.message-assistant")).to_have_attribute("data-status", "complete")
+    assert draft_keys(page) == {}
+    page.goto("/#/chat")
+    expect(composer_box(page)).to_have_value("")
+    assert page.problems == []
+
+
+def test_drafts_are_bounded_the_oldest_go_first(call, logged_in_page):
+    page = logged_in_page
+    chat = new_chats(call, unique("Bounded"))[0]
+    page.goto(f"/#/chat/{chat['id']}")
+    expect(page.locator("main .loading")).to_have_count(0)
+    # Other chats' drafts, one a minute apart: MAX_DRAFTS - 1 of them, and one older than the 30 days kept.
+    page.evaluate("""([prefix, count]) => {
+        const now = Date.now();
+        for (let index = 0; index < count; index++) {
+            const draft = {text: `draft ${index}`, at: now - (index + 1) * 60000};
+            localStorage.setItem(`${prefix}seeded.${index}`, JSON.stringify(draft));
+        }
+        localStorage.setItem(`${prefix}seeded.stale`, JSON.stringify({text: 'stale', at: now - 31 * 24 * 3600 * 1000}));
+    }""", [DRAFTS, MAX_DRAFTS - 1])
+    composer_box(page).fill("the fiftieth")
+    kept = draft_keys(page)
+    assert len(kept) == MAX_DRAFTS, f"{MAX_DRAFTS} drafts fit: {len(kept)}"
+    assert f"{DRAFTS}seeded.stale" not in kept, "a draft older than 30 days goes"
+    assert "the fiftieth" in kept.values()
+
+    other = new_chats(call, unique("One more"))[0]
+    page.goto(f"/#/chat/{other['id']}")
+    expect(page.get_by_role("heading", name=other["name"])).to_be_visible()
+    composer_box(page).fill("one past the limit")
+    kept = draft_keys(page)
+    assert len(kept) == MAX_DRAFTS
+    assert f"{DRAFTS}seeded.{MAX_DRAFTS - 2}" not in kept, "the oldest draft made room"
+    assert f"{DRAFTS}seeded.{MAX_DRAFTS - 3}" in kept
+    assert {"the fiftieth", "one past the limit"} <= set(kept.values())
+    page.evaluate("(prefix) => Object.keys(localStorage).filter((key) => key.startsWith(prefix))"
+                  ".forEach((key) => localStorage.removeItem(key))", DRAFTS)
+    assert page.problems == []
+
+
+# A DataTransfer holding one file, made in the page (as a drag from the desktop or a paste brings one).
+FILES = """([name, type, data]) => {
+    const transfer = new DataTransfer();
+    const bytes = Uint8Array.from(atob(data), (char) => char.charCodeAt(0));
+    transfer.items.add(new File([bytes], name, {type}));
+    return transfer;
+}"""
+
+
+def test_a_file_dropped_on_the_conversation_and_a_pasted_image_are_sent_with_the_message(
+        call, chat_upstream, logged_in_page):
+    page = logged_in_page
+    chat_upstream.script(Text("A green square and your notes."))
+    chat = new_chats(call, unique("Attachments"))[0]
+    page.goto(f"/#/chat/{chat['id']}")
+    expect(page.locator("main .loading")).to_have_count(0)
+
+    notes = page.evaluate_handle(FILES, ["notes.txt", "text/plain",
+                                         base64.b64encode(b"The code word is KUMQUAT.").decode()])
+    log = page.get_by_role("log")
+    hint = page.get_by_text("Drop files to attach them")
+    expect(hint).to_be_hidden()
+    log.dispatch_event("dragover", {"dataTransfer": notes})
+    expect(hint).to_be_visible()  # the drop target shows while files are over the conversation
+    log.dispatch_event("drop", {"dataTransfer": notes})  # on the messages, not on the composer
+    expect(hint).to_be_hidden()
+    attachments = page.get_by_role("list", name="Files to send")
+    expect(attachments.locator("li")).to_have_count(1)
+    expect(attachments.get_by_text("notes.txt")).to_be_visible()
+
+    image = page.evaluate_handle(FILES, ["image.png", "image/png", base64.b64encode(png_bytes()).decode()])
+    composer_box(page).evaluate("""(box, transfer) => box.dispatchEvent(new ClipboardEvent('paste', {
+        clipboardData: transfer, bubbles: true, cancelable: true}))""", image)
+    expect(attachments.locator("li")).to_have_count(2)
+    expect(attachments.get_by_role("img", name="image.png")).to_have_attribute("src", re.compile(r"^blob:"))
+    expect(attachments).not_to_contain_text("uploading")
+
+    composer_box(page).fill("What are these?")
+    page.get_by_role("button", name="Send").click()
+    expect(log.locator("article.message-assistant")).to_have_attribute("data-status", "complete")
+    expect(attachments.locator("li")).to_have_count(0)
+    mine = log.locator("article.message-user").last
+    expect(mine.get_by_role("img", name="image.png")).to_be_visible()
+    expect(mine).to_contain_text("notes.txt")
+
+    stored = call("GET", f"/api/sessions/{chat['id']}/messages")["results"]
+    question = next(message for message in stored if message["role"] == "user")
+    assert question["content"] == "What are these?"
+    uploads = {upload["id"]: upload for upload in call("GET", "/api/uploads", params={"limit": 200})["results"]}
+    assert sorted(uploads[upload_id]["filename"] for upload_id in question["attachments"]) == ["image.png", "notes.txt"]
+    sent = chat_upstream.bodies()[-1]["messages"][-1]["content"]
+    assert any(part["type"] == "image_url" for part in sent)
+    assert any("KUMQUAT" in part.get("text", "") for part in sent)
+    assert page.problems == []

@@ -1,6 +1,6 @@
-"""The chat's composer in a real Chromium against a real server: a draft per chat that outlives a reload and
-goes once sent (bounded, the oldest first), and files dropped on the conversation and images pasted into the
-box sent as attachments."""
+"""The chat list and the composer in a real Chromium against a real server: pinned chats first and archived
+ones apart (each from the keyboard), a draft per chat that outlives a reload and goes once sent (bounded, the
+oldest first), and files dropped on the conversation and images pasted into the box sent as attachments."""
 
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ def unique(word: str) -> str:
     return f"{word} {secrets.token_hex(3)}"
 
 
+def chat_list(page):
+    return page.get_by_role("navigation", name="Chats")
+
+
 def composer_box(page):
     return page.get_by_label("Message")
 
@@ -55,6 +59,86 @@ def draft_keys(page) -> dict[str, str]:
     return page.evaluate("""(prefix) => Object.fromEntries(Object.keys(localStorage)
         .filter((key) => key.startsWith(prefix)).map((key) => [key, JSON.parse(localStorage.getItem(key)).text]))""",
                          DRAFTS)
+
+
+def test_a_pinned_chat_is_listed_first_and_stays_first_after_a_reload(call, logged_in_page, shot):
+    page = logged_in_page
+    older, newer = new_chats(call, unique("Older"), unique("Newer"))
+    page.goto(f"/#/chat/{newer['id']}")
+    first = chat_list(page).locator(".session-link").first
+    expect(first).to_contain_text(newer["name"])
+    expect(chat_list(page).get_by_role("list", name="Pinned")).to_have_count(0)
+
+    chat_list(page).get_by_role("button", name=f"Pin {older['name']}").focus()  # from the keyboard
+    page.keyboard.press("Enter")
+    pinned = chat_list(page).get_by_role("list", name="Pinned")
+    expect(pinned.get_by_role("link")).to_have_count(1)
+    expect(pinned.get_by_role("link")).to_contain_text(older["name"])
+    expect(first).to_contain_text(older["name"])
+    pin = chat_list(page).get_by_role("button", name=f"Pin {older['name']}")
+    expect(pin).to_be_focused()
+    expect(pin).to_have_attribute("aria-pressed", "true")
+    assert next(chat for chat in chats(call) if chat["id"] == older["id"])["pinned"] is True
+
+    page.reload()
+    expect(chat_list(page).get_by_role("list", name="Pinned").get_by_role("link")).to_contain_text(older["name"])
+    expect(chat_list(page).locator(".session-link").first).to_contain_text(older["name"])
+    expect(chat_list(page).get_by_role("list", name="Chats").get_by_role("link", name=re.compile(
+        re.escape(newer["name"])))).to_be_visible()
+    shot(page, "chat-list-pinned-1280")
+
+    chat_list(page).get_by_role("button", name=f"Pin {older['name']}").click()
+    expect(chat_list(page).get_by_role("list", name="Pinned")).to_have_count(0)
+    expect(chat_list(page).get_by_role("list", name="Chats").get_by_role("link", name=re.compile(
+        re.escape(older["name"])))).to_be_visible()
+    assert next(chat for chat in chats(call) if chat["id"] == older["id"])["pinned"] is False
+    assert page.problems == []
+
+
+def test_an_archived_chat_leaves_the_list_and_the_archived_view_restores_it(call, logged_in_page):
+    page = logged_in_page
+    shown, other = new_chats(call, unique("Shown"), unique("Other"))
+    page.goto(f"/#/chat/{shown['id']}")
+    expect(page.get_by_role("heading", name=shown["name"])).to_be_visible()
+    expect(page.locator("main .loading")).to_have_count(0)
+
+    # Archiving the chat that is open keeps it open, and says it is archived.
+    chat_list(page).get_by_role("button", name=f"Archive {shown['name']}").focus()
+    page.keyboard.press("Enter")
+    expect(chat_list(page).get_by_role("link", name=re.compile(re.escape(shown["name"])))).to_have_count(0)
+    expect(page).to_have_url(re.compile(f"#/chat/{shown['id']}$"))
+    expect(page.get_by_role("heading", name=shown["name"])).to_be_visible()
+    expect(chat_list(page)).to_contain_text("This chat is archived.")
+    chat_list(page).get_by_role("button", name=f"Archive {other['name']}").click()
+    expect(chat_list(page).get_by_role("link", name=re.compile(re.escape(other["name"])))).to_have_count(0)
+    listed = {chat["id"] for chat in chats(call)}
+    assert shown["id"] not in listed and other["id"] not in listed
+    assert {shown["id"], other["id"]} <= {chat["id"] for chat in chats(call, archived="true")}
+
+    page.reload()  # an archived chat opened by its address still shows its name
+    expect(page.get_by_role("heading", name=shown["name"])).to_be_visible()
+    expect(chat_list(page)).to_contain_text("This chat is archived.")
+
+    view = chat_list(page).get_by_role("button", name="Archived")
+    view.click()
+    expect(view).to_have_attribute("aria-pressed", "true")
+    archived = chat_list(page).get_by_role("list", name="Archived")
+    expect(archived.get_by_role("link", name=re.compile(re.escape(other["name"])))).to_be_visible()
+    expect(archived.get_by_role("link", name=re.compile(re.escape(shown["name"])))).to_be_visible()
+    expect(archived.get_by_role("button", name=re.compile("^Pin "))).to_have_count(0)
+    archived.get_by_role("button", name=f"Unarchive {other['name']}").click()
+    expect(archived.get_by_role("link", name=re.compile(re.escape(other["name"])))).to_have_count(0)
+    assert other["id"] in {chat["id"] for chat in chats(call)}
+
+    view.click()  # back to the chats: the restored one is there, the open one is not
+    expect(view).to_have_attribute("aria-pressed", "false")
+    expect(chat_list(page).get_by_role("link", name=re.compile(re.escape(other["name"])))).to_be_visible()
+    expect(chat_list(page).get_by_role("link", name=re.compile(re.escape(shown["name"])))).to_have_count(0)
+    chat_list(page).get_by_role("button", name="Unarchive it").click()  # the open chat's note
+    expect(chat_list(page).get_by_role("link", name=re.compile(re.escape(shown["name"])))).to_be_visible()
+    expect(chat_list(page)).not_to_contain_text("This chat is archived.")
+    assert shown["id"] in {chat["id"] for chat in chats(call)}
+    assert page.problems == []
 
 
 def test_a_draft_outlives_a_reload_stays_with_its_chat_and_goes_once_sent(call, chat_upstream, logged_in_page):

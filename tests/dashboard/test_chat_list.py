@@ -1,6 +1,7 @@
 """The chat list and the composer in a real Chromium against a real server: pinned chats first and archived
-ones apart (each from the keyboard), a draft per chat that outlives a reload and goes once sent (bounded, the
-oldest first), and files dropped on the conversation and images pasted into the box sent as attachments."""
+ones apart (each from the keyboard), a draft per chat that outlives a reload and goes once sent, files
+dropped on the conversation and images pasted into the box sent as attachments, and the page on a 375 px
+touch screen: nothing wider than the screen, the list, the composer and a message's actions within reach."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
+from tests.dashboard.conftest import PHONE, TIMEOUT_MS, log_in
 from tests.dashboard.test_chat_media import png_bytes
 from tests.fakes.llm import Text
 
@@ -19,6 +21,8 @@ pytestmark = pytest.mark.e2e
 
 DRAFTS = "agentsite.draft."
 MAX_DRAFTS = 50  # drafts.js
+LONG_LINE = "total = " + " + ".join(f"value_{index}" for index in range(60))
+LONG_WORD = "supercalifragilistic" * 12
 
 
 @pytest.fixture
@@ -265,4 +269,62 @@ def test_a_file_dropped_on_the_conversation_and_a_pasted_image_are_sent_with_the
     sent = chat_upstream.bodies()[-1]["messages"][-1]["content"]
     assert any(part["type"] == "image_url" for part in sent)
     assert any("KUMQUAT" in part.get("text", "") for part in sent)
+    assert page.problems == []
+
+
+@pytest.fixture
+def phone_page(browser, dashboard_server):
+    """A 375 px touch screen (no hover), logged in as the admin, with `problems` as `page` has them."""
+    context = browser.new_context(viewport=PHONE, base_url=dashboard_server.base_url, has_touch=True,
+                                  is_mobile=True)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.problems = []
+    page.on("pageerror", lambda error: page.problems.append(f"page error: {error}"))
+    page.on("console", lambda message: message.type == "error" and page.problems.append(f"console: {message.text}"))
+    log_in(page, dashboard_server, "admin", dashboard_server.admin_password)
+    yield page
+    context.close()
+
+
+def test_the_chat_fits_a_375_px_touch_screen_with_a_long_code_line_and_a_long_word(
+        call, chat_upstream, phone_page, shot):
+    page = phone_page
+    assert page.evaluate("matchMedia('(hover: none)').matches"), "the screen is a touch screen without hover"
+    chat_upstream.script(Text(f"Here:\n\n```python\n{LONG_LINE}\n```\n\nand {LONG_WORD} too."))
+    chat = new_chats(call, unique(f"Phone {LONG_WORD[:150]}"))[0]
+    call("PATCH", f"/api/sessions/{chat['id']}", json={"pinned": True})
+    page.goto(f"/#/chat/{chat['id']}")
+    expect(page.locator("main .loading")).to_have_count(0)
+    composer_box(page).fill(f"Write {LONG_WORD}")
+    send = page.get_by_role("button", name="Send")
+    expect(send).to_be_visible()
+    send.tap()
+    reply = page.get_by_role("log").locator("article.message-assistant").last
+    expect(reply).to_have_attribute("data-status", "complete")
+
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px screen"
+    code = reply.locator("pre").first
+    assert code.evaluate("(block) => block.scrollWidth > block.clientWidth"), "the long line scrolls in its block"
+    assert code.evaluate("(block) => block.getBoundingClientRect().right") <= PHONE["width"]
+    # What a thumb needs is on the screen, not under something else: the composer's buttons, a reply's actions.
+    composer_box(page).fill("Another question")
+    for button in (send, page.get_by_role("button", name="Attach files"),
+                   reply.get_by_role("button", name="Read aloud")):
+        button.scroll_into_view_if_needed()
+        expect(button).to_be_in_viewport(ratio=1)
+        button.click(trial=True)  # fails when another element would take the tap
+    shot(page, "chat-phone-long-375")
+
+    # The list folds behind "Chats", and its actions fit the screen too.
+    expect(page.get_by_role("button", name="New chat", exact=True)).to_be_hidden()
+    page.get_by_role("button", name="Chats").tap()
+    expect(page.get_by_role("button", name="New chat", exact=True)).to_be_in_viewport()
+    pin = chat_list(page).get_by_role("button", name=f"Pin {chat['name']}")
+    expect(pin).to_have_attribute("aria-pressed", "true")
+    pin.click(trial=True)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the open list makes the page {width} px wide"
+    shot(page, "chat-phone-list-375")
     assert page.problems == []

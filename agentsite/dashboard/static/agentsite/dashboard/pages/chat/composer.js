@@ -1,22 +1,37 @@
-// The composer: the message box (Enter sends, Shift+Enter starts a new line), files attached (or dropped)
-// and uploaded at once to /api/upload, dictation into the box, and the Send and Stop buttons.
+// The composer: the message box (Enter sends, Shift+Enter starts a new line) with its draft kept per chat
+// (drafts.js), files attached (picked, pasted, or dropped anywhere on the conversation) and uploaded at once
+// to /api/upload, dictation into the box, and the Send and Stop buttons.
 import { formatSize, h } from "../../ui.js";
+import { Drafts } from "./drafts.js";
 import { Dictation } from "./voice.js";
 
+// The chat the address shows (#/chat/<id>), or null: the page keeps the address on the chat it shows.
+function chatInAddress() {
+  const found = /^#\/chat\/([^/?#]+)/.exec(location.hash);
+  return found ? decodeURIComponent(found[1]) : null;
+}
+
 // options: ctx (the page's), voiceConfig() -> Promise of /api/config (for the speech-to-text provider),
-// onSend(), onStop(). The page reads `text`, `uploading` and uploaded(), and clears it once a message is sent.
+// onSend(), onStop(), sessionId() -> the chat shown (null before it exists; default: the one in the address),
+// whose draft the box holds. The page reads `text`, `uploading` and uploaded(), and clears it once a message
+// is sent (which forgets the draft).
 export class Composer {
-  constructor({ ctx, voiceConfig, onSend, onStop }) {
-    Object.assign(this, { ctx, voiceConfig, onSend, onStop });
-    this.pending = []; // attachments: {file, upload?, error?, element}
+  constructor({ ctx, voiceConfig, onSend, onStop, sessionId = chatInAddress }) {
+    Object.assign(this, { ctx, voiceConfig, onSend, onStop, sessionId });
+    this.pending = []; // attachments: {file, upload?, error?, element, preview?}
     this.dictation = null;
     this.stopped = false;
+    this.drafts = new Drafts(ctx.user);
     this.element = this.build();
+    this.draftOf = this.sessionId(); // the chat whose draft the box holds
+    this.input.value = this.drafts.read(this.draftOf);
+    this.listenForDrops();
   }
 
   build() {
     this.input = h("textarea", { id: "chat-message", rows: "3", placeholder: "Ask anything… (Enter sends, Shift+Enter starts a new line)",
-      "aria-describedby": "chat-composer-help", onkeydown: (event) => this.onKey(event) });
+      "aria-describedby": "chat-composer-help", onkeydown: (event) => this.onKey(event),
+      oninput: () => this.saveDraft(), onpaste: (event) => this.onPaste(event) });
     this.fileInput = h("input", { type: "file", multiple: true, hidden: true, tabindex: "-1",
       onchange: () => { this.attach([...this.fileInput.files]); this.fileInput.value = ""; } });
     this.attachments = h("ul", { class: "chat-attachments", "aria-label": "Files to send" });
@@ -26,9 +41,10 @@ export class Composer {
       "Stop");
     this.micButton = h("button", { type: "button", "aria-pressed": "false", onclick: () => this.toggleDictation() },
       "Dictate");
-    return h("form", { class: "chat-composer", onsubmit: (event) => { event.preventDefault(); this.onSend(); },
-      ondragover: (event) => event.preventDefault(),
-      ondrop: (event) => { event.preventDefault(); this.attach([...(event.dataTransfer?.files || [])]); } },
+    // Shown over the conversation while files are dragged over it (chat.css places it).
+    this.dropHint = h("div", { class: "chat-drop-hint", hidden: true, "aria-hidden": "true" },
+      "Drop files to attach them");
+    return h("form", { class: "chat-composer", onsubmit: (event) => { event.preventDefault(); this.onSend(); } },
     h("label", { for: "chat-message", class: "visually-hidden" }, "Message"),
     this.input,
     h("p", { id: "chat-composer-help", class: "visually-hidden" }, "Enter sends; Shift+Enter starts a new line."),
@@ -36,12 +52,15 @@ export class Composer {
     h("div", { class: "actions" },
       h("button", { type: "button", onclick: () => this.fileInput.click() }, "Attach files"), this.fileInput,
       this.micButton,
-      h("span", { class: "spacer" }), this.stopButton, this.sendButton));
+      h("span", { class: "spacer" }), this.stopButton, this.sendButton),
+    this.dropHint);
   }
 
   stop() {
     this.stopped = true;
     this.dictation?.cancel();
+    for (const [type, listener] of this.dropListeners) document.removeEventListener(type, listener);
+    for (const item of this.pending) this.forgetPreview(item);
   }
 
   get text() {
@@ -70,8 +89,20 @@ export class Composer {
 
   clear() {
     this.input.value = "";
+    this.drafts.remove(this.draftOf);
+    this.drafts.remove(this.sessionId());
+    for (const item of this.pending) this.forgetPreview(item);
     this.pending = [];
     this.attachments.replaceChildren();
+  }
+
+  // The box's text as the draft of the chat shown. Text carried into another chat (New chat keeps what was
+  // typed) becomes that chat's draft and leaves the one it was written in.
+  saveDraft() {
+    const chat = this.sessionId();
+    if (chat !== this.draftOf) this.drafts.remove(this.draftOf);
+    this.draftOf = chat;
+    this.drafts.write(chat, this.input.value);
   }
 
   // While a reply streams: Stop instead of Send, and the focus goes with it.
@@ -90,6 +121,42 @@ export class Composer {
   }
 
   // --- attachments ---
+
+  // Files dropped anywhere on the conversation (the page's .chat-main) are attached; while files are dragged
+  // over it the drop hint shows. Elsewhere on the page a dropped file is refused rather than opened by the
+  // browser in place of the dashboard.
+  listenForDrops() {
+    const carriesFiles = (event) => event.dataTransfer?.types?.includes("Files");
+    const zone = () => this.element.closest(".chat-main") || this.element;
+    const show = (on) => { this.dropHint.hidden = !on; };
+    this.dropListeners = [
+      ["dragover", (event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        const inside = zone().contains(event.target);
+        event.dataTransfer.dropEffect = inside ? "copy" : "none";
+        show(inside);
+      }],
+      ["dragleave", (event) => { if (!event.relatedTarget) show(false); }],
+      ["dragend", () => show(false)],
+      ["drop", (event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        show(false);
+        if (zone().contains(event.target)) this.attach([...event.dataTransfer.files]);
+      }],
+    ];
+    for (const [type, listener] of this.dropListeners) document.addEventListener(type, listener);
+  }
+
+  // Files pasted into the box (a screenshot, files copied in a file manager) are attached; text pasted with
+  // them is still pasted.
+  onPaste(event) {
+    const files = [...(event.clipboardData?.files || [])];
+    if (!files.length) return;
+    if (!event.clipboardData.types.includes("text/plain")) event.preventDefault();
+    this.attach(files);
+  }
 
   attach(files) {
     for (const file of files) {
@@ -118,12 +185,22 @@ export class Composer {
       : item.upload ? h("span", { class: "muted" }, formatSize(item.upload.size))
         : h("span", { class: "muted" }, "uploading…");
     item.element.className = `attachment${item.error ? " failed" : item.upload ? "" : " uploading"}`;
-    item.element.replaceChildren(h("span", { class: "attachment-name" }, name), " ", state,
+    const shown = this.pending.includes(item) && !item.error; // a detached one's preview is revoked already
+    if (shown && item.file.type.startsWith("image/")) item.preview ??= URL.createObjectURL(item.file);
+    else this.forgetPreview(item);
+    const preview = item.preview ? [h("img", { src: item.preview, alt: name, class: "thumb" })] : [];
+    item.element.replaceChildren(...preview, h("span", { class: "attachment-name" }, name), " ", state,
       h("button", { type: "button", class: "small", "aria-label": `Remove ${name}`, onclick: () => this.detach(item) }, "×"));
+  }
+
+  forgetPreview(item) {
+    if (item.preview) URL.revokeObjectURL(item.preview);
+    item.preview = null;
   }
 
   detach(item) {
     this.pending = this.pending.filter((other) => other !== item);
+    this.forgetPreview(item);
     item.element.remove();
     if (item.upload) this.ctx.api(`/api/uploads/${item.upload.id}`, { method: "DELETE" }).catch(() => {});
     this.input.focus();
@@ -157,6 +234,7 @@ export class Composer {
       const text = await dictation.finish();
       if (!text) throw new Error("No speech was recognised: try again closer to the microphone.");
       this.input.value = this.input.value ? `${this.input.value.trimEnd()} ${text}` : text;
+      this.saveDraft();
       this.input.focus();
     } catch (error) {
       this.problem(`Dictation failed: ${error.message}`);

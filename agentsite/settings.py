@@ -360,7 +360,10 @@ AGENTSITE_SCHEDULER_RUN_CONCURRENCY = env_int("AGENTSITE_SCHEDULER_RUN_CONCURREN
 # keeps MAX_BODY_BYTES. Stored files are private to the server's user, like the rest of the data dir.
 AGENTSITE_UPLOAD_MAX_BYTES = 10 * 1024 * 1024
 AGENTSITE_UPLOAD_QUOTA_BYTES = env_int("AGENTSITE_UPLOAD_QUOTA_MB", 1024, minimum=0) * 1024 * 1024
-MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024}
+# POST /api/sessions/import takes a whole chat export (ChatGPT's conversations.json of many conversations).
+AGENTSITE_IMPORT_MAX_BYTES = 20 * 1024 * 1024
+MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024,
+                          "/api/sessions/import": AGENTSITE_IMPORT_MAX_BYTES}
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 # The knowledge base (knowledge/): each user's quota (0: none), counted on what their documents hold in the

@@ -57,7 +57,8 @@ def session_export_document(*, session: ChatSession) -> dict[str, Any]:
     """The whole tree of the session as the `agentsite.chat` document, version 1 (what sessions_import reads)."""
     messages = selectors.message_list_for(session=session)
     return {
-        "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exported_at": _time(timezone.now()),
+        # No export time: two exports of an unchanged session are the same bytes.
+        "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
         "session": {"id": str(session.pk), "name": session.name, "model": session.model, "agent": session.agent_slug,
                     "pinned": session.pinned, "archived": session.archived,
                     "created_at": _time(session.created_at), "updated_at": _time(session.updated_at)},
@@ -90,7 +91,7 @@ def session_export_markdown(*, session: ChatSession) -> str:
     short lists."""
     path = selected_path(session)
     lines = [f"# {_one_line(session.name)}", "",
-             f"_Created {_when(session.created_at)} · exported {_when(timezone.now())} · {len(path)} messages_", ""]
+             f"_Created {_when(session.created_at)} · {len(path)} messages_", ""]
     for message in path:
         lines += ["---", "", _heading(message), "", message.content or "_(empty)_", ""]
         lines += _steps_markdown(message) + _sources_markdown(message)

@@ -48,7 +48,6 @@ def _structure(document: dict) -> dict:
     document["current"] = position.get(document["current"])
     for key in ("id", "created_at", "updated_at"):
         document["session"].pop(key)
-    document.pop("exported_at")
     return document
 
 

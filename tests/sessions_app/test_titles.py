@@ -130,5 +130,6 @@ def test_a_title_is_cut_at_a_word_past_sixty_characters_only():
     assert fitted(exact) == exact
     assert fitted(exact + "c") == "a" * 59 + "…"
     assert fitted("one two " + "x" * 60) == "one two…"
-    assert first_words("## Explain `asyncio` *cancellation* to me in detail") == "Explain asyncio cancellation to me in…"
+    marked = "## Explain `asyncio` *cancellation* to me in detail"
+    assert first_words(marked) == "Explain asyncio cancellation to me in…"
     assert first_words("Short question") == "Short question" and first_words("``` ```") == ""

@@ -9,7 +9,8 @@
 // This module lays out the page and runs the conversation (loading it, sending, streaming the reply); its
 // parts are in pages/chat/: sessions.js (the chat list), composer.js (the message box, attachments,
 // dictation), message.js (one message in the log, and the uploads it shows), voice.js (speech in and out),
-// modelpicker.js (the model picker), agentpicker.js (the agent picker).
+// modelpicker.js (the model picker), agentpicker.js (the agent picker), transfer.js (export and import).
+// A chat started here is named by the server after its first exchange (the stream's `title` event).
 import { listAll } from "../api.js";
 import { errorBox, h, loading } from "../ui.js";
 import { AgentPicker } from "./chat/agentpicker.js";
@@ -17,9 +18,9 @@ import { Composer } from "./chat/composer.js";
 import { MessageView, Uploads } from "./chat/message.js";
 import { ModelPicker } from "./chat/modelpicker.js";
 import { SessionList } from "./chat/sessions.js";
+import { ChatTransfer } from "./chat/transfer.js";
 import { Reader } from "./chat/voice.js";
 
-const NAME_FROM_MESSAGE = 60; // characters of the first message a chat started from #/chat is named after
 const FOLLOW_MARGIN_PX = 120; // within this distance of the end, the log follows new content
 
 export async function mount(root, ctx) {
@@ -51,6 +52,7 @@ class ChatPage {
       this.agents.show(session.agent);
       this.refreshStarters();
     }, onNew: () => this.newChat() });
+    this.transfer = new ChatTransfer({ ctx, sessionId: () => this.sessionId, onImported: () => this.sessions.load() });
     this.opening = 0; // counts New chat clicks: only the latest one's chat is shown
     this.composer = new Composer({ ctx, voiceConfig: () => this.voiceConfig(), onSend: () => this.send(),
       onStop: () => this.streaming?.abort() });
@@ -91,8 +93,9 @@ class ChatPage {
     this.root.replaceChildren(h("div", { class: "chat" }, this.sessions.element,
       h("section", { class: "chat-main", "aria-labelledby": "chat-title" },
         h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title, this.agents.element,
-          this.models.element),
+          this.models.element, this.transfer.menu),
         this.log, this.composer.element)));
+    this.sessions.element.querySelector(".new-chat").after(this.transfer.importer);
   }
 
   // A long name is cut after two lines on screen (chat.css); the title attribute holds all of it.
@@ -249,7 +252,7 @@ class ChatPage {
       await this.loaded;
       // New chat clicked meanwhile: what was typed stays in the composer, unsent, for the new chat.
       if (this.stopped || controller.signal.aborted) return;
-      if (!this.sessionId) await this.createSessionFor(text);
+      if (!this.sessionId) await this.createSession();
       this.log.querySelector(".chat-empty")?.remove();
       const mine = new MessageView("user", this.messageHooks);
       mine.setContent(text);
@@ -275,12 +278,11 @@ class ChatPage {
     }
   }
 
-  async createSessionFor(text) {
-    const name = text.trim().replace(/\s+/g, " ").slice(0, NAME_FROM_MESSAGE);
+  async createSession() {
     const model = this.models.pending();
     const agent = this.agents.pending();
     const session = await this.ctx.api("/api/sessions", { method: "POST",
-      body: { name, ...(model ? { model } : {}), ...(agent ? { agent } : {}) } });
+      body: { ...(model ? { model } : {}), ...(agent ? { agent } : {}) } });
     this.sessionId = session.id;
     this.setTitle(session.name);
     // replaceState: the address shows the new chat without a hashchange, which would remount the page
@@ -296,6 +298,7 @@ class ChatPage {
       await this.ctx.stream(`/api/sessions/${encodeURIComponent(this.sessionId)}/chat`, {
         body, signal: controller.signal, onEvent: ({ event, data }) => {
           if (this.stopped) return;
+          if (event === "title") this.setTitle(data.name); // the list shows it once the stream ends (send)
           reply.onEvent(event, data);
           this.scrollDown();
         },

@@ -326,6 +326,14 @@ AGENTSITE_WORKER_HEADER = env_bool("AGENTSITE_WORKER_HEADER", False)
 AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()
 AGENTSITE_PLUGIN_WATCH = env_bool("AGENTSITE_PLUGIN_WATCH", True)
 AGENTSITE_PLUGIN_TOOL_TIMEOUT_S = env_float("AGENTSITE_PLUGIN_TOOL_TIMEOUT_S", 30.0, minimum=0.01)
+# Chat titles (sessions_app/titles.py): a session still called "New chat" is named after its first complete
+# exchange, by the model that answered (`model`), from the question's first words (`words`), or not (`off`).
+AGENTSITE_CHAT_TITLES = env_str("AGENTSITE_CHAT_TITLES", "model").strip().lower()
+if AGENTSITE_CHAT_TITLES not in ("model", "words", "off"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"AGENTSITE_CHAT_TITLES must be model, words or off, not {AGENTSITE_CHAT_TITLES!r}.")
+AGENTSITE_CHAT_TITLE_TIMEOUT_S = env_float("AGENTSITE_CHAT_TITLE_TIMEOUT_S", 5.0, minimum=0.01)
 # SSE streams send a comment when idle this long (docs/api.md: at least every 15 s).
 AGENTSITE_SSE_KEEPALIVE_S = env_float("AGENTSITE_SSE_KEEPALIVE_S", 10.0, minimum=0.05)
 # The JavaScript sandbox of workflow code and condition nodes (workflows/sandbox): worker processes per
@@ -360,7 +368,10 @@ AGENTSITE_SCHEDULER_RUN_CONCURRENCY = env_int("AGENTSITE_SCHEDULER_RUN_CONCURREN
 # keeps MAX_BODY_BYTES. Stored files are private to the server's user, like the rest of the data dir.
 AGENTSITE_UPLOAD_MAX_BYTES = 10 * 1024 * 1024
 AGENTSITE_UPLOAD_QUOTA_BYTES = env_int("AGENTSITE_UPLOAD_QUOTA_MB", 1024, minimum=0) * 1024 * 1024
-MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024}
+# POST /api/sessions/import takes a whole chat export (ChatGPT's conversations.json of many conversations).
+AGENTSITE_IMPORT_MAX_BYTES = 20 * 1024 * 1024
+MAX_BODY_BYTES_BY_PATH = {"/api/upload": AGENTSITE_UPLOAD_MAX_BYTES * 4 // 3 + 64 * 1024,
+                          "/api/sessions/import": AGENTSITE_IMPORT_MAX_BYTES}
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 # The knowledge base (knowledge/): each user's quota (0: none), counted on what their documents hold in the

@@ -30,7 +30,7 @@ from agentsite.agent.usage import Caller, caller_for
 from agentsite.core.dbcall import db_started
 from agentsite.core.diskspace import free_space_check
 from agentsite.core.errors import AppError
-from sessions_app import agents, selectors, services, stops
+from sessions_app import agents, selectors, services, stops, titles
 from sessions_app.attachments import attachments_resolve
 from sessions_app.history import to_agent_messages
 from sessions_app.models import ChatMessage, ChatSession
@@ -152,6 +152,9 @@ class ChatTurn:
                             yield [self._session_gone()]
                         elif event.type == "done":
                             yield [self._done_event(event.data, "complete")]
+                            titled = await titles.title_event(self)  # a session still "New chat" gets a name
+                            if titled is not None:
+                                yield [titled]
                         else:
                             yield [event]
                         return

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app import api
+from sessions_app import api, transfer_api
 
 urlpatterns = [
     path("sessions", api.SessionListView.as_view(), name="session-list"),
@@ -10,4 +10,7 @@ urlpatterns = [
     path("sessions/<uuid:pk>/chat", api.chat, name="session-chat"),
     path("sessions/<uuid:pk>/messages/<uuid:mid>/regenerate", api.regenerate, name="session-regenerate"),
     path("sessions/<uuid:pk>/messages/<uuid:mid>/stop", api.MessageStopView.as_view(), name="session-stop"),
+    # Export and import (sessions_app.transfer).
+    path("sessions/import", transfer_api.SessionImportView.as_view(), name="session-import"),
+    path("sessions/<uuid:pk>/export", transfer_api.SessionExportView.as_view(), name="session-export"),
 ]

@@ -112,7 +112,7 @@ def test_a_reply_folds_the_knowledge_sources_it_used(chat_upstream, dashboard_se
     expect(sources).to_contain_text("tides-notes.md")
     expect(sources).to_contain_text(re.compile(r"score 0\.\d{3}"))
     # The model was given the document's text as context.
-    assert "gravitational pull" in str(chat_upstream.bodies()[-1]["messages"])
+    assert "gravitational pull" in str(chat_upstream.bodies()[0]["messages"])  # the turn's, not the title's
 
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375", "1280"])

@@ -23,7 +23,9 @@ ROUNDS = 4
 def test_a_message_sent_right_after_new_chat_is_sent_to_the_new_chat_and_answered(
         chat_upstream, dashboard_server, admin_headers, logged_in_page):
     page = logged_in_page
-    chat_upstream.script(*[Text(f"Answer {round_}.") for round_ in range(ROUNDS)])
+    # Each new chat's first exchange is followed by its title request (sessions_app.titles).
+    chat_upstream.script(*[reply for round_ in range(ROUNDS)
+                           for reply in (Text(f"Answer {round_}."), Text(f"Title {round_}"))])
     page.goto("/#/chat")
     seen = []
     for round_ in range(ROUNDS):

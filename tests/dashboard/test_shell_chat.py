@@ -139,7 +139,7 @@ def test_a_new_user_registers_through_the_form_when_registration_is_open(dashboa
 def test_a_session_is_created_and_the_reply_streams_in(chat_upstream, logged_in_page, shot):
     page = logged_in_page
     pieces = ["The ", "streamed ", "answer ", "arrives ", "piece ", "by ", "piece."]
-    chat_upstream.script(Text("".join(pieces), pieces=pieces, delay=0.15))
+    chat_upstream.script(Text("".join(pieces), pieces=pieces, delay=0.15), Text("Two lines"))
     page.get_by_role("button", name="New chat", exact=True).click()
     expect(page).to_have_url(re.compile(r"#/chat/[0-9a-f-]{36}$"))
     session_id = page.url.rsplit("/", 1)[1]
@@ -166,9 +166,10 @@ def test_a_session_is_created_and_the_reply_streams_in(chat_upstream, logged_in_
     expect(reply.locator(".message-body")).to_have_text("The streamed answer arrives piece by piece.")
     expect(page.get_by_role("button", name="Stop", exact=True)).to_be_hidden()
     expect(conversation(page).locator("article.message-user")).to_contain_text("second line")
-    expect(page.get_by_role("link", name=re.compile("New chat"))).to_contain_text("2 messages")
+    # The new chat is named after its first exchange, by the model (the second request).
+    expect(page.get_by_role("link", name=re.compile("^Two lines"))).to_contain_text("2 messages")
 
-    sent = chat_upstream.bodies()[-1]["messages"][-1]
+    sent = chat_upstream.bodies()[0]["messages"][-1]
     assert sent == {"role": "user", "content": "First line\nsecond line"}
     shot(page, "chat-1280")
     page.reload()
@@ -210,7 +211,7 @@ def test_leaving_the_page_hangs_up_and_the_reply_is_kept_as_interrupted(chat_ups
     page.goto("/#/chat")
     page.get_by_label("Message").fill("Tell me a very long story")
     page.get_by_role("button", name="Send").click()
-    # Sending from #/chat names the new chat after the message and shows it in the address.
+    # Sending from #/chat starts a new chat and shows it in the address.
     expect(page).to_have_url(re.compile(r"#/chat/[0-9a-f-]{36}$"))
     chat_url = page.url
     reply = last_reply(page)
@@ -228,7 +229,8 @@ def test_leaving_the_page_hangs_up_and_the_reply_is_kept_as_interrupted(chat_ups
     stored = last_reply(page)
     expect(stored).to_have_attribute("data-status", "interrupted")
     expect(stored).to_contain_text("A partial answer that never ends")
-    expect(page.get_by_role("heading", name="Tell me a very long story")).to_be_visible()
+    # A chat is named after a complete exchange: one that was stopped leaves it "New chat".
+    expect(page.get_by_role("heading", name="New chat")).to_be_visible()
 
 
 def test_markdown_from_the_model_and_the_user_runs_no_script(chat_upstream, logged_in_page):

@@ -90,6 +90,7 @@ FUNCTION_VIEW_ROLES = {"/api/sessions/{pk}/chat": "user", "/api/sessions/{pk}/me
 OBJECT_PARAMETERS = {
     ("/api/sessions/{pk}", "pk"): "session", ("/api/sessions/{pk}/messages", "pk"): "session",
     ("/api/sessions/{pk}/rename", "pk"): "session", ("/api/sessions/{pk}/chat", "pk"): "session",
+    ("/api/sessions/{pk}/export", "pk"): "session",
     ("/api/sessions/{pk}/messages/{mid}/regenerate", "pk"): "session",
     ("/api/sessions/{pk}/messages/{mid}/regenerate", "mid"): "message",
     ("/api/sessions/{pk}/messages/{mid}/stop", "pk"): "session",

@@ -252,7 +252,7 @@ async def test_a_group_member_chats_with_the_shared_agent_on_its_knowledge_never
     bob = team["bob"]
     await sync_to_async(share_with_group)(team["agent"], bob)
     await sync_to_async(document_ingest)(owner_id=bob.pk, filename="notes.txt", content=PRIVATE)  # his personal
-    created = await api(bob, "post", "/api/sessions", {"agent": "support"})
+    created = await api(bob, "post", "/api/sessions", {"agent": "support", "name": "Brine"})  # named: no title asked
     assert created.status_code == 201 and created.json()["agent"] == "support"
     fake_openai.script(Text("Brine."), Text("Lemonade."))
     assert sse((await chat(bob, created.json()["id"])).text)[-1][0] == "done"

@@ -108,7 +108,7 @@ async def test_a_message_over_the_limit_is_refused_before_anything_is_stored(own
 
 
 async def test_the_offline_default_answers_a_turn_with_no_network(owner):
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="t")  # named: the turn ends at done
     turn = await turn_start(owner=owner, session_id=session.pk, message="ping")
     events = [event async for event in turn.events()]
     assert events[-1].type == "done" and "ping" in events[-1].data["content"]
@@ -173,7 +173,7 @@ async def test_a_turn_asks_its_context_and_tools_in_its_own_database_call_and_th
     from agentsite.agent import loop
     from agentsite.agent.tools import ToolContext, registry
 
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="t")  # named: the turn ends at done
     fake_openai.script(Text("Done."))
     turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
     listed = await registry.list_tools(ToolContext(owner.pk, False), turn.settings)
@@ -206,7 +206,7 @@ async def test_a_tool_source_that_can_only_list_asynchronously_is_asked_by_the_r
 
     registry.register_source(Remote())
     try:
-        session = await sync_to_async(session_create)(owner=owner)
+        session = await sync_to_async(session_create)(owner=owner, name="t")  # named: the turn ends at done
         fake_openai.script(Text("Done."))
         turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
         assert turn.prepared is None
@@ -286,7 +286,7 @@ async def test_a_turn_run_by_another_task_than_the_one_that_started_it_is_stored
     waiting meanwhile does not make it abandoned."""
     import asyncio
 
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="t")  # named: the turn ends at done
     fake_openai.script(Text("Hello."))
     turn = await turn_start(owner=owner, session_id=session.pk, message="hi", overrides=upstream(fake_openai))
 

@@ -65,7 +65,9 @@ def _upload(server, headers, name: str, data: bytes) -> str:
 
 
 def _session(server, headers) -> str:
-    return requests.post(f"{server.base_url}/api/sessions", json={}, headers=headers, timeout=10).json()["id"]
+    # Named: its first exchange asks the model for no title, so the turn's request is the upstream's only one.
+    return requests.post(f"{server.base_url}/api/sessions", json={"name": "attachments"}, headers=headers,
+                         timeout=10).json()["id"]
 
 
 def _chat(server, headers, session_id: str, message: str, attachments: list[str]) -> requests.Response:

@@ -13,7 +13,8 @@
 // box, attachments, dictation), message.js (one message in the log, and the uploads it shows), branches.js
 // (the path shown, and its controls) over tree.js (the messages' tree), turn.js (a reply streaming, and
 // stopping it), voice.js (speech in and out) and readaloud.js (a message read aloud), modelpicker.js and
-// agentpicker.js (the header's pickers).
+// agentpicker.js (the header's pickers), transfer.js (export and import). A chat started here is named by the
+// server after its first exchange (the stream's `title` event).
 import { errorBox, h, loading } from "../ui.js";
 import { AgentPicker } from "./chat/agentpicker.js";
 import { Branches } from "./chat/branches.js";
@@ -22,10 +23,10 @@ import { MessageView, Uploads } from "./chat/message.js";
 import { ModelPicker } from "./chat/modelpicker.js";
 import { ReadAloud } from "./chat/readaloud.js";
 import { SessionList } from "./chat/sessions.js";
+import { ChatTransfer } from "./chat/transfer.js";
 import { Tree } from "./chat/tree.js";
 import { Turn } from "./chat/turn.js";
 
-const NAME_FROM_MESSAGE = 60; // characters of the first message a chat started from #/chat is named after
 const FOLLOW_MARGIN_PX = 120; // within this distance of the end, the log follows new content
 
 export async function mount(root, ctx) {
@@ -57,6 +58,7 @@ class ChatPage {
       this.agents.show(session.agent);
       this.refreshStarters();
     }, onNew: () => this.newChat() });
+    this.transfer = new ChatTransfer({ ctx, sessionId: () => this.sessionId, onImported: () => this.sessions.load() });
     this.opening = 0; // counts New chat clicks: only the latest one's chat is shown
     this.composer = new Composer({ ctx, voiceConfig: () => this.voiceConfig(), onSend: () => this.send(),
       onStop: () => this.streaming?.stop() });
@@ -110,11 +112,12 @@ class ChatPage {
     this.root.replaceChildren(h("div", { class: "chat" }, this.sessions.element,
       h("section", { class: "chat-main", "aria-labelledby": "chat-title" },
         h("header", { class: "chat-header" }, this.sessions.toggleButton, this.title, this.agents.element,
-          this.models.element),
+          this.models.element, this.transfer.menu),
         this.log, this.composer.element)));
     this.branches = new Branches({ ctx: this.ctx, log: this.log, hooks: this.messageHooks,
       sessionId: () => this.sessionId, onEdit: (message, text) => this.resend(message, text),
       onRegenerate: (message) => this.resend(message, null) });
+    this.sessions.element.querySelector(".new-chat").after(this.transfer.importer);
   }
 
   // A long name is cut after two lines on screen (chat.css); the title attribute holds all of it.
@@ -254,7 +257,7 @@ class ChatPage {
       await this.loaded;
       // New chat clicked meanwhile: what was typed stays in the composer, unsent, for the new chat.
       if (this.stopped || turn.aborted) return;
-      if (!this.sessionId) await this.createSessionFor(text);
+      if (!this.sessionId) await this.createSession();
       this.log.querySelector(".chat-empty")?.remove();
       const body = { message: text };
       if (attachments.length) body.attachments = attachments.map((upload) => upload.id);
@@ -314,12 +317,11 @@ class ChatPage {
     }
   }
 
-  async createSessionFor(text) {
-    const name = text.trim().replace(/\s+/g, " ").slice(0, NAME_FROM_MESSAGE);
+  async createSession() {
     const model = this.models.pending();
     const agent = this.agents.pending();
     const session = await this.ctx.api("/api/sessions", { method: "POST",
-      body: { name, ...(model ? { model } : {}), ...(agent ? { agent } : {}) } });
+      body: { ...(model ? { model } : {}), ...(agent ? { agent } : {}) } });
     this.sessionId = session.id;
     this.setTitle(session.name);
     // replaceState: the address shows the new chat without a hashchange, which would remount the page

@@ -1,0 +1,156 @@
+"""What an import reads a document into, whatever its format (agentsite's own export, ChatGPT's), and the checks
+that name where a document is wrong.
+
+A reader turns a document into ImportedSession values or raises AppError 400 (`invalid`, or `message_too_long`)
+whose details name the place (`messages.3.parent`, `conversations.2.mapping.<node>.parent`); nothing is stored
+before every session of a document has been read (sessions_app.transfer stores them in one transaction).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsite.agent.types import MAX_MESSAGE_CHARS
+from agentsite.core.errors import AppError
+
+# The most conversations (sessions) and messages one import may hold; a larger export is imported in parts.
+MAX_IMPORT_SESSIONS = 1000
+MAX_IMPORT_MESSAGES = 50_000
+# The name of a session whose document gives none (a ChatGPT conversation with a null title).
+UNTITLED = "Imported chat"
+NAME_MAX = 200  # ChatSession.name
+
+
+@dataclass
+class ImportedMessage:
+    """A message as read: `key` is its id in the document (links only: the stored message gets a fresh id) and
+    `parent_key` its parent's (None: a first question). The other fields are ChatMessage's."""
+
+    key: str
+    parent_key: str | None
+    role: str
+    content: str
+    created_at: datetime.datetime | None = None
+    attachments: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    status: str = "complete"
+    finish_reason: str = ""
+    model: str = ""
+    agent: str = ""
+    ttft_ms: int | None = None
+
+
+@dataclass
+class ImportedSession:
+    """A session as read: its messages in tree order (a parent before its children, siblings oldest first) and
+    the key of its current message (None: the newest leaf)."""
+
+    name: str
+    messages: list[ImportedMessage]
+    current_key: str | None = None
+    model: str = ""
+    agent: str | None = None
+    pinned: bool = False
+    archived: bool = False
+    created_at: datetime.datetime | None = None
+    updated_at: datetime.datetime | None = None
+
+
+def invalid_at(path: str, problem: str, code: str = "invalid") -> AppError:
+    """The 400 for a document wrong at `path` (dotted: `conversations.3.mapping.abc.parent`)."""
+    return AppError(code, f"The import is not valid at {path}: {problem}", 400, {path: [problem]})
+
+
+def object_at(value: Any, path: str) -> dict[str, Any]:
+    """`value` when it is a JSON object, else the 400 naming `path`."""
+    if not isinstance(value, dict):
+        raise invalid_at(path, "Expected an object.")
+    return value
+
+
+def list_at(value: Any, path: str) -> list[Any]:
+    """`value` when it is a JSON array, else the 400 naming `path`."""
+    if not isinstance(value, list):
+        raise invalid_at(path, "Expected an array.")
+    return value
+
+
+def text_at(value: Any, path: str, *, optional: bool = False, max_length: int | None = None) -> str | None:
+    """`value` when it is a string (None too when `optional`), at most `max_length` long, else the 400."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or "\x00" in value:
+        raise invalid_at(path, "Expected a string (without NUL characters).")
+    if max_length is not None and len(value) > max_length:
+        raise invalid_at(path, f"At most {max_length} characters.")
+    return value
+
+
+def content_at(value: str, path: str) -> str:
+    """A message's text, refused past MAX_MESSAGE_CHARS (as the chat refuses it)."""
+    if len(value) > MAX_MESSAGE_CHARS:
+        raise invalid_at(path, f"{len(value)} characters; a message may be at most {MAX_MESSAGE_CHARS}.",
+                         "message_too_long")
+    return value
+
+
+def epoch_at(value: Any, path: str) -> datetime.datetime | None:
+    """A Unix time in seconds (ChatGPT's create_time), or None; anything else is the 400."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise invalid_at(path, "Expected a Unix time in seconds, or null.")
+    try:
+        return datetime.datetime.fromtimestamp(value, tz=datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        raise invalid_at(path, "Out of range.") from None
+
+
+def iso_at(value: Any, path: str) -> datetime.datetime | None:
+    """An ISO 8601 time with its offset (an export's timestamps), or None; anything else is the 400."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise invalid_at(path, "Expected an ISO 8601 time, or null.")
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid_at(path, "Expected an ISO 8601 time, or null.") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+
+
+def count_check(sessions: int, messages: int) -> None:
+    """The import's size against MAX_IMPORT_SESSIONS and MAX_IMPORT_MESSAGES (400 `invalid` naming the list)."""
+    if sessions > MAX_IMPORT_SESSIONS:
+        raise invalid_at("conversations", f"{sessions} conversations; an import may hold at most "
+                         f"{MAX_IMPORT_SESSIONS} (import the rest in another file).")
+    if messages > MAX_IMPORT_MESSAGES:
+        raise invalid_at("messages", f"{messages} messages; an import may hold at most {MAX_IMPORT_MESSAGES} "
+                         "(import the rest in another file).")
+
+
+def tree_order(messages: list[ImportedMessage], path: str) -> list[ImportedMessage]:
+    """The messages in tree order: depth first from the roots, siblings in the order given. A parent that names
+    no message, or a loop, is the 400 naming `<path>.<key>.parent` (`path`: where the keys are, a mapping)."""
+    keys = {message.key for message in messages}
+    children: dict[str | None, list[ImportedMessage]] = {}
+    for message in messages:
+        if message.parent_key is not None and message.parent_key not in keys:
+            raise invalid_at(f"{path}.{message.key}.parent", "Names no message of this conversation.")
+        children.setdefault(message.parent_key, []).append(message)
+    ordered: list[ImportedMessage] = []
+    stack = list(reversed(children.get(None, [])))
+    while stack:
+        message = stack.pop()
+        ordered.append(message)
+        stack.extend(reversed(children.get(message.key, [])))
+    if len(ordered) != len(messages):
+        placed = {message.key for message in ordered}
+        looped = next(message for message in messages if message.key not in placed)
+        raise invalid_at(f"{path}.{looped.key}.parent", "The parents form a loop.")
+    return ordered

@@ -217,6 +217,7 @@ class ChatPage {
     if (message.sources?.length) view.showSources(message.sources);
     view.setStatus(message.status);
     view.element.dataset.messageId = message.id;
+    view.setRecord(message);
     return view.element;
   }
 
@@ -297,6 +298,7 @@ class ChatPage {
         body, signal: controller.signal, onEvent: ({ event, data }) => {
           if (this.stopped) return;
           reply.onEvent(event, data);
+          if (event === "done") reply.setRecord(data);
           this.scrollDown();
         },
       });

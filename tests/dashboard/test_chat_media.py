@@ -12,7 +12,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from tests.fakes.llm import Call, Text, ToolCalls
+from tests.fakes.llm import Text
 from tests.needs import unavailable
 
 pytestmark = pytest.mark.e2e
@@ -41,28 +41,6 @@ def png_bytes() -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (8, 6), (30, 160, 90)).save(buffer, "PNG")
     return buffer.getvalue()
-
-
-def test_tool_calls_fold_under_the_reply(chat_upstream, logged_in_page):
-    page = logged_in_page
-    chat_upstream.script(ToolCalls([Call("web_fetch", {"url": "http://127.0.0.1:9/private"}, id="call_1")]),
-                         Text("The page could not be fetched."))
-    page.get_by_label("Message").fill("Fetch http://127.0.0.1:9/private for me")
-    page.get_by_label("Message").press("Enter")
-    reply = last_reply(page)
-    expect(reply).to_have_attribute("data-status", "complete")
-    expect(reply.locator(".message-body")).to_have_text("The page could not be fetched.")
-    call = reply.locator("details.tool-call")
-    expect(call).to_have_count(1)
-    expect(call.locator("pre").first).not_to_be_visible()  # folded
-    call.locator("summary").click()
-    expect(call.locator("summary")).to_have_text("Tool call: web_fetch")
-    expect(call.locator("pre").first).to_contain_text('"url": "http://127.0.0.1:9/private"')
-    expect(call.locator(".tool-result")).not_to_contain_text("Running")
-
-    page.reload()  # the stored turn shows the same fold
-    stored = last_reply(page).locator("details.tool-call")
-    expect(stored.locator("summary")).to_have_text("Tool call: web_fetch")
 
 
 def test_image_and_file_attachments_are_uploaded_and_sent_with_the_message(chat_upstream, logged_in_page, tmp_path):

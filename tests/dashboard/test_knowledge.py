@@ -10,7 +10,6 @@ import requests
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import DESKTOP, PHONE
-from tests.fakes.llm import Text
 
 pytestmark = pytest.mark.e2e
 
@@ -94,25 +93,6 @@ def test_a_refused_document_and_an_empty_search_show_their_errors(user_page, tmp
     page.get_by_role("button", name="Add text").click()
     expect(page.get_by_role("alert").filter(has_text="Give the document a name")).to_be_visible()
     expect(page.get_by_label("Document name")).to_be_focused()
-
-
-def test_a_reply_folds_the_knowledge_sources_it_used(chat_upstream, dashboard_server, admin_headers, logged_in_page):
-    page = logged_in_page
-    requests.post(f"{dashboard_server.base_url}/api/kb/documents", headers=admin_headers, timeout=10,
-                  json={"filename": "tides-notes.md", "content": TIDES}).raise_for_status()
-    chat_upstream.script(Text("The moon's pull causes them."))
-    page.get_by_label("Message").fill("What causes the tides and the spring tides?")
-    page.get_by_label("Message").press("Enter")
-    reply = page.get_by_role("log").locator("article.message-assistant").last
-    expect(reply).to_have_attribute("data-status", "complete")
-    sources = reply.locator("details.sources")
-    expect(sources).not_to_have_attribute("open", "")
-    expect(sources.locator("summary")).to_have_text("Knowledge sources (1)")
-    sources.locator("summary").click()
-    expect(sources).to_contain_text("tides-notes.md")
-    expect(sources).to_contain_text(re.compile(r"score 0\.\d{3}"))
-    # The model was given the document's text as context.
-    assert "gravitational pull" in str(chat_upstream.bodies()[0]["messages"])  # the turn's, not the title's
 
 
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375", "1280"])

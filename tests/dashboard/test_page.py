@@ -49,10 +49,14 @@ def test_every_module_the_page_imports_exists():
 
 
 def test_the_vendored_libraries_are_the_files_their_readme_names():
-    readme = (DASHBOARD / "vendor" / "README.md").read_text()
+    vendor = DASHBOARD / "vendor"
+    readme = (vendor / "README.md").read_text()
     rows = re.findall(r"^\| `([^`]+)` \|.*\| `([0-9a-f]{64})` \|$", readme, re.MULTILINE)
-    assert {name for name, _ in rows} == {"marked.esm.js", "purify.es.js"}
+    files = {str(path.relative_to(vendor)) for path in vendor.rglob("*") if path.is_file()
+             and path.name != "README.md" and not path.name.startswith("LICENSE")}
+    assert {name for name, _ in rows} == files  # every file named, and every named file there
+    assert {"marked.esm.js", "purify.es.js", "highlight.esm.js", "katex.min.js", "katex.min.css"} <= files
     for name, digest in rows:
-        assert hashlib.sha256((DASHBOARD / "vendor" / name).read_bytes()).hexdigest() == digest, name
-    for licence in ("LICENSE.marked", "LICENSE.dompurify"):
-        assert (DASHBOARD / "vendor" / licence).stat().st_size > 500
+        assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == digest, name
+    for licence in ("LICENSE.marked", "LICENSE.dompurify", "LICENSE.highlightjs", "LICENSE.katex"):
+        assert (vendor / licence).stat().st_size > 500

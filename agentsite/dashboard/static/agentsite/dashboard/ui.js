@@ -66,11 +66,62 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
+// The one class kept: a fenced code block's language (marked's class="language-x" on <code>), which the chat's
+// highlighter reads; the value is checked here, since FORBID_ATTR's check is skipped for it.
+DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
+  if (data.attrName === "class" && node.nodeName === "CODE" && /^language-[\w#+.-]{1,40}$/.test(data.attrValue)) {
+    data.forceKeepAttr = true;
+  }
+});
+
 // Markdown text (from a model or a user) as a sanitised DocumentFragment: no script, no event handler
 // attribute, no javascript: (or other non-web) URL survives.
 export function renderMarkdown(text) {
   const html = marked.parse(String(text ?? ""), { async: false, gfm: true, breaks: true });
   return DOMPurify.sanitize(html, PURIFY);
+}
+
+// What a vendored renderer (highlight.js, KaTeX) makes of a message's text: spans with the renderer's classes,
+// MathML, the SVG of stretchy symbols, and inline sizes. Sanitised by a DOMPurify instance of its own (hooks are
+// per instance) that keeps only those tags and attributes: no link, image, handler or URL. Of a style only the
+// layout properties KaTeX sets are kept, with plain values (no url(), no function at all), and put back through
+// the CSSOM: the page's policy (no 'unsafe-inline' style) refuses style attributes, even in markup only parsed,
+// and not the CSSOM. So markup with styles comes as DOM built by the renderer (sanitised in place), not as HTML.
+const RENDERED = {
+  RETURN_DOM_FRAGMENT: true,
+  ALLOWED_TAGS: ["span", "br", "svg", "path", "line", "math", "semantics", "annotation", "mrow", "mi", "mn", "mo",
+    "ms", "mtext", "mspace", "mfrac", "msqrt", "mroot", "msub", "msup", "msubsup", "munder", "mover", "munderover",
+    "mtable", "mtr", "mtd", "mlabeledtr", "mstyle", "mpadded", "mphantom", "menclose", "merror"],
+  ALLOWED_ATTR: ["class", "aria-hidden", "title", "width", "height", "viewbox", "preserveaspectratio", "d",
+    "x1", "x2", "y1", "y2", "stroke-width", "encoding", "display", "mathvariant", "mathcolor", "mathbackground",
+    "mathsize", "accent", "accentunder", "columnalign", "columnlines", "columnspacing", "rowlines", "rowspacing",
+    "depth", "voffset", "lspace", "rspace", "displaystyle", "scriptlevel", "fence", "separator", "stretchy",
+    "largeop", "linebreak", "linethickness", "minsize", "maxsize", "notation"],
+  ALLOW_DATA_ATTR: false,
+};
+const LAYOUT_STYLE = new Set(["background-color", "border-bottom-width", "border-color", "border-right-style",
+  "border-right-width", "border-style", "border-top-width", "border-width", "bottom", "color", "height", "left",
+  "margin", "margin-left", "margin-right", "margin-top", "min-width", "padding-left", "position", "text-shadow", "top",
+  "vertical-align", "width"]);
+const layouts = new WeakMap(); // element -> the [property, value] pairs kept of its style attribute
+const rendered = DOMPurify(window);
+rendered.addHook("uponSanitizeAttribute", (node, data) => {
+  if (data.attrName !== "style") return;
+  data.keepAttr = false;
+  layouts.set(node, data.attrValue.split(";").map((part) => part.split(":").map((side) => side.trim().toLowerCase()))
+    .filter(([name, value, ...rest]) => LAYOUT_STYLE.has(name) && /^[-\w\s.,%#]+$/.test(value ?? "") && !rest.length
+      && (name !== "position" || value === "relative")));
+});
+
+// markup: an HTML string (sanitised into a new DocumentFragment) or a detached element (sanitised in place);
+// returns the sanitised fragment or element.
+export function sanitizeRendered(markup) {
+  const clean = typeof markup === "string" ? rendered.sanitize(markup, RENDERED)
+    : rendered.sanitize(markup, { ...RENDERED, IN_PLACE: true });
+  for (const element of [clean, ...clean.querySelectorAll("*")]) {
+    for (const [name, value] of layouts.get(element) || []) element.style.setProperty(name, value);
+  }
+  return clean;
 }
 
 // --- feedback ---

@@ -37,12 +37,7 @@ export class Branches {
     const view = new MessageView(message.role, this.hooks);
     view.setContent(message.content);
     if (message.attachments?.length) view.showAttachments(message.attachments);
-    for (const call of message.tool_calls || []) {
-      view.toolCall(call);
-      if (call.result) view.toolResult({ id: call.id, content: call.result.content, is_error: call.result.is_error });
-    }
-    if (message.sources?.length) view.showSources(message.sources);
-    view.setRecord?.(message);
+    view.setRecord(message); // its details, tool steps and sources
     showStatus(view, message.status);
     this.attach(message.id, view);
     return view;
@@ -148,7 +143,7 @@ export class Branches {
   // A turn's `done`: the reply as stored (its status `complete` or `stopped`).
   finished(data, view) {
     this.tree.update(data.message_id, { ...data, id: data.message_id, status: data.status || "complete" });
-    view.setRecord?.(data);
+    view.setRecord(data);
     showStatus(view, data.status || "complete");
     this.drawControls(data.message_id);
   }

@@ -1,6 +1,8 @@
 // The chat's messages as the log shows them (see MessageView), and the uploads they show (see Uploads).
 import { listAll } from "../../api.js";
-import { formatSize, h, renderMarkdown } from "../../ui.js";
+import { formatSize, h } from "../../ui.js";
+import { replyFacts, sourceChips, stepRow, timeElement } from "./details.js";
+import { copyButton, renderMessageBody } from "./render.js";
 
 // The records of the user's uploads, asked for once (when a message shows attachments), and images fetched
 // with the user's token as object URLs, revoked when the page goes.
@@ -35,8 +37,11 @@ export class Uploads {
   }
 }
 
-// One message in the log: its Markdown body, attachments, folded tool calls and sources, and its state.
+// One message in the log: its header (who, when), its tool steps, its body (Markdown, code and math: render.js),
+// attachments and sources, its state, and its actions (Copy, Read aloud) beside its details (model, tokens...),
+// which show while the message is hovered or holds the focus.
 // hooks (the page's, shared by its messages): uploads (an Uploads), readAloud(view, button), scrollDown().
+// setRecord(record) takes a stored message (GET .../messages) or a stream's `done` event and shows what it says.
 export class MessageView {
   constructor(role, hooks) {
     this.hooks = hooks;
@@ -44,19 +49,25 @@ export class MessageView {
     this.content = "";
     this.started = false;
     this.finished = false;
-    this.calls = new Map();
+    this.calls = new Map(); // live tool calls by id: their step, as far as the stream told it
     this.body = h("div", { class: "message-body markdown" });
+    this.steps = h("div", { class: "message-steps", role: "group", "aria-label": "Tool steps" });
     this.extras = h("div", { class: "message-extras" });
     this.statusLine = h("p", { class: "message-status" });
+    this.facts = h("p", { class: "message-facts" });
     this.actions = h("div", { class: "message-actions" });
+    this.when = h("span", { class: "message-when" });
     const who = { user: "You", assistant: "Assistant", tool: "Tool" }[role] || role;
     this.element = h("article", { class: `message message-${role}`, "aria-label": `${who} said` },
-      h("p", { class: "message-role" }, who), this.body, this.extras, this.statusLine, this.actions);
+      h("p", { class: "message-role" }, who, this.when), this.steps, this.body, this.extras, this.statusLine,
+      h("div", { class: "message-footer" }, this.actions, this.facts));
+    this.actions.append(copyButton("Copy", null, () => this.content));
     if (role === "assistant") {
       const read = h("button", { type: "button", class: "small read-aloud", onclick: () => hooks.readAloud(this, read) },
         "Read aloud");
       this.actions.append(read);
     }
+    this.setTime(new Date().toISOString()); // until a record says when it was stored
     this.frame = 0;
   }
 
@@ -75,7 +86,7 @@ export class MessageView {
   }
 
   renderBody() {
-    this.body.replaceChildren(renderMarkdown(this.content));
+    this.body.replaceChildren(renderMessageBody(this.content, () => this.scheduleRender()));
   }
 
   // Many deltas a frame: render once per animation frame, not once per delta.
@@ -86,6 +97,24 @@ export class MessageView {
       this.renderBody();
       this.hooks.scrollDown();
     });
+  }
+
+  setTime(iso) {
+    const time = timeElement(iso);
+    if (time) this.when.replaceChildren(" · ", time);
+  }
+
+  // A stored message or a `done` event: its id, time, content, details, steps, sources and status.
+  setRecord(record) {
+    if (!record) return;
+    const id = record.id ?? record.message_id;
+    if (id) this.element.dataset.messageId = id;
+    if (record.created_at) this.setTime(record.created_at);
+    if (typeof record.content === "string" && record.content !== this.content) this.setContent(record.content);
+    if (this.role === "assistant") this.facts.replaceChildren(...replyFacts(record));
+    if (Array.isArray(record.steps)) this.showSteps(record.steps);
+    if (Array.isArray(record.sources)) this.showSources(record.sources);
+    if (record.status) this.setStatus(record.status);
   }
 
   onEvent(event, data) {
@@ -106,8 +135,7 @@ export class MessageView {
       this.frame = 0;
       this.content = typeof data?.content === "string" ? data.content : this.content;
       this.renderBody();
-      if (data?.sources?.length) this.showSources(data.sources);
-      this.setStatus("complete");
+      this.setStatus(data?.status || "complete");
     } else if (event === "error") {
       this.finished = true;
       cancelAnimationFrame(this.frame);
@@ -116,40 +144,34 @@ export class MessageView {
     }
   }
 
+  // A live tool call (the stream's tool_call event), shown running until its tool_result.
   toolCall(call) {
-    const result = h("div", { class: "tool-result muted" }, "Running…");
-    const details = h("details", { class: "tool-call" },
-      h("summary", {}, "Tool call: ", h("code", {}, call.name || "tool")),
-      h("p", { class: "tool-label" }, "Arguments"),
-      h("pre", {}, typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {}, null, 2)),
-      h("p", { class: "tool-label" }, "Result"), result);
-    this.calls.set(call.id, { details, result });
-    this.toolsBox().append(details);
+    const step = { id: call.id, name: call.name, arguments: call.arguments, result: null };
+    const row = stepRow(step, { running: true });
+    this.calls.set(call.id, { step, row });
+    this.steps.append(row);
   }
 
   toolResult(data) {
     const entry = this.calls.get(data.id);
     if (!entry) return;
-    entry.result.className = `tool-result${data.is_error ? " error" : ""}`;
-    entry.result.replaceChildren(h("pre", {}, String(data.content ?? "")));
-    if (data.is_error) entry.details.classList.add("failed");
+    Object.assign(entry.step, { result: String(data.content ?? ""), is_error: Boolean(data.is_error) });
+    const row = stepRow(entry.step, { open: entry.row.open });
+    entry.row.replaceWith(row);
+    entry.row = row;
   }
 
-  toolsBox() {
-    if (!this.tools) {
-      this.tools = h("div", { class: "tool-calls" });
-      this.extras.prepend(this.tools);
-    }
-    return this.tools;
+  // The recorded steps replace the live rows (they add each call's duration); a row left open stays open.
+  showSteps(steps) {
+    const open = new Set([...this.steps.querySelectorAll("details[open]")].map((row) => row.dataset.stepId));
+    this.calls.clear();
+    this.steps.replaceChildren(...steps.filter((step) => step?.type === "tool_call" || !step?.type)
+      .map((step) => stepRow(step, { open: open.has(step.id || "") })));
   }
 
   showSources(sources) {
-    this.extras.querySelector(".sources")?.remove();
-    const items = sources.map((source) => h("li", {}, h("span", { class: "source-name" }, source.filename || "document"),
-      source.chunk_index !== undefined ? ` (part ${Number(source.chunk_index) + 1})` : "",
-      typeof source.score === "number" ? h("span", { class: "score" }, ` score ${source.score.toFixed(3)}`) : ""));
-    this.extras.append(h("details", { class: "sources" },
-      h("summary", {}, `Knowledge sources (${sources.length})`), h("ol", {}, items)));
+    this.extras.querySelector(".message-sources")?.remove();
+    if (sources.length) this.extras.append(sourceChips(sources));
   }
 
   async showAttachments(ids, known = []) {
@@ -171,20 +193,18 @@ export class MessageView {
     }
   }
 
+  // complete (nothing shown), stopped (by the user), interrupted (the connection or the server was lost),
+  // error (the model failed), streaming (still being written, seen from another page).
   setStatus(status) {
     this.element.classList.remove("streaming");
     this.element.dataset.status = status || "complete";
-    if (status === "interrupted") {
+    if (status === "stopped" || status === "interrupted") {
       this.finished = true;
       cancelAnimationFrame(this.frame);
       this.renderBody();
-      this.statusLine.replaceChildren(h("span", { class: "badge warning" }, "Interrupted"),
-        " The reply was stopped before it was finished.");
-    } else if (status === "error") {
-      this.statusLine.replaceChildren(h("span", { class: "badge error" }, "Error"), " The reply failed.");
-    } else {
-      this.statusLine.replaceChildren();
     }
+    const line = STATUS_LINES[status];
+    this.statusLine.replaceChildren(...(line ? [h("span", { class: `badge ${line[0]}` }, line[1]), ` ${line[2]}`] : []));
   }
 
   fail(message, code) {
@@ -197,3 +217,10 @@ export class MessageView {
     if (code) this.statusLine.dataset.code = code;
   }
 }
+
+const STATUS_LINES = {
+  stopped: ["stopped", "Stopped", "The reply was stopped before it was finished."],
+  interrupted: ["warning", "Interrupted", "The connection was lost before the reply was finished."],
+  error: ["error", "Error", "The reply failed."],
+  streaming: ["", "Writing", "This reply is still being written."],
+};

@@ -6,8 +6,6 @@ caches calls `announce(topic, key)` once committed. `drop(key)` then runs at onc
 other process: over one Redis channel with REDIS_URL, else on SQLite over Unix datagram sockets registered under
 `<DATA_DIR>/run/invalidate/` (one host). PostgreSQL without Redis has no channel: `connected()` is False.
 `drop(None)` means "drop everything", sent whenever the listener (re)connects, since announcements are not kept.
-`announce` returns once every other listening process has applied the change (each confirms it; at most
-ACK_WAIT_S): the request that made a change answers only after no process can serve it from its old cache.
 
 Contract for a subscriber: `drop` is cheap, thread-safe and never raises; entries still expire after a time to
 live of the cache's choosing, which bounds how long a change no announcement reaches (a queryset `update()`)
@@ -64,7 +62,9 @@ def drop_here(topic: str, key: object = None) -> None:
 
 
 def announce(topic: str, key: object = None) -> None:
-    """`topic` changed at `key` (None: all of it). Call it after the change is committed."""
+    """`topic` changed at `key` (None: all of it). Call it after the change is committed. It returns once every
+    other listening process has applied it (each confirms; at most ACK_WAIT_S): the request that made a change
+    answers only after no process can serve it from its old cache."""
     key_text = None if key is None else str(key)
     _apply(topic, key_text)
     url = getattr(settings, "REDIS_URL", "")
@@ -205,7 +205,10 @@ def _listen_forever(url: str) -> None:
                     if origin != _origin():  # the announcer applied its own already
                         _apply(topic, key)
                     if reply and isinstance(reply[0], str):  # the announcer waits for every listener's word
-                        client.pipeline().rpush(reply[0], 1).expire(reply[0], 10).execute()
+                        confirm = client.pipeline()
+                        confirm.rpush(reply[0], 1)
+                        confirm.expire(reply[0], 10)
+                        confirm.execute()
         except Exception:  # noqa: BLE001 - Redis went away: drop everything, then reconnect with backoff
             if _connected.is_set():
                 logger.warning("Lost the invalidation channel on Redis; reconnecting.", exc_info=True)

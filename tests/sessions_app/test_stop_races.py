@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 
 import pytest
 from asgiref.sync import sync_to_async
 
+from catalogue.services import config_update
+from scheduler import services as scheduling
+from scheduler.models import ScheduledTask
 from sessions_app import services, stops, turns
 from sessions_app.models import ChatMessage
 from sessions_app.services import session_create
 from sessions_app.turns import turn_start
 from tests.fakes.http import FakeResponse
 from tests.fakes.llm import Call, Hang, Text, ToolCalls
+from tests.scheduler.test_runner import T0
 from tests.sessions_app.test_turns import upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -169,3 +174,32 @@ async def test_a_stop_whose_announcement_never_arrives_ends_the_turn_at_its_next
     assert [event.type for event in rest] == ["done"] and rest[0].data["status"] == "stopped"
     reply = await _reply(turn)
     assert (reply.status, reply.content, reply.process) == ("stopped", "Quiet ", "")
+
+
+def test_a_scheduled_turn_stopped_mid_reply_ends_its_run_with_the_text_so_far(owner, fake_openai):
+    """A scheduled prompt that names a session runs a turn in the scheduler's task: a stop request reaches it
+    there as it reaches a chat stream (the reply stored `stopped`), and the run ends normally with that text."""
+    config_update(changes={"provider": "openai", "base_url": fake_openai.base_url, "model": "m", "kb_enabled": False})
+    whole = "one two three four five six"
+    fake_openai.script(Text(whole, pieces=[f"{word} " for word in whole.split()[:-1]] + ["six"], delay=0.5))
+    session = session_create(owner=owner, name="daily")
+    task = scheduling.task_create(owner=owner, name="s", cron="0 * * * *", prompt="go", session_id=session.pk)
+
+    def stop_once_streaming() -> None:
+        for _ in range(500):
+            reply = ChatMessage.objects.filter(session=session, role="assistant", status="streaming").first()
+            if reply is not None and reply.content:  # checkpointed: some text came
+                assert services.message_stop(message=reply)
+                stops._on_stop(str(reply.pk))
+                return
+            time.sleep(0.02)
+
+    stopper = threading.Thread(target=stop_once_streaming)
+    stopper.start()
+    ScheduledTask.objects.filter(pk=task.pk).update(next_run_at=T0)
+    [run] = scheduling.tick(now=T0)
+    stopper.join(10)
+    run.refresh_from_db()
+    reply = ChatMessage.objects.get(session=session, role="assistant")
+    assert reply.status == "stopped" and reply.content and reply.content != whole
+    assert (run.status, run.output) == ("success", reply.content)

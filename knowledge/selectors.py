@@ -448,10 +448,17 @@ def context_build(*, owner_id: int | None = None, query: str, max_chars: int, to
         header = f"{CONTEXT_SEPARATOR if parts else ''}[{hit.filename}] "
         if remaining <= len(header):
             break
-        parts.append((header + hit.text)[:remaining])
+        entry = (header + hit.text)[:remaining]
+        if len(entry) < len(header) + len(hit.text):
+            # Cut at the budget, and without the whitespace the cut may end on: the reference block reaches the
+            # model stripped (agentsite.agent.context.format_reference), and the source must say what it got.
+            entry = entry.rstrip()
+            if len(entry) <= len(header):
+                break
+        parts.append(entry)
         # The hit as it went in: a passage cut at the budget is recorded as cut (a message's sources show
         # what the model received).
-        used.append(hit if len(parts[-1]) == len(header) + len(hit.text) else
-                    dataclasses.replace(hit, text=parts[-1][len(header):]))
+        used.append(hit if len(entry) == len(header) + len(hit.text) else
+                    dataclasses.replace(hit, text=entry[len(header):]))
         remaining -= len(parts[-1])
     return KnowledgeContext("".join(parts), used)

@@ -158,23 +158,32 @@ def _reply_update(message_id: uuid.UUID, fields: dict[str, Any], *, final: bool 
     process for dead (its heartbeat stalled) while it was in fact still generating. The sweep keeps `process`
     for this; a reply stored as final, interrupted included, has it cleared. The final store (`final`) may also
     write a reply that a stop request marked `stopped` (message_stop keeps `process` too): a checkpoint may not,
-    so that a stopped reply never turns back to `streaming`."""
+    so that a stopped reply never turns back to `streaming`, and a final `interrupted` (the client hung up while
+    the stop was on its way) keeps a stopped reply's status: the user asked it to stop."""
     connection = connections[DEFAULT_DB_ALIAS]
     names = tuple(sorted(fields))
     values = [ChatMessage._meta.get_field(name).get_db_prep_save(fields[name], connection) for name in names]
     process = current_process_id()
+    keep_stopped = final and fields.get("status") == "interrupted"
     with connection.cursor() as cursor:
-        cursor.execute(_reply_update_sql(connection.vendor, names, final), [
+        cursor.execute(_reply_update_sql(connection.vendor, names, final, keep_stopped), [
             *values, ChatMessage._meta.pk.get_db_prep_value(message_id, connection), process,
             *([process] if final else [])])
         return cursor.rowcount
 
 
 @functools.lru_cache(maxsize=64)
-def _reply_update_sql(vendor: str, names: tuple[str, ...], final: bool) -> str:
+def _reply_update_sql(vendor: str, names: tuple[str, ...], final: bool, keep_stopped: bool = False) -> str:
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
-    columns = ", ".join(f"{quote(ChatMessage._meta.get_field(name).column)} = %s" for name in names)
     status, reason, process = quote("status"), quote("finish_reason"), quote("process")
+
+    def assigned(name: str) -> str:
+        column = quote(ChatMessage._meta.get_field(name).column)
+        if keep_stopped and name in ("status", "finish_reason"):
+            return f"{column} = CASE WHEN {status} = 'stopped' THEN {column} ELSE %s END"
+        return f"{column} = %s"
+
+    columns = ", ".join(assigned(name) for name in names)
     stopped = f" OR ({status} = 'stopped' AND {process} = %s)" if final else ""
     return (f"UPDATE {quote(ChatMessage._meta.db_table)} SET {columns} WHERE {quote('id')} = %s AND "
             f"({status} = 'streaming' OR ({status} = 'interrupted' AND {reason} = 'interrupted' AND {process} = %s)"
@@ -222,20 +231,24 @@ def message_stop(*, message: ChatMessage) -> bool:
 
 
 def session_select(*, session: ChatSession, message_id: uuid.UUID) -> ChatSession:
-    """Make the branch through `message_id` the selected path: `current` becomes the newest leaf below it (the
-    message itself when it has no children). Raises AppError 400 `invalid` naming `current` for an id that is
-    not a message of this session."""
+    """Make the branch through `message_id` the selected path: `current` becomes the newest message below it
+    (the latest turn of that branch: a leaf, since a message is always older than what follows it; the message
+    itself when nothing follows it). Raises AppError 400 `invalid` naming `current` for an id that is not a
+    message of this session."""
     children: dict[uuid.UUID | None, list[uuid.UUID]] = {}
-    known = set()
-    for pk, parent in ChatMessage.objects.filter(session=session).order_by("seq").values_list("pk", "parent_id"):
+    seq: dict[uuid.UUID, int] = {}
+    for pk, parent, number in ChatMessage.objects.filter(session=session).values_list("pk", "parent_id", "seq"):
         children.setdefault(parent, []).append(pk)
-        known.add(pk)
-    if message_id not in known:
+        seq[pk] = number
+    if message_id not in seq:
         raise AppError("invalid", "current must be the id of a message of this session.", 400,
                        {"current": ["Not a message of this session."]})
-    leaf = message_id
-    while children.get(leaf):
-        leaf = children[leaf][-1]
-    ChatSession.objects.filter(pk=session.pk).update(current_id=leaf)
-    session.current_id = leaf
+    newest, below = message_id, [message_id]
+    while below:
+        node = below.pop()
+        newest = node if seq[node] > seq[newest] else newest
+        # Children are newer than their parent: a corrupted row that loops back is never followed.
+        below.extend(child for child in children.get(node, []) if seq[child] > seq[node])
+    ChatSession.objects.filter(pk=session.pk).update(current_id=newest)
+    session.current_id = newest
     return session

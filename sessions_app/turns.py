@@ -68,6 +68,8 @@ class ChatTurn:
         self.prepared: Prepared | None = None  # the run's context and tools, asked already (loop.prepare_now)
         self._owner: asyncio.Task | None = None  # the task whose end, with the reply not stored, interrupts it
         self._stopping = False  # a stop request reached the turn (stop()): it ends `stopped`
+        self._in_run: asyncio.Task | None = None  # the task awaiting the agent's next batch: a stop cancels it
+        self._stop_cancelled = False  # stop() cancelled the owner (batches() takes back that one cancellation)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started_at = 0.0
         self.ttft_ms: int | None = None  # from the start of the run to the first text
@@ -77,20 +79,28 @@ class ChatTurn:
 
     def _on_owner_done(self, task: asyncio.Task) -> None:
         if self.status is None and self._owner is task:  # nothing runs the turn any more, nor ever will
-            self._store_started("interrupted")
+            self._store_started(self._ended_status())
+
+    def _ended_status(self) -> str:
+        """How a reply whose turn ends early is stored: `stopped` once a stop request reached it (a hang-up
+        racing the stop keeps it so), else `interrupted`."""
+        return "stopped" if self._stopping else "interrupted"
 
     def event(self, kind: str, data: dict[str, Any]) -> AgentEvent:
         return AgentEvent(kind, data, self.transcript)
 
     def stop(self) -> None:
         """End the run now and store what it generated as `stopped` (from the turn's event loop: sessions_app.stops
-        calls it there). Nothing once the reply is being stored; the task running the turn is cancelled and
-        batches() takes that cancellation back, so its consumer receives `done` with status `stopped`."""
+        calls it there). Nothing once the reply is being stored. While the task running the turn awaits the
+        agent (the model, a tool), that await is cancelled and batches() takes the cancellation back; between two
+        batches it ends at the next one. Either way its consumer receives `done` with status `stopped`. Only
+        that await is cancelled: a consumer's own code between events (the scheduler's) never sees it."""
         if self.status is not None or self._stopping:
             return
         self._stopping = True
-        if self._owner is not None and not self._owner.done():
-            self._owner.cancel()
+        if self._in_run is not None and not self._in_run.done():
+            self._stop_cancelled = True
+            self._in_run.cancel()
 
     def stop_threadsafe(self) -> None:
         """stop(), from any thread."""
@@ -127,6 +137,7 @@ class ChatTurn:
         if runner is not None and runner is not self._owner:  # the chat stream runs it in a task of its own
             self._belong_to(runner)
         stops.running(self)
+        self._watch(CHECKPOINT_S)  # checkpoints come even while the model is silent: see _maybe_checkpoint
         try:
             # In the try: a consumer that stops right after `start` still leaves the reply `interrupted`.
             yield [self.event("start", {
@@ -139,7 +150,14 @@ class ChatTurn:
                         messages=self.messages, user_id=self.owner_id, is_admin=self.owner_is_admin,
                         settings=self.settings, transcript=self.transcript, caller=caller,
                         prepared=self.prepared)) as run:
-                    async for batch in run:
+                    while not self._stopping:
+                        self._in_run = asyncio.current_task()  # the consumer's, whichever drives it now
+                        try:
+                            batch = await anext(run)
+                        except StopAsyncIteration:
+                            break
+                        finally:
+                            self._in_run = None
                         event = batch[-1]
                         if event.type not in ("done", "error"):
                             if self.ttft_ms is None and any(item.type == "delta" for item in batch):
@@ -160,15 +178,12 @@ class ChatTurn:
                         return
             except asyncio.CancelledError:
                 task = asyncio.current_task()
-                if not self._stopping or self.status is not None or task is None or task.cancelling() != 1:
-                    raise  # a hang-up, or a stop that came with one: `interrupted` (below)
+                if not self._stop_cancelled or self.status is not None or task is None or task.cancelling() != 1:
+                    raise  # a hang-up, or a stop that came with one: stored as _ended_status() says (below)
                 task.uncancel()  # the stop's own cancellation, taken back: the turn ends here, stored `stopped`
-                self.transcript.finish_reason = "stopped"
-                if await self._store("stopped"):
-                    yield [self._done_event({"content": self.transcript.text, "finish_reason": "stopped",
-                                             "usage": self.transcript.usage.as_dict()}, "stopped")]
-                else:
-                    yield [self._session_gone()]
+            if self._stopping:
+                async for batch in self._stopped():
+                    yield batch
                 return
             # The loop ended without done or error (a bug): never lose what streamed.
             await self._store("error")
@@ -179,23 +194,34 @@ class ChatTurn:
                 self._timer.cancel()
             if self.status is None:  # closed or cancelled before the turn ended
                 try:
-                    await self._store("interrupted")
+                    await self._store(self._ended_status())
                 except Exception:  # logged by _log_failure; the close or cancellation in flight goes on
                     pass
+
+    async def _stopped(self) -> AsyncIterator[list[AgentEvent]]:
+        """The end of a stopped turn: what it generated stored `stopped`, then `done` with that status."""
+        self.transcript.finish_reason = "stopped"
+        if await self._store("stopped"):
+            yield [self._done_event({"content": self.transcript.text, "finish_reason": "stopped",
+                                     "usage": self.transcript.usage.as_dict()}, "stopped")]
+        else:
+            yield [self._session_gone()]
 
     def _maybe_checkpoint(self, *, force: bool = False) -> None:
         """Save what was generated so far, in the background: at most one write in flight, and at most one
         per CHECKPOINT_S unless forced; what a skipped call would have saved is saved by a timer when the
         interval is over, so a stream that goes quiet is still saved whole. A checkpoint never delays the
         stream, and one that lands after the final store changes nothing (it only updates a `streaming` reply).
+        The timer is armed again after each checkpoint (_watch): while the model is silent or a tool runs, the
+        reply is still checkpointed every CHECKPOINT_S, so a stop whose announcement never reached this process
+        still ends the turn within about CHECKPOINT_S (the checkpoint is refused).
         """
         if self.status is not None:
             return
         now = time.monotonic()
         wait = 0.0 if force else self._checkpointed_at + CHECKPOINT_S - now
         if wait > 0 or (self._checkpoint is not None and not self._checkpoint.done()):
-            if self._timer is None:
-                self._timer = asyncio.get_running_loop().call_later(max(wait, 0.05), self._on_timer)
+            self._watch(max(wait, 0.05))
             return
         self._checkpointed_at = now
         transcript = self.transcript
@@ -210,6 +236,13 @@ class ChatTurn:
         # announcement has not arrived, or was lost), or the session was deleted. Either way the run ends.
         if not write.cancelled() and write.exception() is None and write.result() is False:
             self.stop()
+        else:
+            self._watch(CHECKPOINT_S)
+
+    def _watch(self, delay: float) -> None:
+        """A checkpoint in `delay` seconds, unless one is due already or the reply is stored (from the loop)."""
+        if self._timer is None and self.status is None and self._loop is not None:
+            self._timer = self._loop.call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -62,19 +62,38 @@ def drop_here(topic: str, key: object = None) -> None:
 
 
 def announce(topic: str, key: object = None) -> None:
-    """`topic` changed at `key` (None: all of it). Call it after the change is committed."""
+    """`topic` changed at `key` (None: all of it). Call it after the change is committed. It returns once every
+    other listening process has applied it (each confirms; at most ACK_WAIT_S): the request that made a change
+    answers only after no process can serve it from its old cache."""
     key_text = None if key is None else str(key)
     _apply(topic, key_text)
     url = getattr(settings, "REDIS_URL", "")
     if not url:
         if _local_dir() is not None:
-            _local_send(json.dumps([topic, key_text, _origin()]).encode())
+            _local_announce(topic, key_text)
         return
     try:
-        _redis(url).publish(channel(), json.dumps([topic, key_text, _origin()]))
+        client = _redis(url)
+        reply = f"{channel()}:applied:{uuid.uuid4().hex}"
+        listeners = client.publish(channel(), json.dumps([topic, key_text, _origin(), reply]))
+        _confirmed(client, reply, listeners, topic)
     except Exception:  # noqa: BLE001 - Redis down: the others' caches expire after their time to live
         logger.warning("Could not announce a change of %s to other processes (Redis unreachable); their caches "
                        "expire within seconds.", topic, exc_info=True)
+
+
+def _confirmed(client: redis.Redis, reply: str, listeners: int, topic: str) -> None:
+    """Wait until the `listeners` that received an announcement have applied it (each pushes onto `reply`), at
+    most ACK_WAIT_S: as on the host's channel (_local_announce), a change is dropped everywhere before the
+    request that made it answers."""
+    deadline = time.monotonic() + ACK_WAIT_S
+    while listeners > 0 and (left := deadline - time.monotonic()) > 0:
+        if client.blpop([reply], timeout=max(left, 0.01)) is None:
+            break
+        listeners -= 1
+    if listeners > 0:
+        logger.warning("%d listener(s) did not confirm a change of %s within %.1f s", listeners, topic, ACK_WAIT_S)
+    client.delete(reply)
 
 
 def connected() -> bool:
@@ -182,9 +201,14 @@ def _listen_forever(url: str) -> None:
                     _connected.set()
                     delay = 0.1
                 elif message["type"] == "message":
-                    topic, key, origin = json.loads(message["data"])
+                    topic, key, origin, *reply = json.loads(message["data"])
                     if origin != _origin():  # the announcer applied its own already
                         _apply(topic, key)
+                    if reply and isinstance(reply[0], str):  # the announcer waits for every listener's word
+                        confirm = client.pipeline()
+                        confirm.rpush(reply[0], 1)
+                        confirm.expire(reply[0], 10)
+                        confirm.execute()
         except Exception:  # noqa: BLE001 - Redis went away: drop everything, then reconnect with backoff
             if _connected.is_set():
                 logger.warning("Lost the invalidation channel on Redis; reconnecting.", exc_info=True)
@@ -205,6 +229,7 @@ def _listen_forever(url: str) -> None:
 _ADDRESS_PREFIX = b"\0agentsite-invalidate-"
 _local: tuple[int, socket.socket, Path] | None = None  # (pid, socket, registration file) of this process
 SEND_TIMEOUT_S = 0.2  # a listener whose buffer is full gets this long to read before the announcement is lost
+ACK_WAIT_S = 0.5  # how long an announcement waits for the host's other processes to confirm they applied it
 
 
 def _local_dir() -> Path | None:
@@ -250,25 +275,57 @@ def _local_receive(sock: socket.socket) -> None:
     while True:
         try:
             data = sock.recv(65536)
-            topic, key, origin = json.loads(data)
+            topic, key, origin, *reply = json.loads(data)
         except OSError:
             return  # closed (tests); a process that lost it re-registers on its next listen()
         except (ValueError, TypeError):
             continue  # not an announcement
         if origin != _origin():
             _apply(topic, key)
+        if reply and isinstance(reply[0], str):  # the announcer waits until every process has dropped it
+            try:
+                sock.sendto(b"applied", _local_address(reply[0]))
+            except OSError:
+                pass  # it stopped waiting (ACK_WAIT_S)
 
 
-def _local_send(message: bytes) -> None:
-    """Send an announcement to every listener registered on this host but this process."""
+def _local_announce(topic: str, key: str | None) -> None:
+    """Send the announcement to every listener registered on this host but this process, and wait until each
+    has applied it (at most ACK_WAIT_S): a change is dropped everywhere before the request that made it answers.
+    Sent and forgotten, a datagram could still wait in another process's socket when the client's next request
+    reached that process, whose request thread then read the cache before its listener thread ran."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as replies:
+        reply = f"ack-{uuid.uuid4().hex}"
+        try:
+            replies.bind(_local_address(reply))
+        except OSError:
+            reply = ""
+        sent = _local_send(json.dumps([topic, key, _origin(), *([reply] if reply else [])]).encode())
+        if not reply:
+            return
+        deadline = time.monotonic() + ACK_WAIT_S
+        while sent > 0 and (left := deadline - time.monotonic()) > 0:
+            replies.settimeout(left)
+            try:
+                replies.recv(16)
+            except OSError:  # timed out: that process applies it later, or its caches expire
+                logger.warning("%d process(es) of this host did not confirm a change of %s within %.1f s", sent,
+                               topic, ACK_WAIT_S)
+                return
+            sent -= 1
+
+
+def _local_send(message: bytes) -> int:
+    """Send an announcement to every listener registered on this host but this process; how many it reached."""
     directory = _local_dir()
     if directory is None:
-        return
+        return 0
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return  # nobody has listened yet
+        return 0  # nobody has listened yet
     me = _origin()
+    reached = 0
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.settimeout(SEND_TIMEOUT_S)
         for name in names:
@@ -276,11 +333,13 @@ def _local_send(message: bytes) -> None:
                 continue
             try:
                 sock.sendto(message, _local_address(name))
+                reached += 1
             except (ConnectionRefusedError, FileNotFoundError):
                 (directory / name).unlink(missing_ok=True)  # its process is gone
             except OSError:
                 logger.warning("Could not announce a change to process %s of this host (its buffer stayed full); "
                                "its caches expire within their time to live.", name, exc_info=True)
+    return reached
 
 
 def _local_leave(pid: int, registration: Path) -> None:

@@ -19,7 +19,8 @@ def _source(old):
 def single_paths(apps, schema_editor):
     ChatSession = apps.get_model("sessions_app", "ChatSession")
     ChatMessage = apps.get_model("sessions_app", "ChatMessage")
-    for session_id in ChatSession.objects.values_list("pk", flat=True).iterator():
+    # A list, not iterator(): SQLite would read the table in batches while the loop writes it.
+    for session_id in list(ChatSession.objects.values_list("pk", flat=True)):
         previous = None
         changed = []
         for message in ChatMessage.objects.filter(session_id=session_id).order_by("seq").only(

@@ -96,6 +96,49 @@ def test_an_announcement_in_one_process_drops_the_cache_of_another_at_once(tmp_p
     assert list(directory.iterdir()) == [], "a process that exited left its registration"
 
 
+SLOW_LISTENER = """
+import pathlib, sys, time
+import django
+django.setup()
+from agentsite.core import invalidation
+def drop(key):
+    time.sleep(0.3)  # a listener thread that runs late (the process is busy): the drop lands 0.3 s after
+    pathlib.Path(sys.argv[2]).write_text(str(key))
+invalidation.subscribe(sys.argv[1], drop)
+invalidation.listen()
+print("connected" if invalidation.connected() else "not connected", flush=True)
+sys.stdin.read()
+"""
+
+CHECKING_ANNOUNCER = """
+import pathlib, sys
+import django
+django.setup()
+from agentsite.core import invalidation
+invalidation.announce(sys.argv[1], "7")
+marker = pathlib.Path(sys.argv[2])
+print(marker.read_text() if marker.exists() else "not yet", flush=True)
+"""
+
+
+@pytest.mark.e2e
+def test_an_announcement_returns_once_every_other_process_has_applied_it(tmp_path, topic):
+    """The change a request made is dropped everywhere before that request answers: the client's next request,
+    in whichever process, never meets the old cache (the announcer waits for each listener's confirmation)."""
+    marker = tmp_path / "dropped"
+    data_dir = tmp_path / "data"
+    listener = subprocess.Popen([sys.executable, "-c", SLOW_LISTENER, topic, str(marker)], cwd=ROOT,
+                                env=_env(data_dir), text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert listener.stdout.readline().strip() == "connected"
+        announced = subprocess.run([sys.executable, "-c", CHECKING_ANNOUNCER, topic, str(marker)], cwd=ROOT,
+                                   env=_env(data_dir), text=True, capture_output=True, check=True, timeout=60)
+        assert announced.stdout.strip() == "7", announced.stdout + announced.stderr
+    finally:
+        listener.stdin.close()
+        listener.wait(20)
+
+
 @pytest.mark.e2e
 def test_a_registration_whose_process_died_is_removed_by_the_next_announcement(tmp_path, topic):
     listener = Listener(tmp_path, topic)

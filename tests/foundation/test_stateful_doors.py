@@ -164,6 +164,38 @@ def test_a_chat_stream_on_one_process_is_read_and_seen_ended_through_another(dep
     assert (ended["status"], ended["content"]) == ("interrupted", "partial answer "), ended
 
 
+def test_a_reply_streaming_on_one_process_is_stopped_through_another(deployment, fake_openai):
+    """POST .../stop lands on another process (on two hosts, the other host) than the stream's: the reply is
+    stored `stopped` with what it had, the stop answers it so, and the stream ends with `done`. Once before the
+    first token, once with some text."""
+    first = deployment.processes[0]
+    session = deployment.via(first, "POST", "/api/sessions", json={"name": "stopped"}).json()["id"]
+    for text in ("", "partial answer "):
+        fake_openai.script(Hang(text=text))
+        response = requests.post(f"{deployment.servers[0].base_url}/api/sessions/{session}/chat", stream=True,
+                                 json={"message": "A long story"}, headers={**deployment.admin, "Connection": "close"},
+                                 timeout=30)
+        streaming = int(response.headers[HEADER])
+        with response:
+            events = (event for event in sse_events(response) if event[0] != "comment")
+            start = next(events)
+            assert start[0] == "start"
+            if text:
+                assert next(events) == ("delta", {"content": text})
+            else:  # the upstream has the request and sends nothing
+                poll(lambda: fake_openai.pending == 0, "the upstream asked", timeout=10)
+            stopper = deployment.other_than(streaming)
+            stopped = deployment.via(stopper, "POST", f"/api/sessions/{session}/messages/"
+                                     f"{start[1]['message_id']}/stop")
+            assert stopped.status_code == 200, stopped.text
+            assert (stopped.json()["status"], stopped.json()["content"]) == ("stopped", text)
+            rest = list(events)
+        assert [name for name, _ in rest] == ["done"] and rest[0][1]["status"] == "stopped", rest
+        assert rest[0][1]["content"] == text
+        stored = deployment.via(stopper, "GET", f"/api/sessions/{session}/messages").json()["results"][-1]
+        assert (stored["id"], stored["status"], stored["content"]) == (start[1]["message_id"], "stopped", text)
+
+
 def test_an_mcp_server_connected_through_one_process_is_used_and_let_go_by_another(deployment):
     connecting = deployment.processes[0]
     calling = deployment.other_than(connecting)

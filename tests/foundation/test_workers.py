@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 import requests
 
@@ -130,7 +132,8 @@ def test_a_password_change_is_seen_by_every_worker_within_the_cache_lifetime(ser
                       json={"old_password": "a new and long password 3", "new_password": server.admin_password})
 
 
-def test_a_worker_killed_mid_stream_is_started_again_and_its_reply_marked_interrupted(server, fake_openai):
+def chatting(server: LiveServer, fake_openai) -> dict[str, str]:
+    """Point the server at the fake upstream, once every worker uses it; the admin's headers."""
     headers = {"Authorization": f"Bearer {server.login()['token']}", "Connection": "close"}
     patched = requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=20, json={
         "provider": "openai", "base_url": fake_openai.base_url, "api_key": UPSTREAM_KEY, "model": "fake-model"})
@@ -139,6 +142,11 @@ def test_a_worker_killed_mid_stream_is_started_again_and_its_reply_marked_interr
     poll(lambda: all(answer.json()["provider"] == "openai" for answer in until_every_worker(
         server, lambda: get(server, "/api/config", headers=headers), "each worker's config").values()),
         "every worker uses the new config", timeout=10, every=0.2)
+    return headers
+
+
+def test_a_worker_killed_mid_stream_is_started_again_and_its_reply_marked_interrupted(server, fake_openai):
+    headers = chatting(server, fake_openai)
     session = requests.post(f"{server.base_url}/api/sessions", json={"name": "killed"}, headers=headers,
                             timeout=20).json()["id"]
     fake_openai.script(Hang(text="partial answer "))
@@ -167,3 +175,48 @@ def test_a_worker_killed_mid_stream_is_started_again_and_its_reply_marked_interr
     assert restarted - before  # a new process took the dead one's place; the other worker never stopped
     assert before - {victim} <= restarted
     until_every_worker(server, lambda: get(server, "/api/health"), "the new worker serves")
+
+
+def stored_process(server: LiveServer, message_id: str) -> tuple[str, str]:
+    """(status, process) of a message, read from the server's database itself (`process` is not in the API)."""
+    query = "SELECT status, process FROM sessions_app_chatmessage WHERE id = {}"
+    if server.database_url:
+        with psycopg.connect(server.database_url) as connection:
+            return connection.execute(query.format("%s"), [message_id]).fetchone()
+    with sqlite3.connect(server.data_dir / "db.sqlite3") as connection:
+        return connection.execute(query.format("?"), [message_id.replace("-", "")]).fetchone()
+
+
+def test_a_worker_that_dies_holding_a_stopped_reply_leaves_it_stopped(server, fake_openai):
+    """The stop request marks the reply while its worker cannot store it (frozen, then killed): the stop answers
+    after its wait with the last checkpoint, and the survivor's sweep leaves the reply `stopped` (never
+    `interrupted`), its `process` cleared."""
+    headers = chatting(server, fake_openai)
+    session = requests.post(f"{server.base_url}/api/sessions", json={"name": "frozen"}, headers=headers,
+                            timeout=20).json()["id"]
+    fake_openai.script(Hang(text="partial answer "))
+    response = requests.post(f"{server.base_url}/api/sessions/{session}/chat", json={"message": "A long story"},
+                             headers=headers, stream=True, timeout=30)
+    events = sse_events(response)
+    start = next(events)
+    assert start[0] == "start"
+    assert next(event for event in events if event[0] != "comment")[0] == "delta"
+    reply, victim = start[1]["message_id"], worker_of(response)
+    messages = f"/api/sessions/{session}/messages"
+    poll(lambda: get(server, messages, headers=headers).json()["results"][-1]["content"] == "partial answer ",
+         "the reply checkpointed", timeout=10, every=0.1)
+    os.kill(victim, signal.SIGSTOP)  # it can neither hear the stop nor store anything now
+    try:
+        stopped = requests.post(f"{server.base_url}/api/sessions/{session}/messages/{reply}/stop", headers=headers,
+                                timeout=30)
+        assert worker_of(stopped) != victim
+        assert stopped.status_code == 200 and (stopped.json()["status"], stopped.json()["content"]) == (
+            "stopped", "partial answer "), stopped.text
+    finally:
+        os.kill(victim, signal.SIGKILL)
+        response.close()
+    poll(lambda: stored_process(server, reply) == ("stopped", ""), "the sweep cleared the dead worker's reply",
+         timeout=30, every=0.1)
+    after = get(server, messages, headers=headers).json()["results"][-1]
+    assert (after["status"], after["content"], after["finish_reason"]) == ("stopped", "partial answer ", "stopped")
+    until_every_worker(server, lambda: get(server, "/api/health"), "the new worker serves", timeout=60)

@@ -135,6 +135,10 @@ async def test_a_streaming_reply_is_checkpointed_and_a_dead_process_leaves_it_in
             break
         await asyncio.sleep(0.02)
     assert (await stored(session))[-1] == ("assistant", "Once upon ", "streaming")
+    # Checkpoints go on while the upstream is silent (every CHECKPOINT_S): none during the rest of the test,
+    # which plays a sweep that took this live process for dead.
+    monkeypatch.setattr(turns, "CHECKPOINT_S", 60.0)
+    await asyncio.sleep(0.2)
 
     # The process dies (simulated: the sweep is told it is dead); the reply keeps its checkpoint.
     me = await sync_to_async(processes.current_process_id)()

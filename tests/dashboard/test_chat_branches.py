@@ -58,7 +58,9 @@ def sent(upstream) -> list[str]:
 def test_regenerate_streams_a_second_answer_and_the_arrows_switch_between_them(
         chat_upstream, logged_in_page, dashboard_server, admin_headers, shot):
     page = logged_in_page
-    chat_upstream.script(Text("The first answer."), Text("The second answer."), Text("You are welcome."))
+    # The first exchange names the chat: the model is asked for its title right after the first answer.
+    chat_upstream.script(Text("The first answer."), Text("Saying something"), Text("The second answer."),
+                         Text("You are welcome."))
     session_id = new_chat(page)
     ask(page, "Say something")
     assert shown(page) == ["user: Say something", "assistant: The first answer."]
@@ -100,7 +102,7 @@ def test_editing_questions_makes_siblings_and_the_arrows_switch_between_the_ques
         chat_upstream, logged_in_page, dashboard_server, admin_headers, shot):
     page = logged_in_page
     page.set_viewport_size(PHONE)
-    chat_upstream.script(Text("Paris."), Text("Madrid."), Text("Rome."), Text("Berlin."))
+    chat_upstream.script(Text("Paris."), Text("Capitals"), Text("Madrid."), Text("Rome."), Text("Berlin."))
     session_id = new_chat(page)
     ask(page, "Capital of France?")
     ask(page, "And of Spain?")
@@ -162,7 +164,7 @@ def test_stop_keeps_the_reply_stopped_with_its_text_by_the_button_and_by_escape(
 
     stored = stop_slow_reply("A long one, please", lambda: page.get_by_role("button", name="Stop", exact=True).click())
     expect(replies.last).to_have_attribute("data-status", "stopped")
-    expect(replies.last.get_by_text("Stopped")).to_be_visible()
+    expect(replies.last.get_by_text("Stopped", exact=True)).to_be_visible()
     assert stored["status"] == "stopped" and stored["content"].startswith("word0 word1")
     assert "word39" not in stored["content"]
     assert replies.last.locator(".message-body").inner_text().strip() == stored["content"].strip()

@@ -224,7 +224,7 @@ def test_leaving_the_page_hangs_up_and_the_reply_is_kept_as_interrupted(chat_ups
 
     page.goto(chat_url)
     expect(last_reply(page)).to_have_attribute("data-status", "interrupted")
-    expect(last_reply(page).get_by_text("Interrupted")).to_be_visible()
+    expect(last_reply(page).get_by_text("Interrupted", exact=True)).to_be_visible()
     page.reload()
     stored = last_reply(page)
     expect(stored).to_have_attribute("data-status", "interrupted")

@@ -376,6 +376,7 @@ class ChatPage {
   retitle(data) {
     if (!data?.name || data.session_id !== this.sessionId) return;
     this.setTitle(data.name);
+    this.scrollDown(); // a longer title can take another line of the header, and the log's height with it
     this.sessions.load();
   }
 

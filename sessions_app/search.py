@@ -1,0 +1,369 @@
+"""Search of a user's chat sessions: their names and their messages' text, through a full-text index.
+
+The rules (docs/api.md, Search): the query's words are its runs of letters and digits (everything else only
+separates them, so no character of it is ever index syntax); a message (or a session's name) matches when it
+holds every word, a word of two or more characters as the start of one of its words (`kube` finds
+`Kubernetes`), a one-character word as a whole word; case and the accents of Latin letters are ignored. The
+first INDEXED_CHARS characters of a user or assistant message are searched. A session matches when its name or
+one of its messages does; its `match` is its newest matching message (null when only its name matched).
+
+SQLite: an FTS5 table whose rowid encodes owner, session and message (`_key << SEQ_BITS | seq`, the name at seq
+0), so one owner's entries are one rowid range and another user's text is never read; a key table gives each
+session its number. PostgreSQL: GIN expression indexes over `to_tsvector('simple', …)` of the folded text.
+The invariant: the database keeps the index (SQLite triggers, PostgreSQL indexes), whatever writes the rows
+(the ORM, a turn's raw SQL, a cascade), so nothing in Python may write it; `index_ensure` restores the SQLite
+triggers after a migration that rebuilt a table (Django's SQLite ALTER drops a table's triggers with it).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+from agentsite.core.errors import AppError
+from sessions_app.models import ChatMessage, ChatSession
+from sessions_app.selectors import session_list_for
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+MAX_QUERY_CHARS = 200
+MAX_QUERY_WORDS = 16  # the first distinct words of a query that are looked up
+INDEXED_CHARS = 100_000  # of each message (PostgreSQL's tsvector holds at most 1 MB)
+SNIPPET_CHARS = 160
+SNIPPET_BEFORE = 50  # of the snippet's characters, those before the first hit
+INDEXED_ROLES = ("user", "assistant")
+
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: what both indexes take as a word's characters
+
+
+def _folding_table() -> dict[int, str]:
+    """Latin letters with accents -> their base letter; ASCII and common typographic punctuation -> a space.
+
+    PostgreSQL's `simple` parser reads `example.com`, `a-b` or `x@y.z` as one token where FTS5 reads words;
+    giving it the text with that punctuation as spaces makes both read the same words."""
+    table: dict[int, str] = {}
+    for code in range(0xC0, 0x250):
+        base = "".join(c for c in unicodedata.normalize("NFKD", chr(code)) if not unicodedata.combining(c))
+        if len(base) == 1 and base.isascii() and base.isalpha():
+            table[code] = base
+    for char in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\u2018\u2019\u201c\u201d\u00ab\u00bb\u2013\u2014\u2026\u00b7\u2022":
+        table[ord(char)] = " "
+    return table
+
+
+FOLDING = _folding_table()
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct words of a query, in order (at most MAX_QUERY_WORDS): runs of letters and digits."""
+    words: list[str] = []
+    for word in _WORD.findall(text):
+        if fold(word) not in map(fold, words):
+            words.append(word)
+    return words[:MAX_QUERY_WORDS]
+
+
+def fold(text: str) -> str:
+    """Text as matching compares it: case-folded, without accents (combining marks dropped after NFKD)."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c)).casefold()
+
+
+def _matches(token: str, words: list[str]) -> bool:
+    folded = fold(token)
+    return any(folded.startswith(word) if len(word) > 1 else folded == word for word in words)
+
+
+@dataclass(frozen=True)
+class Match:
+    """Where a session matched: its newest matching message (None: its name only) and an excerpt of that text
+    with the hits as (start, end) offsets in code points."""
+
+    message: uuid.UUID | None
+    snippet: str
+    highlights: list[tuple[int, int]]
+
+
+def snippet_of(text: str, words: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """A short plain-text excerpt of text around its first word that matches, whitespace runs as one space,
+    "…" where it was cut, and the matching words' offsets in it."""
+    flat = " ".join(text[:INDEXED_CHARS].split())
+    folded_words = [fold(word) for word in words]
+    hits = [found.span() for found in _WORD.finditer(flat) if _matches(found.group(), folded_words)]
+    if len(flat) <= SNIPPET_CHARS:
+        return flat, hits
+    first = hits[0][0] if hits else 0
+    start = max(0, min(first - SNIPPET_BEFORE, len(flat) - SNIPPET_CHARS))
+    while 0 < start < first and flat[start - 1] != " ":  # begin at a word
+        start += 1
+    end = start + SNIPPET_CHARS
+    if end < len(flat):
+        cut = flat.rfind(" ", start + SNIPPET_CHARS // 2, end + 1)  # end at a word
+        end = cut if cut > 0 else end
+    lead, tail = ("\u2026" if start > 0 else ""), ("\u2026" if end < len(flat) else "")
+    shift = len(lead) - start
+    return (lead + flat[start:end] + tail,
+            [(a + shift, b + shift) for a, b in hits if a >= start and b <= end])
+
+
+# --- the indexes, one per database vendor -------------------------------------------------------------
+
+class SearchIndex:
+    """One vendor's index. `schema_create`/`schema_drop` make and remove it (migration 0007, filling it from the
+    rows there are); `sessions_sql` is a subquery of the ids of the owner's sessions that match (for
+    `pk__in`), `newest_matches` each listed session's newest matching message id (None: only its name)."""
+
+    def schema_create(self, connection: BaseDatabaseWrapper) -> None:
+        raise NotImplementedError
+
+    def schema_drop(self, connection: BaseDatabaseWrapper) -> None:
+        raise NotImplementedError
+
+    def sessions_sql(self, owner_id: int, words: list[str]) -> tuple[str, list[Any]]:
+        raise NotImplementedError
+
+    def newest_matches(self, connection: BaseDatabaseWrapper, session_ids: list[uuid.UUID],
+                       words: list[str]) -> dict[uuid.UUID, uuid.UUID | None]:
+        raise NotImplementedError
+
+
+MESSAGES, SESSIONS = ChatMessage._meta.db_table, ChatSession._meta.db_table
+FTS_TABLE, KEY_TABLE = "sessions_app_search_fts", "sessions_app_search_key"
+SEQ_BITS, SESSION_BITS = 20, 21  # a session's first 1,048,575 messages; an owner's first 2,097,151 sessions
+OWNER_LIMIT = 1 << (63 - SEQ_BITS - SESSION_BITS)  # owners with a smaller id are indexed (4,194,304)
+_SEQ_MAX, _SESSION_MAX = (1 << SEQ_BITS) - 1, (1 << SESSION_BITS) - 1
+_ROLES_SQL = ", ".join(f"'{role}'" for role in INDEXED_ROLES)
+
+
+def _sqlite_message_row(row: str) -> str:
+    """An INSERT of a message row's (`new` or `old`) index entry: nothing for one the index leaves out."""
+    return (f"INSERT INTO {FTS_TABLE} (rowid, body) SELECT (key << {SEQ_BITS}) + {row}.seq, "
+            f"substr({row}.content, 1, {INDEXED_CHARS}) FROM {KEY_TABLE} WHERE session_id = {row}.session_id "
+            f"AND {row}.seq BETWEEN 1 AND {_SEQ_MAX} AND {row}.role IN ({_ROLES_SQL});")
+
+
+def _sqlite_message_delete(row: str) -> str:
+    return (f"DELETE FROM {FTS_TABLE} WHERE {row}.seq BETWEEN 1 AND {_SEQ_MAX} AND rowid = "
+            f"(SELECT (key << {SEQ_BITS}) + {row}.seq FROM {KEY_TABLE} WHERE session_id = {row}.session_id);")
+
+
+_OWNER_LOW = f"(new.owner_id << {SESSION_BITS})"
+SQLITE_TRIGGERS = {
+    f"{FTS_TABLE}_session_insert": (
+        f"AFTER INSERT ON {SESSIONS} WHEN new.owner_id BETWEEN 0 AND {OWNER_LIMIT - 1} BEGIN "
+        f"INSERT INTO {KEY_TABLE} (key, session_id) SELECT next, new.id FROM (SELECT coalesce(max(key), "
+        f"{_OWNER_LOW}) + 1 AS next FROM {KEY_TABLE} WHERE key BETWEEN {_OWNER_LOW} AND {_OWNER_LOW} + "
+        f"{_SESSION_MAX}) WHERE next <= {_OWNER_LOW} + {_SESSION_MAX}; "
+        f"INSERT INTO {FTS_TABLE} (rowid, body) SELECT key << {SEQ_BITS}, new.name FROM {KEY_TABLE} "
+        "WHERE session_id = new.id; END"),
+    f"{FTS_TABLE}_session_rename": (
+        f"AFTER UPDATE OF name ON {SESSIONS} WHEN old.name IS NOT new.name BEGIN "
+        f"UPDATE {FTS_TABLE} SET body = new.name WHERE rowid = (SELECT key << {SEQ_BITS} FROM {KEY_TABLE} "
+        "WHERE session_id = new.id); END"),
+    f"{FTS_TABLE}_session_delete": (
+        f"AFTER DELETE ON {SESSIONS} BEGIN "
+        f"DELETE FROM {FTS_TABLE} WHERE rowid BETWEEN (SELECT key << {SEQ_BITS} FROM {KEY_TABLE} WHERE "
+        f"session_id = old.id) AND (SELECT (key << {SEQ_BITS}) + {_SEQ_MAX} FROM {KEY_TABLE} WHERE "
+        f"session_id = old.id); DELETE FROM {KEY_TABLE} WHERE session_id = old.id; END"),
+    f"{FTS_TABLE}_message_insert": f"AFTER INSERT ON {MESSAGES} BEGIN {_sqlite_message_row('new')} END",
+    f"{FTS_TABLE}_message_update": (
+        f"AFTER UPDATE OF content, seq, session_id, role ON {MESSAGES} WHEN old.content IS NOT new.content OR "
+        "old.seq IS NOT new.seq OR old.session_id IS NOT new.session_id OR old.role IS NOT new.role BEGIN "
+        f"{_sqlite_message_delete('old')} {_sqlite_message_row('new')} END"),
+    f"{FTS_TABLE}_message_delete": f"AFTER DELETE ON {MESSAGES} BEGIN {_sqlite_message_delete('old')} END",
+}
+
+
+class SqliteIndex(SearchIndex):
+    """FTS5, its rowids in per-owner ranges (module docstring); prefix indexes of 2 and 3 characters, so a
+    short prefix reads one list instead of merging every word it starts."""
+
+    def schema_create(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE TABLE {KEY_TABLE} (key INTEGER PRIMARY KEY, session_id char(32) NOT NULL "
+                           "UNIQUE)")
+            cursor.execute(f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, detail = none, prefix = '2 3', "
+                           "tokenize = 'unicode61 remove_diacritics 2')")
+        self.rebuild(connection)
+
+    def schema_drop(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            for name in SQLITE_TRIGGERS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+            cursor.execute(f"DROP TABLE IF EXISTS {KEY_TABLE}")
+
+    def rebuild(self, connection: BaseDatabaseWrapper) -> None:
+        """The index filled anew from the rows, its triggers (re)made: in one transaction."""
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            for name in SQLITE_TRIGGERS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute(f"DELETE FROM {FTS_TABLE}")
+            cursor.execute(f"DELETE FROM {KEY_TABLE}")
+            cursor.execute(
+                f"INSERT INTO {KEY_TABLE} (key, session_id) SELECT (owner_id << {SESSION_BITS}) + number, id FROM "
+                "(SELECT owner_id, id, row_number() OVER (PARTITION BY owner_id ORDER BY created_at, id) AS number "
+                f"FROM {SESSIONS} WHERE owner_id BETWEEN 0 AND {OWNER_LIMIT - 1}) WHERE number <= {_SESSION_MAX}")
+            cursor.execute(f"INSERT INTO {FTS_TABLE} (rowid, body) SELECT k.key << {SEQ_BITS}, s.name FROM "
+                           f"{KEY_TABLE} k JOIN {SESSIONS} s ON s.id = k.session_id")
+            cursor.execute(
+                f"INSERT INTO {FTS_TABLE} (rowid, body) SELECT (k.key << {SEQ_BITS}) + m.seq, "
+                f"substr(m.content, 1, {INDEXED_CHARS}) FROM {MESSAGES} m JOIN {KEY_TABLE} k ON k.session_id = "
+                f"m.session_id WHERE m.seq BETWEEN 1 AND {_SEQ_MAX} AND m.role IN ({_ROLES_SQL})")
+            for name, body in SQLITE_TRIGGERS.items():
+                cursor.execute(f"CREATE TRIGGER {name} {body}")
+
+    def sessions_sql(self, owner_id: int, words: list[str]) -> tuple[str, list[Any]]:
+        low = owner_id << (SESSION_BITS + SEQ_BITS)
+        return (f"SELECT session_id FROM {KEY_TABLE} WHERE key IN (SELECT rowid >> {SEQ_BITS} FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH %s AND rowid BETWEEN %s AND %s)",
+                [self.match_expression(words), low, low + (1 << (SESSION_BITS + SEQ_BITS)) - 1])
+
+    def newest_matches(self, connection: BaseDatabaseWrapper, session_ids: list[uuid.UUID],
+                       words: list[str]) -> dict[uuid.UUID, uuid.UUID | None]:
+        prepared = {ChatSession._meta.pk.get_db_prep_value(pk, connection): pk for pk in session_ids}
+        expression = self.match_expression(words)
+        newest: dict[uuid.UUID, int] = {}
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT key, session_id FROM {KEY_TABLE} WHERE session_id IN "
+                           f"({', '.join(['%s'] * len(prepared))})", list(prepared))
+            for key, session_id in cursor.fetchall():
+                cursor.execute(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid BETWEEN %s "
+                               "AND %s ORDER BY rowid DESC LIMIT 1", [expression, key << SEQ_BITS,
+                                                                       (key << SEQ_BITS) + _SEQ_MAX])
+                found = cursor.fetchone()
+                if found is not None:
+                    newest[prepared[session_id]] = found[0] & _SEQ_MAX
+        messages = Q()
+        for session_id, seq in newest.items():
+            if seq:
+                messages |= Q(session_id=session_id, seq=seq)
+        ids = dict(ChatMessage.objects.filter(messages).values_list("session_id", "id")) if messages else {}
+        return {session_id: ids.get(session_id) for session_id in newest}
+
+    @staticmethod
+    def match_expression(words: list[str]) -> str:
+        """FTS5 syntax for "every word": each one a quoted string (so its text is never syntax), a prefix query
+        when it has two characters or more."""
+        return " ".join('"' + word.replace('"', '""') + '"' + ("*" if len(word) > 1 else "") for word in words)
+
+
+PG_DOCUMENT = "sessions_app_search_document"
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class PostgresIndex(SearchIndex):
+    """GIN expression indexes on `PG_DOCUMENT(text)`: the folded text's `simple` tsvector (no stemming, no stop
+    words: the same words as SQLite's), for user and assistant messages and for session names."""
+
+    def schema_create(self, connection: BaseDatabaseWrapper) -> None:
+        source = "".join(chr(code) for code in FOLDING)
+        target = "".join(FOLDING.values())
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"CREATE FUNCTION {PG_DOCUMENT}(text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE "
+                f"AS $fold$ SELECT to_tsvector('simple'::regconfig, translate(left($1, {INDEXED_CHARS}), "
+                f"{_sql_text(source)}, {_sql_text(target)})) $fold$")
+            cursor.execute(f"CREATE INDEX {MESSAGES}_search ON {MESSAGES} USING gin ({PG_DOCUMENT}(content)) "
+                           f"WHERE role IN ({_ROLES_SQL})")
+            cursor.execute(f"CREATE INDEX {SESSIONS}_search ON {SESSIONS} USING gin ({PG_DOCUMENT}(name))")
+
+    def schema_drop(self, connection: BaseDatabaseWrapper) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP INDEX IF EXISTS {MESSAGES}_search")
+            cursor.execute(f"DROP INDEX IF EXISTS {SESSIONS}_search")
+            cursor.execute(f"DROP FUNCTION IF EXISTS {PG_DOCUMENT}(text)")
+
+    def sessions_sql(self, owner_id: int, words: list[str]) -> tuple[str, list[Any]]:
+        query = self.tsquery(words)
+        return (f"SELECT m.session_id FROM {MESSAGES} m WHERE m.role IN ({_ROLES_SQL}) AND "
+                f"{PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) UNION ALL SELECT s.id FROM {SESSIONS} s "
+                f"WHERE s.owner_id = %s AND {PG_DOCUMENT}(s.name) @@ to_tsquery('simple', %s)",
+                [query, owner_id, query])
+
+    def newest_matches(self, connection: BaseDatabaseWrapper, session_ids: list[uuid.UUID],
+                       words: list[str]) -> dict[uuid.UUID, uuid.UUID | None]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT ON (m.session_id) m.session_id, m.id FROM {MESSAGES} m WHERE m.session_id = "
+                f"ANY(%s) AND m.role IN ({_ROLES_SQL}) AND {PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) "
+                "ORDER BY m.session_id, m.seq DESC", [session_ids, self.tsquery(words)])
+            found = dict(cursor.fetchall())
+        # A session listed without a matching message matched by its name.
+        return {session_id: found.get(session_id) for session_id in session_ids}
+
+    @staticmethod
+    def tsquery(words: list[str]) -> str:
+        """tsquery syntax for "every word": each one folded and quoted, a prefix (`:*`) when it has two
+        characters or more. The words hold only letters and digits, so the quotes are all the escaping."""
+        return " & ".join(_sql_text(word.translate(FOLDING)) + (":*" if len(word) > 1 else "") for word in words)
+
+
+INDEXES: dict[str, SearchIndex] = {"sqlite": SqliteIndex(), "postgresql": PostgresIndex()}
+
+
+def index_for(connection: BaseDatabaseWrapper) -> SearchIndex:
+    """The search index of the connection's database; AppError 501 on a database without one."""
+    index = INDEXES.get(connection.vendor)
+    if index is None:
+        raise AppError("not_implemented", f"Search is not available on {connection.vendor}.", 501)
+    return index
+
+
+# --- the selector -------------------------------------------------------------------------------------
+
+def session_search_for(*, owner: AbstractBaseUser, text: str, archived: bool | None = None) -> QuerySet[ChatSession]:
+    """The owner's sessions whose name or a message of which matches text (the module's rules), in the list's
+    order (pinned first, then the most recently updated); archived ones too unless `archived` says which.
+    None match a text without a word."""
+    words = query_words(text)
+    sessions = session_list_for(owner=owner)
+    if not words:
+        return sessions.none()
+    sql, params = index_for(connections[DEFAULT_DB_ALIAS]).sessions_sql(owner.pk, words)
+    sessions = sessions.filter(pk__in=RawSQL(sql, params))  # noqa: S611 - params are bound, sql is ours
+    if archived is not None:
+        sessions = sessions.filter(archived=archived)
+    return sessions.order_by("-pinned", "-updated_at")
+
+
+def session_matches_attach(*, sessions: list[ChatSession], text: str) -> list[ChatSession]:
+    """The sessions (a page of session_search_for's), each given `match`: a Match of its newest matching
+    message, else of its name."""
+    words = query_words(text)
+    if not sessions or not words:
+        return sessions
+    connection = connections[DEFAULT_DB_ALIAS]
+    newest = index_for(connection).newest_matches(connection, [session.pk for session in sessions], words)
+    contents = dict(ChatMessage.objects.filter(pk__in=[pk for pk in newest.values() if pk is not None])
+                    .values_list("pk", "content"))
+    for session in sessions:
+        message = newest.get(session.pk)
+        snippet, highlights = snippet_of(contents.get(message, "") if message else session.name, words)
+        session.match = Match(message=message, snippet=snippet, highlights=highlights)
+    return sessions
+
+
+def index_ensure(connection: BaseDatabaseWrapper) -> bool:
+    """After a migration: on SQLite, when the index exists but a trigger is missing (Django's SQLite ALTER
+    rebuilds a table without its triggers), the index is rebuilt with them. True when it was."""
+    if connection.vendor != "sqlite":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT type, name FROM sqlite_master WHERE name = %s OR type = 'trigger'", [FTS_TABLE])
+        found = cursor.fetchall()
+    if ("table", FTS_TABLE) not in found or {("trigger", name) for name in SQLITE_TRIGGERS} <= set(found):
+        return False
+    SqliteIndex().rebuild(connection)
+    return True

@@ -164,24 +164,23 @@ class SessionSearchResultSerializer(SessionSerializer):
 
 class SessionListView(ListAPIView):
     serializer_class = SessionSerializer
-    query: dict[str, Any] = {}
+    searched: search.SessionSearch | None = None
 
     def get_queryset(self):
-        self.query = query = validated(SessionListQuerySerializer, self.request.query_params)
+        query = validated(SessionListQuerySerializer, self.request.query_params)
         if query.get("q", "").strip():  # an absent `archived` reads as false in a query string: asked apart
             archived = query["archived"] if "archived" in self.request.query_params else None
-            return search.session_search_for(owner=self.request.user, text=query["q"], archived=archived)
+            self.searched = search.session_search(owner=self.request.user, text=query["q"], archived=archived)
+            return self.searched.sessions
         return selectors.session_list_for(owner=self.request.user).filter(
             archived=query.get("archived", False)).order_by("-pinned", "-updated_at")
 
     def paginate_queryset(self, queryset):
         page = super().paginate_queryset(queryset)
-        if page is None or not self.query.get("q", "").strip():
-            return page
-        return search.session_matches_attach(sessions=page, text=self.query["q"])
+        return page if page is None or self.searched is None else self.searched.matches_attach(page)
 
     def get_serializer_class(self):
-        return SessionSearchResultSerializer if self.query.get("q", "").strip() else SessionSerializer
+        return SessionSearchResultSerializer if self.searched is not None else SessionSerializer
 
     @extend_schema(parameters=[SessionListQuerySerializer])
     def get(self, request: Request, *args, **kwargs) -> Response:

@@ -17,6 +17,7 @@ triggers after a migration that rebuilt a table (Django's SQLite ALTER drops a t
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 import uuid
@@ -25,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Q, QuerySet
+from django.db.models import Count, QuerySet
 from django.db.models.expressions import RawSQL
 
 from agentsite.core.errors import AppError
 from sessions_app.models import ChatMessage, ChatSession
-from sessions_app.selectors import session_list_for
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -78,7 +78,7 @@ def fold(text: str) -> str:
 
 
 def _matches(token: str, words: list[str]) -> bool:
-    folded = fold(token)
+    folded = token.lower() if token.isascii() else fold(token)
     return any(folded.startswith(word) if len(word) > 1 else folded == word for word in words)
 
 
@@ -96,30 +96,55 @@ def snippet_of(text: str, words: list[str]) -> tuple[str, list[tuple[int, int]]]
     """A short plain-text excerpt of text around its first word that matches, whitespace runs as one space,
     "…" where it was cut, and the matching words' offsets in it."""
     flat = " ".join(text[:INDEXED_CHARS].split())
-    folded_words = [fold(word) for word in words]
-    hits = [found.span() for found in _WORD.finditer(flat) if _matches(found.group(), folded_words)]
-    if len(flat) <= SNIPPET_CHARS:
-        return flat, hits
-    first = hits[0][0] if hits else 0
-    start = max(0, min(first - SNIPPET_BEFORE, len(flat) - SNIPPET_CHARS))
-    while 0 < start < first and flat[start - 1] != " ":  # begin at a word
-        start += 1
-    end = start + SNIPPET_CHARS
+    folded = [fold(word) for word in words]
+    first = _first_hit(flat, folded)
+    start = 0
+    if len(flat) > SNIPPET_CHARS:
+        start = max(0, min(first - SNIPPET_BEFORE, len(flat) - SNIPPET_CHARS))
+        while 0 < start < first and flat[start - 1] != " ":  # begin at a word
+            start += 1
+    end = min(len(flat), start + SNIPPET_CHARS)
     if end < len(flat):
         cut = flat.rfind(" ", start + SNIPPET_CHARS // 2, end + 1)  # end at a word
         end = cut if cut > 0 else end
     lead, tail = ("\u2026" if start > 0 else ""), ("\u2026" if end < len(flat) else "")
-    shift = len(lead) - start
-    return (lead + flat[start:end] + tail,
-            [(a + shift, b + shift) for a, b in hits if a >= start and b <= end])
+    excerpt = flat[start:end]
+    hits = [found.span() for found in _WORD.finditer(excerpt) if _matches(found.group(), folded)]
+    if start > 0 and excerpt[:1] != " " and hits and hits[0][0] == 0 and flat[start - 1] != " ":
+        hits = hits[1:]  # a word cut at the start is not a hit
+    return lead + excerpt + tail, [(a + len(lead), b + len(lead)) for a, b in hits]
+
+
+def _first_hit(flat: str, folded: list[str]) -> int:
+    """Where the first matching word of flat starts (0 when none does). A case-insensitive regular expression
+    finds the plain-letter hits at C speed; words are then checked one by one only when it finds none."""
+    pattern = re.compile(r"(?<![^\W_])(?:" + "|".join(re.escape(word) for word in folded) + r")", re.IGNORECASE)
+    for candidate in pattern.finditer(flat):
+        found = _WORD.match(flat, candidate.start())
+        if found is not None and _matches(found.group(), folded):
+            return candidate.start()
+    for found in _WORD.finditer(flat):
+        if _matches(found.group(), folded):
+            return found.start()
+    return 0
 
 
 # --- the indexes, one per database vendor -------------------------------------------------------------
 
+class Found:
+    """One search's answer: `sessions_sql`, a subquery of the ids of the owner's matching sessions (for `pk__in`),
+    and `newest`, each listed session's newest matching message id (None: only its name matched)."""
+
+    def sessions_sql(self) -> tuple[str, list[Any]]:
+        raise NotImplementedError
+
+    def newest(self, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
+        raise NotImplementedError
+
+
 class SearchIndex:
     """One vendor's index. `schema_create`/`schema_drop` make and remove it (migration 0007, filling it from the
-    rows there are); `sessions_sql` is a subquery of the ids of the owner's sessions that match (for
-    `pk__in`), `newest_matches` each listed session's newest matching message id (None: only its name)."""
+    rows there are); `find` searches one owner's entries for every word."""
 
     def schema_create(self, connection: BaseDatabaseWrapper) -> None:
         raise NotImplementedError
@@ -127,11 +152,7 @@ class SearchIndex:
     def schema_drop(self, connection: BaseDatabaseWrapper) -> None:
         raise NotImplementedError
 
-    def sessions_sql(self, owner_id: int, words: list[str]) -> tuple[str, list[Any]]:
-        raise NotImplementedError
-
-    def newest_matches(self, connection: BaseDatabaseWrapper, session_ids: list[uuid.UUID],
-                       words: list[str]) -> dict[uuid.UUID, uuid.UUID | None]:
+    def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
         raise NotImplementedError
 
 
@@ -183,14 +204,14 @@ SQLITE_TRIGGERS = {
 
 
 class SqliteIndex(SearchIndex):
-    """FTS5, its rowids in per-owner ranges (module docstring); prefix indexes of 2 and 3 characters, so a
-    short prefix reads one list instead of merging every word it starts."""
+    """FTS5, its rowids in per-owner ranges (module docstring); prefix indexes of 2 to 4 characters, so a short
+    prefix reads one list instead of merging, over every owner, the lists of all the words it starts."""
 
     def schema_create(self, connection: BaseDatabaseWrapper) -> None:
         with connection.cursor() as cursor:
             cursor.execute(f"CREATE TABLE {KEY_TABLE} (key INTEGER PRIMARY KEY, session_id char(32) NOT NULL "
                            "UNIQUE)")
-            cursor.execute(f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, detail = none, prefix = '2 3', "
+            cursor.execute(f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(body, detail = none, prefix = '2 3 4', "
                            "tokenize = 'unicode61 remove_diacritics 2')")
         self.rebuild(connection)
 
@@ -221,39 +242,49 @@ class SqliteIndex(SearchIndex):
             for name, body in SQLITE_TRIGGERS.items():
                 cursor.execute(f"CREATE TRIGGER {name} {body}")
 
-    def sessions_sql(self, owner_id: int, words: list[str]) -> tuple[str, list[Any]]:
+    def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
+        """One read of the index over the owner's range: the newest (highest seq) matching entry per session.
+        FTS5 merges a long prefix's words over the whole index whatever the range: once per search, then."""
         low = owner_id << (SESSION_BITS + SEQ_BITS)
-        return (f"SELECT session_id FROM {KEY_TABLE} WHERE key IN (SELECT rowid >> {SEQ_BITS} FROM {FTS_TABLE} "
-                f"WHERE {FTS_TABLE} MATCH %s AND rowid BETWEEN %s AND %s)",
-                [self.match_expression(words), low, low + (1 << (SESSION_BITS + SEQ_BITS)) - 1])
-
-    def newest_matches(self, connection: BaseDatabaseWrapper, session_ids: list[uuid.UUID],
-                       words: list[str]) -> dict[uuid.UUID, uuid.UUID | None]:
-        prepared = {ChatSession._meta.pk.get_db_prep_value(pk, connection): pk for pk in session_ids}
-        expression = self.match_expression(words)
-        newest: dict[uuid.UUID, int] = {}
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT key, session_id FROM {KEY_TABLE} WHERE session_id IN "
-                           f"({', '.join(['%s'] * len(prepared))})", list(prepared))
-            for key, session_id in cursor.fetchall():
-                cursor.execute(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid BETWEEN %s "
-                               "AND %s ORDER BY rowid DESC LIMIT 1", [expression, key << SEQ_BITS,
-                                                                       (key << SEQ_BITS) + _SEQ_MAX])
-                found = cursor.fetchone()
-                if found is not None:
-                    newest[prepared[session_id]] = found[0] & _SEQ_MAX
-        messages = Q()
-        for session_id, seq in newest.items():
-            if seq:
-                messages |= Q(session_id=session_id, seq=seq)
-        ids = dict(ChatMessage.objects.filter(messages).values_list("session_id", "id")) if messages else {}
-        return {session_id: ids.get(session_id) for session_id in newest}
+            cursor.execute(f"SELECT rowid >> {SEQ_BITS}, max(rowid & {_SEQ_MAX}) FROM {FTS_TABLE} WHERE "
+                           f"{FTS_TABLE} MATCH %s AND rowid BETWEEN %s AND %s GROUP BY 1",
+                           [self.match_expression(words), low, low + (1 << (SESSION_BITS + SEQ_BITS)) - 1])
+            newest = dict(cursor.fetchall())
+        return _SqliteFound(connection, newest)
 
     @staticmethod
     def match_expression(words: list[str]) -> str:
         """FTS5 syntax for "every word": each one a quoted string (so its text is never syntax), a prefix query
         when it has two characters or more."""
         return " ".join('"' + word.replace('"', '""') + '"' + ("*" if len(word) > 1 else "") for word in words)
+
+
+class _SqliteFound(Found):
+    def __init__(self, connection: BaseDatabaseWrapper, newest: dict[int, int]) -> None:
+        self.connection, self.newest_seq = connection, newest
+
+    def sessions_sql(self) -> tuple[str, list[Any]]:
+        # The keys as one JSON parameter: any number of them, where SQLite takes at most 32,766 parameters.
+        return (f"SELECT session_id FROM {KEY_TABLE} WHERE key IN (SELECT value FROM json_each(%s))",
+                [json.dumps(sorted(self.newest_seq))])
+
+    def newest(self, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
+        prepared = {ChatSession._meta.pk.get_db_prep_value(pk, self.connection): pk for pk in session_ids}
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"SELECT key, session_id FROM {KEY_TABLE} WHERE session_id IN "
+                           f"({', '.join(['%s'] * len(prepared))})", list(prepared))
+            seqs = {prepared[session_id]: self.newest_seq.get(key, 0) for key, session_id in cursor.fetchall()}
+        pairs = [(session_id, seq) for session_id, seq in seqs.items() if seq]
+        ids: dict[uuid.UUID, uuid.UUID] = {}
+        if pairs:  # by the unique (session, seq) index; plain SQL: the ORM takes longer to build the OR than it runs
+            pk = ChatMessage._meta.pk
+            with self.connection.cursor() as cursor:
+                cursor.execute(f"SELECT session_id, id FROM {MESSAGES} WHERE " + " OR ".join(
+                    ["(session_id = %s AND seq = %s)"] * len(pairs)), [value for session_id, seq in pairs for value in (
+                        pk.get_db_prep_value(session_id, self.connection), seq)])
+                ids = {pk.to_python(session): pk.to_python(message) for session, message in cursor.fetchall()}
+        return {session_id: ids.get(session_id) for session_id in session_ids}
 
 
 PG_DOCUMENT = "sessions_app_search_document"
@@ -285,29 +316,35 @@ class PostgresIndex(SearchIndex):
             cursor.execute(f"DROP INDEX IF EXISTS {SESSIONS}_search")
             cursor.execute(f"DROP FUNCTION IF EXISTS {PG_DOCUMENT}(text)")
 
-    def sessions_sql(self, owner_id: int, words: list[str]) -> tuple[str, list[Any]]:
-        query = self.tsquery(words)
-        return (f"SELECT m.session_id FROM {MESSAGES} m WHERE m.role IN ({_ROLES_SQL}) AND "
-                f"{PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) UNION ALL SELECT s.id FROM {SESSIONS} s "
-                f"WHERE s.owner_id = %s AND {PG_DOCUMENT}(s.name) @@ to_tsquery('simple', %s)",
-                [query, owner_id, query])
-
-    def newest_matches(self, connection: BaseDatabaseWrapper, session_ids: list[uuid.UUID],
-                       words: list[str]) -> dict[uuid.UUID, uuid.UUID | None]:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT DISTINCT ON (m.session_id) m.session_id, m.id FROM {MESSAGES} m WHERE m.session_id = "
-                f"ANY(%s) AND m.role IN ({_ROLES_SQL}) AND {PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) "
-                "ORDER BY m.session_id, m.seq DESC", [session_ids, self.tsquery(words)])
-            found = dict(cursor.fetchall())
-        # A session listed without a matching message matched by its name.
-        return {session_id: found.get(session_id) for session_id in session_ids}
+    def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
+        return _PostgresFound(connection, owner_id, self.tsquery(words))
 
     @staticmethod
     def tsquery(words: list[str]) -> str:
         """tsquery syntax for "every word": each one folded and quoted, a prefix (`:*`) when it has two
         characters or more. The words hold only letters and digits, so the quotes are all the escaping."""
         return " & ".join(_sql_text(word.translate(FOLDING)) + (":*" if len(word) > 1 else "") for word in words)
+
+
+class _PostgresFound(Found):
+    def __init__(self, connection: BaseDatabaseWrapper, owner_id: int, query: str) -> None:
+        self.connection, self.owner_id, self.query = connection, owner_id, query
+
+    def sessions_sql(self) -> tuple[str, list[Any]]:
+        return (f"SELECT m.session_id FROM {MESSAGES} m WHERE m.role IN ({_ROLES_SQL}) AND "
+                f"{PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) UNION ALL SELECT s.id FROM {SESSIONS} s "
+                f"WHERE s.owner_id = %s AND {PG_DOCUMENT}(s.name) @@ to_tsquery('simple', %s)",
+                [self.query, self.owner_id, self.query])
+
+    def newest(self, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT ON (m.session_id) m.session_id, m.id FROM {MESSAGES} m WHERE m.session_id = "
+                f"ANY(%s) AND m.role IN ({_ROLES_SQL}) AND {PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) "
+                "ORDER BY m.session_id, m.seq DESC", [session_ids, self.query])
+            found = dict(cursor.fetchall())
+        # A session listed without a matching message matched by its name.
+        return {session_id: found.get(session_id) for session_id in session_ids}
 
 
 INDEXES: dict[str, SearchIndex] = {"sqlite": SqliteIndex(), "postgresql": PostgresIndex()}
@@ -323,36 +360,51 @@ def index_for(connection: BaseDatabaseWrapper) -> SearchIndex:
 
 # --- the selector -------------------------------------------------------------------------------------
 
-def session_search_for(*, owner: AbstractBaseUser, text: str, archived: bool | None = None) -> QuerySet[ChatSession]:
+@dataclass
+class SessionSearch:
+    """A search of one owner's sessions: `sessions`, those that match in the list's order (a queryset to
+    paginate), and `matches_attach` for a page of them."""
+
+    sessions: QuerySet[ChatSession]
+    words: list[str]
+    found: Found | None
+
+    def matches_attach(self, sessions: list[ChatSession]) -> list[ChatSession]:
+        """The sessions (a page of `sessions`), each given its `message_count` and `match`: a Match of its newest
+        matching message, else of its name."""
+        if not sessions or self.found is None:
+            return sessions
+        ids = [session.pk for session in sessions]
+        counts = dict(ChatMessage.objects.filter(session_id__in=ids).values_list("session_id").annotate(
+            count=Count("pk")).values_list("session_id", "count"))
+        newest = self.found.newest(ids)
+        contents = dict(ChatMessage.objects.filter(pk__in=[pk for pk in newest.values() if pk is not None])
+                        .values_list("pk", "content"))
+        for session in sessions:
+            message = newest.get(session.pk)
+            snippet, highlights = snippet_of(contents.get(message, "") if message else session.name, self.words)
+            session.match = Match(message=message, snippet=snippet, highlights=highlights)
+            session.message_count = counts.get(session.pk, 0)
+        return sessions
+
+
+def session_search(*, owner: AbstractBaseUser, text: str, archived: bool | None = None) -> SessionSearch:
     """The owner's sessions whose name or a message of which matches text (the module's rules), in the list's
     order (pinned first, then the most recently updated); archived ones too unless `archived` says which.
     None match a text without a word."""
     words = query_words(text)
-    sessions = session_list_for(owner=owner)
+    # Not session_list_for: its message_count joins every message of every matching session before the page is
+    # cut; matches_attach counts the page's.
+    sessions = ChatSession.objects.filter(owner=owner).select_related("agent")
     if not words:
-        return sessions.none()
-    sql, params = index_for(connections[DEFAULT_DB_ALIAS]).sessions_sql(owner.pk, words)
+        return SessionSearch(sessions=sessions.none(), words=words, found=None)
+    connection = connections[DEFAULT_DB_ALIAS]
+    found = index_for(connection).find(connection, owner.pk, words)
+    sql, params = found.sessions_sql()
     sessions = sessions.filter(pk__in=RawSQL(sql, params))  # noqa: S611 - params are bound, sql is ours
     if archived is not None:
         sessions = sessions.filter(archived=archived)
-    return sessions.order_by("-pinned", "-updated_at")
-
-
-def session_matches_attach(*, sessions: list[ChatSession], text: str) -> list[ChatSession]:
-    """The sessions (a page of session_search_for's), each given `match`: a Match of its newest matching
-    message, else of its name."""
-    words = query_words(text)
-    if not sessions or not words:
-        return sessions
-    connection = connections[DEFAULT_DB_ALIAS]
-    newest = index_for(connection).newest_matches(connection, [session.pk for session in sessions], words)
-    contents = dict(ChatMessage.objects.filter(pk__in=[pk for pk in newest.values() if pk is not None])
-                    .values_list("pk", "content"))
-    for session in sessions:
-        message = newest.get(session.pk)
-        snippet, highlights = snippet_of(contents.get(message, "") if message else session.name, words)
-        session.match = Match(message=message, snippet=snippet, highlights=highlights)
-    return sessions
+    return SessionSearch(sessions=sessions.order_by("-pinned", "-updated_at"), words=words, found=found)
 
 
 def index_ensure(connection: BaseDatabaseWrapper) -> bool:

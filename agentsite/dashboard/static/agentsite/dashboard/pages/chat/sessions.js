@@ -2,6 +2,7 @@
 // a phone it folds behind the "Chats" button (`toggleButton`, placed in the conversation's header).
 import { listAll } from "../../api.js";
 import { confirmDialog, errorBox, formatTime, h, loading } from "../../ui.js";
+import { SessionSearch } from "./search.js";
 
 // options: ctx (the page's), current() -> the id of the chat shown (or null), onCurrent(session) when the
 // list has the shown chat's record (its name, after a rename too), onNew() for the New chat button (the page
@@ -15,9 +16,10 @@ export class SessionList {
       "aria-controls": "chat-sessions", onclick: () => this.toggle() }, "Chats");
     this.list = h("ul", { class: "session-list" });
     this.state = h("div", { class: "session-state" }, loading("Loading chats…"));
+    this.search = new SessionSearch({ ctx, list: this.list, current });
     this.element = h("nav", { id: "chat-sessions", class: "chat-sessions", "aria-label": "Chats" },
       h("button", { type: "button", class: "primary new-chat", onclick: () => this.onNew() }, "New chat"),
-      this.state, this.list);
+      this.search.element, this.state, this.list, this.search.panel);
     if (!current()) this.element.classList.add("open");
   }
 

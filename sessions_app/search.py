@@ -1,18 +1,13 @@
-"""Search of a user's chat sessions: their names and their messages' text, through a full-text index.
+"""Search of a user's chat sessions, their names and their messages' text, through a full-text index.
 
-The rules (docs/api.md, Search): the query's words are its runs of letters and digits (everything else only
-separates them, so no character of it is ever index syntax); a message (or a session's name) matches when it
-holds every word, a word of two or more characters as the start of one of its words (`kube` finds
-`Kubernetes`), a one-character word as a whole word; case and the accents of Latin letters are ignored. The
-first INDEXED_CHARS characters of a user or assistant message are searched. A session matches when its name or
-one of its messages does; its `match` is its newest matching message (null when only its name matched).
-
-SQLite: an FTS5 table whose rowid encodes owner, session and message (`_key << SEQ_BITS | seq`, the name at seq
-0), so one owner's entries are one rowid range and another user's text is never read; a key table gives each
-session its number. PostgreSQL: GIN expression indexes over `to_tsvector('simple', …)` of the folded text.
-The invariant: the database keeps the index (SQLite triggers, PostgreSQL indexes), whatever writes the rows
-(the ORM, a turn's raw SQL, a cascade), so nothing in Python may write it; `index_ensure` restores the SQLite
-triggers after a migration that rebuilt a table (Django's SQLite ALTER drops a table's triggers with it).
+The matching rules are docs/api.md's (Search): a query is its words (runs of letters and digits, so no
+character of it is ever index syntax); a name or message matches when it holds every word, each as a word's
+start (one character: a whole word), case and Latin accents ignored. SQLite: FTS5 whose rowid is
+`session key << SEQ_BITS | seq` (the name at seq 0), a session's key starting with its owner's id, so one owner's
+entries are one rowid range and another user's text is never read. PostgreSQL: GIN expression indexes.
+The invariant: the database keeps the index (SQLite triggers, PostgreSQL indexes) whatever writes the rows (the
+ORM, a turn's raw SQL, a cascade), so no Python code writes it; `index_ensure` restores the SQLite triggers
+after a migration that rebuilt a table (Django's SQLite ALTER drops a table's triggers with it).
 """
 
 from __future__ import annotations
@@ -317,7 +312,7 @@ class PostgresIndex(SearchIndex):
             cursor.execute(f"DROP FUNCTION IF EXISTS {PG_DOCUMENT}(text)")
 
     def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
-        return _PostgresFound(connection, owner_id, self.tsquery(words))
+        return _PostgresFound(connection, self.tsquery(words))  # the owner: the caller's query of sessions
 
     @staticmethod
     def tsquery(words: list[str]) -> str:
@@ -327,14 +322,17 @@ class PostgresIndex(SearchIndex):
 
 
 class _PostgresFound(Found):
-    def __init__(self, connection: BaseDatabaseWrapper, owner_id: int, query: str) -> None:
-        self.connection, self.owner_id, self.query = connection, owner_id, query
+    def __init__(self, connection: BaseDatabaseWrapper, query: str) -> None:
+        self.connection, self.query = connection, query
 
     def sessions_sql(self) -> tuple[str, list[Any]]:
-        return (f"SELECT m.session_id FROM {MESSAGES} m WHERE m.role IN ({_ROLES_SQL}) AND "
-                f"{PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) UNION ALL SELECT s.id FROM {SESSIONS} s "
-                f"WHERE s.owner_id = %s AND {PG_DOCUMENT}(s.name) @@ to_tsquery('simple', %s)",
-                [self.query, self.owner_id, self.query])
+        # MATERIALIZED: read once, whatever the plan around it (without statistics the planner ran it again
+        # for each of the owner's sessions, the names' tsvectors with it). No owner here: the GIN indexes hold
+        # none (the caller's query keeps the owner's sessions), and with one the names were filtered row by row.
+        return (f"WITH found AS MATERIALIZED (SELECT m.session_id AS id FROM {MESSAGES} m WHERE m.role IN "
+                f"({_ROLES_SQL}) AND {PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) UNION SELECT s.id FROM "
+                f"{SESSIONS} s WHERE {PG_DOCUMENT}(s.name) @@ to_tsquery('simple', %s)) "
+                "SELECT id FROM found", [self.query, self.query])
 
     def newest(self, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
         with self.connection.cursor() as cursor:

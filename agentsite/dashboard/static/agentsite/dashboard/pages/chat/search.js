@@ -87,13 +87,13 @@ export class SessionSearch {
       h("a", { href: `#/chat/${encodeURIComponent(session.id)}`, class: "session-link",
         "aria-current": session.id === this.current() ? "page" : null },
       h("span", { class: "session-name", title: session.name }, session.name),
-      match.message ? h("span", { class: "session-snippet" }, ...marked(match.snippet, match.highlights)) : null,
+      match.message ? h("span", { class: "session-snippet" }, ...withMarks(match.snippet, match.highlights)) : null,
       h("span", { class: "session-meta" }, `${session.archived ? "Archived · " : ""}${formatTime(session.updated_at)}`)));
   }
 }
 
 // The snippet as text nodes and <mark> elements; highlights are [start, end) offsets in code points.
-export function marked(snippet, highlights) {
+export function withMarks(snippet, highlights) {
   const chars = Array.from(String(snippet));
   const parts = [];
   let at = 0;

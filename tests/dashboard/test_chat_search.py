@@ -28,7 +28,7 @@ def _chat(server, headers, name, *questions):
 
 
 def test_the_search_box_finds_a_chat_by_a_word_of_an_old_message_and_opens_it(
-        chat_upstream, dashboard_server, admin_headers, logged_in_page):
+        chat_upstream, dashboard_server, admin_headers, logged_in_page, shot):
     page = logged_in_page
     chat_upstream.script(Text("In hangar nine, next to the blimp."), Text("You are welcome."),
                          Text("Flour, water, salt."), Text("It is <b>bold</b> & <img src=x onerror=alert(1)>."))
@@ -38,7 +38,7 @@ def test_the_search_box_finds_a_chat_by_a_word_of_an_old_message_and_opens_it(
     hostile = _chat(dashboard_server, admin_headers, "<img src=x onerror=alert(2)>", "Say something zeppelinesque")
     page.reload()  # the log-in opened the chat page before these chats existed
     chats = page.get_by_role("navigation", name="Chats")
-    expect(chats.locator(".session-list:not(.session-search-results) li")).to_have_count(3)
+    expect(chats.locator(".session-list li")).to_have_count(3)
 
     page.get_by_label("Search chats").press_sequentially("zepp", delay=30)
     results = page.get_by_role("list", name="Search results")
@@ -50,7 +50,8 @@ def test_the_search_box_finds_a_chat_by_a_word_of_an_old_message_and_opens_it(
     expect(found.locator(".session-snippet")).to_have_text("Where did we park the zeppelin?")
     expect(found.locator(".session-snippet mark")).to_have_text("zeppelin")
     expect(results.locator("img, b")).to_have_count(0)  # the hostile name and text stay text
-    expect(page.locator(".session-list:not(.session-search-results)")).to_be_hidden()
+    expect(page.locator(".session-list")).to_be_hidden()
+    shot(page, "chat-search")
 
     page.get_by_label("Search chats").fill("hangar nine")
     expect(results.locator("li")).to_have_count(1)
@@ -65,5 +66,5 @@ def test_the_search_box_finds_a_chat_by_a_word_of_an_old_message_and_opens_it(
     page.get_by_label("Search chats").press("Escape")
     expect(page.get_by_label("Search chats")).to_have_value("")
     expect(results).to_be_hidden()
-    expect(chats.locator(".session-list:not(.session-search-results) li")).to_have_count(3)
+    expect(chats.locator(".session-list li")).to_have_count(3)
     assert page.problems == []

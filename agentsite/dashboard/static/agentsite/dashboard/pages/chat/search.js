@@ -22,7 +22,7 @@ export class SessionSearch {
       this.run();
     } }, this.input);
     this.status = h("div", { class: "session-search-status", role: "status", "aria-live": "polite" });
-    this.results = h("ul", { class: "session-list session-search-results", "aria-label": "Search results" });
+    this.results = h("ul", { class: "session-search-results", "aria-label": "Search results" });
     this.panel = h("div", { class: "session-search-panel", hidden: true }, this.status, this.results);
   }
 

@@ -4,8 +4,9 @@ The matching rules are docs/api.md's (Search): a query is its words (runs of let
 character of it is ever index syntax); a name or message matches when it holds every word, each as a word's
 start (one character: a whole word), case and Latin accents ignored. SQLite: FTS5 whose rowid is
 `session key << SEQ_BITS | seq` (the name at seq 0), a session's key starting with its owner's id, so one owner's
-entries are one rowid range and another user's text is never read. PostgreSQL: GIN expression indexes.
-The invariant: the database keeps the index (SQLite triggers, PostgreSQL indexes) whatever writes the rows (the
+entries are one rowid range and another user's text is never read. PostgreSQL: a GIN-indexed table of terms
+prefixed with the owner's id.
+The invariant: the database keeps the index (triggers) whatever writes the rows (the
 ORM, a turn's raw SQL, a cascade), so no Python code writes it; `index_ensure` restores the SQLite triggers
 after a migration that rebuilt a table (Django's SQLite ALTER drops a table's triggers with it).
 """
@@ -282,43 +283,89 @@ class _SqliteFound(Found):
         return {session_id: ids.get(session_id) for session_id in session_ids}
 
 
-PG_DOCUMENT = "sessions_app_search_document"
+PG_TABLE, PG_TERMS = "sessions_app_search_terms", "sessions_app_search_terms_of"
 
 
 def _sql_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _pg_function(name: str, body: str) -> str:
+    return f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $body$ BEGIN {body} RETURN NULL; END $body$"
+
+
+_PG_MESSAGE_ROW = (f"INSERT INTO {PG_TABLE} (id, session_id, seq, terms) SELECT new.id, new.session_id, new.seq, "
+                   f"{PG_TERMS}(s.owner_id, new.content) FROM {SESSIONS} s WHERE s.id = new.session_id AND "
+                   f"new.role IN ({_ROLES_SQL});")
+# name -> (table, event, body): row triggers, and one per table for TRUNCATE (a test flush may truncate).
+PG_TRIGGERS = {
+    f"{PG_TABLE}_message_insert": (MESSAGES, "AFTER INSERT", _PG_MESSAGE_ROW),
+    f"{PG_TABLE}_message_update": (MESSAGES, "AFTER UPDATE OF content, role, seq, session_id",
+                                   f"DELETE FROM {PG_TABLE} WHERE id = old.id; {_PG_MESSAGE_ROW}"),
+    f"{PG_TABLE}_message_delete": (MESSAGES, "AFTER DELETE", f"DELETE FROM {PG_TABLE} WHERE id = old.id;"),
+    f"{PG_TABLE}_session_insert": (SESSIONS, "AFTER INSERT", f"INSERT INTO {PG_TABLE} (id, session_id, seq, terms) "
+                                   f"VALUES (new.id, new.id, 0, {PG_TERMS}(new.owner_id, new.name));"),
+    f"{PG_TABLE}_session_update": (SESSIONS, "AFTER UPDATE OF name, owner_id",
+                                   f"UPDATE {PG_TABLE} SET terms = {PG_TERMS}(new.owner_id, new.name) WHERE id = "
+                                   f"new.id; IF old.owner_id IS DISTINCT FROM new.owner_id THEN UPDATE {PG_TABLE} t "
+                                   f"SET terms = {PG_TERMS}(new.owner_id, m.content) FROM {MESSAGES} m WHERE "
+                                   "m.id = t.id AND t.session_id = new.id; END IF;"),
+    f"{PG_TABLE}_session_delete": (SESSIONS, "AFTER DELETE", f"DELETE FROM {PG_TABLE} WHERE session_id = old.id;"),
+}
+
+
 class PostgresIndex(SearchIndex):
-    """GIN expression indexes on `PG_DOCUMENT(text)`: the folded text's `simple` tsvector (no stemming, no stop
-    words: the same words as SQLite's), for user and assistant messages and for session names."""
+    """A table of each user or assistant message's and each session name's terms (`PG_TABLE`) with a GIN index,
+    kept by triggers. A term is `<owner id>x<word>` (the folded text's `simple` tsvector: no stemming, no stop
+    words, the same words as SQLite's), so a word's GIN list is one owner's and a common word of another user's
+    costs nothing."""
 
     def schema_create(self, connection: BaseDatabaseWrapper) -> None:
-        source = "".join(chr(code) for code in FOLDING)
-        target = "".join(FOLDING.values())
+        source, target = "".join(chr(code) for code in FOLDING), "".join(FOLDING.values())
         with connection.cursor() as cursor:
             cursor.execute(
-                f"CREATE FUNCTION {PG_DOCUMENT}(text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE "
-                f"AS $fold$ SELECT to_tsvector('simple'::regconfig, translate(left($1, {INDEXED_CHARS}), "
-                f"{_sql_text(source)}, {_sql_text(target)})) $fold$")
-            cursor.execute(f"CREATE INDEX {MESSAGES}_search ON {MESSAGES} USING gin ({PG_DOCUMENT}(content)) "
-                           f"WHERE role IN ({_ROLES_SQL})")
-            cursor.execute(f"CREATE INDEX {SESSIONS}_search ON {SESSIONS} USING gin ({PG_DOCUMENT}(name))")
+                f"CREATE FUNCTION {PG_TERMS}(integer, text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE "
+                f"AS $terms$ SELECT array_to_tsvector(coalesce(array(SELECT $1 || 'x' || lexeme FROM unnest("
+                f"to_tsvector('simple'::regconfig, translate(left($2, {INDEXED_CHARS}), {_sql_text(source)}, "
+                f"{_sql_text(target)})))), '{{}}')) $terms$")
+            cursor.execute(f"CREATE TABLE {PG_TABLE} (id uuid PRIMARY KEY, session_id uuid NOT NULL, seq integer "
+                           "NOT NULL, terms tsvector NOT NULL)")
+            cursor.execute(f"INSERT INTO {PG_TABLE} SELECT id, id, 0, {PG_TERMS}(owner_id, name) FROM {SESSIONS}")
+            cursor.execute(f"INSERT INTO {PG_TABLE} SELECT m.id, m.session_id, m.seq, {PG_TERMS}(s.owner_id, "
+                           f"m.content) FROM {MESSAGES} m JOIN {SESSIONS} s ON s.id = m.session_id WHERE m.role IN "
+                           f"({_ROLES_SQL})")
+            cursor.execute(f"CREATE INDEX {PG_TABLE}_terms ON {PG_TABLE} USING gin (terms)")
+            cursor.execute(f"CREATE INDEX {PG_TABLE}_session ON {PG_TABLE} (session_id, seq)")
+            for name, (table, event, body) in PG_TRIGGERS.items():
+                cursor.execute(_pg_function(name, body))
+                cursor.execute(f"CREATE TRIGGER {name} {event} ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()")
+            cursor.execute(_pg_function(f"{PG_TABLE}_truncate", f"TRUNCATE {PG_TABLE};"))
+            for table in (MESSAGES, SESSIONS):
+                cursor.execute(f"CREATE TRIGGER {PG_TABLE}_truncate AFTER TRUNCATE ON {table} FOR EACH STATEMENT "
+                               f"EXECUTE FUNCTION {PG_TABLE}_truncate()")
 
     def schema_drop(self, connection: BaseDatabaseWrapper) -> None:
         with connection.cursor() as cursor:
-            cursor.execute(f"DROP INDEX IF EXISTS {MESSAGES}_search")
-            cursor.execute(f"DROP INDEX IF EXISTS {SESSIONS}_search")
-            cursor.execute(f"DROP FUNCTION IF EXISTS {PG_DOCUMENT}(text)")
+            for table in (MESSAGES, SESSIONS):
+                cursor.execute(f"DROP TRIGGER IF EXISTS {PG_TABLE}_truncate ON {table}")
+            for name, (table, _, _) in PG_TRIGGERS.items():
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
+                cursor.execute(f"DROP FUNCTION IF EXISTS {name}()")
+            cursor.execute(f"DROP FUNCTION IF EXISTS {PG_TABLE}_truncate()")
+            cursor.execute(f"DROP TABLE IF EXISTS {PG_TABLE}")
+            cursor.execute(f"DROP FUNCTION IF EXISTS {PG_TERMS}(integer, text)")
 
     def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
-        return _PostgresFound(connection, self.tsquery(words))  # the owner: the caller's query of sessions
+        return _PostgresFound(connection, self.tsquery(owner_id, words))
 
     @staticmethod
-    def tsquery(words: list[str]) -> str:
-        """tsquery syntax for "every word": each one folded and quoted, a prefix (`:*`) when it has two
-        characters or more. The words hold only letters and digits, so the quotes are all the escaping."""
-        return " & ".join(_sql_text(word.translate(FOLDING)) + (":*" if len(word) > 1 else "") for word in words)
+    def tsquery(owner_id: int, words: list[str]) -> str:
+        """tsquery syntax for "every word" among the owner's terms: each one folded, quoted and prefixed with the
+        owner's id, a prefix query (`:*`) when it has two characters or more. The words hold only letters and
+        digits, so the quotes are all the escaping. Folded and lower-cased here: a tsquery cast is not normalised
+        (to_tsquery would parse `1xword` again)."""
+        return " & ".join(_sql_text(f"{owner_id}x{word.translate(FOLDING).lower()}") + (":*" if len(word) > 1 else "")
+                          for word in words)
 
 
 class _PostgresFound(Found):
@@ -326,22 +373,16 @@ class _PostgresFound(Found):
         self.connection, self.query = connection, query
 
     def sessions_sql(self) -> tuple[str, list[Any]]:
-        # MATERIALIZED: read once, whatever the plan around it (without statistics the planner ran it again
-        # for each of the owner's sessions, the names' tsvectors with it). No owner here: the GIN indexes hold
-        # none (the caller's query keeps the owner's sessions), and with one the names were filtered row by row.
-        return (f"WITH found AS MATERIALIZED (SELECT m.session_id AS id FROM {MESSAGES} m WHERE m.role IN "
-                f"({_ROLES_SQL}) AND {PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) UNION SELECT s.id FROM "
-                f"{SESSIONS} s WHERE {PG_DOCUMENT}(s.name) @@ to_tsquery('simple', %s)) "
-                "SELECT id FROM found", [self.query, self.query])
+        # MATERIALIZED: read once, whatever the plan around it.
+        return (f"WITH found AS MATERIALIZED (SELECT DISTINCT session_id FROM {PG_TABLE} WHERE terms @@ "
+                "%s::tsquery) SELECT session_id FROM found", [self.query])
 
     def newest(self, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
         with self.connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT DISTINCT ON (m.session_id) m.session_id, m.id FROM {MESSAGES} m WHERE m.session_id = "
-                f"ANY(%s) AND m.role IN ({_ROLES_SQL}) AND {PG_DOCUMENT}(m.content) @@ to_tsquery('simple', %s) "
-                "ORDER BY m.session_id, m.seq DESC", [session_ids, self.query])
-            found = dict(cursor.fetchall())
-        # A session listed without a matching message matched by its name.
+                f"SELECT DISTINCT ON (session_id) session_id, id, seq FROM {PG_TABLE} WHERE session_id = ANY(%s) "
+                "AND terms @@ %s::tsquery ORDER BY session_id, seq DESC", [session_ids, self.query])
+            found = {session: (message if seq else None) for session, message, seq in cursor.fetchall()}
         return {session_id: found.get(session_id) for session_id in session_ids}
 
 

@@ -143,33 +143,36 @@ def test_a_rename_is_found_and_the_old_name_is_not(owner_client, owner):
     assert _found(owner_client, "draft")["count"] == 0
 
 
-def _key(session_id):
+def _entries_of(session_id):
+    """A counter of the session's index entries (its name and messages), still right once it is deleted."""
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            table = search.PG_TABLE
+            return lambda: _count(f"SELECT count(*) FROM {table} WHERE session_id = %s", [session_id])
         cursor.execute(f"SELECT key FROM {search.KEY_TABLE} WHERE session_id = %s", [session_id.hex])
-        return cursor.fetchone()[0]
+        key = cursor.fetchone()[0]
+    return lambda: _count(f"SELECT count(*) FROM {search.FTS_TABLE} WHERE rowid BETWEEN %s AND %s",
+                          [key << search.SEQ_BITS, ((key + 1) << search.SEQ_BITS) - 1])
 
 
-def _index_rows(key):
-    """On SQLite, the index entries in a session's range (its name and messages)."""
+def _count(sql, params):
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {search.FTS_TABLE} WHERE rowid BETWEEN %s AND %s",
-                       [key << search.SEQ_BITS, ((key + 1) << search.SEQ_BITS) - 1])
+        cursor.execute(sql, params)
         return cursor.fetchone()[0]
 
 
 def test_deleted_messages_and_sessions_leave_the_index(owner_client, owner):
     session = _chat(owner, "Garden", "tomatoes need sun", "basil too")
     kept = _chat(owner, "Kitchen", "tomatoes and basil")
+    entries, kept_entries = _entries_of(session.pk), _entries_of(kept.pk)
+    assert entries() == 3
     ChatMessage.objects.filter(session=session, content="basil too").delete()
     assert _ids(_found(owner_client, "basil")) == [str(kept.pk)]
-    if connection.vendor == "sqlite":
-        key = _key(session.pk)
-        assert _index_rows(key) == 2  # the name and one message
+    assert entries() == 2  # the name and one message
     services.session_delete(session=session)
     assert _ids(_found(owner_client, "tomatoes")) == [str(kept.pk)]
     assert _found(owner_client, "garden")["count"] == 0
-    if connection.vendor == "sqlite":
-        assert _index_rows(key) == 0 and _index_rows(_key(kept.pk)) == 2
+    assert entries() == 0 and kept_entries() == 2
 
 
 def test_a_long_message_gives_a_short_snippet_around_the_hit():
@@ -202,3 +205,12 @@ def test_the_index_survives_a_migration_that_rebuilds_the_tables(owner_client, o
     with connection.schema_editor() as editor:
         editor.alter_field(ChatSession, wider, field)
     search.index_ensure(connection)
+
+
+def test_the_migration_fills_the_index_from_the_rows_there_are(owner_client, owner):
+    session = _chat(owner, "Old chat", "an archipelago of questions")
+    index = search.index_for(connection)
+    index.schema_drop(connection)
+    index.schema_create(connection)
+    assert _ids(_found(owner_client, "archipelago")) == [str(session.pk)]
+    assert _found(owner_client, "old")["results"][0]["match"]["message"] is None

@@ -313,6 +313,15 @@ PG_TRIGGERS = {
     f"{PG_TABLE}_session_delete": (SESSIONS, "AFTER DELETE", f"DELETE FROM {PG_TABLE} WHERE session_id = old.id;"),
 }
 
+# A checkpoint or final store that leaves the text as it was does not tokenize it again.
+_PG_WHEN = {
+    f"{PG_TABLE}_message_update": "WHEN (old.content IS DISTINCT FROM new.content OR old.role IS DISTINCT FROM "
+                                  "new.role OR old.seq IS DISTINCT FROM new.seq OR old.session_id IS DISTINCT FROM "
+                                  "new.session_id)",
+    f"{PG_TABLE}_session_update": "WHEN (old.name IS DISTINCT FROM new.name OR old.owner_id IS DISTINCT FROM "
+                                  "new.owner_id)",
+}
+
 
 class PostgresIndex(SearchIndex):
     """A table of each user or assistant message's and each session name's terms (`PG_TABLE`) with a GIN index,
@@ -338,7 +347,9 @@ class PostgresIndex(SearchIndex):
             cursor.execute(f"CREATE INDEX {PG_TABLE}_session ON {PG_TABLE} (session_id, seq)")
             for name, (table, event, body) in PG_TRIGGERS.items():
                 cursor.execute(_pg_function(name, body))
-                cursor.execute(f"CREATE TRIGGER {name} {event} ON {table} FOR EACH ROW EXECUTE FUNCTION {name}()")
+                when = _PG_WHEN.get(name, "")
+                cursor.execute(f"CREATE TRIGGER {name} {event} ON {table} FOR EACH ROW {when} EXECUTE FUNCTION "
+                               f"{name}()")
             cursor.execute(_pg_function(f"{PG_TABLE}_truncate", f"TRUNCATE {PG_TABLE};"))
             for table in (MESSAGES, SESSIONS):
                 cursor.execute(f"CREATE TRIGGER {PG_TABLE}_truncate AFTER TRUNCATE ON {table} FOR EACH STATEMENT "

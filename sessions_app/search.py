@@ -367,7 +367,16 @@ class PostgresIndex(SearchIndex):
             cursor.execute(f"DROP FUNCTION IF EXISTS {PG_TERMS}(integer, text)")
 
     def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
-        return _PostgresFound(connection, self.tsquery(owner_id, words))
+        """The owner's matching sessions, read now through the GIN index. The planner prices a prefix query's
+        GIN read above a scan of the whole table, every user's rows (`the` over 100,000 messages: a 118 ms scan
+        where the index takes ~10 ms), so scans are off for this one statement."""
+        query = self.tsquery(owner_id, words)
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(f"SELECT DISTINCT session_id FROM {PG_TABLE} WHERE terms @@ %s::tsquery", [query])
+            sessions = [row[0] for row in cursor.fetchall()]
+            cursor.execute("SET LOCAL enable_seqscan TO DEFAULT")  # the rest of an outer transaction plans as usual
+        return _PostgresFound(connection, query, sessions)
 
     @staticmethod
     def tsquery(owner_id: int, words: list[str]) -> str:
@@ -380,13 +389,11 @@ class PostgresIndex(SearchIndex):
 
 
 class _PostgresFound(Found):
-    def __init__(self, connection: BaseDatabaseWrapper, query: str) -> None:
-        self.connection, self.query = connection, query
+    def __init__(self, connection: BaseDatabaseWrapper, query: str, sessions: list[uuid.UUID]) -> None:
+        self.connection, self.query, self.sessions = connection, query, sessions
 
     def sessions_sql(self) -> tuple[str, list[Any]]:
-        # MATERIALIZED: read once, whatever the plan around it.
-        return (f"WITH found AS MATERIALIZED (SELECT DISTINCT session_id FROM {PG_TABLE} WHERE terms @@ "
-                "%s::tsquery) SELECT session_id FROM found", [self.query])
+        return "SELECT unnest(%s::uuid[])", [self.sessions]
 
     def newest(self, session_ids: list[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID | None]:
         with self.connection.cursor() as cursor:

@@ -214,3 +214,11 @@ def test_the_migration_fills_the_index_from_the_rows_there_are(owner_client, own
     index.schema_create(connection)
     assert _ids(_found(owner_client, "archipelago")) == [str(session.pk)]
     assert _found(owner_client, "old")["results"][0]["match"]["message"] is None
+
+
+def test_a_search_on_postgresql_leaves_the_planner_as_it_was(owner_client, owner):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only: the search turns table scans off for its one statement")
+    _chat(owner, "plans", "a word")
+    assert _found(owner_client, "word")["count"] == 1  # inside the test's transaction, as in an atomic request
+    assert _count("SELECT count(*) FROM pg_settings WHERE name = 'enable_seqscan' AND setting = 'on'", []) == 1

@@ -25,7 +25,7 @@ from agentsite.agent.usage import check as usage_check
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
 from agentsite.core.validation import json_object_body, validated
-from sessions_app import selectors, services, stops
+from sessions_app import search, selectors, services, stops
 from sessions_app.turns import turn_start
 
 logger = logging.getLogger(__name__)
@@ -146,17 +146,41 @@ def chat_input(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class SessionListQuerySerializer(serializers.Serializer):
-    archived = serializers.BooleanField(required=False, default=False, help_text="true: the archived sessions "
-                                        "only; default: the others.")
+    archived = serializers.BooleanField(required=False, help_text="true: the archived sessions only; false: the "
+                                        "others; default: the others, and with `q` both.")
+    q = serializers.CharField(required=False, allow_blank=True, max_length=search.MAX_QUERY_CHARS,
+                              help_text="Search the names and messages (docs/api.md, Search); empty: the list.")
+
+
+class SessionMatchSerializer(serializers.Serializer):
+    message = serializers.UUIDField(allow_null=True)
+    snippet = serializers.CharField()
+    highlights = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
+
+
+class SessionSearchResultSerializer(SessionSerializer):
+    match = SessionMatchSerializer()
 
 
 class SessionListView(ListAPIView):
     serializer_class = SessionSerializer
+    searched: search.SessionSearch | None = None
 
     def get_queryset(self):
         query = validated(SessionListQuerySerializer, self.request.query_params)
+        if query.get("q", "").strip():  # an absent `archived` reads as false in a query string: asked apart
+            archived = query["archived"] if "archived" in self.request.query_params else None
+            self.searched = search.session_search(owner=self.request.user, text=query["q"], archived=archived)
+            return self.searched.sessions
         return selectors.session_list_for(owner=self.request.user).filter(
-            archived=query["archived"]).order_by("-pinned", "-updated_at")
+            archived=query.get("archived", False)).order_by("-pinned", "-updated_at")
+
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        return page if page is None or self.searched is None else self.searched.matches_attach(page)
+
+    def get_serializer_class(self):
+        return SessionSearchResultSerializer if self.searched is not None else SessionSerializer
 
     @extend_schema(parameters=[SessionListQuerySerializer])
     def get(self, request: Request, *args, **kwargs) -> Response:

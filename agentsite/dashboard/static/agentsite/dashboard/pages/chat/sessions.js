@@ -10,6 +10,7 @@
 import { listAll } from "../../api.js";
 import { confirmDialog, errorBox, formatTime, h, loading } from "../../ui.js";
 import { Drafts } from "./drafts.js";
+import { SessionSearch } from "./search.js";
 
 // Pinned first, then the most recently updated: the order GET /api/sessions answers in, kept after a change
 // made here.
@@ -40,9 +41,10 @@ export class SessionList {
     this.note = h("div", { class: "session-note" });
     this.list = h("div", { class: "session-groups" });
     this.state = h("div", { class: "session-state" }, loading("Loading chats…"));
+    this.search = new SessionSearch({ ctx, list: this.list, current });
     this.element = h("nav", { id: "chat-sessions", class: "chat-sessions", "aria-label": "Chats" },
       h("button", { type: "button", class: "primary new-chat", onclick: () => this.onNew() }, "New chat"),
-      this.toolbar, this.note, this.state, this.list);
+      this.search.element, this.toolbar, this.note, this.state, this.list, this.search.panel);
     if (!current()) this.element.classList.add("open");
   }
 

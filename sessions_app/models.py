@@ -49,9 +49,10 @@ class ChatMessage(models.Model):
 
     ROLES = [("user", "user"), ("assistant", "assistant"), ("tool", "tool"), ("system", "system")]
     # `streaming`: the reply is being generated (its content is checkpointed as it goes); if the process that
-    # generates it dies, it becomes `interrupted` (agentsite.core.processes).
+    # generates it dies, it becomes `interrupted` (agentsite.core.processes). `stopped`: the user stopped it
+    # (POST .../stop, sessions_app.stops), keeping what was generated.
     STATUSES = [("complete", "complete"), ("interrupted", "interrupted"), ("error", "error"),
-                ("streaming", "streaming")]
+                ("streaming", "streaming"), ("stopped", "stopped")]
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")

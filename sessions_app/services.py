@@ -35,8 +35,9 @@ def session_create(*, owner: AbstractBaseUser, name: str | None = None, model: s
 def session_update(*, session: ChatSession, changes: dict[str, Any]) -> ChatSession:
     """Apply `name`, `model` ("" = the agent's default), `agent` (a slug), `current` (session_select), `pinned`
     and/or `archived`. Raises AppError 400 `invalid` naming `model` or `current`, 404 `not_found` naming `agent`
-    (as session_create); nothing is changed then."""
-    fields = ["updated_at"]
+    (as session_create); nothing is changed then. Pinning, archiving and choosing a branch leave `updated_at`
+    (the list's order after the pinned ones) as it was: they change how the chat is kept, not the chat."""
+    fields: list[str] = []
     if "current" in changes:
         session_select(session=session, message_id=changes["current"])
     for flag in ("pinned", "archived"):
@@ -52,7 +53,10 @@ def session_update(*, session: ChatSession, changes: dict[str, Any]) -> ChatSess
     if "name" in changes:
         session.name = changes["name"]
         fields.append("name")
-    session.save(update_fields=fields)
+    if {"agent", "model", "name"} & set(fields):
+        fields.append("updated_at")
+    if fields:
+        session.save(update_fields=fields)
     return session
 
 

@@ -120,4 +120,5 @@ def test_a_run_door_of_the_default_agent_searches_the_collections_an_admin_lists
     assert listed.status_code == 200, listed.content
     settings = runtime.run_settings_now(other_user, "default")
     block = knowledge_context_now(ContextRequest(other_user.pk, QUERY, settings))
-    assert block is not None and sorted(source["document"]["filename"] for source in block.sources) == ["bread.txt", "moon.txt"]
+    assert block is not None
+    assert sorted(source["document"]["filename"] for source in block.sources) == ["bread.txt", "moon.txt"]

@@ -146,8 +146,9 @@ def chat_input(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class SessionListQuerySerializer(serializers.Serializer):
-    archived = serializers.BooleanField(required=False, help_text="true: the archived sessions only; false: the "
-                                        "others; default: the others, and with `q` both.")
+    # `true`/`false` only: DRF's BooleanField would read an empty value (`?archived=`) as false.
+    archived = serializers.ChoiceField(choices=["true", "false"], required=False, help_text="true: the archived "
+                                       "sessions only; false: the others; default: the others, and with `q` both.")
     q = serializers.CharField(required=False, allow_blank=True, max_length=search.MAX_QUERY_CHARS,
                               help_text="Search the names and messages (docs/api.md, Search); empty: the list.")
 
@@ -169,11 +170,11 @@ class SessionListView(ListAPIView):
     def get_queryset(self):
         query = validated(SessionListQuerySerializer, self.request.query_params)
         if query.get("q", "").strip():  # an absent `archived` reads as false in a query string: asked apart
-            archived = query["archived"] if "archived" in self.request.query_params else None
+            archived = query["archived"] == "true" if "archived" in query else None
             self.searched = search.session_search(owner=self.request.user, text=query["q"], archived=archived)
             return self.searched.sessions
         return selectors.session_list_for(owner=self.request.user).filter(
-            archived=query.get("archived", False)).order_by("-pinned", "-updated_at")
+            archived=query.get("archived") == "true").order_by("-pinned", "-updated_at")
 
     def paginate_queryset(self, queryset):
         page = super().paginate_queryset(queryset)

@@ -408,10 +408,11 @@ INDEXES: dict[str, SearchIndex] = {"sqlite": SqliteIndex(), "postgresql": Postgr
 
 
 def index_for(connection: BaseDatabaseWrapper) -> SearchIndex:
-    """The search index of the connection's database; AppError 501 on a database without one."""
+    """The search index of the connection's database (SQLite or PostgreSQL: the only databases the settings
+    take); AppError 503 `unavailable` on another."""
     index = INDEXES.get(connection.vendor)
     if index is None:
-        raise AppError("not_implemented", f"Search is not available on {connection.vendor}.", 501)
+        raise AppError("unavailable", f"Search is not available on {connection.vendor}.", 503)
     return index
 
 

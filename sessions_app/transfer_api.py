@@ -44,7 +44,8 @@ class SessionExportView(APIView):
 
     @extend_schema(parameters=[ExportQuerySerializer], responses={(200, "application/json"): OpenApiResponse(
         OpenApiTypes.OBJECT, description="The `agentsite.chat` document (a download)."), (200, "text/markdown"):
-        OpenApiResponse(OpenApiTypes.STR, description="The selected path as Markdown (a download).")})
+        OpenApiResponse(OpenApiTypes.STR, description="The selected path as Markdown (a download)."),
+        400: OpenApiResponse(description="`invalid` naming `format`: neither `json` nor `markdown`.")})
     def get(self, request: Request, pk) -> HttpResponse:
         """The session as a download: its whole tree (JSON) or its selected path (Markdown)."""
         query = validated(ExportQuerySerializer, request.query_params)

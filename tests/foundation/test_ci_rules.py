@@ -27,6 +27,8 @@ CONFIGURATION_SKIPS = {
     "tests/mcpbridge/test_workers.py": "PostgreSQL + Redis only (two hosts share only those)",
     "tests/usage/test_reservations.py": "the Redis store on the PostgreSQL + Redis pass only",
     "tests/organisation/test_policy_cost.py": "SQLite only (the query plan is read in SQLite's wording)",
+    "tests/sessions_app/test_search.py": "one test each for SQLite and PostgreSQL (each database has its own index)",
+    "tests/sessions_app/test_stop_without_channel.py": "PostgreSQL without Redis between two hosts only",
     "tests/needs.py": "the one place that decides",
     "tests/foundation/test_ci_rules.py": "this file",
 }

@@ -37,6 +37,7 @@ _.get_api_key_set  # catalogue/connections_api.py
 _.get_base_url
 _.get_discovery_error
 _.get_steps  # sessions_app/api.py
+_.get_serializer_class  # sessions_app/api.py (DRF's GenericAPIView asks it)
 _.get_header_names
 _.get_is_default
 _.get_status  # accounts/keys_api.py

@@ -24,7 +24,7 @@ from agentsite.agent.loop import AgentEvent
 from agentsite.agent.usage import check as usage_check
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
-from agentsite.core.validation import json_object_body, validated
+from agentsite.core.validation import json_object_body, query_text, validated
 from sessions_app import search, selectors, services, stops
 from sessions_app.turns import turn_start
 
@@ -169,6 +169,7 @@ class SessionListView(ListAPIView):
 
     def get_queryset(self):
         query = validated(SessionListQuerySerializer, self.request.query_params)
+        query_text(self.request.query_params, "q", max_length=search.MAX_QUERY_CHARS)  # invalid UTF-8 too: a 400
         if query.get("q", "").strip():  # an absent `archived` reads as false in a query string: asked apart
             archived = query["archived"] == "true" if "archived" in query else None
             self.searched = search.session_search(owner=self.request.user, text=query["q"], archived=archived)

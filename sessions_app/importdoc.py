@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,28 @@ def list_at(value: Any, path: str) -> list[Any]:
     if not isinstance(value, list):
         raise invalid_at(path, "Expected an array.")
     return value
+
+
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")  # NUL, and lone surrogates (JSON allows them; no database stores them)
+
+
+def texts_checked(value: Any, path: str = "") -> None:
+    """Every string of a parsed document (keys too) is storable text, else the 400 naming the first that is not:
+    a NUL or a lone surrogate, which JSON can carry and PostgreSQL refuses (a 500 on store otherwise)."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _NOT_TEXT.search(item):
+                raise invalid_at(where or "body", "Text with a NUL character or a lone surrogate (not UTF-8 text).")
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                inner_path = f"{where}.{key}" if where else str(key)
+                if _NOT_TEXT.search(key):
+                    raise invalid_at(where or "body", "A key with a NUL character or a lone surrogate.")
+                stack.append((inner, inner_path))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{where}.{index}" if where else str(index)) for index, inner in enumerate(item))
 
 
 def text_at(value: Any, path: str, *, optional: bool = False, max_length: int | None = None) -> str | None:

@@ -34,6 +34,7 @@ from sessions_app.importdoc import (
     list_at,
     object_at,
     text_at,
+    texts_checked,
 )
 from sessions_app.models import ChatMessage, ChatSession
 
@@ -159,6 +160,7 @@ def sessions_import(*, owner: AbstractBaseUser, document: Any) -> list[ChatSessi
     """New sessions of `owner` from an `agentsite.chat` document (an object) or a ChatGPT export (a list), all or
     none. Raises AppError 400 `invalid` or `message_too_long` naming where the document is wrong (nothing is
     stored then)."""
+    texts_checked(document)
     if isinstance(document, list):
         sessions = chatgpt_read(document)
     elif isinstance(document, dict) and document.get("format") == EXPORT_FORMAT:

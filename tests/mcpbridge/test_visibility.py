@@ -154,7 +154,7 @@ def test_chat_offers_and_runs_the_servers_tools_only_for_the_callers_its_rule_le
                                                                                       allowed):
     api = site.caller(who)
     script_a_call_of_the_vault(fake_openai)
-    session = api.post("/api/sessions", {}).json()["id"]
+    session = api.post("/api/sessions", {"name": "vault"}).json()["id"]
 
     with requests.post(f"{site.server.base_url}/api/sessions/{session}/chat", json={"message": "Read the vault."},
                        headers=api.headers, stream=True, timeout=60) as response:

@@ -42,7 +42,7 @@ async def _rest(events) -> list:
 
 
 async def _turn(owner, fake_openai, *replies):
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="races")
     fake_openai.script(*replies)
     turn = await turn_start(owner=owner, session_id=session.pk, message="go", overrides=upstream(fake_openai))
     events = turn.events()

@@ -61,7 +61,7 @@ def test_message_append_follows_current_unless_told_and_moves_it(owner):
 
 
 async def test_an_edit_in_the_middle_sends_its_own_branch_and_the_old_branch_stays_whole(owner, fake_openai):
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="tree")
     fake_openai.script(Text("R1"), Text("R2"), Text("R3"), Text("R2 edited"), Text("R4"), Text("R3 again"))
     first = await _turn(owner, fake_openai, session, "Q1")
     await _turn(owner, fake_openai, session, "Q2")
@@ -88,7 +88,7 @@ async def test_a_question_after_a_lost_reply_goes_with_it_and_a_stopped_reply_go
     """A reply lost before any text (its client left at once) leaves its question without an answer: the next
     question follows it, and the model gets both as one user message (roles still alternate). A reply stopped
     with some text goes as that text."""
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="tree")
     fake_openai.script(Hang())
     lost = await turn_start(owner=owner, session_id=session.pk, message="First?", overrides=upstream(fake_openai))
     events = lost.events()
@@ -120,7 +120,7 @@ async def test_a_question_after_a_lost_reply_goes_with_it_and_a_stopped_reply_go
 async def test_two_turns_of_one_session_at_once_each_keep_their_own_question(owner, fake_openai):
     """Two questions sent at the same moment: each is stored once with its own reply (seq never shared), each
     reply follows its own question, and `current` ends on one of the two replies."""
-    session = await sync_to_async(session_create)(owner=owner)
+    session = await sync_to_async(session_create)(owner=owner, name="tree")
     fake_openai.script(Text("Before."))
     before = await _turn(owner, fake_openai, session, "Q0")
     fake_openai.script(Text("One."), Text("Two."))

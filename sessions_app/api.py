@@ -170,6 +170,8 @@ class SessionListView(ListAPIView):
     def get_queryset(self):
         query = validated(SessionListQuerySerializer, self.request.query_params)
         query_text(self.request.query_params, "q", max_length=search.MAX_QUERY_CHARS)  # invalid UTF-8 too: a 400
+        if self.request.query_params.get("archived", "true") not in ("true", "false"):  # DRF reads `` as absent
+            raise AppError("invalid", "archived must be true or false.", 400, {"archived": ["true or false."]})
         if query.get("q", "").strip():  # an absent `archived` reads as false in a query string: asked apart
             archived = query["archived"] == "true" if "archived" in query else None
             self.searched = search.session_search(owner=self.request.user, text=query["q"], archived=archived)

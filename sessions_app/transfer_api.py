@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from django.http import HttpResponse
-from django.urls import reverse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.core.bodygate import body_limit_for
 from agentsite.core.errors import AppError
-from agentsite.core.jsonbody import json_loads_bounded
+from agentsite.core.parsers import PathLimitedJSONParser
 from agentsite.core.validation import validated
 from sessions_app import selectors, transfer
 from sessions_app.api import SessionSerializer
@@ -63,18 +60,10 @@ class SessionExportView(APIView):
         return response
 
 
-class ImportJSONParser(BaseParser):
-    """JSON up to the import path's own body limit (MAX_BODY_BYTES_BY_PATH), read from the stream: DRF's JSON
-    parser may read `request.body`, which Django refuses past the 10 MB of every other path."""
+class ImportJSONParser(PathLimitedJSONParser):
+    """The import's JSON, up to its own body limit (20 MiB, above the 10 MB of other paths)."""
 
-    media_type = "application/json"
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Mapping[str, Any] | None = None) -> Any:
-        limit = body_limit_for(reverse("session-import"))
-        raw = stream.read(limit + 1) if stream is not None else b""
-        if len(raw) > limit:
-            raise AppError("payload_too_large", "The request body is larger than this path takes.", 413)
-        return json_loads_bounded(raw)
+    path_name = "session-import"
 
 
 class SessionImportView(APIView):

@@ -6,7 +6,6 @@ import base64
 import binascii
 import re
 import uuid
-from typing import Any
 
 from django.http import HttpResponse
 from django.urls import reverse
@@ -16,14 +15,13 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import BaseParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.core.bodygate import body_limit_for
 from agentsite.core.errors import AppError
-from agentsite.core.jsonbody import json_loads_bounded
+from agentsite.core.parsers import PathLimitedJSONParser
 from agentsite.core.validation import validated
 from uploads import selectors, services
 from uploads.models import Upload
@@ -67,19 +65,11 @@ class UploadFileSerializer(serializers.Serializer):
 
 # --- views ------------------------------------------------------------------------------------------
 
-class UploadJSONParser(BaseParser):
-    """JSON of up to the upload path's own body limit. DRF gives a JSONParser subclass `request.body`, which
-    Django refuses past DATA_UPLOAD_MAX_MEMORY_SIZE (the 10 MB of every other path): a 10 MB file in base64
-    is larger, so this parser reads the stream itself, as far as that limit."""
+class UploadJSONParser(PathLimitedJSONParser):
+    """JSON up to the upload path's own body limit: a 10 MB file in base64 is larger than the 10 MB of other
+    paths."""
 
-    media_type = "application/json"
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict | None = None) -> Any:
-        limit = body_limit_for(reverse("upload"))
-        raw = stream.read(limit + 1) if stream is not None else b""
-        if len(raw) > limit:
-            raise AppError("payload_too_large", "The request body is larger than this path takes.", 413)
-        return json_loads_bounded(raw)
+    path_name = "upload"
 
 
 class UploadCreateView(APIView):

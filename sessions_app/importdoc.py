@@ -121,7 +121,54 @@ def iso_at(value: Any, path: str) -> datetime.datetime | None:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise invalid_at(path, "Expected an ISO 8601 time, or null.") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+    try:  # stored in UTC: an offset may carry 0001-01-01 or 9999-12-31 out of the calendar (a 500 at the insert)
+        return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)).astimezone(datetime.UTC)
+    except OverflowError:
+        raise invalid_at(path, "Out of range.") from None
+
+
+def _typed_at(value: Any, path: str, types: tuple[type, ...], expected: str) -> Any:
+    if value is not None and (isinstance(value, bool) is not (bool in types) or not isinstance(value, types)):
+        raise invalid_at(path, f"Expected {expected}, or null.")
+    return value
+
+
+def tool_call_at(value: Any, path: str) -> dict[str, Any]:
+    """A stored tool call as a turn records it (agentsite.agent.loop: `{id, name, arguments, result: {content,
+    is_error, duration_ms} | null}`), its other fields dropped; anything else is the 400. Every reader of a
+    reply (its steps, the history of the next turn, the export, the page) takes these types as they are."""
+    call = object_at(value, path)
+    result = call.get("result")
+    if result is not None:
+        result = object_at(result, f"{path}.result")
+        result = {"content": text_at(result.get("content", ""), f"{path}.result.content"),
+                  "is_error": _typed_at(result.get("is_error", False), f"{path}.result.is_error", (bool,),
+                                        "true or false") or False,
+                  "duration_ms": _typed_at(result.get("duration_ms"), f"{path}.result.duration_ms", (int,),
+                                           "a whole number")}
+    return {"id": text_at(call.get("id", ""), f"{path}.id", max_length=200),
+            "name": text_at(call.get("name", ""), f"{path}.name", max_length=200),
+            "arguments": object_at(call.get("arguments", {}), f"{path}.arguments"), "result": result}
+
+
+def source_at(value: Any, path: str) -> dict[str, Any]:
+    """A stored source as a turn records it (knowledge.selectors ChunkHit.as_source), its other fields dropped;
+    anything else is the 400."""
+    source = object_at(value, path)
+    collection = source.get("collection")
+    if collection is not None:
+        collection = object_at(collection, f"{path}.collection")
+        collection = {"id": text_at(collection.get("id"), f"{path}.collection.id", optional=True),
+                      "name": text_at(collection.get("name"), f"{path}.collection.name", optional=True) or ""}
+    document = object_at(source.get("document", {}), f"{path}.document")
+    return {"collection": collection,
+            "document": {"id": text_at(document.get("id"), f"{path}.document.id", optional=True),
+                         "filename": text_at(document.get("filename"), f"{path}.document.filename",
+                                             optional=True) or ""},
+            "chunk_index": _typed_at(source.get("chunk_index"), f"{path}.chunk_index", (int,), "a whole number"),
+            "score": _typed_at(source.get("score"), f"{path}.score", (int, float), "a number"),
+            "rank_score": _typed_at(source.get("rank_score"), f"{path}.rank_score", (int, float), "a number"),
+            "text": text_at(source.get("text", ""), f"{path}.text")}
 
 
 def count_check(sessions: int, messages: int) -> None:

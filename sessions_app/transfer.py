@@ -33,7 +33,9 @@ from sessions_app.importdoc import (
     iso_at,
     list_at,
     object_at,
+    source_at,
     text_at,
+    tool_call_at,
 )
 from sessions_app.models import ChatMessage, ChatSession
 
@@ -225,9 +227,9 @@ def _document_message(value: Any, path: str) -> ImportedMessage:
         parent_key=text_at(entry.get("parent"), f"{path}.parent", optional=True),
         role=role, content=content_at(text_at(entry.get("content", ""), f"{path}.content") or "", f"{path}.content"),
         created_at=iso_at(entry.get("created_at"), f"{path}.created_at"),
-        tool_calls=[object_at(call, f"{path}.tool_calls.{index}")
+        tool_calls=[tool_call_at(call, f"{path}.tool_calls.{index}")
                     for index, call in enumerate(list_at(entry.get("tool_calls", []), f"{path}.tool_calls"))],
-        sources=[object_at(source, f"{path}.sources.{index}")
+        sources=[source_at(source, f"{path}.sources.{index}")
                  for index, source in enumerate(list_at(entry.get("sources", []), f"{path}.sources"))],
         usage=object_at(entry.get("usage", {}), f"{path}.usage"),
         # A reply that was streaming when it was exported has no process here to finish it.

@@ -240,7 +240,10 @@ class SqliteIndex(SearchIndex):
 
     def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
         """One read of the index over the owner's range: the newest (highest seq) matching entry per session.
-        FTS5 merges a long prefix's words over the whole index whatever the range: once per search, then."""
+        FTS5 merges a long prefix's words over the whole index whatever the range: once per search, then. An
+        owner past OWNER_LIMIT has no range (nothing of theirs is indexed): nothing is found."""
+        if not 0 <= owner_id < OWNER_LIMIT:  # their range's bounds would not fit SQLite's 64-bit integers
+            return _SqliteFound(connection, {})
         low = owner_id << (SESSION_BITS + SEQ_BITS)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT rowid >> {SEQ_BITS}, max(rowid & {_SEQ_MAX}) FROM {FTS_TABLE} WHERE "

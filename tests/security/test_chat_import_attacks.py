@@ -9,6 +9,7 @@ import time
 import pytest
 
 from sessions_app.models import ChatSession
+from sessions_app.services import message_append
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +123,16 @@ def test_an_imported_step_and_source_in_the_stored_shape_keep_their_fields_and_d
     assert reply["steps"] == [{"type": "tool_call", "id": "c1", "name": "calc", "arguments": {"x": 1}, "result": "2",
                                "is_error": False, "duration_ms": 3}]
     assert reply["sources"] == [{key: value for key, value in source.items() if key != "extra"}]
+
+
+def test_a_message_holding_one_very_long_word_is_stored_and_found_by_its_other_words(owner_client, owner):
+    # PostgreSQL's tsvector takes words up to 2,047 bytes, and its index prefixes each word with the owner's id:
+    # a 2,046-letter word (a hex blob) once made the index's trigger refuse the message, and the write fail.
+    word = "a" * 2046
+    response = owner_client.post("/api/sessions/import", _document(content=f"{word} zebra"), format="json")
+    assert response.status_code == 201, response.content
+    session = ChatSession.objects.get(pk=response.json()["imported"][0]["id"])
+    message_append(session=session, role="user", content=f"{'b' * 2047} quagga")
+    for word in ("zebra", "quagga"):
+        found = owner_client.get("/api/sessions", {"q": word}).json()
+        assert [result["id"] for result in found["results"]] == [str(session.pk)], word

@@ -84,3 +84,14 @@ def test_a_key_without_the_api_scope_is_refused_on_every_new_chat_route(owner):
     wide = _key(owner, ["api"])
     assert wide.get("/api/sessions?q=apples").json()["results"][0]["name"] == "Mine"
     assert wide.get(f"{base}/export").status_code == 200
+
+
+def test_a_session_given_to_another_user_in_the_django_admin_is_never_found_by_its_former_owner(owner, other_user):
+    session, _, _ = _session(owner, "Handed over", "pears")
+    session.owner = other_user
+    session.save()  # as the Django admin's change form saves it
+    message_append(session=session, role="user", content="quince from the new owner")
+    for word in ("pears", "quince", "handed"):
+        assert client_for(owner).get("/api/sessions", {"q": word}).json()["results"] == [], word
+    found = client_for(other_user).get("/api/sessions", {"q": "quince"}).json()["results"]
+    assert [result["id"] for result in found] in ([], [str(session.pk)])  # SQLite leaves it out of the index

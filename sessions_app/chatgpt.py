@@ -23,6 +23,7 @@ from sessions_app.importdoc import (
     count_check,
     epoch_at,
     invalid_at,
+    is_text,
     list_at,
     object_at,
     text_at,
@@ -127,7 +128,7 @@ def _message(value: Any, path: str, key: str) -> ImportedMessage | None:
         return None
     model = metadata.get("model_slug")
     return ImportedMessage(key=key, parent_key=None, role=role, content=content_at(text, f"{path}.content.parts"),
-                           created_at=created_at, model=model[:300] if isinstance(model, str) else "")
+                           created_at=created_at, model=model[:300] if is_text(model) else "")
 
 
 def _join_runs(ordered: list[ImportedMessage]) -> dict[str, str]:

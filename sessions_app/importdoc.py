@@ -9,7 +9,9 @@ before every session of a document has been read (sessions_app.transfer stores t
 from __future__ import annotations
 
 import datetime
+import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,9 @@ MAX_IMPORT_MESSAGES = 50_000
 # The name of a session whose document gives none (a ChatGPT conversation with a null title).
 UNTITLED = "Imported chat"
 NAME_MAX = 200  # ChatSession.name
+# What no column takes: NUL (PostgreSQL refuses it in text) and a lone surrogate (json.loads makes one of a `\ud800`
+# escape; UTF-8 cannot encode it, so neither database can store it).
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass
@@ -84,15 +89,31 @@ def text_at(value: Any, path: str, *, optional: bool = False, max_length: int | 
     """`value` when it is a string (None too when `optional`), at most `max_length` long, else the 400."""
     if value is None and optional:
         return None
-    if not isinstance(value, str) or "\x00" in value:
-        raise invalid_at(path, "Expected a string (without NUL characters).")
+    if not is_text(value):
+        raise invalid_at(path, "Expected a string (without NUL characters or lone surrogates).")
     if max_length is not None and len(value) > max_length:
         raise invalid_at(path, f"At most {max_length} characters.")
     return value
 
 
+def is_text(value: Any) -> bool:
+    """Whether `value` is a string a column can store (no NUL, no lone surrogate)."""
+    return isinstance(value, str) and _NOT_TEXT.search(value) is None
+
+
+def json_at(value: Any, path: str) -> Any:
+    """`value` (parsed JSON) when a JSON column can store it: no lone surrogate in any string or key, else the 400."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise invalid_at(path, "Holds text that is not valid Unicode (a lone surrogate).") from None
+    return value
+
+
 def content_at(value: str, path: str) -> str:
-    """A message's text, refused past MAX_MESSAGE_CHARS (as the chat refuses it)."""
+    """A message's text, refused past MAX_MESSAGE_CHARS (as the chat refuses it) or with what no column takes."""
+    if not is_text(value):
+        raise invalid_at(path, "Holds a NUL character or a lone surrogate.")
     if len(value) > MAX_MESSAGE_CHARS:
         raise invalid_at(path, f"{len(value)} characters; a message may be at most {MAX_MESSAGE_CHARS}.",
                          "message_too_long")
@@ -148,7 +169,8 @@ def tool_call_at(value: Any, path: str) -> dict[str, Any]:
                                            "a whole number")}
     return {"id": text_at(call.get("id", ""), f"{path}.id", max_length=200),
             "name": text_at(call.get("name", ""), f"{path}.name", max_length=200),
-            "arguments": object_at(call.get("arguments", {}), f"{path}.arguments"), "result": result}
+            "arguments": json_at(object_at(call.get("arguments", {}), f"{path}.arguments"), f"{path}.arguments"),
+            "result": result}
 
 
 def source_at(value: Any, path: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from sessions_app.importdoc import (
     count_check,
     invalid_at,
     iso_at,
+    json_at,
     list_at,
     object_at,
     source_at,
@@ -231,7 +232,7 @@ def _document_message(value: Any, path: str) -> ImportedMessage:
                     for index, call in enumerate(list_at(entry.get("tool_calls", []), f"{path}.tool_calls"))],
         sources=[source_at(source, f"{path}.sources.{index}")
                  for index, source in enumerate(list_at(entry.get("sources", []), f"{path}.sources"))],
-        usage=object_at(entry.get("usage", {}), f"{path}.usage"),
+        usage=json_at(object_at(entry.get("usage", {}), f"{path}.usage"), f"{path}.usage"),
         # A reply that was streaming when it was exported has no process here to finish it.
         status="interrupted" if status == "streaming" else status,
         finish_reason=text_at(entry.get("finish_reason", ""), f"{path}.finish_reason", max_length=30) or "",

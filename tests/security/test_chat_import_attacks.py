@@ -136,3 +136,39 @@ def test_a_message_holding_one_very_long_word_is_stored_and_found_by_its_other_w
     for word in ("zebra", "quagga"):
         found = owner_client.get("/api/sessions", {"q": word}).json()
         assert [result["id"] for result in found["results"]] == [str(session.pk)], word
+
+
+def _chatgpt_one(text: str, **metadata) -> list:
+    mapping = {"r": _text("r", None, "user", text)}
+    mapping["r"]["parent"] = None
+    mapping["r"]["message"]["metadata"] = metadata
+    return _chatgpt(mapping)
+
+
+PARTS = "conversations.0.mapping.r.message.content.parts"
+NOT_TEXT = [
+    (_document(content="\udfff"), "messages.1.content"),
+    ({**_document(), "session": {"name": "\ud83d"}}, "session.name"),
+    (_document(usage={"\ud800": 1}), "messages.1.usage"),
+    (_document(tool_calls=[{"id": "c", "arguments": {"x": ["\udc00"]}}]), "messages.1.tool_calls.0.arguments"),
+    (_chatgpt_one("\ud800 hello"), PARTS),
+    (_chatgpt_one("a NUL \x00 inside"), PARTS),
+]
+
+
+@pytest.mark.parametrize(("body", "where"), NOT_TEXT)
+def test_a_lone_surrogate_or_a_nul_anywhere_in_an_import_is_refused_naming_where(owner_client, body, where):
+    raw = json.dumps(body)  # the escapes as a client sends them: json.loads makes them lone surrogates
+    response = owner_client.post("/api/sessions/import", raw, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert list(response.json()["error"]["details"]) == [where]
+    assert not ChatSession.objects.exists()
+
+
+def test_a_chatgpt_model_slug_that_no_column_takes_is_left_out(owner_client):
+    for slug in ("gpt\ud800", "gpt\x00"):
+        response = owner_client.post("/api/sessions/import", json.dumps(_chatgpt_one("hello", model_slug=slug)),
+                                     content_type="application/json")
+        assert response.status_code == 201, response.content
+        session = ChatSession.objects.get(pk=response.json()["imported"][0]["id"])
+        assert session.messages.get().model == ""

@@ -21,6 +21,9 @@ from agentsite.core.errors import AppError
 # The most conversations (sessions) and messages one import may hold; a larger export is imported in parts.
 MAX_IMPORT_SESSIONS = 1000
 MAX_IMPORT_MESSAGES = 50_000
+# JSON objects and arrays in one import's body, counted before it is parsed: a real export holds one per ~60 bytes
+# or more, while 20 MB of `{},` would make json.loads hold ~7 million dicts (~600 MB) before any count was read.
+MAX_IMPORT_CONTAINERS = 1_000_000
 # The name of a session whose document gives none (a ChatGPT conversation with a null title).
 UNTITLED = "Imported chat"
 NAME_MAX = 200  # ChatSession.name

@@ -20,9 +20,9 @@ from rest_framework.views import APIView
 
 from agentsite.core.bodygate import body_limit_for
 from agentsite.core.errors import AppError
-from agentsite.core.jsonbody import json_loads_bounded
+from agentsite.core.jsonbody import json_containers, json_loads_bounded
 from agentsite.core.validation import validated
-from sessions_app import selectors, transfer
+from sessions_app import importdoc, selectors, transfer
 from sessions_app.api import SessionSerializer
 
 
@@ -73,6 +73,9 @@ class ImportJSONParser(BaseParser):
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise AppError("payload_too_large", "The request body is larger than this path takes.", 413)
+        if json_containers(raw, importdoc.MAX_IMPORT_CONTAINERS) > importdoc.MAX_IMPORT_CONTAINERS:
+            raise importdoc.invalid_at("body", f"More than {importdoc.MAX_IMPORT_CONTAINERS:,} JSON objects and "
+                                       "arrays (import the rest in another file).")
         return json_loads_bounded(raw)
 
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from sessions_app import importdoc
 from sessions_app.models import ChatSession
 from sessions_app.services import message_append
 
@@ -172,3 +173,14 @@ def test_a_chatgpt_model_slug_that_no_column_takes_is_left_out(owner_client):
         assert response.status_code == 201, response.content
         session = ChatSession.objects.get(pk=response.json()["imported"][0]["id"])
         assert session.messages.get().model == ""
+
+
+def test_a_body_of_more_json_objects_than_an_import_takes_is_refused_before_it_is_parsed(owner_client, monkeypatch):
+    document = _chatgpt({"r": {**_text("r", "r", "user", "q"), "parent": None}})
+    at_limit = json.dumps(document + [{"title": None, "mapping": {}}] * 17)
+    monkeypatch.setattr(importdoc, "MAX_IMPORT_CONTAINERS", at_limit.count("{") + at_limit.count("["))
+    assert owner_client.post("/api/sessions/import", at_limit, content_type="application/json").status_code == 201
+    past = json.dumps(document + [{"title": None, "mapping": {}}] * 17 + [[]])
+    refused = owner_client.post("/api/sessions/import", past, content_type="application/json")
+    assert refused.status_code == 400 and list(refused.json()["error"]["details"]) == ["body"]
+    assert ChatSession.objects.count() == 18

@@ -23,6 +23,7 @@ from sessions_app.importdoc import (
     count_check,
     epoch_at,
     invalid_at,
+    is_text,
     list_at,
     object_at,
     text_at,
@@ -60,15 +61,17 @@ def _conversation(value: Any, path: str) -> ImportedSession:
         message = _message(node.get("message"), f"{where}.{key}.message", key)
         if message is not None:
             kept[key] = message
+    found: dict[str, str | None] = {}  # node -> its nearest kept ancestor, each walk's nodes once
     for message in kept.values():
-        message.parent_key = _kept_ancestor(parents, kept, parents[message.key], f"{where}.{message.key}.parent")
+        message.parent_key = _kept_ancestor(parents, kept, parents[message.key], f"{where}.{message.key}.parent",
+                                            found)
     ordered = tree_order(sorted(kept.values(), key=_oldest_first), where)
     aliases = _join_runs(ordered)
     current = text_at(conversation.get("current_node"), f"{path}.current_node", optional=True)
     if current is not None and current not in mapping:
         raise invalid_at(f"{path}.current_node", "Names no node of this conversation.")
     current_key = current if current in kept else _kept_ancestor(parents, kept, parents.get(current or ""),
-                                                                           f"{path}.current_node")
+                                                                           f"{path}.current_node", found)
     return ImportedSession(
         name=title[:NAME_MAX].strip() or UNTITLED, messages=[message for message in ordered
                                                              if message.key not in aliases],
@@ -82,14 +85,20 @@ def _oldest_first(message: ImportedMessage) -> tuple[bool, float]:
 
 
 def _kept_ancestor(parents: dict[str, str | None], kept: dict[str, ImportedMessage], start: str | None,
-                   path: str) -> str | None:
-    """The nearest kept node from `start` up (`start` itself when kept); a loop of parents is the 400."""
-    node, steps = start, 0
-    while node is not None and node not in kept:
-        node, steps = parents.get(node), steps + 1
-        if steps > len(parents):
+                   path: str, found: dict[str, str | None]) -> str | None:
+    """The nearest kept node from `start` up (`start` itself when kept); a loop of parents is the 400. `found`
+    remembers the answer for every skipped node walked, so many messages below one long chain of skipped nodes
+    walk it once (without it, 20,000 replies below 20,000 hidden nodes took minutes)."""
+    node, trail = start, []
+    while node is not None and node not in kept and node not in found:
+        trail.append(node)
+        if len(trail) > len(parents):
             raise invalid_at(path, "The parents form a loop.")
-    return node
+        node = parents.get(node)
+    answer = found[node] if node is not None and node in found else node
+    for skipped in trail:
+        found[skipped] = answer
+    return answer
 
 
 def _message(value: Any, path: str, key: str) -> ImportedMessage | None:
@@ -119,7 +128,7 @@ def _message(value: Any, path: str, key: str) -> ImportedMessage | None:
         return None
     model = metadata.get("model_slug")
     return ImportedMessage(key=key, parent_key=None, role=role, content=content_at(text, f"{path}.content.parts"),
-                           created_at=created_at, model=model[:300] if isinstance(model, str) else "")
+                           created_at=created_at, model=model[:300] if is_text(model) else "")
 
 
 def _join_runs(ordered: list[ImportedMessage]) -> dict[str, str]:

@@ -9,6 +9,7 @@ before every session of a document has been read (sessions_app.transfer stores t
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -20,9 +21,15 @@ from agentsite.core.errors import AppError
 # The most conversations (sessions) and messages one import may hold; a larger export is imported in parts.
 MAX_IMPORT_SESSIONS = 1000
 MAX_IMPORT_MESSAGES = 50_000
+# JSON objects and arrays in one import's body, counted before it is parsed: a real export holds one per ~60 bytes
+# or more, while 20 MB of `{},` would make json.loads hold ~7 million dicts (~600 MB) before any count was read.
+MAX_IMPORT_CONTAINERS = 1_000_000
 # The name of a session whose document gives none (a ChatGPT conversation with a null title).
 UNTITLED = "Imported chat"
 NAME_MAX = 200  # ChatSession.name
+# What no column takes: NUL (PostgreSQL refuses it in text) and a lone surrogate (json.loads makes one of a `\ud800`
+# escape; UTF-8 cannot encode it, so neither database can store it).
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass
@@ -81,9 +88,6 @@ def list_at(value: Any, path: str) -> list[Any]:
     return value
 
 
-_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")  # NUL, and lone surrogates (JSON allows them; no database stores them)
-
-
 def texts_checked(value: Any, path: str = "") -> None:
     """Every string of a parsed document (keys too) is storable text, else the 400 naming the first that is not:
     a NUL or a lone surrogate, which JSON can carry and PostgreSQL refuses (a 500 on store otherwise)."""
@@ -107,15 +111,31 @@ def text_at(value: Any, path: str, *, optional: bool = False, max_length: int | 
     """`value` when it is a string (None too when `optional`), at most `max_length` long, else the 400."""
     if value is None and optional:
         return None
-    if not isinstance(value, str) or "\x00" in value:
-        raise invalid_at(path, "Expected a string (without NUL characters).")
+    if not is_text(value):
+        raise invalid_at(path, "Expected a string (without NUL characters or lone surrogates).")
     if max_length is not None and len(value) > max_length:
         raise invalid_at(path, f"At most {max_length} characters.")
     return value
 
 
+def is_text(value: Any) -> bool:
+    """Whether `value` is a string a column can store (no NUL, no lone surrogate)."""
+    return isinstance(value, str) and _NOT_TEXT.search(value) is None
+
+
+def json_at(value: Any, path: str) -> Any:
+    """`value` (parsed JSON) when a JSON column can store it: no lone surrogate in any string or key, else the 400."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise invalid_at(path, "Holds text that is not valid Unicode (a lone surrogate).") from None
+    return value
+
+
 def content_at(value: str, path: str) -> str:
-    """A message's text, refused past MAX_MESSAGE_CHARS (as the chat refuses it)."""
+    """A message's text, refused past MAX_MESSAGE_CHARS (as the chat refuses it) or with what no column takes."""
+    if not is_text(value):
+        raise invalid_at(path, "Holds a NUL character or a lone surrogate.")
     if len(value) > MAX_MESSAGE_CHARS:
         raise invalid_at(path, f"{len(value)} characters; a message may be at most {MAX_MESSAGE_CHARS}.",
                          "message_too_long")
@@ -144,7 +164,55 @@ def iso_at(value: Any, path: str) -> datetime.datetime | None:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise invalid_at(path, "Expected an ISO 8601 time, or null.") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+    try:  # stored in UTC: an offset may carry 0001-01-01 or 9999-12-31 out of the calendar (a 500 at the insert)
+        return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)).astimezone(datetime.UTC)
+    except OverflowError:
+        raise invalid_at(path, "Out of range.") from None
+
+
+def _typed_at(value: Any, path: str, types: tuple[type, ...], expected: str) -> Any:
+    if value is not None and (isinstance(value, bool) is not (bool in types) or not isinstance(value, types)):
+        raise invalid_at(path, f"Expected {expected}, or null.")
+    return value
+
+
+def tool_call_at(value: Any, path: str) -> dict[str, Any]:
+    """A stored tool call as a turn records it (agentsite.agent.loop: `{id, name, arguments, result: {content,
+    is_error, duration_ms} | null}`), its other fields dropped; anything else is the 400. Every reader of a
+    reply (its steps, the history of the next turn, the export, the page) takes these types as they are."""
+    call = object_at(value, path)
+    result = call.get("result")
+    if result is not None:
+        result = object_at(result, f"{path}.result")
+        result = {"content": text_at(result.get("content", ""), f"{path}.result.content"),
+                  "is_error": _typed_at(result.get("is_error", False), f"{path}.result.is_error", (bool,),
+                                        "true or false") or False,
+                  "duration_ms": _typed_at(result.get("duration_ms"), f"{path}.result.duration_ms", (int,),
+                                           "a whole number")}
+    return {"id": text_at(call.get("id", ""), f"{path}.id", max_length=200),
+            "name": text_at(call.get("name", ""), f"{path}.name", max_length=200),
+            "arguments": json_at(object_at(call.get("arguments", {}), f"{path}.arguments"), f"{path}.arguments"),
+            "result": result}
+
+
+def source_at(value: Any, path: str) -> dict[str, Any]:
+    """A stored source as a turn records it (knowledge.selectors ChunkHit.as_source), its other fields dropped;
+    anything else is the 400."""
+    source = object_at(value, path)
+    collection = source.get("collection")
+    if collection is not None:
+        collection = object_at(collection, f"{path}.collection")
+        collection = {"id": text_at(collection.get("id"), f"{path}.collection.id", optional=True),
+                      "name": text_at(collection.get("name"), f"{path}.collection.name", optional=True) or ""}
+    document = object_at(source.get("document", {}), f"{path}.document")
+    return {"collection": collection,
+            "document": {"id": text_at(document.get("id"), f"{path}.document.id", optional=True),
+                         "filename": text_at(document.get("filename"), f"{path}.document.filename",
+                                             optional=True) or ""},
+            "chunk_index": _typed_at(source.get("chunk_index"), f"{path}.chunk_index", (int,), "a whole number"),
+            "score": _typed_at(source.get("score"), f"{path}.score", (int, float), "a number"),
+            "rank_score": _typed_at(source.get("rank_score"), f"{path}.rank_score", (int, float), "a number"),
+            "text": text_at(source.get("text", ""), f"{path}.text")}
 
 
 def count_check(sessions: int, messages: int) -> None:

@@ -240,7 +240,10 @@ class SqliteIndex(SearchIndex):
 
     def find(self, connection: BaseDatabaseWrapper, owner_id: int, words: list[str]) -> Found:
         """One read of the index over the owner's range: the newest (highest seq) matching entry per session.
-        FTS5 merges a long prefix's words over the whole index whatever the range: once per search, then."""
+        FTS5 merges a long prefix's words over the whole index whatever the range: once per search, then. An
+        owner past OWNER_LIMIT has no range (nothing of theirs is indexed): nothing is found."""
+        if not 0 <= owner_id < OWNER_LIMIT:  # their range's bounds would not fit SQLite's 64-bit integers
+            return _SqliteFound(connection, {})
         low = owner_id << (SESSION_BITS + SEQ_BITS)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT rowid >> {SEQ_BITS}, max(rowid & {_SEQ_MAX}) FROM {FTS_TABLE} WHERE "
@@ -284,6 +287,7 @@ class _SqliteFound(Found):
 
 
 PG_TABLE, PG_TERMS = "sessions_app_search_terms", "sessions_app_search_terms_of"
+PG_TERM_BYTES = 2047  # the longest word a tsvector holds
 
 
 def _sql_text(text: str) -> str:
@@ -329,14 +333,21 @@ class PostgresIndex(SearchIndex):
     words, the same words as SQLite's), so a word's GIN list is one owner's and a common word of another user's
     costs nothing."""
 
-    def schema_create(self, connection: BaseDatabaseWrapper) -> None:
+    @staticmethod
+    def terms_function(*, replace: bool = False) -> str:
+        """The SQL that makes PG_TERMS(owner id, text): the text's words as the owner's terms. A term longer than a
+        tsvector takes (2,047 bytes: a word near that long, with the owner's prefix) is left out, or the whole
+        text would be refused, and the write of its row with it."""
         source, target = "".join(chr(code) for code in FOLDING), "".join(FOLDING.values())
+        return (f"CREATE {'OR REPLACE ' if replace else ''}FUNCTION {PG_TERMS}(integer, text) RETURNS tsvector "
+                f"LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $terms$ SELECT array_to_tsvector(coalesce(array("
+                f"SELECT term FROM (SELECT $1 || 'x' || lexeme AS term FROM unnest(to_tsvector('simple'::regconfig, "
+                f"translate(left($2, {INDEXED_CHARS}), {_sql_text(source)}, {_sql_text(target)})))) AS terms "
+                f"WHERE octet_length(term) <= {PG_TERM_BYTES}), '{{}}')) $terms$")
+
+    def schema_create(self, connection: BaseDatabaseWrapper) -> None:
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"CREATE FUNCTION {PG_TERMS}(integer, text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE "
-                f"AS $terms$ SELECT array_to_tsvector(coalesce(array(SELECT $1 || 'x' || lexeme FROM unnest("
-                f"to_tsvector('simple'::regconfig, translate(left($2, {INDEXED_CHARS}), {_sql_text(source)}, "
-                f"{_sql_text(target)})))), '{{}}')) $terms$")
+            cursor.execute(self.terms_function())
             cursor.execute(f"CREATE TABLE {PG_TABLE} (id uuid PRIMARY KEY, session_id uuid NOT NULL, seq integer "
                            "NOT NULL, terms tsvector NOT NULL)")
             cursor.execute(f"INSERT INTO {PG_TABLE} SELECT id, id, 0, {PG_TERMS}(owner_id, name) FROM {SESSIONS}")

@@ -31,10 +31,13 @@ from sessions_app.importdoc import (
     count_check,
     invalid_at,
     iso_at,
+    json_at,
     list_at,
     object_at,
+    source_at,
     text_at,
     texts_checked,
+    tool_call_at,
 )
 from sessions_app.models import ChatMessage, ChatSession
 
@@ -160,7 +163,7 @@ def sessions_import(*, owner: AbstractBaseUser, document: Any) -> list[ChatSessi
     """New sessions of `owner` from an `agentsite.chat` document (an object) or a ChatGPT export (a list), all or
     none. Raises AppError 400 `invalid` or `message_too_long` naming where the document is wrong (nothing is
     stored then)."""
-    texts_checked(document)
+    texts_checked(document, "conversations" if isinstance(document, list) else "")
     if isinstance(document, list):
         sessions = chatgpt_read(document)
     elif isinstance(document, dict) and document.get("format") == EXPORT_FORMAT:
@@ -227,11 +230,11 @@ def _document_message(value: Any, path: str) -> ImportedMessage:
         parent_key=text_at(entry.get("parent"), f"{path}.parent", optional=True),
         role=role, content=content_at(text_at(entry.get("content", ""), f"{path}.content") or "", f"{path}.content"),
         created_at=iso_at(entry.get("created_at"), f"{path}.created_at"),
-        tool_calls=[object_at(call, f"{path}.tool_calls.{index}")
+        tool_calls=[tool_call_at(call, f"{path}.tool_calls.{index}")
                     for index, call in enumerate(list_at(entry.get("tool_calls", []), f"{path}.tool_calls"))],
-        sources=[object_at(source, f"{path}.sources.{index}")
+        sources=[source_at(source, f"{path}.sources.{index}")
                  for index, source in enumerate(list_at(entry.get("sources", []), f"{path}.sources"))],
-        usage=object_at(entry.get("usage", {}), f"{path}.usage"),
+        usage=json_at(object_at(entry.get("usage", {}), f"{path}.usage"), f"{path}.usage"),
         # A reply that was streaming when it was exported has no process here to finish it.
         status="interrupted" if status == "streaming" else status,
         finish_reason=text_at(entry.get("finish_reason", ""), f"{path}.finish_reason", max_length=30) or "",

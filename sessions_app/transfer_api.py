@@ -17,9 +17,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.core.errors import AppError
+from agentsite.core.jsonbody import json_containers
 from agentsite.core.parsers import PathLimitedJSONParser
 from agentsite.core.validation import validated
-from sessions_app import selectors, transfer
+from sessions_app import importdoc, selectors, transfer
 from sessions_app.api import SessionSerializer
 
 
@@ -64,6 +65,12 @@ class ImportJSONParser(PathLimitedJSONParser):
     """The import's JSON, up to its own body limit (20 MiB, above the 10 MB of other paths)."""
 
     path_name = "session-import"
+
+    def check(self, raw: bytes) -> None:
+        """Refuse a body of more containers than an import takes, counted before json.loads builds them all."""
+        if json_containers(raw, importdoc.MAX_IMPORT_CONTAINERS) > importdoc.MAX_IMPORT_CONTAINERS:
+            raise importdoc.invalid_at("body", f"More than {importdoc.MAX_IMPORT_CONTAINERS:,} JSON objects and "
+                                       "arrays (import the rest in another file).")
 
 
 class SessionImportView(APIView):

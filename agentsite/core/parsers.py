@@ -40,4 +40,8 @@ class PathLimitedJSONParser(BaseParser):
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
             raise AppError("payload_too_large", "The request body is larger than this path takes.", 413)
+        self.check(raw)
         return json_loads_bounded(raw)
+
+    def check(self, raw: bytes) -> None:
+        """A subclass's own check of the raw body before it is parsed (raise an AppError); none here."""

@@ -481,6 +481,24 @@ def test_a_chat_stream_made_with_a_key_ends_at_its_next_event_when_the_key_is_re
 
 
 @pytest.mark.e2e
+def test_a_regenerated_reply_streamed_with_a_key_ends_at_its_next_event_when_the_key_is_revoked(live, fake_openai):
+    user = keyed(User(live), ["api"])
+    session = user.post("/api/sessions", {"name": "regenerated with a key"}).json()["id"]
+    fake_openai.script(Text("First answer."))
+    with user.post(f"/api/sessions/{session}/chat", {"message": "hello"}, stream=True) as response:
+        done = next(data for name, data in sse_events(response) if name == "done")
+    fake_openai.script(Hang(text="Again "))
+    with user.post(f"/api/sessions/{session}/messages/{done['message_id']}/regenerate", {}, stream=True) as response:
+        assert response.status_code == 200, response.text
+        events = sse_events(response)
+        assert next(data for name, data in events if name == "delta")["content"] == "Again "
+        revoke_key(live, user)
+        name, data = next_event_after(events)
+    assert name == "error" and data["code"] == "token_invalid", (name, data)
+    fake_openai.wait_for_hangups_sync(1, timeout=DEADLINE_S)
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize(("path", "change"), [("/mcp/sse", "revocation"), ("/mcp", "revocation"),
                                               ("/mcp", "password change")])
 async def test_an_mcp_stream_made_with_a_key_answers_the_call_in_flight_with_an_error_when_the_key_dies(

@@ -68,6 +68,9 @@ def test_search_syntax_in_q_finds_only_the_callers_words(owner_client, owner, ot
     assert response.status_code == 200 and response.json()["results"] == []
 
 
+# Committed as it goes: regenerate is an async view, which authenticates on a database thread of its own; inside
+# the test's one transaction that thread would wait on the audit row the earlier refusals wrote (PostgreSQL).
+@pytest.mark.django_db(transaction=True)
 def test_a_key_without_the_api_scope_is_refused_on_every_new_chat_route(owner):
     session, _, reply = _session(owner, "Mine", "apples")
     base = f"/api/sessions/{session.pk}"

@@ -11,6 +11,7 @@ import secrets
 
 import pytest
 import requests
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import PHONE, TIMEOUT_MS, log_in
@@ -306,7 +307,14 @@ def test_the_chat_fits_a_375_px_touch_screen_with_a_long_code_line_and_a_long_wo
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px screen"
     code = reply.locator("pre").first
-    assert code.evaluate("(block) => block.scrollWidth > block.clientWidth"), "the long line scrolls in its block"
+    # Polled: the block is drawn again once the highlighter has loaded (it loads with the first code block).
+    scrolls = """() => { const block = [...document.querySelectorAll('[role=log] article.message-assistant')].pop()
+        ?.querySelector('pre'); return Boolean(block) && block.scrollWidth > block.clientWidth; }"""
+    try:
+        page.wait_for_function(scrolls)
+    except PlaywrightTimeout:
+        pytest.fail("the long line does not scroll in its block: "
+                    + code.evaluate("(block) => `${block.scrollWidth} / ${block.clientWidth} px`"))
     assert code.evaluate("(block) => block.getBoundingClientRect().right") <= PHONE["width"]
     # What a thumb needs is on the screen, not under something else: the composer's buttons, a reply's actions.
     composer_box(page).fill("Another question")

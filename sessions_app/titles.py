@@ -125,7 +125,8 @@ async def _model_title(turn: ChatTurn, question: str, answer: str) -> str:
     timeout = float(getattr(django_settings, "AGENTSITE_CHAT_TITLE_TIMEOUT_S", 5.0))
     try:
         provider = metered(routed_provider(turn.settings, model), caller)
-        completion = await asyncio.wait_for(provider.complete(request), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow the client's hang-up
+            completion = await provider.complete(request)
     except (AppError, TimeoutError) as exc:  # an upstream failure, a spent budget, a slow model: the first words
         logger.info("No title from the model %s (%s); the question's first words name the chat", model,
                     getattr(exc, "code", "timeout"))

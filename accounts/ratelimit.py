@@ -95,3 +95,8 @@ def _uncount(*, scope: str, ip: str) -> None:
 def oidc_login_check(*, ip: str, limit: int) -> None:
     """Count one single sign-on started from ip; raise 429 `rate_limited` past `limit` in the minute."""
     _count(scope="oidc-login", ip=ip, limit=limit, window=60, what="sign-ins started from your address")
+
+
+def oauth_register_check(*, ip: str, limit: int) -> None:
+    """Count one OAuth client registration from ip; raise 429 `rate_limited` past `limit` in the minute."""
+    _count(scope="oauth-register", ip=ip, limit=limit, window=60, what="OAuth clients registered from your address")

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "workflows",
     "agents_app",
     "sso",
+    "oauth",
     "voice",
     "uploads",
     "usage",
@@ -275,6 +276,8 @@ LOGIN_RATE_WINDOW_S = 60
 # Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
 REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
+# OAuth clients POST /oauth/register stores per client address a minute (the oauth app: MCP connectors).
+AGENTSITE_OAUTH_REGISTER_RATE = env_int("AGENTSITE_OAUTH_REGISTER_RATE", 20, minimum=1)
 # Password sign-in (POST /api/auth/login, registration, the Django admin's form): off leaves it to the users a
 # `manage.py breakglass` flag names, so a broken identity provider cannot lock the operator out (accounts.backends).
 PASSWORD_LOGIN = env_bool("AGENTSITE_PASSWORD_LOGIN", True)

@@ -9,6 +9,7 @@ from agentsite.dashboard.apidocs import ApiDocsView
 from agentsite.dashboard.views import dashboard, favicon
 from agentsite.health import HealthView, MetricsSummaryView, metrics_view
 from agentsite.middleware import is_api_path
+from oauth.urls import protocol_urls as oauth_protocol_urls
 from workflows import hooks as workflows_hooks
 
 urlpatterns = [
@@ -23,6 +24,7 @@ urlpatterns = [
     path("api/docs", ApiDocsView.as_view(url_name="schema"), name="docs"),
     path("api/", include("accounts.urls")),
     path("api/", include("sso.urls")),
+    path("api/", include("oauth.urls")),
     path("api/", include("organisation.urls")),
     path("api/", include("catalogue.urls")),
     path("api/", include("sessions_app.urls")),
@@ -35,6 +37,7 @@ urlpatterns = [
     path("api/", include("uploads.urls")),
     path("api/", include("plugins.urls")),
     path("api/", include("usage.urls")),
+    *oauth_protocol_urls,
     path("metrics", metrics_view, name="metrics"),
     path("hooks/<uuid:trigger_id>", workflows_hooks.hook, name="webhook"),
     path("favicon.ico", favicon, name="favicon"),

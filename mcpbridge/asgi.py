@@ -16,9 +16,11 @@ import logging
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -39,6 +41,9 @@ from mcpbridge.paths import MCP_PATH, MESSAGES_PATH, SSE_PATH
 from mcpbridge.relay import relay_for_settings
 from mcpbridge.server import build_server, django_db_scope
 from mcpbridge.sse import SseSessions
+from oauth import tokens as oauth_tokens
+from oauth.resource import METADATA_PATH, resource_url
+from oauth.tokens import TokenCredential
 
 logger = logging.getLogger(__name__)
 
@@ -86,12 +91,14 @@ class McpHttpApp:
             return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
         identity, refused = await _authenticate(scope)
         if refused is not None:
-            headers = [(b"www-authenticate", b'Bearer realm="mcp"')] if refused.status == 401 else None
+            headers = [(b"www-authenticate", _challenge(scope, refused).encode("latin-1"))]
             return await _error(send, refused.status, refused.code, refused.message, headers=headers)
         assert identity is not None
         key = identity.key
+        app = identity.credential.client_pk if isinstance(identity.credential, OAuthCredential) else None
         # scope["api_key"]: the API key this request came with, or None (accounts.caller).
-        scope = {**scope, "user": _mcp_user(scope, identity.user_id, key), "auth": AuthCredentials([]), "api_key": key}
+        scope = {**scope, "user": _mcp_user(scope, identity.user_id, key, app), "auth": AuthCredentials([]),
+                 "api_key": key}
         # An event stream ends at its next event once the token or key dies.
         guard = _revocable(identity.credential, send, receive)
         await self._route(scope, guard.receive, guard.send)
@@ -230,16 +237,34 @@ def _origin_is_own_host(origin: str) -> bool:
     return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
 
 
+@dataclass(frozen=True)
+class OAuthCredential:
+    """An OAuth access token's credential at /mcp (oauth.tokens) and the client it was issued to."""
+
+    token: TokenCredential
+    client_pk: int
+
+
 async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
-    """(the caller, None) of the request's Bearer credential (accounts.caller, a key needing the `mcp` scope), or
-    (None, the AppError that refuses it: 401 without a standing credential, 403 `key_scope`)."""
+    """(the caller, None) of the request's Bearer credential: an OAuth access token issued for this endpoint
+    (oauth.tokens), or accounts.caller's (a key needing the `mcp` scope); or (None, the AppError that refuses
+    it: 401 without a standing credential, 403 `key_scope` or `insufficient_scope`)."""
     header = _header(scope, b"authorization")
     if not bearer_scheme(header):  # the same codes as the API's: a Bearer header without a token is token_invalid
         return None, AppError("not_authenticated", "Send Authorization: Bearer <access token or API key> (from "
-                              "/api/auth/login or /api/keys).", 401)
+                              "/api/auth/login or /api/keys), or connect with OAuth (see the "
+                              "WWW-Authenticate header's resource_metadata).", 401)
     token = bearer_token(header)
     if token is None:
         return None, AppError("token_invalid", "The access token is invalid, expired or revoked; log in again.", 401)
+    if oauth_tokens.is_access_token(token):
+        try:
+            async with django_db_scope():
+                grant = await oauth_tokens.aauthenticate(token, resource=resource_url(_origin(scope)))
+        except oauth_tokens.TokenRefused as exc:
+            code = "insufficient_scope" if exc.status == 403 else "token_invalid"
+            return None, AppError(code, exc.detail, exc.status)
+        return caller.Identity(grant.user, None, OAuthCredential(grant.credential, grant.client_pk)), None
     try:
         async with django_db_scope():
             return await caller.resolve(token, scope="mcp", where="/mcp"), None
@@ -249,7 +274,35 @@ async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
         return None, exc
 
 
+def _origin(scope: Scope) -> str:
+    """scheme://host of the request, as the client addressed it (the Host header; the scheme of the connection,
+    or https when SECURE_PROXY_SSL_HEADER names a header that says so)."""
+    scheme = scope.get("scheme", "http")
+    proxy = settings.SECURE_PROXY_SSL_HEADER
+    if proxy and _header(scope, proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()) == proxy[1]:
+        scheme = "https"
+    return f"{scheme}://{_header(scope, b'host') or ''}".lower()
+
+
+def _challenge(scope: Scope, refused: AppError) -> str:
+    """The WWW-Authenticate header of a refusal (RFC 6750 §3, RFC 9728 §5.1): where the resource's metadata is,
+    the scope needed, and for a presented credential the error."""
+    metadata = f"{_origin(scope)}{METADATA_PATH}{MCP_PATH}"
+    error = {401: "invalid_token", 403: "insufficient_scope"}.get(refused.status)
+    parts = [f'resource_metadata="{metadata}"', 'scope="mcp"']
+    if error and refused.code != "not_authenticated":
+        parts.append(f'error="{error}"')
+    return "Bearer " + ", ".join(parts)
+
+
+async def _oauth_problem(credential: OAuthCredential) -> AppError | None:
+    detail = await oauth_tokens.problem(credential.token)
+    return None if detail is None else AppError("token_invalid", detail, 401)
+
+
 def _revocable(credential: Any, send: Send, receive: Receive) -> SseGuard:
+    if isinstance(credential, OAuthCredential):
+        return SseGuard(send, receive, lambda: _oauth_problem(credential), _revoked_event)
     return SseGuard(send, receive, lambda: credential_problem(credential), _revoked_event)
 
 
@@ -334,13 +387,16 @@ def _with_header(send: Send, name: bytes, value: bytes) -> Send:
     return send_with_header
 
 
-def _mcp_user(scope: Scope, user_id: int, key: Any = None) -> AuthenticatedUser:
+def _mcp_user(scope: Scope, user_id: int, key: Any = None, app: int | None = None) -> AuthenticatedUser:
     # The SDK binds each session to the principal that opened it (client_id, issuer, subject): naming the
     # user, not the token, lets a client go on with a session after refreshing its token. An API key is a
     # principal of its own (its scopes decide whether it acts as an admin), so a session opened with one
-    # serves that key only. `is_admin` False: the key lacks the admin scope (None: look the user up).
-    is_admin = None if key is None or "admin" in key.scopes else False
+    # serves that key only; an app connected through OAuth (`app`: its client) is one too, whatever token of
+    # its grant it sends, and never acts as an admin. `is_admin` False: no admin rights (None: look the user up).
+    is_admin = None if (key is None or "admin" in key.scopes) and app is None else False
     client_id = f"user:{user_id}" if key is None else f"user:{user_id}:key:{key.pk}"
+    if app is not None:
+        client_id = f"user:{user_id}:app:{app}"
     return AuthenticatedUser(AccessToken(token="", client_id=client_id, scopes=[], subject=str(user_id),
                                          claims={"user_id": user_id, "is_admin": is_admin}))
 

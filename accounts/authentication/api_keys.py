@@ -50,7 +50,8 @@ class _KeyEntry:
 
 
 class KeyCache:
-    """The API keys requests name, per process, by the SHA-256 of their secret (see the module docstring)."""
+    """The API keys requests name, per process, by the SHA-256 of their secret (see the module docstring).
+    Subclasses cache other hashed credentials alike (`row`, `TOPIC`)."""
 
     TOPIC = "apikey"
     MAX = 10_000  # entries (unknown digests included, so random keys cannot grow it without bound)
@@ -75,7 +76,7 @@ class KeyCache:
         invalidation.listen()
         with self._lock:
             generation = self._generation
-        key = ApiKey.objects.filter(hash=digest).first()
+        key = self.row(digest)
         expires = time.monotonic() + UserCache.ttl()
         entry = None if key is None else _KeyEntry(
             key, key.expires_at.timestamp() if key.expires_at else None, expires)
@@ -86,6 +87,11 @@ class KeyCache:
                     del self._entries[oldest], self._expiry[oldest]
                 self._entries[digest], self._expiry[digest] = entry, expires
         return entry
+
+    def row(self, digest: str) -> Any:
+        """The row a digest names, or None (sync: the database). A subclass caching another credential's rows
+        (oauth.tokens) names its own; each row has `user_id` and `expires_at`."""
+        return ApiKey.objects.filter(hash=digest).first()
 
     def get(self, digest: str) -> _KeyEntry | None:
         hit, entry = self.fresh(digest)

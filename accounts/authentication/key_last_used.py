@@ -1,5 +1,6 @@
-"""`last_used_at` of the API keys in use, written off the request path: at most once a minute per key per process,
-by a thread, with a queryset update (no signal, so no cache is dropped); a killed process loses at most that minute."""
+"""`last_used_at` of the API keys (and other credentials: `LastUsed(model)`) in use, written off the request
+path: at most once a minute per key per process, by a thread, with a queryset update (no signal, so no cache is
+dropped); a killed process loses at most that minute."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import close_old_connections, connection
 
@@ -23,7 +25,8 @@ class LastUsed:
 
     INTERVAL_S = 60.0
 
-    def __init__(self) -> None:
+    def __init__(self, model: Any = ApiKey) -> None:
+        self._model = model  # the credential's model: a row with `last_used_at`
         self._touched: dict[int, float] = {}  # key id -> monotonic time last handed to the writer
         self._pending: dict[int, float] = {}  # key id -> Unix time to write
         self._lock = threading.Lock()
@@ -39,7 +42,8 @@ class LastUsed:
             self._touched[key_id] = now
             self._pending[key_id] = time.time()
             if self._thread is None or self._thread[0] != os.getpid() or not self._thread[1].is_alive():
-                thread = threading.Thread(target=self._run, name="agentsite-key-last-used", daemon=True)
+                thread = threading.Thread(target=self._run, name=f"agentsite-last-used-{self._model.__name__}",
+                                          daemon=True)
                 self._thread = (os.getpid(), thread)
                 thread.start()
         self._wake.set()
@@ -57,7 +61,7 @@ class LastUsed:
         try:
             close_old_connections()
             for key_id, at in pending.items():
-                ApiKey.objects.filter(pk=key_id).update(last_used_at=datetime.fromtimestamp(at, UTC))
+                self._model.objects.filter(pk=key_id).update(last_used_at=datetime.fromtimestamp(at, UTC))
         except Exception:  # noqa: BLE001 - a missed last_used_at must never fail anything
             logger.warning("Could not record when API keys were last used", exc_info=True)
         finally:

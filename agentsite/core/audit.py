@@ -34,7 +34,8 @@ ACTIONS = (
     "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",
     "budget.change", "webhook.refused", "group.create", "group.update", "group.delete", "group.member_add",
     "group.member_update", "group.member_remove", "access.change", "resource.transfer", "user.delete",
-    "agent.create", "agent.update", "agent.delete", "agent.restore",
+    "agent.create", "agent.update", "agent.delete", "agent.restore", "oauth.client_registered", "oauth.consent",
+    "oauth.revoke", "oauth.token_reuse",
 )
 SECRET_KEYS = ("password", "api_key", "secret", "token", "key", "authorization", "headers")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
-        "plugins", "usage", "uploads", "organisation", "sso", "agents_app")
+        "plugins", "usage", "uploads", "organisation", "sso", "agents_app", "oauth")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -42,7 +42,7 @@ APP_EDGES = {
     "catalogue": set(),
     "sessions_app": {"accounts", "agents_app"},
     "compat": {"accounts", "catalogue", "knowledge"},
-    "mcpbridge": {"accounts", "knowledge", "organisation"},
+    "mcpbridge": {"accounts", "knowledge", "oauth", "organisation"},
     "knowledge": {"organisation"},
     "scheduler": {"accounts", "agents_app", "sessions_app", "workflows"},
     "workflows": {"accounts", "organisation"},
@@ -54,6 +54,8 @@ APP_EDGES = {
     "organisation": set(),
     # Single sign-on makes accounts and sets their groups.
     "sso": {"accounts", "organisation"},
+    # The authorization server for /mcp: its tokens act as accounts' users.
+    "oauth": {"accounts"},
     # Named agents: a model checked against the catalogue, knowledge collections, shared through organisation's
     # rule; sessions and scheduled tasks name an agent.
     "agents_app": {"catalogue", "knowledge", "organisation"},

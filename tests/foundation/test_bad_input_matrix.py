@@ -231,8 +231,12 @@ def test_every_bad_body_on_every_operation_is_a_4xx_envelope_and_stores_nothing(
                 continue
             if status < 400:
                 continue  # accepted (a 1 MB document is a document): nothing to check for half-stored rows
-            error = response.json().get("error", {})
-            if not ({"message", "type"} <= set(error) if path.startswith("/v1") else {"code", "message"} <= set(error)):
+            body = response.json()
+            error = body.get("error", {})
+            if path.startswith("/oauth/"):  # OAuth's own shape (RFC 6749 §5.2), which its clients read
+                if not (isinstance(error, str) and isinstance(body.get("error_description"), str)):
+                    failures.append(f"{where}: not OAuth's error shape: {response.content[:200]!r}")
+            elif not ({"message", "type"} <= set(error) if path.startswith("/v1") else {"code", "message"} <= set(error)):
                 failures.append(f"{where}: not the envelope: {response.content[:200]!r}")
             if _counts() != before:
                 changed = {label: (before[label], count) for label, count in _counts().items()

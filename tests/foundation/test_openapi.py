@@ -35,7 +35,13 @@ PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register")
                      ("post", "/v1/responses"), ("get", "/v1/responses/{id}"), ("delete", "/v1/responses/{id}"),
                      ("post", "/v1/embeddings"), ("get", "/api/voices"), ("post", "/v1/messages"),
                      ("post", "/v1/messages/count_tokens"), ("get", "/v1/models/{model_id}"),
-                     ("get", "/v1/responses/{id}/input_items")}
+                     ("get", "/v1/responses/{id}/input_items"),
+                     # OAuth for /mcp: the metadata documents and the protocol's endpoints (their clients
+                     # authenticate within the protocol, not with a bearer token).
+                     ("get", "/.well-known/oauth-protected-resource"),
+                     ("get", "/.well-known/oauth-protected-resource/mcp"),
+                     ("get", "/.well-known/oauth-authorization-server"), ("post", "/oauth/register"),
+                     ("get", "/oauth/authorize"), ("post", "/oauth/token"), ("post", "/oauth/revoke")}
 
 
 @pytest.fixture
@@ -74,7 +80,8 @@ def test_the_lists_document_is_a_token_route_of_the_schema(schema):
 # A browser's pages answer refusals as HTML pages (the single sign-on round trip's failure page).
 OWN_SHAPE_ERRORS = {("get", "/api/health", "503"),
                     *{("get", "/api/auth/oidc/login", status) for status in ("404", "429", "502")},
-                    *{("get", "/api/auth/oidc/callback", status) for status in ("400", "403", "409", "502")}}
+                    *{("get", "/api/auth/oidc/callback", status) for status in ("400", "403", "409", "502")},
+                    ("get", "/oauth/authorize", "400")}  # an HTML page: the client cannot be told
 
 
 @pytest.mark.django_db
@@ -99,7 +106,7 @@ def test_every_operation_documents_its_errors_with_the_envelope_of_its_path(sche
             expected |= {"400", "413", "415"}
         assert expected <= set(responses), f"{method} {path} lacks {sorted(expected - set(responses))}"
         envelope = ("AnthropicError" if path.startswith("/v1/messages") else "OpenAIError" if path.startswith("/v1")
-                    else "ApiError")
+                    else "OAuthError" if path.startswith("/oauth/") else "ApiError")
         for status in ERROR_STATUSES & set(responses):
             if (method, path, status) in OWN_SHAPE_ERRORS:
                 continue

@@ -59,3 +59,34 @@ _.approver_names  # workflows/admin.py
 _.hook_path
 # A queued task named by its dotted path (workflows/approvals.py TIMEOUT_TASK).
 approval_timeout_task
+# Authlib calls these by name (oauth/models.py, oauth/server.py, oauth/views.py): the client, code and token
+# contracts (authlib.oauth2.rfc6749 ClientMixin, AuthorizationCodeMixin, TokenMixin), the server's, the grants'
+# and the endpoints' storage hooks.
+_.get_client_id
+_.get_allowed_scope
+_.check_redirect_uri
+_.check_client_secret
+_.check_endpoint_auth_method
+_.check_response_type
+_.check_grant_type
+_.get_redirect_uri
+_.check_client
+_.get_expires_in
+_.is_revoked
+_.query_client
+_.generate_token
+_.save_token
+_.save_authorization_code
+_.generate_authorization_code
+_.query_authorization_code
+_.delete_authorization_code
+_.authenticate_user
+_.authenticate_refresh_token
+_.revoke_old_credential
+_._validate_token_scope
+_.query_token
+_.revoke_token
+_.authenticate_token
+_.get_server_metadata
+_.generate_client_secret
+_.save_client

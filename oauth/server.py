@@ -1,0 +1,296 @@
+"""The authorization server's protocol, on Authlib: authorization codes with PKCE (S256, required of every client)
+and RFC 8707 resource indicators, refresh tokens with rotation and reuse detection, revocation (RFC 7009) and
+dynamic client registration (RFC 7591). Authlib checks the protocol; this module stores what it issues
+(hashed: oauth.models) and adds what Authlib lacks: the required PKCE, the `resource` and its audience.
+
+Contract of `server` (one per process; every row in the database, so each step may land on any process):
+- `server.get_consent_grant(request)` checks an authorization request (raises OAuth2Error, `redirect_uri` set
+  when the client may be told);
+- `consent_decide(consent, user)` turns a consent into the redirect the browser follows (a code, or
+  `access_denied` when `user` is None);
+- `server.create_token_response(request)`, `server.create_endpoint_response("revocation", request)` and
+  `registration_response(request)` answer the token, revocation and registration endpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from authlib.integrations.django_oauth2 import AuthorizationServer
+from authlib.integrations.django_oauth2.requests import DjangoOAuth2Payload, DjangoOAuth2Request
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import InvalidGrantError, InvalidRequestError, OAuth2Request, grants
+from authlib.oauth2.rfc6749.errors import InvalidScopeError
+from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc7636 import CodeChallenge
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.http import HttpRequest
+from django.utils import timezone
+
+from accounts.authentication import key_digest
+from accounts.tokens import password_version
+from oauth.models import (
+    ACCESS_TTL,
+    CODE_TTL,
+    REFRESH_TTL,
+    SCOPE,
+    AccessToken,
+    AuthorizationCode,
+    Client,
+    ConsentRequest,
+)
+from oauth.resource import resource_matches
+from oauth.tokens import ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, new_secret
+
+logger = logging.getLogger(__name__)
+
+
+class InvalidTargetError(OAuth2Error):
+    """RFC 8707: the `resource` is missing, or names no resource this server protects."""
+
+    error = "invalid_target"
+
+
+class _Request(DjangoOAuth2Request):
+    """A Django request for Authlib. Authlib refuses plain http but on loopback; serving TLS is the deployment's
+    (its proxy's) job, and a LAN install on http must work, so the scheme is not judged here."""
+
+    def __init__(self, request: HttpRequest):
+        uri = request.build_absolute_uri()
+        OAuth2Request.__init__(self, request.method or "GET", "https://" + uri.split("://", 1)[-1],
+                               headers=request.headers)
+        self.uri = uri
+        self.payload = DjangoOAuth2Payload(request)
+        self._request = request
+
+
+class Server(AuthorizationServer):
+    """Authlib's Django authorization server, storing tokens hashed (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__(Client, AccessToken)
+        self.scopes_supported = [SCOPE]
+
+    def create_oauth2_request(self, request: Any) -> OAuth2Request:
+        return request if isinstance(request, OAuth2Request) else _Request(request)
+
+    def query_client(self, client_id: str) -> Client | None:
+        return Client.objects.filter(client_id=client_id).first() if isinstance(client_id, str) else None
+
+    def generate_token(self, grant_type, client, user=None, scope=None, expires_in=None,
+                       include_refresh_token=True):
+        token = {"token_type": "Bearer", "access_token": new_secret(ACCESS_PREFIX),
+                 "expires_in": int(ACCESS_TTL.total_seconds())}
+        if include_refresh_token:
+            token["refresh_token"] = new_secret(REFRESH_PREFIX)
+        if scope:
+            token["scope"] = scope
+        return token
+
+    def save_token(self, token: dict, request: OAuth2Request) -> AccessToken:
+        """Store a token made for a code or a refresh: hashed, bound to the grant's family and resource."""
+        origin = request.authorization_code or request.refresh_token
+        now = timezone.now()
+        return AccessToken.objects.create(
+            access_hash=key_digest(token["access_token"]),
+            refresh_hash=key_digest(token["refresh_token"]) if token.get("refresh_token") else None,
+            client=request.client, user=request.user, family=origin.family, scope=token.get("scope", SCOPE),
+            resource=origin.resource, password_version=password_version(request.user),
+            expires_at=now + ACCESS_TTL,
+            refresh_expires_at=(now + REFRESH_TTL) if token.get("refresh_token") else None)
+
+
+def _resource_of(request: OAuth2Request) -> list[str]:
+    return [value for value in request.payload.datalist.get("resource", []) if value]
+
+
+class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
+    """The code flow: PKCE S256 and one `resource` (the /mcp URL) required on every authorization request."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+
+    def validate_authorization_request(self) -> str:
+        redirect_uri = super().validate_authorization_request()
+        payload = self.request.payload
+        try:
+            if not payload.data.get("code_challenge"):
+                raise InvalidRequestError("PKCE is required: send code_challenge and code_challenge_method=S256.")
+            if payload.data.get("code_challenge_method") != "S256":
+                raise InvalidRequestError("code_challenge_method must be S256.")
+            resources = _resource_of(self.request)
+            if len(resources) != 1:
+                raise InvalidTargetError("Send exactly one resource: this server's MCP URL (RFC 8707).")
+            if not resource_matches(resources[0], self.request.uri):
+                raise InvalidTargetError(f"The resource {resources[0]!r} is not this server's MCP endpoint.")
+        except OAuth2Error as error:
+            error.redirect_uri = redirect_uri
+            raise
+        return redirect_uri
+
+    def save_authorization_code(self, code: str, request: OAuth2Request) -> AuthorizationCode:
+        payload = request.payload.data
+        return AuthorizationCode.objects.create(
+            code_hash=key_digest(code), client=request.client, user=request.user,
+            redirect_uri=payload.get("redirect_uri") or request.client.get_default_redirect_uri(),
+            scope=request.scope or SCOPE, resource=_resource_of(request)[0],
+            code_challenge=payload["code_challenge"], code_challenge_method=payload["code_challenge_method"],
+            expires_at=timezone.now() + CODE_TTL)
+
+    def generate_authorization_code(self) -> str:
+        return new_secret(CODE_PREFIX)
+
+    def query_authorization_code(self, code: str, client: Client) -> AuthorizationCode | None:
+        """The code, claimed for this one exchange. A code presented again (or after its time) revokes what was
+        made from it."""
+        row = AuthorizationCode.objects.filter(code_hash=key_digest(code), client=client).first()
+        if row is None:
+            return None
+        claimed = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(used_at=timezone.now())
+        if not claimed:
+            logger.warning("An authorization code of client %s was presented again: its tokens are revoked",
+                           client.client_id)
+            tokens_revoke(AccessToken.objects.filter(family=row.family))
+            return None
+        if row.is_expired():
+            return None
+        requested = _resource_of(self.request)
+        if requested and requested != [row.resource]:
+            raise InvalidTargetError("The resource differs from the one the code was issued for.")
+        return row
+
+    def delete_authorization_code(self, authorization_code: AuthorizationCode) -> None:
+        """Kept (claimed) until it expires: a replay must find it to revoke what it made."""
+
+    def authenticate_user(self, authorization_code: AuthorizationCode) -> Any:
+        user = get_user_model().objects.filter(pk=authorization_code.user_id, is_active=True).first()
+        if user is None:
+            raise InvalidGrantError("The user who consented is gone or deactivated.")
+        return user
+
+
+class RefreshTokenGrant(grants.RefreshTokenGrant):
+    """Refresh with rotation: each refresh token is used once; presenting a used one revokes its family."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+    INCLUDE_NEW_REFRESH_TOKEN = True
+
+    def authenticate_refresh_token(self, refresh_token: str) -> AccessToken | None:
+        row = AccessToken.objects.filter(refresh_hash=key_digest(refresh_token)).first()
+        if row is None:
+            return None
+        now = timezone.now()
+        claimed = AccessToken.objects.filter(pk=row.pk, rotated_at__isnull=True, revoked_at__isnull=True).update(
+            rotated_at=now)
+        if not claimed:
+            if row.rotated_at is not None:
+                logger.warning("A used refresh token of client %s was presented again: its family is revoked",
+                               row.client_id)
+                tokens_revoke(AccessToken.objects.filter(family=row.family))
+            return None
+        if row.refresh_expires_at is None or row.refresh_expires_at <= now:
+            return None
+        requested = _resource_of(self.request)
+        if requested and requested != [row.resource]:
+            raise InvalidTargetError("The resource differs from the one the grant was issued for.")
+        return row
+
+    def authenticate_user(self, refresh_token: AccessToken) -> Any:
+        user = get_user_model().objects.filter(pk=refresh_token.user_id, is_active=True).first()
+        if user is None or password_version(user) != refresh_token.password_version:
+            raise InvalidGrantError("The grant ended: its user changed their password or was deactivated.")
+        return user
+
+    def revoke_old_credential(self, refresh_token: AccessToken) -> None:
+        tokens_revoke(AccessToken.objects.filter(pk=refresh_token.pk))
+
+    def _validate_token_scope(self, token: AccessToken) -> None:
+        scope = self.request.payload.scope
+        if scope and not set(scope.split()) <= set(token.get_scope().split()):
+            raise InvalidScopeError()
+
+
+class Revocation(RevocationEndpoint):
+    """RFC 7009: an access or refresh token of the client; revoking either ends the whole grant (its family)."""
+
+    CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> AccessToken | None:
+        digest = key_digest(token_string)
+        return AccessToken.objects.filter(access_hash=digest).first() or \
+            AccessToken.objects.filter(refresh_hash=digest).first()
+
+    def revoke_token(self, token: AccessToken, request: OAuth2Request) -> None:
+        tokens_revoke(AccessToken.objects.filter(family=token.family))
+
+
+def tokens_revoke(queryset: Any) -> int:
+    """Revoke the live tokens of `queryset` now, in every process (each row's save announces it); returns how
+    many."""
+    count = 0
+    with transaction.atomic():
+        for row in queryset.filter(revoked_at__isnull=True).select_for_update():
+            row.revoked_at = timezone.now()
+            row.save(update_fields=["revoked_at"])
+            count += 1
+    return count
+
+
+def consent_create(grant: Any) -> ConsentRequest:
+    """Keep a checked authorization request for the user's decision (any process may take it)."""
+    request = grant.request
+    params = {key: values[0] for key, values in request.payload.datalist.items() if values}
+    return ConsentRequest.objects.create(id=secrets.token_urlsafe(24), client=request.client, params=params,
+                                         expires_at=timezone.now() + timedelta(minutes=10))
+
+
+def consent_take(consent_id: str) -> ConsentRequest | None:
+    """The consent request, removed so no one decides it twice; None when unknown, decided or expired."""
+    with transaction.atomic():
+        consent = ConsentRequest.objects.select_for_update().select_related("client").filter(pk=consent_id).first()
+        if consent is None:
+            return None
+        consent.delete()
+    return consent if consent.expires_at > timezone.now() else None
+
+
+def consent_decide(consent: ConsentRequest, user: AbstractBaseUser | None, issuer: str) -> str:
+    """The URL the browser goes to after the user's decision: the client's redirect URI with a code (allowed:
+    `user` given) or `error=access_denied` (`user` None). The request is checked again first."""
+    query = "&".join(f"{_quote(key)}={_quote(value)}" for key, value in consent.params.items())
+    request = OAuth2Request("GET", f"https://{issuer.split('://', 1)[-1]}/oauth/authorize?{query}")
+    request.uri = f"{issuer}/oauth/authorize?{query}"
+    request.payload = _Payload(consent.params)
+    grant = server.get_consent_grant(request, end_user=user)
+    response = server.create_authorization_response(request, grant_user=user, grant=grant)
+    return response["Location"]
+
+
+def _quote(value: str) -> str:
+    return quote(str(value), safe="")
+
+
+class _Payload(DjangoOAuth2Payload):
+    """A stored request's parameters, as Authlib reads a query string."""
+
+    def __init__(self, params: dict[str, str]):
+        self._params = params
+
+    @property
+    def data(self) -> dict[str, str]:  # type: ignore[override]
+        return dict(self._params)
+
+    @property
+    def datalist(self) -> dict[str, list[str]]:  # type: ignore[override]
+        return {key: [value] for key, value in self._params.items()}
+
+
+server = Server()
+server.register_grant(AuthorizationCodeGrant, [CodeChallenge(required=True)])
+server.register_grant(RefreshTokenGrant)
+server.register_endpoint(Revocation)

@@ -1,0 +1,307 @@
+"""The OAuth endpoints outside /api: the metadata documents (RFC 9728, RFC 8414), registration (RFC 7591), the
+authorization endpoint (which hands the browser to the dashboard's consent page), the token endpoint and
+revocation (RFC 7009). Thin: Authlib (oauth.server) checks the protocol. Their errors are OAuth's own
+`{error, error_description}` (RFC 6749 §5.2), which OAuth clients read; the metadata answer JSON always."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.template.loader import render_to_string
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from accounts import ratelimit
+from accounts.authentication import key_digest
+from agentsite.core.audit import audit
+from agentsite.core.errors import AppError, ErrorShape
+from agentsite.core.jsonbody import json_loads_bounded
+from oauth.models import SCOPE, Client
+from oauth.resource import origin_of, resource_url
+from oauth.server import consent_create, server
+from oauth.tokens import SECRET_PREFIX, new_secret
+
+logger = logging.getLogger(__name__)
+
+CONSENT_ROUTE = "/#/consent/"
+AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
+def issuer(request: HttpRequest) -> str:
+    """This authorization server's identifier: the origin the request was made to."""
+    return origin_of(request.build_absolute_uri("/"))
+
+
+def _json(body: dict[str, Any], status: int = 200, **headers: str) -> JsonResponse:
+    response = JsonResponse(body, status=status)
+    response["Cache-Control"] = "no-store"
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _oauth_error(error: str, description: str, status: int = 400, **headers: str) -> JsonResponse:
+    return _json({"error": error, "error_description": description}, status, **headers)
+
+
+def protected_resource_metadata(request: HttpRequest) -> JsonResponse:
+    """RFC 9728: the MCP endpoint as a protected resource, and where to get its tokens."""
+    origin = issuer(request)
+    return JsonResponse({
+        "resource": resource_url(origin), "authorization_servers": [origin], "scopes_supported": [SCOPE],
+        "bearer_methods_supported": ["header"], "resource_name": "agentsite MCP",
+        "resource_documentation": f"{origin}/api/docs"})
+
+
+def authorization_server_metadata(request: HttpRequest) -> JsonResponse:
+    """RFC 8414: the endpoints and what they support."""
+    origin = issuer(request)
+    return JsonResponse({
+        "issuer": origin, "authorization_endpoint": f"{origin}/oauth/authorize",
+        "token_endpoint": f"{origin}/oauth/token", "registration_endpoint": f"{origin}/oauth/register",
+        "revocation_endpoint": f"{origin}/oauth/revoke", "scopes_supported": [SCOPE],
+        "response_types_supported": ["code"], "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": AUTH_METHODS,
+        "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
+        "authorization_response_iss_parameter_supported": False,
+        "protected_resources": [resource_url(origin)]})
+
+
+def redirect_uri_problem(uri: Any) -> str | None:
+    """Why a redirect URI may not be registered (None: it may): https, or http to a loopback address only; no
+    fragment."""
+    if not isinstance(uri, str) or not uri or len(uri) > 2000:
+        return "Each redirect URI is a string of at most 2000 characters."
+    try:
+        parts = urlsplit(uri)
+        host = parts.hostname
+    except ValueError:
+        return f"{uri!r} is not a URL."
+    if parts.fragment:
+        return f"{uri!r} has a fragment, which a redirect URI may not have."
+    if parts.scheme == "https" and host:
+        return None
+    if parts.scheme == "http" and host in LOOPBACK_HOSTS:
+        return None
+    return f"{uri!r} is neither https nor http to a loopback address (127.0.0.1, [::1], localhost)."
+
+
+class Registration(ClientRegistrationEndpoint):
+    """RFC 7591, open to anyone (a connector registers before any user is known): the client is stored, and its
+    secret, if it asked for one, shown once."""
+
+    def authenticate_token(self, request: Any) -> bool:
+        return True
+
+    def get_server_metadata(self) -> dict[str, Any]:
+        return {"scopes_supported": [SCOPE], "response_types_supported": ["code"],
+                "grant_types_supported": ["authorization_code", "refresh_token"],
+                "token_endpoint_auth_methods_supported": AUTH_METHODS}
+
+    def generate_client_secret(self, request: Any) -> str | None:
+        method = request.payload.data.get("token_endpoint_auth_method", "client_secret_basic")
+        return None if method == "none" else new_secret(SECRET_PREFIX)
+
+    def save_client(self, client_info: dict, client_metadata: dict, request: Any) -> Client:
+        secret = client_info.get("client_secret")
+        extra = {key: value for key, value in client_metadata.items() if key in (
+            "client_uri", "logo_uri", "software_id", "software_version", "contacts", "tos_uri", "policy_uri")}
+        return Client.objects.create(
+            client_id=client_info["client_id"], secret_hash=key_digest(secret) if secret else "",
+            name=str(client_metadata.get("client_name") or "Unnamed client")[:200],
+            redirect_uris=client_metadata["redirect_uris"],
+            auth_method=client_metadata.get("token_endpoint_auth_method", "client_secret_basic"),
+            grant_types=client_metadata.get("grant_types", ["authorization_code"]),
+            response_types=client_metadata.get("response_types", ["code"]),
+            scope=SCOPE, metadata=extra)
+
+
+_registration = Registration(server)
+
+
+def _registration_problem(data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return "The registration is a JSON object (RFC 7591)."
+    uris = data.get("redirect_uris")
+    if not isinstance(uris, list) or not uris or len(uris) > 10:
+        return "redirect_uris is a list of 1 to 10 URIs."
+    for uri in uris:
+        problem = redirect_uri_problem(uri)
+        if problem:
+            return problem
+    method = data.get("token_endpoint_auth_method", "client_secret_basic")
+    if method not in AUTH_METHODS:
+        return f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}."
+    grant_types = data.get("grant_types", ["authorization_code"])
+    if not isinstance(grant_types, list) or not set(grant_types) <= {"authorization_code", "refresh_token"} \
+            or "authorization_code" not in grant_types:
+        return "grant_types may be authorization_code and refresh_token (authorization_code included)."
+    if data.get("response_types", ["code"]) != ["code"]:
+        return "response_types may only be [\"code\"]."
+    scope = data.get("scope", SCOPE)
+    if not isinstance(scope, str) or not set(scope.split()) <= {SCOPE}:
+        return f"The only scope is {SCOPE!r}."
+    name = data.get("client_name", "")
+    if not isinstance(name, str) or len(name) > 200:
+        return "client_name is a string of at most 200 characters."
+    return None
+
+
+def register(request: HttpRequest) -> HttpResponse:
+    """POST /oauth/register: a client registers itself (RFC 7591), within the rate limit of its address."""
+    ip = ratelimit.client_ip(request)
+    try:
+        ratelimit.oauth_register_check(ip=ip, limit=int(settings.AGENTSITE_OAUTH_REGISTER_RATE))
+    except AppError as exc:
+        return _oauth_error("rate_limited", exc.message, 429, Retry_After=str(exc.details["retry_after"]))
+    try:
+        data = json_loads_bounded(request.body or b"null")
+    except AppError as exc:
+        return _oauth_error("invalid_client_metadata", exc.message)
+    problem = _registration_problem(data)
+    if problem:
+        return _oauth_error("invalid_redirect_uri" if "redirect" in problem else "invalid_client_metadata", problem)
+    response = server.create_endpoint_response(_registration.ENDPOINT_NAME, request)
+    if response.status_code == 201:
+        body = json.loads(response.content)
+        Client.objects.filter(client_id=body["client_id"]).update(registered_from=ip[:64])
+        audit("oauth.client_registered", request=request, door="oauth", target=f"oauth_client:{body['client_id']}",
+              details={"client_name": body.get("client_name", ""), "redirect_uris": body.get("redirect_uris", [])})
+    return response
+
+
+server.register_endpoint(_registration)
+
+
+def authorize(request: HttpRequest) -> HttpResponse:
+    """GET /oauth/authorize: check the request, keep it, and send the browser to the dashboard's consent page.
+    A request whose client or redirect URI does not check out is shown an error page (never redirected)."""
+    try:
+        grant = server.get_consent_grant(request)
+    except OAuth2Error as error:
+        if error.redirect_uri:
+            return server.handle_error_response(server.create_oauth2_request(request), error)
+        return error_page(error.error, error.description or "The authorization request is not valid.")
+    consent = consent_create(grant)
+    response = HttpResponseRedirect(CONSENT_ROUTE + consent.pk)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def error_page(error: str, description: str, status: int = 400) -> HttpResponse:
+    """The page a browser sees when an authorization request cannot be sent back to its client."""
+    body = render_to_string("oauth/error.html", {"error": error, "description": description})
+    response = HttpResponse(body, status=status, content_type="text/html; charset=utf-8")
+    response["Content-Security-Policy"] = PAGE_CSP
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def token(request: HttpRequest) -> HttpResponse:
+    """POST /oauth/token: a code or a refresh token for tokens."""
+    return server.create_token_response(request)
+
+
+def revoke(request: HttpRequest) -> HttpResponse:
+    """POST /oauth/revoke (RFC 7009): 200 whether or not the token was known."""
+    return server.create_endpoint_response("revocation", request)
+
+
+# --- the DRF views that route to them (documented in /api/schema; no credential is read) ----------------
+
+class OAuthErrorSerializer(serializers.Serializer):
+    """OAuth's error shape (RFC 6749 §5.2), which OAuth clients read."""
+
+    error = serializers.CharField()
+    error_description = serializers.CharField(required=False)
+
+
+def oauth_error_body(code: str, message: str, status: int, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A refusal made before a view (a body over the limit, ...) in OAuth's shape."""
+    return {"error": {400: "invalid_request", 401: "invalid_client"}.get(status, code), "error_description": message}
+
+
+ERROR_SHAPE = ErrorShape("/oauth", oauth_error_body, OAuthErrorSerializer)
+JSON_DOCUMENT = OpenApiResponse(response=OpenApiTypes.OBJECT, description="The metadata document (JSON).")
+FORM = "application/x-www-form-urlencoded"
+
+
+class _Public(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+
+class ProtectedResourceMetadataView(_Public):
+    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728)."""
+
+    @extend_schema(responses={200: JSON_DOCUMENT})
+    def get(self, request: Request) -> HttpResponse:
+        return protected_resource_metadata(request._request)
+
+
+class AuthorizationServerMetadataView(_Public):
+    """GET /.well-known/oauth-authorization-server (RFC 8414)."""
+
+    @extend_schema(responses={200: JSON_DOCUMENT})
+    def get(self, request: Request) -> HttpResponse:
+        return authorization_server_metadata(request._request)
+
+
+class RegisterView(_Public):
+    """POST /oauth/register (RFC 7591)."""
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={
+        201: OpenApiResponse(OpenApiTypes.OBJECT, description="The client's information (RFC 7591 §3.2.1)."),
+        400: OpenApiResponse(OAuthErrorSerializer, description="invalid_redirect_uri, invalid_client_metadata"),
+        429: OpenApiResponse(OAuthErrorSerializer, description="rate_limited (Retry-After)")})
+    def post(self, request: Request) -> HttpResponse:
+        return register(request._request)
+
+
+class AuthorizeView(_Public):
+    """GET /oauth/authorize: to the dashboard's consent page."""
+
+    @extend_schema(parameters=[OpenApiParameter(name, str) for name in (
+        "response_type", "client_id", "redirect_uri", "code_challenge", "code_challenge_method", "resource",
+        "scope", "state")], responses={
+        302: OpenApiResponse(description="To the consent page, or back to the client with an error."),
+        (400, "text/html"): OpenApiResponse(OpenApiTypes.STR, description="The client or redirect URI is unknown.")})
+    def get(self, request: Request) -> HttpResponse:
+        return authorize(request._request)
+
+
+class TokenView(_Public):
+    """POST /oauth/token."""
+
+    @extend_schema(request={FORM: OpenApiTypes.OBJECT}, responses={
+        200: OpenApiResponse(OpenApiTypes.OBJECT, description="{access_token, token_type, expires_in, "
+                                                              "refresh_token, scope}"),
+        400: OpenApiResponse(OAuthErrorSerializer, description="invalid_grant, invalid_request, invalid_target"),
+        401: OpenApiResponse(OAuthErrorSerializer, description="invalid_client")})
+    def post(self, request: Request) -> HttpResponse:
+        return token(request._request)
+
+
+class RevokeView(_Public):
+    """POST /oauth/revoke (RFC 7009)."""
+
+    @extend_schema(request={FORM: OpenApiTypes.OBJECT}, responses={
+        200: OpenApiResponse(OpenApiTypes.OBJECT, description="{} (also for an unknown token)"),
+        401: OpenApiResponse(OAuthErrorSerializer, description="invalid_client")})
+    def post(self, request: Request) -> HttpResponse:
+        return revoke(request._request)

@@ -4,17 +4,21 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
+import secrets
 from dataclasses import dataclass
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
 
 # Every method a client can send that a view could answer; HEAD and OPTIONS included, since Django answers
 # HEAD with the GET handler and DRF answers OPTIONS itself.
 HTTP_METHODS = ("get", "post", "put", "patch", "delete", "head", "options")
-API_PREFIXES = ("/api/", "/v1/")
+API_PREFIXES = ("/api/", "/v1/", "/oauth/", "/.well-known/")
 
 
 @dataclass(frozen=True)
@@ -142,11 +146,49 @@ def objects_made_through_the_api(client, *, label: str = "mine") -> dict[str, st
     slug = re.sub(r"[^a-z0-9_-]", "-", label.lower())[:50] + "-agent"
     agent = _created(client.post("/api/agents", {"slug": slug, "name": f"{label}'s agent", "instructions":
                                                  f"Answer as {label}'s helper."}, format="json"), "an agent")["id"]
-    return {"agent": str(agent), "agent_version": "1",
+    connected_app = connected_app_made_through_the_api(client)
+    return {"agent": str(agent), "agent_version": "1", "connected_app": connected_app,
             "collection": collection, "session": session, "message": reply, "document": document, "upload": upload,
             "workflow": workflow,
             "workflow_run": workflow_run, "task": task, "task_run": task_run, "key": key,
             "response": stored.json()["id"], "approval": approval, "workflow_version": "1", "trigger": trigger}
+
+
+MATRIX_REDIRECT_URI = "http://127.0.0.1:9/callback"
+
+
+def connected_app_made_through_the_api(client) -> str:
+    """An app connected to `client`'s user by the OAuth flow (a registered client, the authorization request, the
+    user's consent, the code exchanged for tokens): its client_id. One client serves every grant of a test (the
+    registration is rate-limited per address)."""
+    from oauth.models import Client  # a model: after the app registry is ready
+
+    registered = Client.objects.filter(name="matrix connector").first()
+    if registered is None:
+        registration = APIClient().post("/oauth/register", {
+            "client_name": "matrix connector", "redirect_uris": [MATRIX_REDIRECT_URI],
+            "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"]},
+            format="json")
+        client_id = _created(registration, "an OAuth client")["client_id"]
+    else:
+        client_id = registered.client_id
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    resource = "http://testserver/mcp"
+    authorize = APIClient().get("/oauth/authorize?" + urlencode({
+        "response_type": "code", "client_id": client_id, "redirect_uri": MATRIX_REDIRECT_URI, "state": "matrix",
+        "code_challenge": challenge, "code_challenge_method": "S256", "resource": resource}))
+    assert authorize.status_code == 302, f"authorizing: {authorize.status_code} {authorize.content[:300]!r}"
+    consent = authorize["Location"].rsplit("/", 1)[1]
+    redirect = _created(client.post(f"/api/oauth/consents/{consent}", {"allow": True}, format="json"),
+                        "a consent")["redirect_to"]
+    code = parse_qs(urlsplit(redirect).query)["code"][0]
+    token = APIClient().post("/oauth/token", urlencode({
+        "grant_type": "authorization_code", "code": code, "redirect_uri": MATRIX_REDIRECT_URI,
+        "code_verifier": verifier, "client_id": client_id, "resource": resource}),
+        content_type="application/x-www-form-urlencoded")
+    assert token.status_code == 200, f"the token: {token.status_code} {token.content[:300]!r}"
+    return client_id
 
 
 @pytest.fixture

@@ -71,6 +71,13 @@ PUBLIC = {
     ("get", "/api/schema"): "the contract, for SDK generators and the docs page",
     ("get", "/api/docs"): "the contract rendered for people",
     ("get", "/api/voices"): "a static list of voice presets",
+    ("get", "/.well-known/oauth-protected-resource"): "RFC 9728: how an MCP client finds where to authorize",
+    ("get", "/.well-known/oauth-protected-resource/mcp"): "RFC 9728, the form suffixed with the resource's path",
+    ("get", "/.well-known/oauth-authorization-server"): "RFC 8414: the authorization server's endpoints",
+    ("post", "/oauth/register"): "RFC 7591: a connector registers before anyone signs in (rate-limited)",
+    ("get", "/oauth/authorize"): "the browser arrives without a token; the consent page signs the user in",
+    ("post", "/oauth/token"): "the code with its PKCE verifier, or the refresh token, is the credential",
+    ("post", "/oauth/revoke"): "RFC 7009: the token itself is what is revoked; the client identifies itself",
 }
 # Public only while config `compat_auth` is "public" (or "local", the default, from loopback), where any
 # placeholder key is accepted.
@@ -141,10 +148,16 @@ OBJECT_PARAMETERS = {
     ("/api/groups/{group_id}/members/{user_id}", "group_id"): "group",
     ("/api/groups/{group_id}/members/{user_id}", "user_id"): "member",
     ("/api/groups/{group_id}/budget", "group_id"): "group",
+    # An app connected to the user's account (their OAuth grants to one client): theirs alone; an admin reaches
+    # another user's only with ?user= (tests/oauth).
+    ("/api/oauth/apps/{client_id}", "client_id"): "connected_app",
+    # A consent waiting for a decision is no user's until one signed-in user decides it (tests/oauth).
+    ("/api/oauth/consents/{consent_id}", "consent_id"): "consent",
 }
 ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user"}
-# Objects no user owns whose routes have a matrix of their own (see OBJECT_PARAMETERS).
-GROUP_OBJECTS = {"group", "member"}
+# Objects no user owns whose routes have a matrix of their own (see OBJECT_PARAMETERS): groups and their members
+# (tests/organisation/test_group_matrix.py), a consent under way (tests/oauth).
+GROUP_OBJECTS = {"group", "member", "consent"}
 # Names no one owns, with a value that exists for every caller: left out of the ownership matrix.
 SHARED_NAMES = {"catalogue_model": "agent"}
 # A user's objects that admins manage too, by design (issue 27: admins list and revoke anyone's API keys;

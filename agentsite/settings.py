@@ -276,6 +276,9 @@ LOGIN_RATE_WINDOW_S = 60
 # Accounts POST /api/auth/register makes per client address an hour (failed attempts do not count).
 REGISTER_RATE_LIMIT = env_int("AGENTSITE_REGISTER_RATE_LIMIT", 10, minimum=1)
 TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
+# Behind trusted proxies (TLS at the proxy) their X-Forwarded-Proto: https is believed, so /mcp's resource, the OAuth
+# metadata and the remote-OAuth callback name https://<host>. The proxy must set it, replacing the client's own.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUSTED_PROXY_COUNT else None
 # OAuth clients POST /oauth/register stores per client address a minute (the oauth app: MCP connectors).
 AGENTSITE_OAUTH_REGISTER_RATE = env_int("AGENTSITE_OAUTH_REGISTER_RATE", 20, minimum=1)
 # Password sign-in (POST /api/auth/login, registration, the Django admin's form): off leaves it to the users a

@@ -241,7 +241,7 @@ def test_reconnect_of_a_server_without_oauth_answers_400_and_of_no_server_404(ad
 
 def test_reconnect_starts_a_new_authorization_and_is_for_admins_only(admin_client, owner_client, fake):
     authorized(fake)
-    assert owner_client.post(f"/api/mcp/servers/{NAME}/reconnect").status_code in (403, 404)
+    assert owner_client.post(f"/api/mcp/servers/{NAME}/reconnect").status_code == 403
     response = admin_client.post(f"/api/mcp/servers/{NAME}/reconnect")
     assert response.status_code == 202, response.content
     assert response.json()["authorization_url"].startswith(f"{fake.base_url}/authorize?")

@@ -4,7 +4,7 @@
 // #/mcp?oauth_error=<code>).
 import { field, formatTime, h } from "../../ui.js";
 
-// What the callback's error codes mean to the admin; another code is shown as it is.
+// What the callback's error codes mean to the admin; another code is named as it is, after "an error".
 const OAUTH_ERRORS = {
   access_denied: "the remote server's sign-in was refused or cancelled",
   invalid_state: "the authorization had expired or was already used: connect again",
@@ -64,5 +64,5 @@ export function oauthOutcome(hash) {
   if (!code) return null;
   const server = query.get("server") || query.get("name");
   return { kind: "error", text: `The authorization of ${server || "the server"} did not finish: `
-    + `${OAUTH_ERRORS[code] || code} (${code}).` };
+    + `${OAUTH_ERRORS[code] || "an error"} (${code}).` };
 }

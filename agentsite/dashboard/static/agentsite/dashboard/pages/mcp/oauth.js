@@ -7,7 +7,9 @@ import { field, formatTime, h } from "../../ui.js";
 // What the callback's error codes mean to the admin; another code is named as it is, after "an error".
 const OAUTH_ERRORS = {
   access_denied: "the remote server's sign-in was refused or cancelled",
-  invalid_state: "the authorization had expired or was already used: connect again",
+  invalid_state: "the sign-in had expired (it is good for 10 minutes) or was already used: connect again",
+  invalid_request: "the remote authorization server refused the request",
+  mcp_connect_failed: "the remote gave no tokens, or the server could not be reached with them",
   server_error: "the remote authorization server failed",
   temporarily_unavailable: "the remote authorization server is unavailable for now",
 };

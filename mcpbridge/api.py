@@ -1,12 +1,17 @@
-"""Serializers and thin views for /api/mcp/*: tools, servers, connect, disconnect, call."""
+"""Serializers and thin views for /api/mcp/*: tools, servers, connect (an OAuth server through its callback and
+reconnect), disconnect, call."""
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlencode
+
 from asgiref.sync import async_to_sync
 from django.core.validators import URLValidator
+from django.http import HttpResponseRedirect
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,11 +22,15 @@ from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from mcpbridge import selectors, services
-from mcpbridge.models import SERVER_NAME_PATTERN, McpServer, masked_url
+from mcpbridge.models import SERVER_NAME_PATTERN, McpServer, McpServerOAuth, masked_url
 from organisation.access import MAX_GRANTS, GrantOutSerializer, rule_of
 from organisation.models import EVERYONE, PRIVATE, SHARED, VISIBILITIES
 
 # --- serializers ------------------------------------------------------------------------------------
+
+AUTH_CHOICES = [McpServer.NO_AUTH, McpServer.OAUTH]
+DASHBOARD_MCP = "/#/mcp"
+CALLBACK_PATH = "/api/mcp/oauth/callback"
 
 # The rule's own values, and the older ones still accepted on connect and PATCH (mapped by `access_of`).
 LEGACY_ADMINS, LEGACY_USERS = "admins", "users"
@@ -76,6 +85,18 @@ class ConnectInputSerializer(serializers.Serializer):
     headers = serializers.DictField(child=serializers.CharField(max_length=10_000, trim_whitespace=False),
                                     required=False, help_text="HTTP headers for a URL server, e.g. Authorization "
                                                               "(kept secret: never returned).")
+    auth = serializers.ChoiceField(choices=AUTH_CHOICES, default=McpServer.NO_AUTH, help_text=(
+        "oauth: the server requires OAuth; the answer is 202 with the authorization_url where an admin consents."))
+    scopes = serializers.ListField(child=serializers.RegexField(r"^[\x21\x23-\x5b\x5d-\x7e]+$", max_length=200),
+                                   max_length=50, required=False,
+                                   help_text="OAuth: the scopes to ask for (default: what the server names).")
+    client_id = serializers.CharField(max_length=1000, required=False,
+                                      help_text="OAuth: a client registered beforehand (else dynamic registration).")
+    client_secret = serializers.CharField(max_length=2000, required=False, trim_whitespace=False,
+                                          help_text="OAuth: the client_id's secret (kept secret: never returned).")
+    authorization_server = serializers.URLField(
+        max_length=2000, required=False, validators=[URLValidator(schemes=["http", "https"])],
+        help_text="OAuth: the authorization server's issuer URL, used when the server publishes none.")
 
     visibility = visibility_field(default=PRIVATE)
     users = serializers.ListField(child=serializers.CharField(max_length=150), max_length=MAX_GRANTS, required=False,
@@ -85,6 +106,16 @@ class ConnectInputSerializer(serializers.Serializer):
         data = access_of(data)
         if bool(data.get("command")) == bool(data.get("url")):
             raise serializers.ValidationError({"command": ["Give either a command (stdio) or a url."]})
+        oauth_fields = [key for key in ("scopes", "client_id", "client_secret", "authorization_server") if key in data]
+        if data["auth"] == McpServer.OAUTH:
+            if data.get("command"):
+                raise serializers.ValidationError({"auth": ["OAuth is for a URL server."]})
+            if data.get("headers"):
+                raise serializers.ValidationError({"headers": ["With auth oauth, the server's token is the grant's."]})
+            if data.get("client_secret") and not data.get("client_id"):
+                raise serializers.ValidationError({"client_secret": ["client_secret goes with client_id."]})
+        elif oauth_fields:
+            raise serializers.ValidationError({oauth_fields[0]: [f"{oauth_fields[0]} goes with auth oauth."]})
         if data.get("command"):
             if data.get("transport", McpServer.STDIO) != McpServer.STDIO:
                 raise serializers.ValidationError({"transport": ["A command speaks stdio."]})
@@ -96,6 +127,13 @@ class ConnectInputSerializer(serializers.Serializer):
             if data.get("env") or data.get("args"):
                 raise serializers.ValidationError({"env": ["env and args are for a stdio server."]})
         return data
+
+
+class OAuthStateSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=[McpServerOAuth.AUTHORIZED, McpServerOAuth.NEEDS_AUTHORIZATION])
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="When the access token ends (it is refreshed "
+                                                                      "before); null when not authorized or unsaid.")
+    scopes = serializers.ListField(child=serializers.CharField(), help_text="The scopes granted (else asked).")
 
 
 class ServerSerializer(serializers.Serializer):
@@ -118,9 +156,22 @@ class ServerSerializer(serializers.Serializer):
                                          help_text="Admins only: private, everyone or shared (the access rule).")
     grants = GrantOutSerializer(many=True, required=False,
                                 help_text="Admins only: the rule's viewer grants, groups first, then users.")
-    status = serializers.ChoiceField(choices=[McpServer.CONNECTED, McpServer.ERROR])
+    auth = serializers.ChoiceField(choices=AUTH_CHOICES, help_text="oauth: reached with an OAuth grant (`oauth`).")
+    oauth = OAuthStateSerializer(allow_null=True, help_text="The OAuth grant's state; null unless auth is oauth. "
+                                                            "Its tokens are never returned.")
+    status = serializers.ChoiceField(choices=[McpServer.CONNECTED, McpServer.ERROR, McpServer.NEEDS_AUTHORIZATION])
     error = serializers.CharField(allow_blank=True)
-    tools = serializers.IntegerField(help_text="How many tools the server offers.")
+    tools = serializers.IntegerField(help_text="How many tools the server offers (0 while it needs authorization).")
+
+
+class AuthorizationSerializer(serializers.Serializer):
+    status = serializers.CharField(default=McpServer.NEEDS_AUTHORIZATION)
+    authorization_url = serializers.CharField(help_text="Where an admin consents, at the server's authorization "
+                                                        "server; the browser then comes back to the callback.")
+
+
+class ConnectAuthorizationSerializer(AuthorizationSerializer):
+    server = ServerSerializer()
 
 
 class ServerListSerializer(serializers.Serializer):
@@ -175,7 +226,17 @@ def _server_data(overview: selectors.ServerOverview, *, admin: bool) -> dict:
             data["header_names"] = sorted(server.headers or {})
     if admin:
         data.update(rule_of(server))
-    return {**data, "status": overview.status, "error": overview.error, "tools": overview.tool_count}
+    return {**data, "auth": server.auth, "oauth": _oauth_state(server), "status": overview.status,
+            "error": overview.error, "tools": overview.tool_count}
+
+
+def _oauth_state(server: McpServer) -> dict | None:
+    grant = getattr(server, "oauth", None) if server.auth == McpServer.OAUTH else None
+    if grant is None:
+        return None
+    authorized = grant.status == McpServerOAuth.AUTHORIZED
+    return {"status": grant.status, "expires_at": grant.expires_at if authorized else None,
+            "scopes": (grant.scopes if authorized and grant.scopes else grant.requested_scopes).split()}
 
 
 def _is_admin(request: Request) -> bool:
@@ -228,6 +289,8 @@ class ConnectView(APIView):
     def post(self, request: Request) -> Response:
         data = validated(ConnectInputSerializer, request.data)
         target = f"mcp:{data.get('name', '')}"
+        if data.pop("auth") == McpServer.OAUTH:
+            return self._oauth(request, data, target)
         try:
             server = services.mcp_server_connect(**data)
         except AppError as exc:
@@ -237,6 +300,56 @@ class ConnectView(APIView):
         audit("mcp.connect", request=request, target=target, details={"transport": server.transport})
         return Response(ServerSerializer(_server_data(_stored_overview(server), admin=True)).data,
                         status=status.HTTP_201_CREATED)
+
+    def _oauth(self, request: Request, data: dict, target: str) -> Response:
+        try:
+            server, authorization_url = services.mcp_server_oauth_connect(
+                **data, redirect_uri=request.build_absolute_uri(CALLBACK_PATH))
+        except AppError as exc:
+            audit("mcp.connect", outcome="failure", request=request, target=target, details={"code": exc.code})
+            raise
+        audit("mcp.connect", request=request, target=target, details={"transport": server.transport, "auth": "oauth"})
+        body = {"status": McpServer.NEEDS_AUTHORIZATION, "authorization_url": authorization_url,
+                "server": _server_data(_stored_overview(server), admin=True)}
+        return Response(ConnectAuthorizationSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ReconnectView(APIView):
+    permission_classes = [IsAuthenticated, IsAdmin]
+
+    @extend_schema(request=None, responses={
+        202: AuthorizationSerializer, 400: OpenApiResponse(description="`invalid`: not an OAuth server."),
+        404: OpenApiResponse(description="No MCP server of that name.")},
+                   summary="Authorize an OAuth MCP server again (a new consent)")
+    def post(self, request: Request, name: str) -> Response:
+        authorization_url = services.mcp_server_reconnect(name=name)
+        audit("mcp.reconnect", request=request, target=f"mcp:{name}")
+        body = {"status": McpServer.NEEDS_AUTHORIZATION, "authorization_url": authorization_url}
+        return Response(AuthorizationSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class OAuthCallbackView(APIView):
+    """Where the remote authorization server sends the admin's browser back: public, the state is the proof."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(request=None, responses={302: OpenApiResponse(
+        description="To the dashboard's MCP page: `?connected=<name>` or `?oauth_error=<code>`.")},
+                   summary="The OAuth callback of a remote MCP server's authorization")
+    def get(self, request: Request) -> HttpResponseRedirect:
+        params = request.query_params
+        name, problem = services.mcp_server_oauth_complete(
+            state=params.get("state", "")[:500], code=params.get("code", "")[:5000],
+            error=params.get("error", "")[:100])
+        if problem:
+            code = re.sub(r"[^a-z0-9_]", "", problem.lower())[:60] or "oauth_failed"
+            audit("mcp.authorize", outcome="failure", target=f"mcp:{name}", details={"code": code}, request=request)
+            query = {"oauth_error": code, **({"server": name} if name else {})}
+        else:
+            audit("mcp.authorize", target=f"mcp:{name}", request=request)
+            query = {"connected": name}
+        return HttpResponseRedirect(f"{DASHBOARD_MCP}?{urlencode(query)}")
 
 
 class DisconnectView(APIView):

@@ -62,6 +62,9 @@ class ServerSpec:
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold secrets
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a bearer token
+    # An httpx2.Auth for every request of a URL server (an OAuth server's: mcpbridge.oauthgrant.OAuthBearer). Not
+    # compared: it reads the current token itself, so a refreshed token is no reason to reconnect.
+    auth: Any = field(default=None, repr=False, compare=False)
 
 
 class McpConnection:
@@ -251,7 +254,7 @@ class McpConnection:
         # The transport module's public name for it (mcp.shared._httpx_utils is private).
         from mcp.client.streamable_http import create_mcp_http_client
 
-        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+        client = create_mcp_http_client(headers=headers, timeout=timeout, auth=auth or self.spec.auth)
         client.event_hooks = {"response": [self._note_http_error]}
         return client
 

@@ -32,7 +32,12 @@ class McpServer(Shareable):
     TRANSPORTS = [(STDIO, "stdio (subprocess)"), (SSE, "SSE (legacy HTTP)"), (STREAMABLE_HTTP, "Streamable HTTP")]
     CONNECTED = "connected"
     ERROR = "error"
-    STATUSES = [(CONNECTED, "connected"), (ERROR, "error")]
+    # An OAuth server with no usable grant (never consented, or a refresh refused): its tools are left out of
+    # every listing until an admin reconnects it (mcpbridge.oauthgrant).
+    NEEDS_AUTHORIZATION = "needs_authorization"
+    STATUSES = [(CONNECTED, "connected"), (ERROR, "error"), (NEEDS_AUTHORIZATION, "needs authorization")]
+    NO_AUTH = "none"  # fixed headers (a URL server) or env (stdio), if any
+    OAUTH = "oauth"  # a grant from the server's authorization server: McpServerOAuth
 
     name = models.CharField(max_length=32, unique=True, validators=[server_name_validator])
     transport = models.CharField(max_length=20, choices=TRANSPORTS)
@@ -42,7 +47,8 @@ class McpServer(Shareable):
     env = models.JSONField(default=dict, blank=True)
     headers = models.JSONField(default=dict, blank=True)
     url = models.CharField(max_length=2000, blank=True, default="")
-    status = models.CharField(max_length=12, choices=STATUSES, default=CONNECTED)
+    auth = models.CharField(max_length=10, default=NO_AUTH)
+    status = models.CharField(max_length=20, choices=STATUSES, default=CONNECTED)
     error = models.TextField(blank=True, default="")
     # The tool list from the last successful listing, so a listing can be shown before this process connects.
     tools = models.JSONField(default=list, blank=True)
@@ -99,3 +105,61 @@ class McpHttpSession(models.Model):
 
     def __str__(self) -> str:
         return self.session_id
+
+
+class McpServerOAuth(models.Model):
+    """How this service authenticates to an OAuth-protected server (`auth: "oauth"`): what discovery found,
+    the client registration, and the grant (mcpbridge.oauthgrant).
+
+    Invariants: `client_secret`, `access_token` and `refresh_token` are sealed with agentsite.core.secretbox
+    and no API returns or logs them; `generation` grows with every change of the tokens, and a refresh is
+    claimed by a conditional update naming it (one refresh at a time across processes: remote servers rotate
+    refresh tokens and detect their reuse).
+    """
+
+    AUTHORIZED = "authorized"
+    NEEDS_AUTHORIZATION = "needs_authorization"
+
+    server = models.OneToOneField(McpServer, on_delete=models.CASCADE, primary_key=True, related_name="oauth")
+    status = models.CharField(max_length=20, default=NEEDS_AUTHORIZATION)
+    resource = models.CharField(max_length=2000, help_text="The RFC 8707 resource the tokens are for.")
+    issuer = models.CharField(max_length=2000, blank=True, default="")
+    authorization_endpoint = models.CharField(max_length=2000)
+    token_endpoint = models.CharField(max_length=2000)
+    client_id = models.CharField(max_length=1000)
+    client_secret = models.TextField(blank=True, default="", help_text="Sealed (secretbox); empty for a public "
+                                                                       "client.")
+    token_endpoint_auth_method = models.CharField(max_length=40, default="none")
+    redirect_uri = models.CharField(max_length=2000)
+    requested_scopes = models.CharField(max_length=1000, blank=True, default="")
+    access_token = models.TextField(blank=True, default="", help_text="Sealed (secretbox).")
+    refresh_token = models.TextField(blank=True, default="", help_text="Sealed (secretbox).")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.CharField(max_length=1000, blank=True, default="", help_text="The scopes granted.")
+    generation = models.PositiveIntegerField(default=0)
+    refreshing_until = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "MCP server OAuth grant"
+
+    def __str__(self) -> str:
+        return f"OAuth of {self.server_id}"
+
+
+class McpOAuthFlow(models.Model):
+    """An authorization started and not yet completed: found by the SHA-256 of its `state` (the state itself is
+    not kept), used once, and good for ten minutes. In the database so that the callback completes it on any
+    process or host. `code_verifier` (PKCE) is sealed (secretbox)."""
+
+    state_digest = models.CharField(max_length=64, primary_key=True)
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")
+    code_verifier = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name = "MCP OAuth flow"
+
+    def __str__(self) -> str:
+        return f"OAuth flow for {self.server_id}"

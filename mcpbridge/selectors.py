@@ -17,6 +17,7 @@ from agentsite.core.errors import AppError
 from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.kb import kb_search_tool
 from mcpbridge.models import McpServer
+from mcpbridge.oauthgrant import OAuthBearer
 from mcpbridge.tools import McpTool, mcp_tool, own_tools_only, remote_tools, server_tools, upstream_error
 from organisation.policy import USE, can, visible_q
 
@@ -29,7 +30,8 @@ def spec_for(server: McpServer) -> ServerSpec:
     return ServerSpec(name=server.name, transport=server.transport, command=server.command,  # type: ignore[arg-type]
                       args=tuple(str(arg) for arg in server.args or ()),
                       env={str(key): str(value) for key, value in (server.env or {}).items()},
-                      url=server.url, headers={str(key): str(value) for key, value in (server.headers or {}).items()})
+                      url=server.url, headers={str(key): str(value) for key, value in (server.headers or {}).items()},
+                      auth=OAuthBearer(server.name) if server.auth == McpServer.OAUTH else None)
 
 
 def principal(caller: ToolContext) -> Any:
@@ -65,11 +67,13 @@ def mcp_server_usable(caller: ToolContext, name: str) -> McpServer | None:
 
 
 def mcp_server_specs_for(caller: ToolContext) -> tuple[set[str], list[ServerSpec]]:
-    """(the names of every stored server, the specs of those this caller may use)."""
+    """(the names of every stored server, the specs of those this caller may use: not those waiting for an
+    OAuth authorization, whose tools are left out until an admin reconnects them)."""
     names = _server_names()
     if not names:  # none stored (the usual case): one query, not two
         return names, []
-    return names, [spec_for(server) for server in mcp_servers_visible_to(caller)]
+    usable = mcp_servers_visible_to(caller).exclude(status=McpServer.NEEDS_AUTHORIZATION)
+    return names, [spec_for(server) for server in usable]
 
 
 def _server_names() -> set[str]:
@@ -104,10 +108,11 @@ async def mcp_server_overview(*, caller: ToolContext) -> list[ServerOverview]:
     caller = await resolve_caller(caller)
 
     def visible() -> list[McpServer]:
-        return list(mcp_servers_visible_to(caller))
+        return list(mcp_servers_visible_to(caller).select_related("oauth"))
 
     servers = await sync_to_async(visible)()
-    untried = [server for server in servers if manager.state(server.name) is None]
+    untried = [server for server in servers if manager.state(server.name) is None
+               and server.status != McpServer.NEEDS_AUTHORIZATION]
     if untried:
         await asyncio.gather(*(server_tools(spec_for(server)) for server in untried))
         servers = await sync_to_async(visible)()
@@ -116,6 +121,8 @@ async def mcp_server_overview(*, caller: ToolContext) -> list[ServerOverview]:
 
 def _overview(server: McpServer) -> ServerOverview:
     state = manager.state(server.name)
+    if server.status == McpServer.NEEDS_AUTHORIZATION:
+        return ServerOverview(server, server.status, server.error, 0)
     if state is not None and state.status in ("connected", "error"):
         return ServerOverview(server, state.status, state.error, len(state.tools))
     return ServerOverview(server, server.status, server.error, len(server.tools or []))

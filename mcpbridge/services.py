@@ -1,5 +1,5 @@
-"""Writes of MCP: connect (and store) a server, disconnect it, set its access rule (organisation.access), call
-any listed tool."""
+"""Writes of MCP: connect (and store) a server, an OAuth one through its authorization (mcpbridge.oauthgrant),
+disconnect it, set its access rule (organisation.access), call any listed tool."""
 
 from __future__ import annotations
 
@@ -26,8 +26,16 @@ from agentsite.agent.tools import (
 from agentsite.core import invalidation
 from agentsite.core.errors import AppError
 from mcpbridge.client import CLOSE_TIMEOUT_S, CONNECT_TIMEOUT_S, SERVER_TOPIC, McpConnectError, ServerSpec, manager
-from mcpbridge.models import McpServer, McpServerGrant
-from mcpbridge.selectors import mcp_server_get, tool_find
+from mcpbridge.models import McpServer, McpServerGrant, McpServerOAuth
+from mcpbridge.oauthgrant import (
+    FlowTaken,
+    oauth_flow_create,
+    oauth_flow_take,
+    oauth_tokens_store,
+    registration_of,
+    sealed_secret,
+)
+from mcpbridge.selectors import mcp_server_get, spec_for, tool_find
 from mcpbridge.status import mcp_server_status_forget, tools_dumped
 from mcpbridge.tools import McpTool
 from organisation.access import access_set
@@ -82,6 +90,124 @@ def mcp_server_connect(*, name: str, command: str = "", args: list[str] | None =
     manager.run_sync(lambda: manager.confirm(name))
     logger.info("MCP server %r connected (%s, %d tools)", name, spec.transport, len(tools))
     return server
+
+
+def mcp_server_oauth_connect(*, name: str, url: str, redirect_uri: str, transport: str | None = None,
+                             scopes: list[str] | None = None, client_id: str = "", client_secret: str = "",
+                             authorization_server: str = "", visibility: str = PRIVATE,
+                             users: list[str] | None = None) -> tuple[McpServer, str]:
+    """Store an OAuth-protected server as `needs_authorization` after discovering its authorization server and
+    registering with it (unless `client_id` is given), and start its authorization: (the server, the URL where an
+    admin consents). The callback (`mcp_server_oauth_complete`) connects it.
+
+    Raises AppError 409 `conflict`, 400 `invalid` (as connect), 502 `mcp_connect_failed` when discovery or
+    registration fails (nothing is stored then).
+    """
+    # Start-up cost: oauthclient imports the mcp package (half a second); only a process that uses OAuth pays it.
+    from mcpbridge import oauthclient
+
+    _check_name_free(name)
+    members = _users_named(users or [])
+    _check_url_allowed(url)
+    if authorization_server:
+        _check_url_allowed(authorization_server)
+    try:
+        found = async_to_sync(oauthclient.discover)(url, authorization_server=authorization_server,
+                                                    scopes=" ".join(scopes or []))
+        registration = (oauthclient.Registration(client_id, client_secret,
+                                                 "client_secret_basic" if client_secret else "none")
+                        if client_id else async_to_sync(oauthclient.register)(found, redirect_uri=redirect_uri))
+    except oauthclient.OAuthProblem as exc:
+        logger.info("Discovering the authorization of MCP server %r failed: %s", name, exc)
+        raise AppError("mcp_connect_failed", f"Could not set up OAuth for the MCP server {name!r}: {exc}", 502,
+                       {"reason": str(exc)}) from None
+    try:
+        with transaction.atomic():
+            server = McpServer.objects.create(
+                name=name, transport=transport or transport_for_url(url), url=url, auth=McpServer.OAUTH,
+                status=McpServer.NEEDS_AUTHORIZATION, error="Waiting for an admin's consent.", tools=[],
+                visibility=visibility, owner=None)
+            if visibility == SHARED:
+                McpServerGrant.objects.bulk_create(
+                    [McpServerGrant(resource=server, user=user, role=VIEWER) for user in members])
+            McpServerOAuth.objects.create(
+                server=server, resource=found.resource, issuer=found.issuer,
+                authorization_endpoint=found.authorization_endpoint, token_endpoint=found.token_endpoint,
+                client_id=registration.client_id, client_secret=sealed_secret(registration.client_secret),
+                token_endpoint_auth_method=registration.token_endpoint_auth_method, redirect_uri=redirect_uri,
+                requested_scopes=found.scopes)
+            authorization_url = mcp_server_oauth_start(server=server)
+    except IntegrityError:
+        raise _conflict(name) from None
+    logger.info("MCP server %r stored; waiting for its OAuth authorization", name)
+    return server, authorization_url
+
+
+def mcp_server_oauth_start(*, server: McpServer) -> str:
+    """A new authorization of an OAuth server (connect, reconnect): the URL where an admin consents. The server
+    keeps its grant until the callback replaces it."""
+    # Start-up cost: oauthclient imports the mcp package (half a second); only a process that uses OAuth pays it.
+    from mcpbridge import oauthclient
+
+    grant = McpServerOAuth.objects.get(server=server)
+    flow = oauth_flow_create(server=server)
+    return async_to_sync(oauthclient.authorization_url)(
+        registration=registration_of(grant), authorization_endpoint=grant.authorization_endpoint,
+        redirect_uri=grant.redirect_uri, scopes=grant.requested_scopes, resource=grant.resource, state=flow.state,
+        code_verifier=flow.code_verifier)
+
+
+def mcp_server_reconnect(*, name: str) -> str:
+    """Start a new authorization of an OAuth server (its grant refused or revoked): the consent URL. Raises
+    AppError 404 `not_found`, 400 `invalid` (not an OAuth server)."""
+    server = mcp_server_get(name=name)
+    if server.auth != McpServer.OAUTH:
+        raise AppError("invalid", f"The MCP server {name!r} does not use OAuth: disconnect and connect it again "
+                                  "to change how it is reached.", 400, {"name": ["Not an OAuth server."]})
+    return mcp_server_oauth_start(server=server)
+
+
+def mcp_server_oauth_complete(*, state: str, code: str = "", error: str = "") -> tuple[str, str]:
+    """Complete an authorization from the callback: (the server's name, "") once its tokens are stored, it is
+    connected and its tools listed; else (the name or "", an error code: the remote's `error`, `invalid_state`
+    for a state unknown, used or expired, `mcp_connect_failed`, or the token endpoint's error)."""
+    # Start-up cost: oauthclient imports the mcp package (half a second); only a process that uses OAuth pays it.
+    from mcpbridge import oauthclient
+
+    taken = oauth_flow_take(state=state) if state else None
+    if taken is None:
+        return "", "invalid_state"
+    name = taken.server.name
+    if error or not code:
+        logger.info("The authorization of MCP server %r was not given: %s", name, error or "no code")
+        return name, error or "invalid_request"
+    try:
+        tokens = async_to_sync(oauthclient.exchange)(
+            registration=registration_of(taken.grant), token_endpoint=taken.grant.token_endpoint,
+            redirect_uri=taken.grant.redirect_uri, code=code, code_verifier=taken.code_verifier,
+            resource=taken.grant.resource)
+    except oauthclient.OAuthProblem as exc:
+        logger.info("The code exchange of MCP server %r failed: %s", name, exc)
+        McpServer.objects.filter(pk=taken.server.pk).update(error=str(exc))
+        return name, exc.code
+    oauth_tokens_store(grant=taken.grant, tokens=tokens)
+    return name, _oauth_connected(taken)
+
+
+def _oauth_connected(taken: FlowTaken) -> str:
+    server = McpServer.objects.get(pk=taken.server.pk)
+    spec = spec_for(server)
+    try:
+        tools = manager.run_sync(lambda: manager.connect(spec), timeout=CONNECT_TIMEOUT_S + 2 * CLOSE_TIMEOUT_S)
+    except McpConnectError as exc:
+        logger.info("Connecting the authorized MCP server %r failed: %s", server.name, exc)
+        McpServer.objects.filter(pk=server.pk).update(status=McpServer.ERROR, error=str(exc))
+        return "mcp_connect_failed"
+    McpServer.objects.filter(pk=server.pk).update(status=McpServer.CONNECTED, error="", tools=tools_dumped(tools))
+    manager.run_sync(lambda: manager.confirm(server.name))
+    mcp_server_status_forget(server.name)
+    logger.info("MCP server %r authorized and connected (%d tools)", server.name, len(tools))
+    return ""
 
 
 def mcp_server_access_set(*, name: str, visibility: str, users: list[str] | None = None,

@@ -27,7 +27,8 @@ def mcp_server_status_record(*, name: str, error: str, tools: list[types.Tool] |
     changes: dict[str, Any] = {"status": status, "error": error}
     if tools is not None:
         changes["tools"] = tools_dumped(tools)
-    McpServer.objects.filter(name=name).update(**changes)
+    # A server waiting for an OAuth authorization keeps that status: only its callback (or a disconnect) ends it.
+    McpServer.objects.filter(name=name).exclude(status=McpServer.NEEDS_AUTHORIZATION).update(**changes)
 
 
 def tools_dumped(tools: list[types.Tool]) -> list[dict[str, Any]]:

@@ -323,7 +323,7 @@ class ReconnectView(APIView):
                    summary="Authorize an OAuth MCP server again (a new consent)")
     def post(self, request: Request, name: str) -> Response:
         authorization_url = services.mcp_server_reconnect(name=name)
-        audit("mcp.reconnect", request=request, target=f"mcp:{name}")
+        audit("mcp.connect", request=request, target=f"mcp:{name}", details={"step": "reconnect"})
         body = {"status": McpServer.NEEDS_AUTHORIZATION, "authorization_url": authorization_url}
         return Response(AuthorizationSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
@@ -344,10 +344,11 @@ class OAuthCallbackView(APIView):
             error=params.get("error", "")[:100])
         if problem:
             code = re.sub(r"[^a-z0-9_]", "", problem.lower())[:60] or "oauth_failed"
-            audit("mcp.authorize", outcome="failure", target=f"mcp:{name}", details={"code": code}, request=request)
+            audit("mcp.connect", outcome="failure", target=f"mcp:{name}", details={"step": "authorized", "code": code},
+                  request=request)
             query = {"oauth_error": code, **({"server": name} if name else {})}
         else:
-            audit("mcp.authorize", target=f"mcp:{name}", request=request)
+            audit("mcp.connect", target=f"mcp:{name}", details={"step": "authorized"}, request=request)
             query = {"connected": name}
         return HttpResponseRedirect(f"{DASHBOARD_MCP}?{urlencode(query)}")
 

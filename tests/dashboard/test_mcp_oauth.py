@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
@@ -95,28 +96,34 @@ def test_an_admin_connects_a_remote_with_oauth_consents_there_and_comes_back_con
     form.get_by_label("Scopes (space-separated)").fill("mcp")
     visited: list[str] = []
     page.on("request", lambda request: request.is_navigation_request() and visited.append(request.url))
-    with page.expect_response(lambda response: response.url.endswith("/api/mcp/connect")) as connected:
+    # The connect asks B (discovery, registration) before it answers: longer than a page's own waits.
+    with page.expect_response(lambda response: response.url.endswith("/api/mcp/connect"), timeout=30_000) as connected:
         form.get_by_role("button", name="Connect").click()
     response = connected.value
     assert response.request.post_data_json == {
         "name": "remote-b", "url": f"{remote.base_url}/mcp", "transport": "streamable-http", "auth": "oauth",
         "scopes": ["mcp"], "visibility": "private"}
     assert response.status == 202
-    answer = response.json()
-    assert answer["status"] == "needs_authorization"
-    authorization_url = answer["authorization_url"]
-    assert authorization_url.startswith(f"{remote.base_url}/oauth/authorize?")
-    # The same tab goes to the remote's authorization (which sends it on to B's consent page).
+    # The same tab goes to B's authorization URL (the 202's; its body is gone with the page, so the address
+    # is read off the navigation), which sends it on to B's consent page.
     redirect_to = consent_at(remote, page, remote_headers)
-    assert authorization_url in visited
+    authorization = [url for url in visited if url.startswith(f"{remote.base_url}/oauth/authorize?")]
+    assert len(authorization) == 1, visited
+    query = parse_qs(urlsplit(authorization[0]).query)
+    assert query["resource"] == [f"{remote.base_url}/mcp"] and query["scope"] == ["mcp"]
+    assert query["code_challenge_method"] == ["S256"]
+    assert query["redirect_uri"] == [f"{dashboard_server.base_url}/api/mcp/oauth/callback"]
     assert redirect_to.startswith(f"{dashboard_server.base_url}/api/mcp/oauth/callback?")
 
-    page.goto(redirect_to)  # B's answer to the browser: back to A's callback, then A's MCP page
+    # B's answer to the browser: back to A's callback, which takes the tokens from B, connects and lists the
+    # tools before it sends the browser on to A's MCP page (longer than a page's own waits).
+    page.goto(redirect_to, timeout=30_000)
     outcome = page.locator(".mcp-outcome")
     expect(outcome).to_have_text("Connected remote-b: it is authorized and its tools are listed.")
     assert page.evaluate("location.hash") == "#/mcp"
     row = page.locator('tr[data-server="remote-b"]')
-    expect(row.locator(".mcp-oauth-state")).to_contain_text("OAuth: authorized, token until")
+    # The listing is answered by whichever worker: one that has not reached B yet connects to it first.
+    expect(row.locator(".mcp-oauth-state")).to_contain_text("OAuth: authorized, token until", timeout=30_000)
     expect(row.get_by_role("button", name="Reconnect remote-b")).to_have_count(0)
     expect(page.locator(".mcp-tools")).to_contain_text("remote-b")  # B's tools, listed through the grant
     server = next(item for item in requests.get(f"{dashboard_server.base_url}/api/mcp/servers", headers=admin_headers,
@@ -141,11 +148,13 @@ def test_a_server_that_needs_authorization_shows_reconnect_which_goes_to_a_new_c
     visited: list[str] = []
     page.on("request", lambda request: request.is_navigation_request() and visited.append(request.url))
     reconnect = "/api/mcp/servers/remote-later/reconnect"
-    with page.expect_response(lambda response: response.url.endswith(reconnect)) as sent:
+    with page.expect_response(lambda response: response.url.endswith(reconnect), timeout=30_000) as sent:
         row.get_by_role("button", name="Reconnect remote-later").click()
     assert sent.value.status == 202
-    authorization_url = sent.value.json()["authorization_url"]
-    assert authorization_url.startswith(f"{remote.base_url}/oauth/authorize?")
-    assert authorization_url != first.json()["authorization_url"]  # a new consent, with a new state
     page.wait_for_url(re.compile(re.escape(remote.base_url) + r"/#/consent/"))
-    assert authorization_url in visited
+    authorization = [url for url in visited if url.startswith(f"{remote.base_url}/oauth/authorize?")]
+    assert len(authorization) == 1, visited
+    # A new consent: not the first connect's address (its state is another).
+    assert authorization[0] != first.json()["authorization_url"]
+    assert parse_qs(urlsplit(authorization[0]).query)["state"] != parse_qs(
+        urlsplit(first.json()["authorization_url"]).query)["state"]

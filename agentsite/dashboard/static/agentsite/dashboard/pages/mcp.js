@@ -1,9 +1,12 @@
-// MCP: the connected MCP servers (status, error, tools), every tool the agent can use, and the plugins.
-// Admins connect and disconnect servers and reload plugins; a user sees the servers and tools read-only
-// (the plugin list is an admin endpoint, so it is not asked for).
+// MCP: the connected MCP servers (status, error, OAuth state, tools), every tool the agent can use, and the
+// plugins; and this server's own MCP URL for using agentsite as a connector (mcp/connector.js). Admins connect
+// (with headers or OAuth, mcp/oauth.js), reconnect and disconnect servers and reload plugins; a user sees the
+// servers and tools read-only (the plugin list is an admin endpoint, so it is not asked for).
 import {
   confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
 } from "../ui.js";
+import { connectorPanel } from "./mcp/connector.js";
+import { oauthBody, oauthFields, oauthOutcome, oauthState } from "./mcp/oauth.js";
 
 // The connect form's words for the access rule's visibilities (the list itself is GET /api/meta's).
 const VISIBILITY_LABELS = { private: "Admins only", everyone: "Every user", shared: "Admins and those it is shared with" };
@@ -50,12 +53,26 @@ class McpPage {
     this.serversBox = h("section", { class: "mcp-servers", "aria-labelledby": "mcp-servers-title" });
     this.toolsBox = h("section", { class: "mcp-tools", "aria-labelledby": "mcp-tools-title" });
     this.pluginsBox = h("section", { class: "mcp-plugins", "aria-labelledby": "mcp-plugins-title" });
-    put(this.root, 
+    put(this.root,
       pageHeader("MCP and plugins", "Tool servers the agent connects to, the tools they offer, and the plugins loaded from the plugin directory."),
+      this.outcome(),
       this.admin ? null : h("p", { class: "notice", role: "note" },
         "You can see the servers and tools. Only an admin can connect or disconnect servers and manage plugins."),
-      h("div", { class: "mcp-layout" }, this.serversBox, this.admin ? this.connectForm() : null, this.toolsBox, this.pluginsBox));
+      h("div", { class: "mcp-layout" }, this.serversBox,
+        h("div", { class: "mcp-aside" }, connectorPanel(location.origin), this.admin ? this.connectForm() : null),
+        this.toolsBox, this.pluginsBox));
     await Promise.all([this.loadServers(), this.loadTools(), this.loadPlugins()]);
+  }
+
+  // Back from a remote server's consent: what the callback says (#/mcp?connected=… or ?oauth_error=…), shown
+  // once; the address goes back to #/mcp, so a reload does not say it again.
+  outcome() {
+    const outcome = oauthOutcome(location.hash);
+    if (!outcome) return null;
+    history.replaceState(null, "", "#/mcp");
+    this.ctx.toast(outcome.text, outcome.kind);
+    return h("p", { class: outcome.kind === "error" ? "form-error mcp-outcome" : "notice mcp-outcome",
+      role: outcome.kind === "error" ? "alert" : "status" }, outcome.text);
   }
 
   // --- servers ---------------------------------------------------------------------------------------
@@ -85,7 +102,7 @@ class McpPage {
           server.args_count ? ` + ${server.args_count} argument${server.args_count === 1 ? "" : "s"} (not shown)` : null,
           server.visibility ? h("p", { class: "hint mcp-used-by" }, `Used by: ${usedBy(server)}`) : null),
         h("td", {}, h("span", { class: `badge status ${server.status === "connected" ? "ok" : "error"}` }, server.status),
-          server.error ? h("p", { class: "error-text" }, server.error) : null),
+          server.error ? h("p", { class: "error-text" }, server.error) : null, oauthState(server)),
         h("td", {}, String(server.tools)),
         this.admin ? h("td", {}, h("div", { class: "actions" },
           // Who may call its tools: the shell's share dialog (a server takes viewer grants only, GET /api/meta
@@ -93,6 +110,8 @@ class McpPage {
           h("button", { type: "button", "aria-label": `Share ${server.name}`, onclick: () => this.ctx.share({
             kind: "mcp_server", path: `/api/mcp/servers/${encodeURIComponent(server.name)}`, label: server.name,
             transfer: false, onChange: () => this.loadServers() }) }, "Share"),
+          server.oauth?.status === "needs_authorization" ? h("button", { type: "button", class: "primary",
+            "aria-label": `Reconnect ${server.name}`, onclick: (event) => this.reconnect(server.name, event.target) }, "Reconnect") : null,
           h("button", { type: "button", class: "danger", "aria-label": `Disconnect ${server.name}`,
             onclick: () => this.disconnect(server.name) }, "Disconnect"))) : null))))));
     labelCells(this.serversBox.querySelector("table"));
@@ -109,14 +128,26 @@ class McpPage {
       field("Arguments (one per line)", h("textarea", { name: "args", rows: "2", spellcheck: "false", placeholder: "mcp-server-time" })),
       field("Environment (KEY=value per line)", h("textarea", { name: "env", rows: "2", spellcheck: "false" }),
         hint("Kept secret: never shown again.")));
-    const urlFields = h("div", { class: "mcp-url", hidden: true },
-      field("URL", h("input", { name: "url", type: "url", autocomplete: "off", spellcheck: "false", placeholder: "https://example.com/mcp" })),
+    // A URL server authenticates with nothing, fixed headers, or OAuth (agentsite signs in at the remote).
+    const auth = h("select", { name: "auth" },
+      h("option", { value: "none" }, "None"),
+      h("option", { value: "headers" }, "Headers (an API key or token)"),
+      h("option", { value: "oauth" }, "OAuth (sign in at the remote server)"));
+    const headerFields = h("div", { class: "mcp-headers", hidden: true },
       field("Headers (Name: value per line)", h("textarea", { name: "headers", rows: "2", spellcheck: "false" }),
         hint("For example Authorization: Bearer …; kept secret.")));
-    transport.addEventListener("change", () => {
+    const oauth = oauthFields(location.origin);
+    const urlFields = h("div", { class: "mcp-url", hidden: true },
+      field("URL", h("input", { name: "url", type: "url", autocomplete: "off", spellcheck: "false", placeholder: "https://example.com/mcp" })),
+      field("Authentication", auth), headerFields, oauth);
+    const shown = () => {
       commandFields.hidden = transport.value !== "stdio";
       urlFields.hidden = transport.value === "stdio";
-    });
+      headerFields.hidden = auth.value !== "headers";
+      oauth.hidden = auth.value !== "oauth";
+    };
+    transport.addEventListener("change", shown);
+    auth.addEventListener("change", shown);
     const button = h("button", { type: "submit", class: "primary" }, "Connect");
     const form = h("form", { class: "card mcp-connect", "aria-labelledby": "mcp-connect-title", novalidate: true,
       onsubmit: async (event) => {
@@ -134,6 +165,11 @@ class McpPage {
         button.textContent = "Connecting…";
         try {
           const server = await this.ctx.api("/api/mcp/connect", { method: "POST", body });
+          if (server.status === "needs_authorization") {
+            // 202: sign in at the remote in this tab; its callback brings the browser back to #/mcp.
+            location.assign(server.authorization_url);
+            return;
+          }
           this.ctx.toast(`Connected ${server.name}: ${server.tools} tools.`, "success");
           form.reset();
           transport.dispatchEvent(new Event("change"));
@@ -176,13 +212,30 @@ class McpPage {
       body.url = elements.url.value.trim();
       body.transport = elements.transport.value;
       if (!body.url) throw new Error("Give the server's URL.");
-      const headers = pairs(elements.headers.value, ":", "Headers");
-      if (Object.keys(headers).length) body.headers = headers;
+      if (elements.auth.value === "headers") {
+        const headers = pairs(elements.headers.value, ":", "Headers");
+        if (!Object.keys(headers).length) throw new Error("Give the headers, or choose None.");
+        body.headers = headers;
+      } else if (elements.auth.value === "oauth") {
+        Object.assign(body, oauthBody(elements));
+      }
     }
     body.visibility = elements.visibility.value;
     const users = lines(elements.users.value);
     if (users.length) body.users = users;
     return body;
+  }
+
+  // An OAuth server whose refresh failed: a new consent at the remote (POST …/reconnect answers where).
+  async reconnect(name, button) {
+    button.disabled = true;
+    try {
+      const answer = await this.ctx.api(`/api/mcp/servers/${encodeURIComponent(name)}/reconnect`, { method: "POST" });
+      location.assign(answer.authorization_url);
+    } catch (error) {
+      button.disabled = false;
+      this.ctx.toast(`Could not reconnect ${name}: ${errorText(error)}`, "error");
+    }
   }
 
   async disconnect(name) {

@@ -29,10 +29,11 @@ install_daphne_body_limit()  # under daphne: refuse an over-size body while it a
 
 from django.conf import settings  # noqa: E402
 
-if settings.AGENTSITE_LOG_FORMAT == "json":
-    from agentsite.server.accesslog import install_json_access_log
+from agentsite.server.accesslog import install_access_log_masking, install_json_access_log  # noqa: E402
 
+if settings.AGENTSITE_LOG_FORMAT == "json":
     install_json_access_log()  # daphne's access log as JSON lines with the request id
+install_access_log_masking()  # last: it wraps whichever writer is installed (an OAuth callback's code is masked)
 
 from agentsite.server import heap  # noqa: E402
 

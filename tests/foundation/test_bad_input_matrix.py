@@ -236,7 +236,8 @@ def test_every_bad_body_on_every_operation_is_a_4xx_envelope_and_stores_nothing(
             if path.startswith("/oauth/"):  # OAuth's own shape (RFC 6749 §5.2), which its clients read
                 if not (isinstance(error, str) and isinstance(body.get("error_description"), str)):
                     failures.append(f"{where}: not OAuth's error shape: {response.content[:200]!r}")
-            elif not ({"message", "type"} <= set(error) if path.startswith("/v1") else {"code", "message"} <= set(error)):
+            elif not ({"message", "type"} <= set(error) if path.startswith("/v1")
+                      else {"code", "message"} <= set(error)):
                 failures.append(f"{where}: not the envelope: {response.content[:200]!r}")
             if _counts() != before:
                 changed = {label: (before[label], count) for label, count in _counts().items()

@@ -8,6 +8,7 @@ ERROR_STATUSES = {"400", "401", "403", "404", "409", "413", "415", "429", "502",
 ADMIN_OPERATIONS = {("get", "/api/audit"), ("get", "/api/metrics/summary"),
                     ("put", "/api/config"), ("patch", "/api/config"), ("post", "/api/mcp/connect"),
                     ("post", "/api/mcp/disconnect"), ("patch", "/api/mcp/servers/{name}"), ("get", "/api/plugins"),
+                    ("post", "/api/mcp/servers/{name}/reconnect"),
                     ("post", "/api/plugins/reload"),
                     # the model catalogue's connections and aliases (issue 26): the agent's config
                     ("get", "/api/connections"), ("post", "/api/connections"),
@@ -41,7 +42,9 @@ PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register")
                      ("get", "/.well-known/oauth-protected-resource"),
                      ("get", "/.well-known/oauth-protected-resource/mcp"),
                      ("get", "/.well-known/oauth-authorization-server"), ("post", "/oauth/register"),
-                     ("get", "/oauth/authorize"), ("post", "/oauth/token"), ("post", "/oauth/revoke")}
+                     ("get", "/oauth/authorize"), ("post", "/oauth/token"), ("post", "/oauth/revoke"),
+                     # A remote authorization server's answer: the single-use state is the credential.
+                     ("get", "/api/mcp/oauth/callback")}
 
 
 @pytest.fixture

@@ -90,3 +90,4 @@ _.authenticate_token
 _.get_server_metadata
 _.generate_client_secret
 _.save_client
+_.async_auth_flow  # mcpbridge/oauthgrant.py: httpx2 calls an Auth's flow by name

@@ -78,6 +78,8 @@ PUBLIC = {
     ("get", "/oauth/authorize"): "the browser arrives without a token; the consent page signs the user in",
     ("post", "/oauth/token"): "the code with its PKCE verifier, or the refresh token, is the credential",
     ("post", "/oauth/revoke"): "RFC 7009: the token itself is what is revoked; the client identifies itself",
+    ("get", "/api/mcp/oauth/callback"): "a remote authorization server's answer: the single-use state is the "
+                                        "credential",
 }
 # Public only while config `compat_auth` is "public" (or "local", the default, from loopback), where any
 # placeholder key is accepted.
@@ -135,6 +137,7 @@ OBJECT_PARAMETERS = {
     # Not a user's object: an MCP server is the admins' (its route is admin-only, a 403 to everyone else, which
     # the 403 matrix checks), so the ownership matrix below leaves it out.
     ("/api/mcp/servers/{name}", "name"): "mcp_server", ("/api/mcp/servers/{pk}/access", "pk"): "mcp_server",
+    ("/api/mcp/servers/{name}/reconnect", "name"): "mcp_server",
     # The model catalogue's connections and aliases are the agent's config: admin-only, like an MCP server.
     ("/api/connections/{connection_id}", "connection_id"): "connection",
     ("/api/connections/{connection_id}/discover", "connection_id"): "connection",

@@ -303,7 +303,7 @@ async function showLogin(notice, mode = "login", failure = null, known = null) {
   const { page: wanted, route: wantedParts } = parseHash();
   if (wanted === "consent" && wantedParts[0]) {
     rememberConsent(wantedParts[0]);
-    notice ??= "An app asks to use your account: sign in to review its request.";
+    notice = `${notice ? `${notice} ` : ""}An app asks to use your account: sign in to review its request.`;
   }
   const withPassword = registering || mode === "password" || options.password;
   document.title = registering ? "Create an account · agentsite" : "Log in · agentsite";

@@ -80,7 +80,11 @@ def test_a_signed_in_user_sees_the_app_and_allows_it(logged_in_page, dashboard_s
     expect(card.locator(".consent-host")).to_have_text(urlsplit(auth.redirect_uri).netloc)
     expect(card.locator("li[data-scope=mcp]")).to_contain_text("MCP server")
     expect(card.locator(".consent-user")).to_have_text("admin")
-    expect(page.get_by_role("button", name="Allow", exact=True)).to_be_focused()
+    expect(page.get_by_role("heading", name="Claude test connector wants to use your agentsite account")).to_be_focused()
+    page.keyboard.press("Tab")  # then, by keyboard: the sign-out link, Deny, Allow
+    expect(page.get_by_role("button", name="Sign out")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Deny", exact=True)).to_be_focused()
     expect(page.get_by_role("link", name="Authorize an app")).to_have_count(0)  # not in the navigation
     assert page.title().startswith("Authorize an app")
     page.set_viewport_size(PHONE)

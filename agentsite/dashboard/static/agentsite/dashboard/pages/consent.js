@@ -50,12 +50,12 @@ class ConsentPage {
     const allow = h("button", { type: "button", class: "primary", onclick: () => this.decide(true, buttons, problem) }, "Allow");
     const deny = h("button", { type: "button", onclick: () => this.decide(false, buttons, problem) }, "Deny");
     const buttons = [deny, allow];
-    const title = h("h1", { id: "consent-title" }, h("span", { class: "consent-app" }, client.name || client.client_id),
+    const title = h("h1", { id: "consent-title", tabindex: "-1" }, h("span", { class: "consent-app" }, client.name || client.client_id),
       " wants to use your agentsite account");
     put(this.box, title,
       h("div", { class: "consent-redirect" },
-        h("p", { class: "consent-label", id: "consent-host-label" }, "After your decision you go to"),
-        h("p", { class: "consent-host", "aria-labelledby": "consent-host-label" }, client.redirect_host || "(unknown host)"),
+        h("p", { class: "consent-label" }, "After your decision you go to"),
+        h("p", { class: "consent-host" }, client.redirect_host || "(unknown host)"),
         h("p", { class: "hint" }, "Allow only if you started this from an app you trust and this is its address.")),
       h("h2", { class: "consent-subtitle" }, "It will be able to"),
       h("ul", { class: "consent-scopes" }, consent.scope.map((item) =>
@@ -65,7 +65,8 @@ class ConsentPage {
         h("button", { type: "button", class: "link", onclick: () => this.ctx.logout() }, "Sign out")),
       problem,
       h("div", { class: "actions consent-actions" }, buttons));
-    allow.focus();
+    // The title first (what asks, and for what), not Allow: an Enter pressed in passing must not allow an app.
+    title.focus();
   }
 
   async decide(allow, buttons, problem) {

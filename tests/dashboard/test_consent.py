@@ -80,7 +80,8 @@ def test_a_signed_in_user_sees_the_app_and_allows_it(logged_in_page, dashboard_s
     expect(card.locator(".consent-host")).to_have_text(urlsplit(auth.redirect_uri).netloc)
     expect(card.locator("li[data-scope=mcp]")).to_contain_text("MCP server")
     expect(card.locator(".consent-user")).to_have_text("admin")
-    expect(page.get_by_role("heading", name="Claude test connector wants to use your agentsite account")).to_be_focused()
+    title = page.get_by_role("heading", name="Claude test connector wants to use your agentsite account")
+    expect(title).to_be_focused()
     page.keyboard.press("Tab")  # then, by keyboard: the sign-out link, Deny, Allow
     expect(page.get_by_role("button", name="Sign out")).to_be_focused()
     page.keyboard.press("Tab")

@@ -27,6 +27,7 @@ from mcp import ClientSession
 from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from playwright.async_api import async_playwright, expect
 
 from tests.dashboard.conftest import CHROMIUM, TIMEOUT_MS, _missing
 from tests.needs import unavailable
@@ -148,8 +149,6 @@ class Connector:
     async def redirect_handler(self, url: str) -> None:
         """What a desktop app does with the authorization URL: open it in the user's browser, where the user signs
         in (the first time) and decides on the consent page."""
-        from playwright.async_api import expect
-
         self.authorizations.append(url)
         if self.refuse_more:
             raise RuntimeError("the app was asked to authorize again")
@@ -194,8 +193,6 @@ class Connector:
 
 @pytest.fixture
 async def chromium() -> AsyncIterator:
-    from playwright.async_api import async_playwright
-
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         context = await browser.new_context(viewport={"width": 1280, "height": 800})
@@ -226,8 +223,6 @@ def mcp_status(server: LiveServer, token: str) -> requests.Response:
 
 
 async def disconnect_on_the_keys_page(page, server: LiveServer) -> None:
-    from playwright.async_api import expect
-
     await page.goto(f"{server.base_url}/#/keys")
     row = page.locator("tr[data-app]").filter(has_text=APP)
     await expect(row).to_have_count(1)

@@ -3,7 +3,8 @@
 //
 // Routes: #/chat, #/chat/<session_id>, #/agents, #/agents/<id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
 // #/keys, #/usage, #/groups, #/groups/<id> (admins and the managers of a group only), #/activity (admins only:
-// its link is not shown to others, and the route is "Not found" for them), #/settings. Logged out: #/sso (where
+// its link is not shown to others, and the route is "Not found" for them), #/settings, #/consent/<id> (where
+// GET /oauth/authorize sends the browser; unlinked; consentstore.js keeps it through a sign-in). Logged out: #/sso (where
 // single sign-on lands: the tokens are collected) and #/login/password (the password form while password
 // sign-in is off, for break-glass users; no link leads there). A page is the module pages/<name>.js exporting `async function mount(root, ctx)`; it renders
 // into `root` (the <main> element, emptied before each mount) and may return a cleanup function, called
@@ -18,6 +19,7 @@
 // "not built yet" placeholder instead of breaking the shell.
 import * as client from "./api.js";
 import { authOptions } from "./authoptions.js";
+import { forgetConsent, pendingConsent, rememberConsent } from "./consentstore.js";
 import { openShareDialog } from "./share.js";
 import { errorBox, h, loading } from "./ui.js";
 
@@ -34,6 +36,7 @@ const PAGES = [
   ["groups", "Groups", { when: (user) => user.is_admin || (user.groups || []).some((group) => group.role === "manager") }],
   ["activity", "Activity", { admin: true }],
   ["settings", "Settings"],
+  ["consent", "Authorize an app", { hidden: true }], // from GET /oauth/authorize only: not in the navigation
 ];
 const DEFAULT_PAGE = "chat";
 const TOAST_MS = { info: 5000, success: 5000, error: 10000 };
@@ -73,6 +76,7 @@ async function route() {
   if (!shell.user) return;
   refreshApprovals();
   const { page, route: parts } = parseHash();
+  if (page === "consent") forgetConsent();
   const ticket = ++shell.mounting;
   await unmount();
   markCurrent(page);
@@ -186,7 +190,8 @@ export function toast(message, kind = "info") {
 
 function renderShell() {
   shell.nav = h("nav", { class: "nav", "aria-label": "Main" },
-    h("ul", {}, pages().map(([name, label]) => h("li", {}, h("a", { href: `#/${name}`, "data-page": name }, label)))));
+    h("ul", {}, pages().filter(([, , options]) => !options?.hidden)
+      .map(([name, label]) => h("li", {}, h("a", { href: `#/${name}`, "data-page": name }, label)))));
   // A long name is cut with an ellipsis; the title holds all of it.
   const who = h("span", { class: "who", title: shell.user.username }, shell.user.username);
   const header = h("header", { class: "topbar" },
@@ -220,7 +225,8 @@ const OUTSIDE = new Set(["sso", "login"]);
 function enter() {
   renderShell();
   if (!location.hash || location.hash === "#" || location.hash === "#/" || OUTSIDE.has(parseHash().page)) {
-    history.replaceState(null, "", `#/${DEFAULT_PAGE}`);
+    const consent = pendingConsent();
+    history.replaceState(null, "", consent ? `#/consent/${encodeURIComponent(consent)}` : `#/${DEFAULT_PAGE}`);
   }
   route();
 }
@@ -294,6 +300,11 @@ async function showLogin(notice, mode = "login", failure = null, known = null) {
   const options = known ?? (await authOptions());
   if (shown !== loginShown || shell.user) return;
   const registering = mode === "register";
+  const { page: wanted, route: wantedParts } = parseHash();
+  if (wanted === "consent" && wantedParts[0]) {
+    rememberConsent(wantedParts[0]);
+    notice = `${notice ? `${notice} ` : ""}An app asks to use your account: sign in to review its request.`;
+  }
   const withPassword = registering || mode === "password" || options.password;
   document.title = registering ? "Create an account · agentsite" : "Log in · agentsite";
   const problem = h("div", { class: "form-error", role: "alert" });
@@ -383,6 +394,6 @@ window.addEventListener("hashchange", () => {
   if (shell.user) return route();
   const { page } = parseHash();
   if (page === "sso") collectSso();
-  else if (page === "login") showLogin(null, loginMode());
+  else if (page === "login" || page === "consent") showLogin(null, loginMode());
 });
 start();

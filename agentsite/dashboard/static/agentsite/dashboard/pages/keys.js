@@ -1,6 +1,7 @@
 // Keys: the user's API keys (docs/api.md, API keys). Making one shows its secret once, with a copy button;
 // the list shows each key's prefix, scopes, dates and whether it works; revoking asks first. Admins may also
-// give their own keys the admin scope.
+// give their own keys the admin scope. Below, the connected apps (docs/api.md, MCP authorization): the OAuth
+// clients (MCP connectors) holding a live grant for the user, each disconnected at once after a confirmation.
 import {
   confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
 } from "../ui.js";
@@ -31,10 +32,11 @@ class KeysPage {
   async start() {
     this.secretBox = h("div", { class: "keys-secret", "aria-live": "polite" });
     this.listBox = h("section", { class: "card keys-list", "aria-labelledby": "keys-list-title" });
+    this.appsBox = h("section", { class: "card keys-apps", "aria-labelledby": "keys-apps-title" });
     put(this.root,
       pageHeader("API keys", "Keys for the OpenAI-compatible API, the MCP server or the API, for SDKs and scripts: each acts as you, within its scopes."),
-      h("div", { class: "keys-layout" }, h("div", {}, this.createForm(), this.secretBox), this.listBox));
-    await this.load();
+      h("div", { class: "keys-layout" }, h("div", {}, this.createForm(), this.secretBox), this.listBox), this.appsBox);
+    await Promise.all([this.load(), this.loadApps()]);
   }
 
   createForm() {
@@ -140,6 +142,53 @@ class KeysPage {
       this.ctx.toast(`Not revoked: ${errorText(error)}`, "error");
     }
     await this.load();
+  }
+
+  // The apps connected through OAuth (Claude, ChatGPT, VS Code... added with the MCP page's URL).
+  async loadApps() {
+    const title = h("h2", { id: "keys-apps-title" }, "Connected apps");
+    const about = h("p", { class: "hint" }, "Apps you allowed to use agentsite's MCP server as you. Disconnecting one ends its access at once.");
+    put(this.appsBox, title, about, loading("Loading connected apps…"));
+    let apps;
+    try {
+      apps = (await this.ctx.api("/api/oauth/apps")).results;
+    } catch (error) {
+      if (!this.stopped) put(this.appsBox, title, about, errorBox(`The connected apps could not be loaded: ${errorText(error)}`, () => this.loadApps()));
+      return;
+    }
+    if (this.stopped) return;
+    if (!apps.length) {
+      put(this.appsBox, title, h("p", { class: "empty" }, "No app is connected. To connect one (Claude, ChatGPT, VS Code, "
+        + "the MCP Inspector), add agentsite's MCP URL, shown on the ", h("a", { href: "#/mcp" }, "MCP page"),
+      ", as a connector in the app: it asks you to sign in here and to allow it."));
+      return;
+    }
+    const table = h("table", { class: "keys-table keys-apps-table" },
+      h("thead", {}, h("tr", {}, ...["App", "Redirects to", "Connected", "Last used", "Expires", ""]
+        .map((label) => h("th", { scope: "col" }, label)))),
+      h("tbody", {}, ...apps.map((app) => h("tr", { "data-app": app.client_id },
+        h("th", { scope: "row" }, app.name || app.client_id),
+        h("td", {}, h("code", {}, app.redirect_host || "—")),
+        h("td", {}, when(app.connected_at)),
+        h("td", {}, app.last_used_at ? when(app.last_used_at) : "Never"),
+        h("td", {}, when(app.expires_at)),
+        h("td", {}, h("button", { type: "button", class: "danger", "aria-label": `Disconnect ${app.name || app.client_id}`,
+          onclick: () => this.disconnect(app) }, "Disconnect"))))));
+    labelCells(table);
+    put(this.appsBox, title, about, h("div", { class: "table-wrap" }, table));
+  }
+
+  async disconnect(app) {
+    const name = app.name || app.client_id;
+    if (!await confirmDialog(`Disconnect “${name}” (${app.redirect_host})? It loses access to your account at once; `
+      + "to use it again, connect it again from the app.", { confirmLabel: "Disconnect" })) return;
+    try {
+      await this.ctx.api(`/api/oauth/apps/${encodeURIComponent(app.client_id)}`, { method: "DELETE" });
+      this.ctx.toast(`Disconnected ${name}.`, "success");
+    } catch (error) {
+      this.ctx.toast(`Not disconnected: ${errorText(error)}`, "error");
+    }
+    await this.loadApps();
   }
 }
 

@@ -44,6 +44,11 @@ class ClientAdmin(_ReadOnly):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_superuser)
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, set[str], Any]:
+        # Its consents, codes and tokens go with it, although none of them may be deleted on its own here.
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
     def delete_model(self, request: HttpRequest, obj: Client) -> None:
         _client_deleted(request, obj)
         super().delete_model(request, obj)

@@ -2,7 +2,7 @@
 read-only (they are made by the protocol only). No secret is shown: neither a hash of one (`*_hash`) nor a
 token's password version. Operators end grants with the token list's "Revoke" action (oauth.services, the path
 every revocation takes: the tokens stop at once in every process), and may delete a client that registered
-unwanted (its tokens end with it, as each deleted row announces its drop)."""
+unwanted (its tokens end with it, as each deleted row announces its drop); deletions are audited too."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from oauth.services import grants_revoke
 
 
 class _ReadOnly(admin.ModelAdmin):
-    """Shown, never added or edited here (only the protocol makes these rows); deleted only where a subclass
-    allows it."""
+    """Shown, never added or edited here (only the protocol makes these rows). A superuser may delete them: a
+    deleted user or client takes its rows with it (Django admin refuses the deletion of a row whose dependants
+    one may not delete), and a deleted token ends at once in every process, as a revoked one does."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -29,7 +30,7 @@ class _ReadOnly(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+        return bool(request.user.is_superuser)
 
 
 @admin.register(Client)
@@ -40,14 +41,6 @@ class ClientAdmin(_ReadOnly):
     search_fields = ["name", "client_id", "registered_from"]
     fields = ["name", "client_id", "auth_method", "redirect_uris", "grant_types", "response_types", "scope",
               "metadata", "registered_from", "created_at"]
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return bool(request.user.is_superuser)
-
-    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, set[str], Any]:
-        # Its consents, codes and tokens go with it, although none of them may be deleted on its own here.
-        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
-        return deleted, counts, set(), protected
 
     def delete_model(self, request: HttpRequest, obj: Client) -> None:
         _client_deleted(request, obj)
@@ -96,6 +89,15 @@ class AccessTokenAdmin(_ReadOnly):
     readonly_fields = ["state"]
     actions = ["revoke"]
 
+    def delete_model(self, request: HttpRequest, obj: AccessToken) -> None:
+        _token_deleted(request, obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AccessToken]) -> None:
+        for token in queryset.select_related("client"):
+            _token_deleted(request, token)
+        super().delete_queryset(request, queryset)
+
     @admin.display(description="state")
     def state(self, token: AccessToken) -> str:
         if token.revoked_at is not None:
@@ -110,3 +112,8 @@ class AccessTokenAdmin(_ReadOnly):
     def revoke(self, request: HttpRequest, queryset: QuerySet[AccessToken]) -> None:
         count = grants_revoke(tokens=queryset, request=request)
         self.message_user(request, f"{count} token(s) revoked.", messages.SUCCESS)
+
+
+def _token_deleted(request: HttpRequest, token: AccessToken) -> None:
+    audit("oauth.revoke", request=request, door="admin", target=f"oauth_client:{token.client.client_id}",
+          details={"user_id": token.user_id, "row_deleted": True})

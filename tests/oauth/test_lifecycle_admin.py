@@ -1,6 +1,7 @@
-"""The oauth rows in Django admin: shown read-only and without a secret (no hash, no password version); the
-token list's "Revoke" action ends the selected grants the way every revocation does (the cached token refused at
-once, the app gone from the connected apps), audited; deleting a client ends its tokens too."""
+"""The oauth rows in Django admin: shown read-only and without a secret (no hash, no password version),
+deletable by a superuser only; the token list's "Revoke" action ends the selected grants the way every
+revocation does (the cached token refused at once, the app gone from the connected apps), audited; deleting a
+client, a token or a user ends the tokens too."""
 
 from __future__ import annotations
 
@@ -69,8 +70,39 @@ def test_the_rows_cannot_be_added_or_edited_here(browser, owner):
     answer = browser.post(f"/admin/oauth/accesstoken/{token.pk}/change/", {"scope": "admin", "revoked_at": ""})
     assert answer.status_code == 403
     assert AccessToken.objects.get().scope == "mcp" and refused(app.access) is None
-    delete = browser.post(f"/admin/oauth/accesstoken/{token.pk}/delete/", {"post": "yes"})
-    assert delete.status_code == 403 and AccessToken.objects.exists()
+
+
+def test_a_token_deleted_here_ends_at_once_and_is_audited(browser, owner):
+    app = connect(owner)
+    assert refused(app.access) is None
+    token = AccessToken.objects.get()
+    answer = browser.post(f"/admin/oauth/accesstoken/{token.pk}/delete/", {"post": "yes"})
+    assert answer.status_code == 302, answer.content[:2000]
+    assert refused(app.access) == "The access token is not known."
+    event = AuditEvent.objects.get(action="oauth.revoke")
+    assert event.details == {"user_id": owner.pk, "row_deleted": True}
+
+
+def test_a_staff_member_who_is_not_a_superuser_cannot_delete_oauth_rows(owner, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    connect(owner)
+    staff = django_user_model.objects.create_user(username="staff", password="x", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(content_type__app_label="oauth"))
+    browser = Browser()
+    browser.force_login(staff)
+    assert browser.get("/admin/oauth/accesstoken/").status_code == 200
+    token = AccessToken.objects.get()
+    assert browser.post(f"/admin/oauth/accesstoken/{token.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert AccessToken.objects.exists()
+
+
+def test_a_user_with_connected_apps_can_still_be_deleted_in_django_admin_and_their_tokens_end(browser, owner):
+    app = connect(owner)
+    assert refused(app.access) is None
+    answer = browser.post(f"/admin/auth/user/{owner.pk}/delete/", {"post": "yes"})
+    assert answer.status_code == 302, answer.content[:2000]
+    assert refused(app.access) == "The access token is not known."
 
 
 def test_the_revoke_action_ends_the_selected_grants_at_once_and_is_audited(browser, owner, other_user):

@@ -230,3 +230,18 @@ def test_a_refresh_token_used_twice_ends_the_grant_and_the_cached_new_token(owne
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
     assert refused(newer) == "The access token was revoked."
     assert apps_of(owner) == []
+
+
+# --- reuse detection is audited -------------------------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="the oauth.token_reuse audit call belongs in oauth/server.py (reuse "
+                                       "detection), another helper's file: see the lead's integration")
+def test_a_refresh_token_presented_again_is_audited_as_token_reuse(owner):
+    from accounts.models import AuditEvent
+
+    app = connect(owner)
+    assert refreshed(app).status_code == 200
+    assert refreshed(app).status_code == 400
+    event = AuditEvent.objects.get(action="oauth.token_reuse")
+    assert event.outcome == "refused" and event.target == f"oauth_client:{app.client_id}"
+    assert event.details["user_id"] == owner.pk

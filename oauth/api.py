@@ -15,9 +15,9 @@ from accounts.models import ApiKey
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
-from oauth import selectors
+from oauth import selectors, services
 from oauth.models import SCOPE, ConsentRequest
-from oauth.server import consent_decide, consent_take, tokens_revoke
+from oauth.server import consent_decide, consent_take
 from oauth.views import issuer
 
 SCOPE_DESCRIPTIONS = {SCOPE: "Use agentsite's MCP server as you: your tools, knowledge base and agents."}
@@ -120,9 +120,6 @@ class ConnectedAppDetailView(APIView):
         """Disconnect the app: every token it holds for the user ends now, in every process."""
         _dashboard_only(request, "Disconnecting an app")
         user_id = selectors.user_param(request)
-        count = tokens_revoke(selectors.live_tokens(user_id, client_id))
-        if not count:
+        if not services.app_disconnect(user_id=user_id, client_id=client_id, request=request):
             raise AppError("not_found", "No app with this client id is connected to this account.", 404)
-        audit("oauth.revoke", request=request, door="api", target=f"oauth_client:{client_id}",
-              details={"user_id": user_id, "tokens": count})
         return Response(status=204)

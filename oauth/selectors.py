@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 from django.utils import timezone
 from rest_framework.request import Request
 
@@ -33,10 +33,16 @@ def live_tokens(user_id: int, client_id: str | None = None) -> QuerySet[AccessTo
 
 
 def connected_apps(user_id: int) -> list[dict[str, Any]]:
-    """One entry per client holding a live grant for the user, most recently used first."""
+    """One entry per client holding a live grant for the user, the most recently used first (one never used: by
+    when it connected). A grant's rows are its refreshes: it connected when its first row was issued, and was
+    last used when any of them was."""
+    live = list(live_tokens(user_id).select_related("client", "user").order_by("issued_at"))
+    families = AccessToken.objects.filter(family__in={token.family for token in live}).values("family").annotate(
+        first=Min("issued_at"), last=Max("last_used_at"))
+    history = {row["family"]: (row["first"], row["last"]) for row in families}
     apps: dict[int, dict[str, Any]] = {}
-    for token in live_tokens(user_id).select_related("client", "user").order_by("issued_at"):
-        client = token.client
+    for token in live:
+        client, (first, last) = token.client, history[token.family]
         entry = apps.get(client.pk)
         if entry is None:
             redirect = client.redirect_uris[0] if client.redirect_uris else ""
@@ -44,8 +50,10 @@ def connected_apps(user_id: int) -> list[dict[str, Any]]:
                 "client_id": client.client_id, "name": client.name, "redirect_host": urlsplit(redirect).netloc,
                 "scope": token.scope, "resource": token.resource,
                 "user": {"id": token.user_id, "username": token.user.username},
-                "connected_at": token.issued_at, "last_used_at": None, "expires_at": token.refresh_expires_at}
-        if token.last_used_at and (entry["last_used_at"] is None or token.last_used_at > entry["last_used_at"]):
-            entry["last_used_at"] = token.last_used_at
+                "connected_at": first, "last_used_at": last, "expires_at": token.refresh_expires_at}
+        entry["connected_at"] = min(entry["connected_at"], first)
+        if last is not None and (entry["last_used_at"] is None or last > entry["last_used_at"]):
+            entry["last_used_at"] = last
         entry["expires_at"] = max(entry["expires_at"], token.refresh_expires_at)
-    return sorted(apps.values(), key=lambda app: app["last_used_at"] or app["connected_at"], reverse=True)
+    return sorted(apps.values(), key=lambda app: (app["last_used_at"] or app["connected_at"], app["client_id"]),
+                  reverse=True)

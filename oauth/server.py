@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from accounts.authentication import key_digest
 from accounts.tokens import password_version
+from agentsite.core.audit import audit
 from oauth.models import (
     ACCESS_TTL,
     CODE_TTL,
@@ -155,7 +156,8 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         if not claimed:
             logger.warning("An authorization code of client %s was presented again: its tokens are revoked",
                            client.client_id)
-            tokens_revoke(AccessToken.objects.filter(family=row.family))
+            _reused(self.request, row, "authorization_code", tokens_revoke(AccessToken.objects.filter(
+                family=row.family)))
             return None
         if row.is_expired():
             return None
@@ -191,7 +193,8 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
             if row.rotated_at is not None:
                 logger.warning("A used refresh token of client %s was presented again: its family is revoked",
                                row.client_id)
-                tokens_revoke(AccessToken.objects.filter(family=row.family))
+                _reused(self.request, row, "refresh_token", tokens_revoke(AccessToken.objects.filter(
+                    family=row.family)))
             return None
         if row.refresh_expires_at is None or row.refresh_expires_at <= now:
             return None
@@ -215,6 +218,13 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
             raise InvalidScopeError()
 
 
+def _reused(request: OAuth2Request, row: AuthorizationCode | AccessToken, grant: str, ended: int) -> None:
+    """Audit a code or refresh token presented again (reuse detection): its grant was revoked."""
+    audit("oauth.token_reuse", outcome="refused", request=getattr(request, "_request", None), door="oauth",
+          target=f"oauth_client:{row.client.client_id}", details={"user_id": row.user_id, "grant": grant,
+                                                                   "ended": ended})
+
+
 class Revocation(RevocationEndpoint):
     """RFC 7009: an access or refresh token of the client; revoking either ends the whole grant (its family)."""
 
@@ -226,7 +236,10 @@ class Revocation(RevocationEndpoint):
             AccessToken.objects.filter(refresh_hash=digest).first()
 
     def revoke_token(self, token: AccessToken, request: OAuth2Request) -> None:
-        tokens_revoke(AccessToken.objects.filter(family=token.family))
+        ended = tokens_revoke(AccessToken.objects.filter(family=token.family))
+        audit("oauth.revoke", request=getattr(request, "_request", None), door="oauth",
+              target=f"oauth_client:{token.client.client_id}",
+              details={"user_id": token.user_id, "grants": 1 if ended else 0, "by": "app"})
 
 
 def tokens_revoke(queryset: Any) -> int:

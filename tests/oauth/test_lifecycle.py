@@ -234,8 +234,6 @@ def test_a_refresh_token_used_twice_ends_the_grant_and_the_cached_new_token(owne
 
 # --- reuse detection is audited -------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="the oauth.token_reuse audit call belongs in oauth/server.py (reuse "
-                                       "detection), another helper's file: see the lead's integration")
 def test_a_refresh_token_presented_again_is_audited_as_token_reuse(owner):
     from accounts.models import AuditEvent
 

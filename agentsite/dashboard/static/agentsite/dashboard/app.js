@@ -60,8 +60,8 @@ function pages() {
     && (!options?.when || (shell.user && options.when(shell.user))));
 }
 
-function parseHash() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+function parseHash() { // a query after the route (#/mcp?connected=x, where a callback lands) is the page's to read
+  const parts = location.hash.replace(/^#\/?/, "").split("?")[0].split("/").filter(Boolean).map(decodeURIComponent);
   const [page = DEFAULT_PAGE, ...route] = parts;
   return { page, route };
 }

@@ -105,19 +105,24 @@ def test_an_admin_connects_a_remote_with_oauth_consents_there_and_comes_back_con
         "scopes": ["mcp"], "visibility": "private"}
     assert response.status == 202
     # The same tab goes to B's authorization URL (the 202's; its body is gone with the page, so the address
-    # is read off the navigation), which sends it on to B's consent page.
-    redirect_to = consent_at(remote, page, remote_headers)
+    # is read off the navigation), which sends it on to B's consent page: B's admin signs in there (the tab holds
+    # no sign-in of B's origin) and allows A.
+    page.wait_for_url(re.compile(re.escape(remote.base_url) + r"/#/consent/[^/?#]+$"))
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(remote.admin_password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator(".consent")).to_contain_text(urlsplit(dashboard_server.base_url).netloc)  # where it goes
     authorization = [url for url in visited if url.startswith(f"{remote.base_url}/oauth/authorize?")]
     assert len(authorization) == 1, visited
     query = parse_qs(urlsplit(authorization[0]).query)
     assert query["resource"] == [f"{remote.base_url}/mcp"] and query["scope"] == ["mcp"]
     assert query["code_challenge_method"] == ["S256"]
     assert query["redirect_uri"] == [f"{dashboard_server.base_url}/api/mcp/oauth/callback"]
-    assert redirect_to.startswith(f"{dashboard_server.base_url}/api/mcp/oauth/callback?")
 
     # B's answer to the browser: back to A's callback, which takes the tokens from B, connects and lists the
     # tools before it sends the browser on to A's MCP page (longer than a page's own waits).
-    page.goto(redirect_to, timeout=30_000)
+    with page.expect_navigation(url=re.compile(re.escape(dashboard_server.base_url) + "/"), timeout=30_000):
+        page.get_by_role("button", name="Allow", exact=True).click()
     outcome = page.locator(".mcp-outcome")
     expect(outcome).to_have_text("Connected remote-b: it is authorized and its tools are listed.")
     assert page.evaluate("location.hash") == "#/mcp"

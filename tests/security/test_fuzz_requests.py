@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import io
 import json
 import re
@@ -73,6 +74,7 @@ WORKFLOW_EDGES = [{"from": "in", "to": "out"}]
 def server() -> Iterator[LiveServer]:
     # No heartbeat rewriting its row behind the snapshots' backs; logins enough for the ones below.
     live = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "100000",
+                                             "AGENTSITE_OAUTH_REGISTER_RATE": "100000",
                                              "AGENTSITE_PROCESS_HEARTBEAT_S": "3600"}).start()
     yield live
     if live.database_url in _PG:
@@ -261,7 +263,28 @@ def context(server: LiveServer) -> Context:
     context.objects["joiners"] = [int(_register(server, f"joiner{n}")["user"]["id"]) for n in range(40)]
     context.objects["me"] = me
     new_approval(context)
+    new_consent(context)
     return context
+
+
+FUZZ_REDIRECT_URI = "https://fuzzed-app.example/callback"
+
+
+def new_consent(context: Context) -> None:
+    """An app's authorization request waiting at the consent page (a decision uses it up)."""
+    base = context.server.base_url
+    if "oauth_client" not in context.objects:
+        registered = requests.post(f"{base}/oauth/register", json={
+            "client_name": "fuzzed app", "redirect_uris": [FUZZ_REDIRECT_URI], "token_endpoint_auth_method": "none"},
+            timeout=30)
+        assert registered.status_code == 201, registered.text
+        context.objects["oauth_client"] = registered.json()["client_id"]
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(b"v" * 43).digest()).rstrip(b"=").decode()
+    authorize = requests.get(f"{base}/oauth/authorize", allow_redirects=False, timeout=30, params={
+        "response_type": "code", "client_id": context.objects["oauth_client"], "redirect_uri": FUZZ_REDIRECT_URI,
+        "code_challenge": challenge, "code_challenge_method": "S256", "resource": f"{base}/mcp"})
+    assert authorize.status_code == 302, authorize.text
+    context.objects["consent"] = authorize.headers["Location"].rsplit("/", 1)[1]
 
 
 def new_approval(context: Context) -> None:
@@ -274,12 +297,16 @@ def new_approval(context: Context) -> None:
 
 
 # What an accepted request uses up, made again before the next one.
-RENEWED_AFTER_USE: dict[str, Callable[[Context], None]] = {"/api/approvals/{approval_id}": new_approval}
+RENEWED_AFTER_USE: dict[str, Callable[[Context], None]] = {"/api/approvals/{approval_id}": new_approval,
+                                                           "/api/oauth/consents/{consent_id}": new_consent}
 
 
 # One valid body per operation, keyed by (method, schema path). Each is called once per request, so names that
 # must be unique are.
 VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
+    ("post", "/oauth/register"): lambda c: {"client_name": c.unique("app"), "redirect_uris": [FUZZ_REDIRECT_URI],
+                                            "token_endpoint_auth_method": "none"},
+    ("post", "/api/oauth/consents/{consent_id}"): lambda c: {"allow": False},
     ("post", "/api/auth/login"): lambda c: {"username": "fuzzed", "password": PASSWORD},
     ("post", "/api/auth/register"): lambda c: {"username": c.unique("user"), "password": PASSWORD},
     ("post", "/api/auth/refresh"): lambda c: {"refresh": c.refresh_tokens[1]},
@@ -412,7 +439,8 @@ OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", 
                   "/api/agents/": "agent"}
 # Path parameters other than `{id}`, and the object each names.
 PATH_OBJECTS = {"{mid}": "message", "{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",
-                "{trigger_id}": "trigger_id", "{approval_id}": "approval_id", "{group_id}": "group"}
+                "{trigger_id}": "trigger_id", "{approval_id}": "approval_id", "{group_id}": "group",
+                "{consent_id}": "consent", "{client_id}": "oauth_client"}
 
 
 # --- the schema ------------------------------------------------------------------------------------
@@ -707,6 +735,9 @@ def envelope_problem(path: str, response: requests.Response) -> str | None:
     elif path.startswith("/v1/"):
         if set(error) != {"message", "type", "param", "code"} or error["type"] not in OPENAI_ERROR_TYPES:
             return f"not OpenAI's error shape: {error}"
+    elif path.startswith("/oauth/"):  # OAuth's own shape (RFC 6749 §5.2), which its clients read
+        if not (isinstance(error, str) and isinstance(response.json().get("error_description"), str)):
+            return f"not OAuth's error shape: {response.json()}"
     elif not ({"code", "message", "details"} <= set(error) and isinstance(error["details"], dict)
               and isinstance(error["code"], str) and error["code"]):
         return f"not the /api envelope: {error}"
@@ -732,7 +763,7 @@ def judge(context: Context, method: str, path: str, bad: Bad, role: str) -> str 
     problem = envelope_problem(path, response)
     if problem:
         return f"{where}: {problem}"
-    if bad.code is not None and response.json()["error"]["code"] != bad.code:
+    if bad.code is not None and not path.startswith("/oauth/") and response.json()["error"]["code"] != bad.code:
         return f"{where}: refused as {response.json()['error']['code']}, not {bad.code}"
     changed = changed_tables(before, context.state_after())
     if changed:
@@ -763,7 +794,8 @@ def _json_shape(schema: dict, operation: dict) -> Shape:
     return Shape(schema, operation["requestBody"]["content"]["application/json"]["schema"])
 
 
-FACETS = ["/api/auth", "/api/config", "/api/sessions", "/api/kb", "/api/mcp", "/api/plugins", "/api/scheduler",
+FACETS = ["/api/auth", "/api/oauth", "/oauth", "/api/config", "/api/sessions", "/api/kb", "/api/mcp", "/api/plugins",
+          "/api/scheduler",
           "/api/groups", "/api/agents",
           "/api/workflows", "/api/upload", "/api/voice", "/api/connections", "/api/aliases", "/api/keys", "/api/users",
           "/api/usage", "/api/approvals", "/v1"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -35,9 +34,11 @@ from django.utils import timezone
 
 from accounts.authentication import key_digest
 from accounts.tokens import password_version
+from agentsite.core.errors import AppError
 from oauth.models import (
     ACCESS_TTL,
     CODE_TTL,
+    CONSENT_TTL,
     REFRESH_TTL,
     SCOPE,
     AccessToken,
@@ -45,8 +46,9 @@ from oauth.models import (
     Client,
     ConsentRequest,
 )
-from oauth.resource import resource_matches
+from oauth.resource import origin_of, resource_matches
 from oauth.tokens import ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, new_secret
+from oauth.trim import expired_rows_trim
 
 logger = logging.getLogger(__name__)
 
@@ -146,16 +148,15 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         return new_secret(CODE_PREFIX)
 
     def query_authorization_code(self, code: str, client: Client) -> AuthorizationCode | None:
-        """The code, claimed for this one exchange. A code presented again (or after its time) revokes what was
-        made from it."""
+        """The code, if this client's, unused and within its time. A used one presented again revokes what was
+        made from it. It is claimed only once the whole request checked out (authenticate_user), so a request
+        that fails (a wrong verifier, redirect URI or resource) leaves it to the client that holds the right
+        ones within its minute."""
         row = AuthorizationCode.objects.filter(code_hash=key_digest(code), client=client).first()
         if row is None:
             return None
-        claimed = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(used_at=timezone.now())
-        if not claimed:
-            logger.warning("An authorization code of client %s was presented again: its tokens are revoked",
-                           client.client_id)
-            tokens_revoke(AccessToken.objects.filter(family=row.family))
+        if row.used_at is not None:
+            _code_replayed(row)
             return None
         if row.is_expired():
             return None
@@ -165,13 +166,25 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         return row
 
     def delete_authorization_code(self, authorization_code: AuthorizationCode) -> None:
-        """Kept (claimed) until it expires: a replay must find it to revoke what it made."""
+        """Kept (claimed) until oauth.trim removes it: a replay must find it to revoke what it made."""
 
     def authenticate_user(self, authorization_code: AuthorizationCode) -> Any:
+        """The user who consented, once the code is claimed for this exchange (the request checked out, PKCE
+        included: Authlib verifies it before it asks for the user)."""
         user = get_user_model().objects.filter(pk=authorization_code.user_id, is_active=True).first()
         if user is None:
             raise InvalidGrantError("The user who consented is gone or deactivated.")
+        claimed = AuthorizationCode.objects.filter(pk=authorization_code.pk, used_at__isnull=True).update(
+            used_at=timezone.now())
+        if not claimed:  # another exchange of the same code won the race: a replay
+            _code_replayed(authorization_code)
+            raise InvalidGrantError("The code was used already.")
         return user
+
+
+def _code_replayed(row: AuthorizationCode) -> None:
+    logger.warning("An authorization code of client %s was presented again: its tokens are revoked", row.client_id)
+    tokens_revoke(AccessToken.objects.filter(family=row.family))
 
 
 class RefreshTokenGrant(grants.RefreshTokenGrant):
@@ -181,19 +194,16 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
     INCLUDE_NEW_REFRESH_TOKEN = True
 
     def authenticate_refresh_token(self, refresh_token: str) -> AccessToken | None:
-        row = AccessToken.objects.filter(refresh_hash=key_digest(refresh_token)).first()
-        if row is None:
+        """The grant's current token, if the refresh token is the client's, unused, unrevoked and within its
+        time. One used already (rotated) revokes its whole family. Another client's is not touched: it stays
+        its owner's. Claimed only once the request checked out (authenticate_user)."""
+        row = AccessToken.objects.filter(refresh_hash=key_digest(refresh_token), client=self.request.client).first()
+        if row is None or row.revoked_at is not None:
             return None
-        now = timezone.now()
-        claimed = AccessToken.objects.filter(pk=row.pk, rotated_at__isnull=True, revoked_at__isnull=True).update(
-            rotated_at=now)
-        if not claimed:
-            if row.rotated_at is not None:
-                logger.warning("A used refresh token of client %s was presented again: its family is revoked",
-                               row.client_id)
-                tokens_revoke(AccessToken.objects.filter(family=row.family))
+        if row.rotated_at is not None:
+            _refresh_replayed(row)
             return None
-        if row.refresh_expires_at is None or row.refresh_expires_at <= now:
+        if row.refresh_expires_at is None or row.refresh_expires_at <= timezone.now():
             return None
         requested = _resource_of(self.request)
         if requested and requested != [row.resource]:
@@ -201,9 +211,17 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
         return row
 
     def authenticate_user(self, refresh_token: AccessToken) -> Any:
+        """The grant's user while it stands (active, on the password the grant began under; else the grant
+        ends), once the refresh token is claimed for this refresh."""
         user = get_user_model().objects.filter(pk=refresh_token.user_id, is_active=True).first()
         if user is None or password_version(user) != refresh_token.password_version:
+            tokens_revoke(AccessToken.objects.filter(family=refresh_token.family))
             raise InvalidGrantError("The grant ended: its user changed their password or was deactivated.")
+        claimed = AccessToken.objects.filter(pk=refresh_token.pk, rotated_at__isnull=True,
+                                             revoked_at__isnull=True).update(rotated_at=timezone.now())
+        if not claimed:  # a concurrent refresh with the same token won: a replay
+            _refresh_replayed(refresh_token)
+            raise InvalidGrantError("The refresh token was used already.")
         return user
 
     def revoke_old_credential(self, refresh_token: AccessToken) -> None:
@@ -213,6 +231,11 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
         scope = self.request.payload.scope
         if scope and not set(scope.split()) <= set(token.get_scope().split()):
             raise InvalidScopeError()
+
+
+def _refresh_replayed(row: AccessToken) -> None:
+    logger.warning("A used refresh token of client %s was presented again: its family is revoked", row.client_id)
+    tokens_revoke(AccessToken.objects.filter(family=row.family))
 
 
 class Revocation(RevocationEndpoint):
@@ -242,11 +265,13 @@ def tokens_revoke(queryset: Any) -> int:
 
 
 def consent_create(grant: Any) -> ConsentRequest:
-    """Keep a checked authorization request for the user's decision (any process may take it)."""
+    """Keep a checked authorization request for the user's decision (any process may take it); the rows whose
+    time is over go first (oauth.trim)."""
+    expired_rows_trim()
     request = grant.request
     params = {key: values[0] for key, values in request.payload.datalist.items() if values}
     return ConsentRequest.objects.create(id=secrets.token_urlsafe(24), client=request.client, params=params,
-                                         expires_at=timezone.now() + timedelta(minutes=10))
+                                         expires_at=timezone.now() + CONSENT_TTL)
 
 
 def consent_take(consent_id: str) -> ConsentRequest | None:
@@ -261,12 +286,22 @@ def consent_take(consent_id: str) -> ConsentRequest | None:
 
 def consent_decide(consent: ConsentRequest, user: AbstractBaseUser | None, issuer: str) -> str:
     """The URL the browser goes to after the user's decision: the client's redirect URI with a code (allowed:
-    `user` given) or `error=access_denied` (`user` None). The request is checked again first."""
+    `user` given) or `error=access_denied` (`user` None). The request is checked again first, on the origin it
+    was made to (its resource's, checked at /oauth/authorize), not `issuer`, the origin of the decision's
+    request, which may be another of the server's names. A request that no longer checks out (its client's
+    registration changed) sends the browser back with the error, or raises AppError 400 when it cannot."""
     query = "&".join(f"{_quote(key)}={_quote(value)}" for key, value in consent.params.items())
-    request = OAuth2Request("GET", f"https://{issuer.split('://', 1)[-1]}/oauth/authorize?{query}")
-    request.uri = f"{issuer}/oauth/authorize?{query}"
+    origin = origin_of(str(consent.params.get("resource") or issuer))
+    request = OAuth2Request("GET", f"https://{origin.split('://', 1)[-1]}/oauth/authorize?{query}")
+    request.uri = f"{origin}/oauth/authorize?{query}"
     request.payload = _Payload(consent.params)
-    grant = server.get_consent_grant(request, end_user=user)
+    try:
+        grant = server.get_consent_grant(request, end_user=user)
+    except OAuth2Error as error:
+        if not error.redirect_uri:
+            raise AppError("invalid", f"The authorization request no longer checks out: {error.description}",
+                           400) from error
+        return server.handle_error_response(request, error)["Location"]
     response = server.create_authorization_response(request, grant_user=user, grant=grant)
     return response["Location"]
 

@@ -198,10 +198,12 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
         time. One used already (rotated) revokes its whole family. Another client's is not touched: it stays
         its owner's. Claimed only once the request checked out (authenticate_user)."""
         row = AccessToken.objects.filter(refresh_hash=key_digest(refresh_token), client=self.request.client).first()
-        if row is None or row.revoked_at is not None:
+        if row is None:
             return None
-        if row.rotated_at is not None:
+        if row.rotated_at is not None:  # (a rotated row is revoked too: this comes first)
             _refresh_replayed(row)
+            return None
+        if row.revoked_at is not None:
             return None
         if row.refresh_expires_at is None or row.refresh_expires_at <= timezone.now():
             return None
@@ -242,6 +244,12 @@ class Revocation(RevocationEndpoint):
     """RFC 7009: an access or refresh token of the client; revoking either ends the whole grant (its family)."""
 
     CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+
+    def check_params(self, request: OAuth2Request, client: Client) -> None:
+        """A token is required; a `token_type_hint` this server does not know is ignored (RFC 7009 §2.1), not
+        refused as Authlib does (both kinds are looked up whatever the hint)."""
+        if "token" not in request.form:
+            raise InvalidRequestError("Send the token to revoke.")
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> AccessToken | None:
         digest = key_digest(token_string)

@@ -53,6 +53,11 @@ from oauth.trim import expired_rows_trim
 logger = logging.getLogger(__name__)
 
 
+# The authorization request's parameters a consent keeps (and checks again at the decision); others are ignored.
+CONSENT_PARAMS = ("response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge",
+                  "code_challenge_method", "resource")
+
+
 class InvalidTargetError(OAuth2Error):
     """RFC 8707: the `resource` is missing, or names no resource this server protects."""
 
@@ -83,7 +88,10 @@ class Server(AuthorizationServer):
         return request if isinstance(request, OAuth2Request) else _Request(request)
 
     def query_client(self, client_id: str) -> Client | None:
-        return Client.objects.filter(client_id=client_id).first() if isinstance(client_id, str) else None
+        # A NUL is in no client id, and PostgreSQL refuses it in a query (a 500).
+        if not isinstance(client_id, str) or "\x00" in client_id:
+            return None
+        return Client.objects.filter(client_id=client_id).first()
 
     def generate_token(self, grant_type, client, user=None, scope=None, expires_in=None,
                        include_refresh_token=True):
@@ -121,6 +129,8 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         redirect_uri = super().validate_authorization_request()
         payload = self.request.payload
         try:
+            if any("\x00" in str(payload.data.get(name) or "") for name in CONSENT_PARAMS):
+                raise InvalidRequestError("A parameter holds a NUL character.")
             if not payload.data.get("code_challenge"):
                 raise InvalidRequestError("PKCE is required: send code_challenge and code_challenge_method=S256.")
             if payload.data.get("code_challenge_method") != "S256":
@@ -277,7 +287,7 @@ def consent_create(grant: Any) -> ConsentRequest:
     time is over go first (oauth.trim)."""
     expired_rows_trim()
     request = grant.request
-    params = {key: values[0] for key, values in request.payload.datalist.items() if values}
+    params = {key: values[0] for key, values in request.payload.datalist.items() if values and key in CONSENT_PARAMS}
     return ConsentRequest.objects.create(id=secrets.token_urlsafe(24), client=request.client, params=params,
                                          expires_at=timezone.now() + CONSENT_TTL)
 

@@ -151,8 +151,29 @@ def test_a_repeated_parameter_is_refused(http, public, name):
     error_page(response, "invalid_request")
 
 
-def test_a_repeated_parameter_unknown_to_the_protocol_is_ignored(http, public):
-    assert consent_id(authorize(http, public, prompt=["consent", "login"]))
+def test_a_repeated_parameter_unknown_to_the_protocol_is_ignored_and_not_kept(http, public):
+    consent = consent_id(authorize(http, public, prompt=["consent", "login"], extra="\x00"))
+    assert set(ConsentRequest.objects.get(pk=consent).params) == {
+        "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method",
+        "resource"}
+
+
+def test_a_nul_in_the_state_is_sent_back_invalid_request_not_stored(http, public):
+    response = authorize(http, public, state="a\x00b")
+
+    assert response.status_code == 302 and redirected(response["Location"])["error"] == "invalid_request"
+    assert not ConsentRequest.objects.exists()
+
+
+def test_a_nul_in_a_client_id_is_an_unknown_client_everywhere(http, public, owner):
+    """PostgreSQL refuses a NUL in a query: it must never reach one."""
+    error_page(authorize(http, public, client_id="x\x00y"), "invalid_client")
+    tokens = tokens_for(http, public, owner)
+    public.client_id = public.client_id + "\x00"
+    oauth_error(refresh(http, public, tokens["refresh_token"]), 400, "invalid_client")
+    oauth_error(revoke(http, public, tokens["access_token"]), 400, "invalid_client")
+    public.method, public.secret = "client_secret_basic", "s"
+    oauth_error(revoke(http, public, tokens["access_token"]), 401, "invalid_client")
 
 
 # --- the consent --------------------------------------------------------------------------------------------

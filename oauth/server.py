@@ -8,8 +8,10 @@ Contract of `server` (one per process; every row in the database, so each step m
   when the client may be told);
 - `consent_decide(consent, user)` turns a consent into the redirect the browser follows (a code, or
   `access_denied` when `user` is None);
-- `server.create_token_response(request)`, `server.create_endpoint_response("revocation", request)` and
-  `registration_response(request)` answer the token, revocation and registration endpoints.
+- `server.create_token_response(request)` and `server.create_endpoint_response("revocation", request)` answer
+  the token and revocation endpoints (registration: oauth.views).
+A code or refresh token is claimed (used) only once its whole request checked out, by a conditional UPDATE, so
+that two processes never both use it; one presented after its use is a replay and revokes its grant.
 """
 
 from __future__ import annotations

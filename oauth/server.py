@@ -154,7 +154,7 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
             redirect_uri=payload.get("redirect_uri") or request.client.get_default_redirect_uri(),
             scope=request.scope or SCOPE, resource=_resource_of(request)[0],
             code_challenge=payload["code_challenge"], code_challenge_method=payload["code_challenge_method"],
-            expires_at=timezone.now() + CODE_TTL)
+            password_version=password_version(request.user), expires_at=timezone.now() + CODE_TTL)
 
     def generate_authorization_code(self) -> str:
         return new_secret(CODE_PREFIX)
@@ -186,6 +186,8 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         user = get_user_model().objects.filter(pk=authorization_code.user_id, is_active=True).first()
         if user is None:
             raise InvalidGrantError("The user who consented is gone or deactivated.")
+        if password_version(user) != authorization_code.password_version:
+            raise InvalidGrantError("The user who consented changed their password since: authorize again.")
         claimed = AuthorizationCode.objects.filter(pk=authorization_code.pk, used_at__isnull=True).update(
             used_at=timezone.now())
         if not claimed:  # another exchange of the same code won the race: a replay

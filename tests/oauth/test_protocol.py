@@ -303,6 +303,15 @@ def test_a_deactivated_users_code_is_refused(http, public, owner):
     oauth_error(exchange(http, public, code), 400, "invalid_grant")
 
 
+def test_a_code_from_before_the_users_password_changed_is_refused(http, public, owner):
+    code = code_for(http, public, owner)
+    owner.set_password("a-new-correct-horse-77")
+    owner.save()
+
+    oauth_error(exchange(http, public, code), 400, "invalid_grant")
+    assert not AccessToken.objects.exists()
+
+
 @pytest.mark.parametrize("form", [
     {}, {"grant_type": "authorization_code"}, {"grant_type": "password", "username": "a", "password": "b"},
     {"grant_type": "client_credentials"}, {"grant_type": "authorization_code", "code": "asc-x"},

@@ -6,12 +6,10 @@ dynamic client registration (RFC 7591). Authlib checks the protocol; this module
 Contract of `server` (one per process; every row in the database, so each step may land on any process):
 - `server.get_consent_grant(request)` checks an authorization request (raises OAuth2Error, `redirect_uri` set
   when the client may be told);
-- `consent_decide(consent, user)` turns a consent into the redirect the browser follows (a code, or
-  `access_denied` when `user` is None);
+- `consent_decide(consent, user)` turns a consent into the redirect the browser follows (a code or an error);
 - `server.create_token_response(request)` and `server.create_endpoint_response("revocation", request)` answer
   the token and revocation endpoints (registration: oauth.views).
-A code or refresh token is claimed (used) only once its whole request checked out, by a conditional UPDATE, so
-that two processes never both use it; one presented after its use is a replay and revokes its grant.
+A code or refresh token is used (a conditional UPDATE: never by two processes) once its request checked out.
 """
 
 from __future__ import annotations
@@ -259,11 +257,15 @@ class Revocation(RevocationEndpoint):
 
     CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 
-    def check_params(self, request: OAuth2Request, client: Client) -> None:
-        """A token is required; a `token_type_hint` this server does not know is ignored (RFC 7009 §2.1), not
-        refused as Authlib does (both kinds are looked up whatever the hint)."""
+    def authenticate_token(self, request: OAuth2Request, client: Client) -> AccessToken | None:
+        """The client's token named by the request. A `token_type_hint` this server does not know is ignored
+        (RFC 7009 §2.1), not refused as Authlib does: both kinds are looked up whatever the hint."""
         if "token" not in request.form:
             raise InvalidRequestError("Send the token to revoke.")
+        token = self.query_token(request.form["token"], request.form.get("token_type_hint"))
+        if token is not None and not token.check_client(client):
+            raise InvalidGrantError("The token was not issued to this client.")
+        return token
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> AccessToken | None:
         digest = key_digest(token_string)

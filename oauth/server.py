@@ -46,7 +46,7 @@ from oauth.models import (
     Client,
     ConsentRequest,
 )
-from oauth.resource import origin_of, resource_matches
+from oauth.resource import origin_of, resource_canonical, resource_matches
 from oauth.tokens import ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, new_secret
 from oauth.trim import expired_rows_trim
 
@@ -120,6 +120,13 @@ def _resource_of(request: OAuth2Request) -> list[str]:
     return [value for value in request.payload.datalist.get("resource", []) if value]
 
 
+def _same_resource(request: OAuth2Request, row: AuthorizationCode | AccessToken) -> bool:
+    """Whether a token request's resource, if it names one, is the one its code or grant was issued for
+    (compared canonically: oauth.resource)."""
+    requested = _resource_of(request)
+    return not requested or [resource_canonical(value) for value in requested] == [row.resource]
+
+
 class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
     """The code flow: PKCE S256 and one `resource` (the /mcp URL) required on every authorization request."""
 
@@ -150,7 +157,7 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         return AuthorizationCode.objects.create(
             code_hash=key_digest(code), client=request.client, user=request.user,
             redirect_uri=payload.get("redirect_uri") or request.client.get_default_redirect_uri(),
-            scope=request.scope or SCOPE, resource=_resource_of(request)[0],
+            scope=request.scope or SCOPE, resource=resource_canonical(_resource_of(request)[0]),
             code_challenge=payload["code_challenge"], code_challenge_method=payload["code_challenge_method"],
             password_version=password_version(request.user), expires_at=timezone.now() + CODE_TTL)
 
@@ -170,8 +177,7 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
             return None
         if row.is_expired():
             return None
-        requested = _resource_of(self.request)
-        if requested and requested != [row.resource]:
+        if not _same_resource(self.request, row):
             raise InvalidTargetError("The resource differs from the one the code was issued for.")
         return row
 
@@ -219,8 +225,7 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
             return None
         if row.refresh_expires_at is None or row.refresh_expires_at <= timezone.now():
             return None
-        requested = _resource_of(self.request)
-        if requested and requested != [row.resource]:
+        if not _same_resource(self.request, row):
             raise InvalidTargetError("The resource differs from the one the grant was issued for.")
         return row
 

@@ -286,7 +286,18 @@ def test_another_clients_code_is_refused_and_left_to_its_client(http, public, ow
     assert exchange(http, public, code).status_code == 200
 
 
-@pytest.mark.parametrize("resource", ["http://localhost/mcp", "http://testserver/mcp/", "http://testserver/other"])
+def test_a_resource_written_otherwise_is_stored_and_compared_as_one(http, public, owner):
+    code = code_for(http, public, owner, resource="HTTP://TestServer/mcp/")
+    assert AuthorizationCode.objects.get().resource == RESOURCE
+
+    tokens = exchange(http, public, code, resource="http://TESTSERVER/mcp").json()
+
+    assert AccessToken.objects.get().resource == RESOURCE
+    assert refresh(http, public, tokens["refresh_token"], resource="http://testserver/mcp/").status_code == 200
+
+
+@pytest.mark.parametrize("resource", ["http://localhost/mcp", "http://testserver/mcp/sse", "http://testserver/other",
+                                      "https://testserver/mcp"])
 def test_a_resource_other_than_the_codes_is_invalid_target_at_the_token_endpoint(http, public, owner, resource):
     code = code_for(http, public, owner)
 

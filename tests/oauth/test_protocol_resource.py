@@ -147,6 +147,14 @@ def test_a_live_token_for_this_resource_is_taken(http, owner):
     assert AccessToken.objects.get().resource == "http://127.0.0.1/mcp"
 
 
+def test_a_token_whose_resource_was_written_in_capitals_with_a_slash_is_taken(http, owner):
+    client = connector(http)
+    code = code_for(http, client, owner, host="127.0.0.1", resource="HTTP://127.0.0.1/mcp/")
+    tokens = exchange(http, client, code, host="127.0.0.1", resource="HTTP://127.0.0.1/mcp/").json()
+
+    assert accepted(tokens["access_token"])
+
+
 def test_a_token_issued_on_another_host_is_refused_invalid_token(http, owner):
     """Issued while the request's Host was localhost (another allowed host): its audience is
     http://localhost/mcp, not the 127.0.0.1 endpoint."""

@@ -120,6 +120,8 @@ class AuthorizationCode(models.Model):
     code_challenge = models.CharField(max_length=128)
     code_challenge_method = models.CharField(max_length=10)
     family = models.UUIDField(default=uuid.uuid4, help_text="The tokens made from this code share it.")
+    # accounts.tokens.password_version of the user at consent: a password change before the exchange voids it.
+    password_version = models.CharField(max_length=64, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     used_at = models.DateTimeField(null=True, blank=True)
@@ -163,7 +165,9 @@ class AccessToken(models.Model):
 
     class Meta:
         verbose_name = "OAuth access token"
-        indexes = [models.Index(fields=["user", "client"], name="oauth_token_user_client")]
+        indexes = [models.Index(fields=["user", "client"], name="oauth_token_user_client"),
+                   # oauth.trim finds the rows past their time by it.
+                   models.Index(fields=["refresh_expires_at", "expires_at"], name="oauth_token_expiry")]
 
     def __str__(self) -> str:
         return f"token for {self.client_id} (user {self.user_id})"

@@ -22,6 +22,13 @@ def resource_url(origin: str) -> str:
     return origin + MCP_PATH
 
 
+def resource_canonical(resource: str) -> str:
+    """A resource URL as it is stored and compared: scheme and host lower-cased, no trailing slash (the MCP
+    endpoint's resource checks the request's lower-cased origin + /mcp against it)."""
+    parts = urlsplit(resource)
+    return origin_of(resource) + parts.path.rstrip("/")
+
+
 def resource_matches(resource: str, request_url: str) -> bool:
     """Whether `resource` names the MCP endpoint of the origin `request_url` was made to (a trailing slash aside).
     No query or fragment (RFC 8707)."""

@@ -6,17 +6,16 @@ dynamic client registration (RFC 7591). Authlib checks the protocol; this module
 Contract of `server` (one per process; every row in the database, so each step may land on any process):
 - `server.get_consent_grant(request)` checks an authorization request (raises OAuth2Error, `redirect_uri` set
   when the client may be told);
-- `consent_decide(consent, user)` turns a consent into the redirect the browser follows (a code, or
-  `access_denied` when `user` is None);
-- `server.create_token_response(request)`, `server.create_endpoint_response("revocation", request)` and
-  `registration_response(request)` answer the token, revocation and registration endpoints.
+- `consent_decide(consent, user)` turns a consent into the redirect the browser follows (a code or an error);
+- `server.create_token_response(request)` and `server.create_endpoint_response("revocation", request)` answer
+  the token and revocation endpoints (registration: oauth.views).
+A code or refresh token is used (a conditional UPDATE: never by two processes) once its request checked out.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -36,9 +35,11 @@ from django.utils import timezone
 from accounts.authentication import key_digest
 from accounts.tokens import password_version
 from agentsite.core.audit import audit
+from agentsite.core.errors import AppError
 from oauth.models import (
     ACCESS_TTL,
     CODE_TTL,
+    CONSENT_TTL,
     REFRESH_TTL,
     SCOPE,
     AccessToken,
@@ -46,10 +47,16 @@ from oauth.models import (
     Client,
     ConsentRequest,
 )
-from oauth.resource import resource_matches
+from oauth.resource import origin_of, resource_canonical, resource_matches
 from oauth.tokens import ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, new_secret
+from oauth.trim import expired_rows_trim
 
 logger = logging.getLogger(__name__)
+
+
+# The authorization request's parameters a consent keeps (and checks again at the decision); others are ignored.
+CONSENT_PARAMS = ("response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge",
+                  "code_challenge_method", "resource")
 
 
 class InvalidTargetError(OAuth2Error):
@@ -82,7 +89,10 @@ class Server(AuthorizationServer):
         return request if isinstance(request, OAuth2Request) else _Request(request)
 
     def query_client(self, client_id: str) -> Client | None:
-        return Client.objects.filter(client_id=client_id).first() if isinstance(client_id, str) else None
+        # A NUL is in no client id, and PostgreSQL refuses it in a query (a 500).
+        if not isinstance(client_id, str) or "\x00" in client_id:
+            return None
+        return Client.objects.filter(client_id=client_id).first()
 
     def generate_token(self, grant_type, client, user=None, scope=None, expires_in=None,
                        include_refresh_token=True):
@@ -111,6 +121,13 @@ def _resource_of(request: OAuth2Request) -> list[str]:
     return [value for value in request.payload.datalist.get("resource", []) if value]
 
 
+def _same_resource(request: OAuth2Request, row: AuthorizationCode | AccessToken) -> bool:
+    """Whether a token request's resource, if it names one, is the one its code or grant was issued for
+    (compared canonically: oauth.resource)."""
+    requested = _resource_of(request)
+    return not requested or [resource_canonical(value) for value in requested] == [row.resource]
+
+
 class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
     """The code flow: PKCE S256 and one `resource` (the /mcp URL) required on every authorization request."""
 
@@ -120,6 +137,8 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         redirect_uri = super().validate_authorization_request()
         payload = self.request.payload
         try:
+            if any("\x00" in str(payload.data.get(name) or "") for name in CONSENT_PARAMS):
+                raise InvalidRequestError("A parameter holds a NUL character.")
             if not payload.data.get("code_challenge"):
                 raise InvalidRequestError("PKCE is required: send code_challenge and code_challenge_method=S256.")
             if payload.data.get("code_challenge_method") != "S256":
@@ -139,41 +158,58 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         return AuthorizationCode.objects.create(
             code_hash=key_digest(code), client=request.client, user=request.user,
             redirect_uri=payload.get("redirect_uri") or request.client.get_default_redirect_uri(),
-            scope=request.scope or SCOPE, resource=_resource_of(request)[0],
+            scope=request.scope or SCOPE, resource=resource_canonical(_resource_of(request)[0]),
             code_challenge=payload["code_challenge"], code_challenge_method=payload["code_challenge_method"],
-            expires_at=timezone.now() + CODE_TTL)
+            password_version=password_version(request.user), expires_at=timezone.now() + CODE_TTL)
 
     def generate_authorization_code(self) -> str:
         return new_secret(CODE_PREFIX)
 
     def query_authorization_code(self, code: str, client: Client) -> AuthorizationCode | None:
-        """The code, claimed for this one exchange. A code presented again (or after its time) revokes what was
-        made from it."""
+        """The code, if this client's, unused and within its time. A used one presented again revokes what was
+        made from it. It is claimed only once the whole request checked out (authenticate_user), so a request
+        that fails (a wrong verifier, redirect URI or resource) leaves it to the client that holds the right
+        ones within its minute."""
         row = AuthorizationCode.objects.filter(code_hash=key_digest(code), client=client).first()
         if row is None:
             return None
-        claimed = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(used_at=timezone.now())
-        if not claimed:
-            logger.warning("An authorization code of client %s was presented again: its tokens are revoked",
-                           client.client_id)
-            _reused(self.request, row, "authorization_code", tokens_revoke(AccessToken.objects.filter(
-                family=row.family)))
+        if row.used_at is not None:
+            _code_replayed(row)
             return None
         if row.is_expired():
             return None
-        requested = _resource_of(self.request)
-        if requested and requested != [row.resource]:
+        if not _same_resource(self.request, row):
             raise InvalidTargetError("The resource differs from the one the code was issued for.")
         return row
 
     def delete_authorization_code(self, authorization_code: AuthorizationCode) -> None:
-        """Kept (claimed) until it expires: a replay must find it to revoke what it made."""
+        """Kept (claimed) until oauth.trim removes it: a replay must find it to revoke what it made."""
 
     def authenticate_user(self, authorization_code: AuthorizationCode) -> Any:
+        """The user who consented, once the code is claimed for this exchange (the request checked out, PKCE
+        included: Authlib verifies it before it asks for the user)."""
         user = get_user_model().objects.filter(pk=authorization_code.user_id, is_active=True).first()
         if user is None:
             raise InvalidGrantError("The user who consented is gone or deactivated.")
+        if password_version(user) != authorization_code.password_version:
+            raise InvalidGrantError("The user who consented changed their password since: authorize again.")
+        claimed = AuthorizationCode.objects.filter(pk=authorization_code.pk, used_at__isnull=True).update(
+            used_at=timezone.now())
+        if not claimed:  # another exchange of the same code won the race: a replay
+            _code_replayed(authorization_code)
+            raise InvalidGrantError("The code was used already.")
         return user
+
+
+def _code_replayed(row: AuthorizationCode) -> None:
+    logger.warning("An authorization code of client %s was presented again: its tokens are revoked", row.client_id)
+    _reused(row, "authorization_code", tokens_revoke(AccessToken.objects.filter(family=row.family)))
+
+
+def _reused(row: AuthorizationCode | AccessToken, grant: str, ended: int) -> None:
+    """Audit a code or refresh token presented again (reuse detection): its grant was revoked."""
+    audit("oauth.token_reuse", outcome="refused", door="oauth", target=f"oauth_client:{row.client.client_id}",
+          details={"user_id": row.user_id, "grant": grant, "ended": ended})
 
 
 class RefreshTokenGrant(grants.RefreshTokenGrant):
@@ -183,30 +219,35 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
     INCLUDE_NEW_REFRESH_TOKEN = True
 
     def authenticate_refresh_token(self, refresh_token: str) -> AccessToken | None:
-        row = AccessToken.objects.filter(refresh_hash=key_digest(refresh_token)).first()
+        """The grant's current token, if the refresh token is the client's, unused, unrevoked and within its
+        time. One used already (rotated) revokes its whole family. Another client's is not touched: it stays
+        its owner's. Claimed only once the request checked out (authenticate_user)."""
+        row = AccessToken.objects.filter(refresh_hash=key_digest(refresh_token), client=self.request.client).first()
         if row is None:
             return None
-        now = timezone.now()
-        claimed = AccessToken.objects.filter(pk=row.pk, rotated_at__isnull=True, revoked_at__isnull=True).update(
-            rotated_at=now)
-        if not claimed:
-            if row.rotated_at is not None:
-                logger.warning("A used refresh token of client %s was presented again: its family is revoked",
-                               row.client_id)
-                _reused(self.request, row, "refresh_token", tokens_revoke(AccessToken.objects.filter(
-                    family=row.family)))
+        if row.rotated_at is not None:  # (a rotated row is revoked too: this comes first)
+            _refresh_replayed(row)
             return None
-        if row.refresh_expires_at is None or row.refresh_expires_at <= now:
+        if row.revoked_at is not None:
             return None
-        requested = _resource_of(self.request)
-        if requested and requested != [row.resource]:
+        if row.refresh_expires_at is None or row.refresh_expires_at <= timezone.now():
+            return None
+        if not _same_resource(self.request, row):
             raise InvalidTargetError("The resource differs from the one the grant was issued for.")
         return row
 
     def authenticate_user(self, refresh_token: AccessToken) -> Any:
+        """The grant's user while it stands (active, on the password the grant began under; else the grant
+        ends), once the refresh token is claimed for this refresh."""
         user = get_user_model().objects.filter(pk=refresh_token.user_id, is_active=True).first()
         if user is None or password_version(user) != refresh_token.password_version:
+            tokens_revoke(AccessToken.objects.filter(family=refresh_token.family))
             raise InvalidGrantError("The grant ended: its user changed their password or was deactivated.")
+        claimed = AccessToken.objects.filter(pk=refresh_token.pk, rotated_at__isnull=True,
+                                             revoked_at__isnull=True).update(rotated_at=timezone.now())
+        if not claimed:  # a concurrent refresh with the same token won: a replay
+            _refresh_replayed(refresh_token)
+            raise InvalidGrantError("The refresh token was used already.")
         return user
 
     def revoke_old_credential(self, refresh_token: AccessToken) -> None:
@@ -218,17 +259,25 @@ class RefreshTokenGrant(grants.RefreshTokenGrant):
             raise InvalidScopeError()
 
 
-def _reused(request: OAuth2Request, row: AuthorizationCode | AccessToken, grant: str, ended: int) -> None:
-    """Audit a code or refresh token presented again (reuse detection): its grant was revoked."""
-    audit("oauth.token_reuse", outcome="refused", request=getattr(request, "_request", None), door="oauth",
-          target=f"oauth_client:{row.client.client_id}", details={"user_id": row.user_id, "grant": grant,
-                                                                   "ended": ended})
+def _refresh_replayed(row: AccessToken) -> None:
+    logger.warning("A used refresh token of client %s was presented again: its family is revoked", row.client_id)
+    _reused(row, "refresh_token", tokens_revoke(AccessToken.objects.filter(family=row.family)))
 
 
 class Revocation(RevocationEndpoint):
     """RFC 7009: an access or refresh token of the client; revoking either ends the whole grant (its family)."""
 
     CLIENT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
+
+    def authenticate_token(self, request: OAuth2Request, client: Client) -> AccessToken | None:
+        """The client's token named by the request. A `token_type_hint` this server does not know is ignored
+        (RFC 7009 §2.1), not refused as Authlib does: both kinds are looked up whatever the hint."""
+        if "token" not in request.form:
+            raise InvalidRequestError("Send the token to revoke.")
+        token = self.query_token(request.form["token"], request.form.get("token_type_hint"))
+        if token is not None and not token.check_client(client):
+            raise InvalidGrantError("The token was not issued to this client.")
+        return token
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> AccessToken | None:
         digest = key_digest(token_string)
@@ -255,11 +304,13 @@ def tokens_revoke(queryset: Any) -> int:
 
 
 def consent_create(grant: Any) -> ConsentRequest:
-    """Keep a checked authorization request for the user's decision (any process may take it)."""
+    """Keep a checked authorization request for the user's decision (any process may take it); the rows whose
+    time is over go first (oauth.trim)."""
+    expired_rows_trim()
     request = grant.request
-    params = {key: values[0] for key, values in request.payload.datalist.items() if values}
+    params = {key: values[0] for key, values in request.payload.datalist.items() if values and key in CONSENT_PARAMS}
     return ConsentRequest.objects.create(id=secrets.token_urlsafe(24), client=request.client, params=params,
-                                         expires_at=timezone.now() + timedelta(minutes=10))
+                                         expires_at=timezone.now() + CONSENT_TTL)
 
 
 def consent_take(consent_id: str) -> ConsentRequest | None:
@@ -274,12 +325,22 @@ def consent_take(consent_id: str) -> ConsentRequest | None:
 
 def consent_decide(consent: ConsentRequest, user: AbstractBaseUser | None, issuer: str) -> str:
     """The URL the browser goes to after the user's decision: the client's redirect URI with a code (allowed:
-    `user` given) or `error=access_denied` (`user` None). The request is checked again first."""
+    `user` given) or `error=access_denied` (`user` None). The request is checked again first, on the origin it
+    was made to (its resource's, checked at /oauth/authorize), not `issuer`, the origin of the decision's
+    request, which may be another of the server's names. A request that no longer checks out (its client's
+    registration changed) sends the browser back with the error, or raises AppError 400 when it cannot."""
     query = "&".join(f"{_quote(key)}={_quote(value)}" for key, value in consent.params.items())
-    request = OAuth2Request("GET", f"https://{issuer.split('://', 1)[-1]}/oauth/authorize?{query}")
-    request.uri = f"{issuer}/oauth/authorize?{query}"
+    origin = origin_of(str(consent.params.get("resource") or issuer))
+    request = OAuth2Request("GET", f"https://{origin.split('://', 1)[-1]}/oauth/authorize?{query}")
+    request.uri = f"{origin}/oauth/authorize?{query}"
     request.payload = _Payload(consent.params)
-    grant = server.get_consent_grant(request, end_user=user)
+    try:
+        grant = server.get_consent_grant(request, end_user=user)
+    except OAuth2Error as error:
+        if not error.redirect_uri:
+            raise AppError("invalid", f"The authorization request no longer checks out: {error.description}",
+                           400) from error
+        return server.handle_error_response(request, error)["Location"]
     response = server.create_authorization_response(request, grant_user=user, grant=grant)
     return response["Location"]
 

@@ -20,6 +20,7 @@ from accounts.authentication.key_last_used import LastUsed
 from accounts.authentication.user_cache import _Entry
 from agentsite.core.dbcall import db
 from oauth.models import AccessToken
+from oauth.resource import resource_canonical
 
 ACCESS_PREFIX = "asa-"
 REFRESH_PREFIX = "asr-"
@@ -73,7 +74,7 @@ def _stands(credential: TokenCredential, row: Any, user_entry: _Entry | None, sc
         raise TokenRefused("The access token was revoked.")
     if row.expires_at.timestamp() <= time.time():
         raise TokenRefused("The access token expired; refresh it.")
-    if row.resource.rstrip("/") != credential.resource.rstrip("/"):
+    if resource_canonical(row.resource) != resource_canonical(credential.resource):
         raise TokenRefused(f"The access token was issued for another resource ({row.resource}), not "
                            f"{credential.resource}.")
     if user_entry is None:

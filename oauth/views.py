@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749.requests import JsonPayload, JsonRequest
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -31,12 +32,19 @@ from oauth.models import SCOPE, Client
 from oauth.resource import origin_of, resource_url
 from oauth.server import consent_create, server
 from oauth.tokens import SECRET_PREFIX, new_secret
+from oauth.trim import expired_rows_trim
 
 logger = logging.getLogger(__name__)
 
 CONSENT_ROUTE = "/#/consent/"
 AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+MAX_REDIRECT_URIS = 10
+MAX_CLIENT_NAME = 200
+MAX_URI = 2000
+MAX_REGISTRATION_BYTES = 64 * 1024
+# RFC 7591 §2's informational metadata that is kept (shown, never trusted): strings.
+INFORMATIONAL = ("client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version")
 PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
 
@@ -85,15 +93,17 @@ def authorization_server_metadata(request: HttpRequest) -> JsonResponse:
 def redirect_uri_problem(uri: Any) -> str | None:
     """Why a redirect URI may not be registered (None: it may): https, or http to a loopback address only; no
     fragment."""
-    if not isinstance(uri, str) or not uri or len(uri) > 2000:
-        return "Each redirect URI is a string of at most 2000 characters."
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI:
+        return f"Each redirect URI is a string of at most {MAX_URI} characters."
+    if not uri.isascii() or any(char.isspace() or not char.isprintable() for char in uri):
+        return "A redirect URI is ASCII without spaces or control characters (RFC 3986)."
+    if "#" in uri:
+        return f"{uri!r} has a fragment, which a redirect URI may not have."
     try:
         parts = urlsplit(uri)
         host = parts.hostname
     except ValueError:
         return f"{uri!r} is not a URL."
-    if parts.fragment:
-        return f"{uri!r} has a fragment, which a redirect URI may not have."
     if parts.scheme == "https" and host:
         return None
     if parts.scheme == "http" and host in LOOPBACK_HOSTS:
@@ -113,17 +123,20 @@ class Registration(ClientRegistrationEndpoint):
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "token_endpoint_auth_methods_supported": AUTH_METHODS}
 
+    def create_endpoint_request(self, request: Any) -> Any:
+        """`register` hands over the registration it checked (JsonRequest), not the raw body."""
+        return request if isinstance(request, JsonRequest) else super().create_endpoint_request(request)
+
     def generate_client_secret(self, request: Any) -> str | None:
         method = request.payload.data.get("token_endpoint_auth_method", "client_secret_basic")
         return None if method == "none" else new_secret(SECRET_PREFIX)
 
     def save_client(self, client_info: dict, client_metadata: dict, request: Any) -> Client:
         secret = client_info.get("client_secret")
-        extra = {key: value for key, value in client_metadata.items() if key in (
-            "client_uri", "logo_uri", "software_id", "software_version", "contacts", "tos_uri", "policy_uri")}
+        extra = {key: value for key, value in client_metadata.items() if key in (*INFORMATIONAL, "contacts")}
         return Client.objects.create(
             client_id=client_info["client_id"], secret_hash=key_digest(secret) if secret else "",
-            name=str(client_metadata.get("client_name") or "Unnamed client")[:200],
+            name=str(client_metadata.get("client_name") or "Unnamed client")[:MAX_CLIENT_NAME],
             redirect_uris=client_metadata["redirect_uris"],
             auth_method=client_metadata.get("token_endpoint_auth_method", "client_secret_basic"),
             grant_types=client_metadata.get("grant_types", ["authorization_code"]),
@@ -134,21 +147,60 @@ class Registration(ClientRegistrationEndpoint):
 _registration = Registration(server)
 
 
-def _registration_problem(data: Any) -> str | None:
+def _registration_problem(data: Any) -> tuple[str, str] | None:
+    """(the RFC 7591 error code, why) when a registration may not be stored as given; None when it may."""
     if not isinstance(data, dict):
-        return "The registration is a JSON object (RFC 7591)."
+        return "invalid_client_metadata", "The registration is a JSON object (RFC 7591)."
     uris = data.get("redirect_uris")
-    if not isinstance(uris, list) or not uris or len(uris) > 10:
-        return "redirect_uris is a list of 1 to 10 URIs."
+    if not isinstance(uris, list) or not uris or len(uris) > MAX_REDIRECT_URIS:
+        return "invalid_redirect_uri", f"redirect_uris is a list of 1 to {MAX_REDIRECT_URIS} URIs."
     for uri in uris:
         problem = redirect_uri_problem(uri)
         if problem:
-            return problem
+            return "invalid_redirect_uri", problem
+    problem = _metadata_problem(data)
+    return ("invalid_client_metadata", problem) if problem else None
+
+
+def _informational_problem(data: dict[str, Any]) -> str | None:
+    for name in INFORMATIONAL:
+        value = data.get(name)
+        if value is not None and not _short_text(value):
+            return f"{name} is a string of at most {MAX_URI} characters."
+    contacts = data.get("contacts")
+    if contacts is not None and (not isinstance(contacts, list) or len(contacts) > MAX_REDIRECT_URIS
+                                 or not all(_short_text(contact) for contact in contacts)):
+        return f"contacts is a list of at most {MAX_REDIRECT_URIS} strings."
+    return None
+
+
+def _short_text(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) > MAX_URI:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no database stores it
+        return False
+    return True
+
+
+def _registration_kept(data: dict[str, Any]) -> dict[str, Any]:
+    """The metadata this server stores (its defaults filled in, as RFC 7591 §3.2.1 answers them); the rest
+    (jwks, software_statement, ...) is ignored, as §2 allows."""
+    kept = {name: data[name] for name in (*INFORMATIONAL, "client_name", "contacts", "redirect_uris", "scope")
+            if data.get(name) is not None}
+    kept.update(token_endpoint_auth_method=data.get("token_endpoint_auth_method", "client_secret_basic"),
+                grant_types=data.get("grant_types", ["authorization_code"]), response_types=["code"])
+    return kept
+
+
+def _metadata_problem(data: dict[str, Any]) -> str | None:
     method = data.get("token_endpoint_auth_method", "client_secret_basic")
     if method not in AUTH_METHODS:
         return f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}."
     grant_types = data.get("grant_types", ["authorization_code"])
-    if not isinstance(grant_types, list) or not set(grant_types) <= {"authorization_code", "refresh_token"} \
+    if not isinstance(grant_types, list) or not all(isinstance(grant, str) for grant in grant_types) \
+            or not set(grant_types) <= {"authorization_code", "refresh_token"} \
             or "authorization_code" not in grant_types:
         return "grant_types may be authorization_code and refresh_token (authorization_code included)."
     if data.get("response_types", ["code"]) != ["code"]:
@@ -157,9 +209,9 @@ def _registration_problem(data: Any) -> str | None:
     if not isinstance(scope, str) or not set(scope.split()) <= {SCOPE}:
         return f"The only scope is {SCOPE!r}."
     name = data.get("client_name", "")
-    if not isinstance(name, str) or len(name) > 200:
-        return "client_name is a string of at most 200 characters."
-    return None
+    if not isinstance(name, str) or len(name) > MAX_CLIENT_NAME:
+        return f"client_name is a string of at most {MAX_CLIENT_NAME} characters."
+    return _informational_problem(data)
 
 
 def register(request: HttpRequest) -> HttpResponse:
@@ -169,20 +221,40 @@ def register(request: HttpRequest) -> HttpResponse:
         ratelimit.oauth_register_check(ip=ip, limit=int(settings.AGENTSITE_OAUTH_REGISTER_RATE))
     except AppError as exc:
         return _oauth_error("rate_limited", exc.message, 429, Retry_After=str(exc.details["retry_after"]))
+    if len(request.body) > MAX_REGISTRATION_BYTES:
+        return _oauth_error("invalid_client_metadata", f"A registration is at most {MAX_REGISTRATION_BYTES} bytes.")
     try:
         data = json_loads_bounded(request.body or b"null")
     except AppError as exc:
         return _oauth_error("invalid_client_metadata", exc.message)
     problem = _registration_problem(data)
     if problem:
-        return _oauth_error("invalid_redirect_uri" if "redirect" in problem else "invalid_client_metadata", problem)
-    response = server.create_endpoint_response(_registration.ENDPOINT_NAME, request)
-    if response.status_code == 201:
-        body = json.loads(response.content)
-        Client.objects.filter(client_id=body["client_id"]).update(registered_from=ip[:64])
-        audit("oauth.client_registered", request=request, door="oauth", target=f"oauth_client:{body['client_id']}",
-              details={"client_name": body.get("client_name", ""), "redirect_uris": body.get("redirect_uris", [])})
-    return response
+        return _oauth_error(*problem)
+    checked = JsonRequest(request.method, request.build_absolute_uri(), request.headers)
+    checked.payload = _Registered(_registration_kept(data))
+    response = server.create_endpoint_response(_registration.ENDPOINT_NAME, checked)
+    if response.status_code != 201:
+        return response
+    expired_rows_trim()
+    body = json.loads(response.content)
+    if body.get("client_secret") is None:  # a public client: no secret was issued (RFC 7591 §3.2.1)
+        body.pop("client_secret", None)
+        body.pop("client_secret_expires_at", None)
+    Client.objects.filter(client_id=body["client_id"]).update(registered_from=ip[:64])
+    audit("oauth.client_registered", request=request, door="oauth", target=f"oauth_client:{body['client_id']}",
+          details={"client_name": body.get("client_name", ""), "redirect_uris": body.get("redirect_uris", [])})
+    return _json(body, 201)
+
+
+class _Registered(JsonPayload):
+    """A registration as `register` checked it, for Authlib."""
+
+    def __init__(self, data: dict[str, Any]):
+        self._data = data
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self._data
 
 
 server.register_endpoint(_registration)

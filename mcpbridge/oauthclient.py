@@ -98,9 +98,15 @@ async def _guard(request: httpx2.Request) -> None:
         raise OAuthProblem(f"Refusing to fetch {url.scheme}: URLs.")
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
-        await AddressPolicy(allow_private=private_fetch_allowed()).pin(url.host, port)
+        address = await AddressPolicy(allow_private=private_fetch_allowed()).pin(url.host, port)
     except ToolError as exc:
         raise OAuthProblem(str(exc)) from None
+    # The request goes to the address just checked: a second lookup could answer another (DNS rebinding). The
+    # name stays in the Host header and in TLS (SNI and the certificate check).
+    request.headers["Host"] = url.netloc.decode("ascii")
+    if url.scheme == "https":
+        request.extensions = {**request.extensions, "sni_hostname": url.host}
+    request.url = url.copy_with(host=address)
 
 
 def guarded_client() -> httpx2.AsyncClient:

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -405,3 +406,51 @@ def test_the_listing_shows_the_grant_state_but_never_a_token(admin_client, fake)
     assert (server["auth"], server["status"], server["tools"], server["oauth"]) == (
         "oauth", "needs_authorization", 0, {"status": "needs_authorization", "expires_at": None, "scopes": ["mcp"]})
     assert "at-1" not in response.content.decode() and "rt-1" not in response.content.decode()
+
+
+def test_each_oauth_request_goes_to_the_address_the_guard_checked_not_to_a_second_lookup(settings, monkeypatch):
+    """DNS rebinding: the name answers another address at each lookup. Every request must reach the address
+    the guard checked for it (no second lookup), with the name in its Host header."""
+    settings.AGENTSITE_ALLOW_PRIVATE_FETCH = True  # both addresses are loopback: the check itself is not the point
+    reached: dict[str, list[str]] = {"127.0.0.1": [], "127.0.0.2": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            reached[self.server.server_address[0]].append(self.headers.get("Host", ""))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args) -> None:
+            pass
+
+    first = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port = first.server_address[1]
+    second = ThreadingHTTPServer(("127.0.0.2", port), Handler)
+    for server in (first, second):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    lookups = []
+    real = socket.getaddrinfo
+
+    def rebinding(host, *args, **kwargs):
+        if host in ("rebind.test", b"rebind.test"):
+            lookups.append(host)
+            address = "127.0.0.1" if len(lookups) % 2 else "127.0.0.2"  # the check's, then another
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    try:
+        with pytest.raises(oauthclient.OAuthProblem):  # 404 everywhere: nothing to discover
+            async_to_sync(oauthclient.discover)(f"http://rebind.test:{port}/mcp")
+    finally:
+        first.shutdown()
+        second.shutdown()
+    arrived = reached["127.0.0.1"] + reached["127.0.0.2"]
+    assert len(arrived) >= 2 and set(arrived) == {f"rebind.test:{port}"}, reached
+    # One lookup per request, the guard's, whose answer the request went to: a second lookup (the connection's
+    # own) would double them, and would have sent requests to an address no check saw.
+    assert len(lookups) == len(arrived), (lookups, reached)
+    assert len(reached["127.0.0.1"]) == (len(arrived) + 1) // 2, reached

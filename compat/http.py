@@ -22,6 +22,7 @@ from accounts.ratelimit import client_ip
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from catalogue.selectors import config_get, config_peek
+from oauth.tokens import is_access_token
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +70,15 @@ async def resolve_caller(request: HttpRequest) -> Identity:
 
 def presented_credential(authorization: str | None, x_api_key: str | None) -> str | None:
     """The credential a /v1 request presents (an `ask-` key, or a JWT-shaped token as Bearer), or None for a
-    placeholder; raises AppError 401 for a token in `x-api-key`, which carries API keys only."""
+    placeholder; raises AppError 401 for a token in `x-api-key`, which carries API keys only, and for an OAuth
+    access token anywhere (its audience is /mcp)."""
     bearer = bearer_token(authorization)
+    extra = (x_api_key or "").strip()
+    if is_access_token(bearer) or is_access_token(extra):  # never a placeholder: refused, not anonymous
+        raise AppError("invalid_api_key", "An OAuth access token (asa-...) is for /mcp only: send an API key "
+                       "(ask-...) or a dashboard token.", 401)
     if bearer and (is_api_key(bearer) or is_token_shaped(bearer)):
         return bearer
-    extra = (x_api_key or "").strip()
     if is_api_key(extra):
         return extra
     if is_token_shaped(extra):

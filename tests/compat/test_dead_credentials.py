@@ -1,19 +1,26 @@
 """A credential that a /v1 request presents and that does not stand is refused with a 401 in the door's own error
 shape, in every `compat_auth` mode, never served as an anonymous caller: a logged-out token, a refresh token, an
-`alg: none` token, a JWT-shaped garbage bearer, each as `Authorization: Bearer` and as `x-api-key`. A placeholder
-key (no credential's shape) from loopback is still anonymous under `local`."""
+`alg: none` token, a JWT-shaped garbage bearer, an OAuth access token (live or not: its audience is /mcp), each as
+`Authorization: Bearer` and as `x-api-key`. A placeholder key (no credential's shape) from loopback is still
+anonymous under `local`."""
 
 from __future__ import annotations
 
 import base64
 import json
+import uuid
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 from rest_framework_simplejwt.tokens import RefreshToken
 
+from accounts.authentication import key_digest
 from accounts.tokens import PASSWORD_CLAIM, password_version, token_pair_for
 from catalogue.services import config_update
+from oauth.models import AccessToken, Client
+from oauth.tokens import ACCESS_PREFIX, new_secret
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,7 +53,19 @@ def dead_credentials(owner) -> dict[str, str]:
     valid = token_pair_for(owner)["token"]
     claims = json.loads(base64.urlsafe_b64decode(valid.split(".")[1] + "=="))
     return {"logged out": login["token"], "refresh token": str(refresh), "alg none": _unsigned(claims),
-            "garbage": "eyJhbGciOiJIUzI1NiJ9.not-a-payload.not-a-signature"}
+            "garbage": "eyJhbGciOiJIUzI1NiJ9.not-a-payload.not-a-signature", "oauth token": _oauth_token(owner),
+            "oauth garbage": "asa-" + "x" * 43}
+
+
+def _oauth_token(user) -> str:
+    """A live OAuth access token of the user's, for /mcp (oauth.tokens)."""
+    secret = new_secret(ACCESS_PREFIX)
+    client = Client.objects.create(client_id="dead-credentials", name="an app", redirect_uris=["https://a.example/cb"],
+                                   grant_types=["authorization_code"], response_types=["code"])
+    AccessToken.objects.create(access_hash=key_digest(secret), client=client, user=user, family=uuid.uuid4(),
+                               scope="mcp", resource="http://testserver/mcp", password_version=password_version(user),
+                               expires_at=timezone.now() + timedelta(hours=1))
+    return secret
 
 
 def _call(method: str, path: str, body: dict | None, **headers: str):

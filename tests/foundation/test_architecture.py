@@ -42,7 +42,7 @@ APP_EDGES = {
     "accounts": {"catalogue", "organisation"},
     "catalogue": set(),
     "sessions_app": {"accounts", "agents_app"},
-    "compat": {"accounts", "catalogue", "knowledge"},
+    "compat": {"accounts", "catalogue", "knowledge", "oauth"},  # oauth: its tokens are refused on /v1
     "mcpbridge": {"accounts", "knowledge", "oauth", "organisation"},
     "knowledge": {"organisation"},
     "scheduler": {"accounts", "agents_app", "sessions_app", "workflows"},

@@ -100,3 +100,9 @@ def oidc_login_check(*, ip: str, limit: int) -> None:
 def oauth_register_check(*, ip: str, limit: int) -> None:
     """Count one OAuth client registration from ip; raise 429 `rate_limited` past `limit` in the minute."""
     _count(scope="oauth-register", ip=ip, limit=limit, window=60, what="OAuth clients registered from your address")
+
+
+def oauth_authorize_check(*, ip: str, limit: int) -> None:
+    """Count one OAuth authorization request from ip (each keeps a consent row); 429 `rate_limited` past `limit` in
+    the minute."""
+    _count(scope="oauth-authorize", ip=ip, limit=limit, window=60, what="authorization requests from your address")

@@ -281,6 +281,8 @@ TRUSTED_PROXY_COUNT = env_int("AGENTSITE_TRUSTED_PROXIES", 0, minimum=0)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if TRUSTED_PROXY_COUNT else None
 # OAuth clients POST /oauth/register stores per client address a minute (the oauth app: MCP connectors).
 AGENTSITE_OAUTH_REGISTER_RATE = env_int("AGENTSITE_OAUTH_REGISTER_RATE", 20, minimum=1)
+# Authorization requests GET /oauth/authorize keeps (a consent row each) per client address a minute.
+AGENTSITE_OAUTH_AUTHORIZE_RATE = env_int("AGENTSITE_OAUTH_AUTHORIZE_RATE", 60, minimum=1)
 # Password sign-in (POST /api/auth/login, registration, the Django admin's form): off leaves it to the users a
 # `manage.py breakglass` flag names, so a broken identity provider cannot lock the operator out (accounts.backends).
 PASSWORD_LOGIN = env_bool("AGENTSITE_PASSWORD_LOGIN", True)

@@ -5,6 +5,7 @@ revocation (RFC 7009). Thin: Authlib (oauth.server) checks the protocol. Their e
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from typing import Any
@@ -59,6 +60,40 @@ def _json(body: dict[str, Any], status: int = 200, **headers: str) -> JsonRespon
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     return response
+
+
+# The longest value any protocol parameter may have (a redirect URI's bound; state and the rest fit in it).
+MAX_PARAMETER_CHARS = 2000
+
+
+UNECHOABLE = ("A parameter holds a character that OAuth's error descriptions may not carry (only printable ASCII "
+              "but \" and \\, RFC 6749 Appendix A).")
+
+
+def parameters_problem(request: HttpRequest) -> str | None:
+    """Why a request's query and form parameters cannot be OAuth's (None: they may be): each is at most
+    MAX_PARAMETER_CHARS (a consent keeps them for ten minutes). What a value may hold is the protocol's to judge
+    (oauth.server); one Authlib cannot echo in its error's description (non-ASCII, " or \\) is caught around
+    its calls (UNECHOABLE)."""
+    for source in (request.GET, request.POST):
+        for name, values in source.lists():
+            if any(len(value) > MAX_PARAMETER_CHARS for value in (name, *values)):
+                return f"A parameter ({name[:40]!r}) is longer than {MAX_PARAMETER_CHARS} characters."
+    return None
+
+
+def basic_problem(request: HttpRequest) -> str | None:
+    """Why an `Authorization: Basic` header cannot carry client credentials (None: it can, or there is none)."""
+    header = request.headers.get("Authorization", "")
+    if not header.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return "The Basic credentials are not base64 of ASCII client_id:client_secret."
+    if ":" not in decoded or not decoded.isprintable():
+        return "The Basic credentials are not client_id:client_secret."
+    return None
 
 
 def _oauth_error(error: str, description: str, status: int = 400, **headers: str) -> JsonResponse:
@@ -221,6 +256,8 @@ def register(request: HttpRequest) -> HttpResponse:
         ratelimit.oauth_register_check(ip=ip, limit=int(settings.AGENTSITE_OAUTH_REGISTER_RATE))
     except AppError as exc:
         return _oauth_error("rate_limited", exc.message, 429, Retry_After=str(exc.details["retry_after"]))
+    if request.content_type != "application/json":
+        return _oauth_error("invalid_client_metadata", "Send the registration as application/json (RFC 7591).")
     if len(request.body) > MAX_REGISTRATION_BYTES:
         return _oauth_error("invalid_client_metadata", f"A registration is at most {MAX_REGISTRATION_BYTES} bytes.")
     try:
@@ -263,8 +300,20 @@ server.register_endpoint(_registration)
 def authorize(request: HttpRequest) -> HttpResponse:
     """GET /oauth/authorize: check the request, keep it, and send the browser to the dashboard's consent page.
     A request whose client or redirect URI does not check out is shown an error page (never redirected)."""
+    problem = parameters_problem(request)
+    if problem:
+        return error_page("invalid_request", problem)
+    ip = ratelimit.client_ip(request)
+    try:
+        ratelimit.oauth_authorize_check(ip=ip, limit=int(settings.AGENTSITE_OAUTH_AUTHORIZE_RATE))
+    except AppError as exc:
+        response = error_page("rate_limited", exc.message, 429)
+        response["Retry-After"] = str(exc.details["retry_after"])
+        return response
     try:
         grant = server.get_consent_grant(request)
+    except ValueError:  # Authlib's error would echo a value its descriptions may not hold (UNECHOABLE)
+        return error_page("invalid_request", UNECHOABLE)
     except OAuth2Error as error:
         if error.redirect_uri:
             return server.handle_error_response(server.create_oauth2_request(request), error)
@@ -286,12 +335,31 @@ def error_page(error: str, description: str, status: int = 400) -> HttpResponse:
 
 def token(request: HttpRequest) -> HttpResponse:
     """POST /oauth/token: a code or a refresh token for tokens."""
-    return server.create_token_response(request)
+    refused = _form_refused(request)
+    try:
+        return refused or server.create_token_response(request)
+    except ValueError:  # as in authorize
+        return _oauth_error("invalid_request", UNECHOABLE)
 
 
 def revoke(request: HttpRequest) -> HttpResponse:
     """POST /oauth/revoke (RFC 7009): 200 whether or not the token was known."""
-    return server.create_endpoint_response("revocation", request)
+    refused = _form_refused(request)
+    try:
+        return refused or server.create_endpoint_response("revocation", request)
+    except ValueError:  # as in authorize
+        return _oauth_error("invalid_request", UNECHOABLE)
+
+
+def _form_refused(request: HttpRequest) -> HttpResponse | None:
+    """The token and revocation endpoints' refusal of what Authlib cannot read (None: it can)."""
+    problem = parameters_problem(request)
+    if problem:
+        return _oauth_error("invalid_request", problem)
+    problem = basic_problem(request)
+    if problem:
+        return _oauth_error("invalid_client", problem, 401, WWW_Authenticate='Basic realm="oauth"')
+    return None
 
 
 # --- the DRF views that route to them (documented in /api/schema; no credential is read) ----------------

@@ -23,6 +23,8 @@ os.environ["AGENTSITE_CACHE_PREFIX"] = f"test-{os.getpid()}"
 # Tests make many accounts from 127.0.0.1, in this process and on the live servers (which inherit this
 # environment); the limit itself is tested in tests/accounts/test_register_rate_limit.py, the default asserted.
 os.environ.setdefault("AGENTSITE_REGISTER_RATE_LIMIT", "100000")
+# And many OAuth authorization requests (the limit: tests/oauth/test_protocol_input.py).
+os.environ.setdefault("AGENTSITE_OAUTH_AUTHORIZE_RATE", "100000")
 
 from django.contrib.auth.hashers import PBKDF2PasswordHasher  # noqa: E402
 

@@ -25,7 +25,8 @@ from django.utils import timezone
 
 from agentsite.core import invalidation
 from agentsite.core.dbcall import db
-from agentsite.core.secretbox import seal, unseal
+from agentsite.core.errors import AppError
+from agentsite.core.secretbox import SecretBoxError, seal, unseal
 from mcpbridge.client import SERVER_TOPIC
 from mcpbridge.models import McpOAuthFlow, McpServer, McpServerOAuth
 
@@ -43,6 +44,9 @@ SECRET_PURPOSE = "mcpbridge.oauth.client_secret"
 VERIFIER_PURPOSE = "mcpbridge.oauth.code_verifier"
 
 
+UNSEALABLE = "Its OAuth secrets were sealed under another SECRET_KEY: reconnect it."
+
+
 class NeedsAuthorization(Exception):
     """The server has no usable grant: an admin must reconnect it (a new consent)."""
 
@@ -58,10 +62,17 @@ def state_digest(state: str) -> str:
 
 
 def registration_of(grant: McpServerOAuth) -> Registration:
+    """The client registration the grant was made with; raises AppError 400 when its sealed secret no longer
+    opens (SECRET_KEY changed): the server must be connected again with its client_secret."""
     # Start-up cost: oauthclient imports the mcp package (half a second); only a process that uses OAuth pays it.
     from mcpbridge.oauthclient import Registration
 
-    secret = unseal(grant.client_secret, purpose=SECRET_PURPOSE) if grant.client_secret else ""
+    try:
+        secret = unseal(grant.client_secret, purpose=SECRET_PURPOSE) if grant.client_secret else ""
+    except SecretBoxError:
+        raise AppError("invalid", f"The client secret of {grant.server.name!r} was sealed under another "
+                       "SECRET_KEY: disconnect it and connect it again (with its client_secret).", 400,
+                       {"name": [UNSEALABLE]}) from None
     return Registration(client_id=grant.client_id, client_secret=secret,
                         token_endpoint_auth_method=grant.token_endpoint_auth_method)
 
@@ -154,7 +165,11 @@ def _grant_state(name: str) -> GrantState | None:
     grant = McpServerOAuth.objects.filter(server__name=name).first()
     if grant is None:
         return None
-    access = unseal(grant.access_token, purpose=TOKEN_PURPOSE) if grant.access_token else ""
+    try:
+        access = unseal(grant.access_token, purpose=TOKEN_PURPOSE) if grant.access_token else ""
+    except SecretBoxError:  # SECRET_KEY changed without SECRET_KEY_FALLBACKS: the grant is lost, not an error
+        oauth_needs_authorization(name=name, reason=UNSEALABLE)
+        return GrantState(McpServerOAuth.NEEDS_AUTHORIZATION, "", None, grant.generation, None, False)
     return GrantState(grant.status, access, grant.expires_at, grant.generation, grant.refreshing_until,
                       bool(grant.refresh_token))
 

@@ -454,3 +454,21 @@ def test_each_oauth_request_goes_to_the_address_the_guard_checked_not_to_a_secon
     # own) would double them, and would have sent requests to an address no check saw.
     assert len(lookups) == len(arrived), (lookups, reached)
     assert len(reached["127.0.0.1"]) == (len(arrived) + 1) // 2, reached
+
+
+def test_tokens_sealed_under_another_secret_key_put_the_server_in_needs_authorization(fake):
+    grant = authorized(fake)
+    McpServerOAuth.objects.filter(pk=grant.pk).update(access_token=seal("at-1", purpose="another purpose"))
+    with pytest.raises(NeedsAuthorization):
+        async_to_sync(bearer_token)(NAME)
+    server = McpServer.objects.get()
+    assert server.status == McpServer.NEEDS_AUTHORIZATION and "SECRET_KEY" in server.error
+    assert fake.token_requests == []
+
+
+def test_reconnect_when_the_client_secret_no_longer_opens_is_400_naming_what_to_do(admin_client, fake):
+    grant = authorized(fake)
+    McpServerOAuth.objects.filter(pk=grant.pk).update(client_secret=seal("s", purpose="another purpose"))
+    response = admin_client.post(f"/api/mcp/servers/{NAME}/reconnect")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"]["code"] == "invalid" and "client_secret" in response.json()["error"]["message"]

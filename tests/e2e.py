@@ -10,6 +10,7 @@ from typing import Any
 
 import requests
 
+from agentsite.server.serve import default_workers
 from tests.server import LiveServer
 
 UPSTREAM_KEY = "sk-e2e-upstream-secret-0123456789"
@@ -74,3 +75,61 @@ def in_parallel(count: int, work: Callable[[int], Any]) -> list[Any]:
     """Run work(0..count-1) on `count` threads at once and return the results in order."""
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(work, range(count)))
+
+
+WORKER_HEADER = "X-Agentsite-Worker"  # AGENTSITE_WORKER_HEADER: the process that answered
+
+
+class PinnedProcesses:
+    """The servers of one deployment and a keep-alive connection pinned to each of their processes, so that a
+    test sends each half of a stateful door to the process it chooses and proves, by the answer's worker header,
+    that this process answered. `session_headers` go with every request; `host`, when given, is the Host every
+    request names (one name for every server, as behind a load balancer)."""
+
+    def __init__(self, servers: tuple[LiveServer, ...], *, session_headers: dict[str, str] | None = None,
+                 host: str | None = None) -> None:
+        self.servers, self.host = servers, host
+        self._session_headers = dict(session_headers or {})
+        self.pins: dict[int, tuple[LiveServer, requests.Session]] = {}
+        for server in servers:
+            self._pin_every_worker(server)
+
+    def _pin_every_worker(self, server: LiveServer) -> None:
+        """Open connections until each of the server's workers holds one (whichever is free accepts a new one)."""
+        found = 0
+
+        def one_more() -> bool:
+            nonlocal found
+            session = requests.Session()
+            session.headers.update(self._session_headers)
+            pid = int(session.get(f"{server.base_url}/api/health", timeout=20).headers[WORKER_HEADER])
+            if pid in self.pins:
+                session.close()
+            else:
+                self.pins[pid] = (server, session)
+                found += 1
+            return found == default_workers()
+
+        poll(one_more, f"a connection to each of the {default_workers()} workers of {server.base_url}", timeout=30,
+             every=0)
+
+    @property
+    def processes(self) -> list[int]:
+        return list(self.pins)
+
+    def other_than(self, pid: int) -> int:
+        """A process other than `pid`: on the other host when there are two."""
+        host = self.pins[pid][0]
+        others = [other for other in self.pins if other != pid]
+        return next((other for other in others if self.pins[other][0] is not host), others[0])
+
+    def via(self, pid: int, method: str, path: str, *, headers: dict | None = None, **kwargs) -> requests.Response:
+        """A request answered by process `pid` (its pinned connection); fails if another process answered."""
+        server, session = self.pins[pid]
+        kwargs.setdefault("timeout", 30)
+        if self.host is not None:
+            headers = {"Host": self.host, **(headers or {})}
+        response = session.request(method, f"{server.base_url}{path}", headers=headers, **kwargs)
+        assert int(response.headers[WORKER_HEADER]) == pid, (
+            f"{method} {path} was answered by another process than {pid}")
+        return response

@@ -24,7 +24,7 @@ import requests
 
 from agentsite.server.serve import default_workers
 from plugins.loader import SETTLE_S
-from tests.e2e import UPSTREAM_KEY, poll, sse_events
+from tests.e2e import UPSTREAM_KEY, WORKER_HEADER, PinnedProcesses, poll, sse_events
 from tests.fakes.llm import Hang, Text
 from tests.mcpbridge.conftest import TIME_SERVER, processes_running
 from tests.plugins.conftest import write
@@ -33,7 +33,7 @@ from tests.workflows.conftest import graph, node
 
 pytestmark = pytest.mark.e2e
 
-HEADER = "X-Agentsite-Worker"
+HEADER = WORKER_HEADER
 VERSION = '''
     from plugins.sdk import tool
 
@@ -44,51 +44,13 @@ VERSION = '''
 '''
 
 
-class Deployment:
-    """The servers of one deployment, and a keep-alive connection pinned to each of their processes."""
+class Deployment(PinnedProcesses):
+    """The servers of one deployment, and a keep-alive connection pinned to each of their processes (the admin's
+    token on each)."""
 
     def __init__(self, servers: tuple[LiveServer, ...], admin: dict[str, str], plugin_dir: Path) -> None:
-        self.servers, self.admin, self.plugin_dir = servers, admin, plugin_dir
-        self.pins: dict[int, tuple[LiveServer, requests.Session]] = {}
-        for server in servers:
-            self._pin_every_worker(server)
-
-    def _pin_every_worker(self, server: LiveServer) -> None:
-        """Open connections until each of the server's workers holds one (whichever is free accepts a new one)."""
-        found = 0
-
-        def one_more() -> bool:
-            nonlocal found
-            session = requests.Session()
-            session.headers.update(self.admin)
-            pid = int(session.get(f"{server.base_url}/api/health", timeout=20).headers[HEADER])
-            if pid in self.pins:
-                session.close()
-            else:
-                self.pins[pid] = (server, session)
-                found += 1
-            return found == default_workers()
-
-        poll(one_more, f"a connection to each of the {default_workers()} workers of {server.base_url}", timeout=30,
-             every=0)
-
-    @property
-    def processes(self) -> list[int]:
-        return list(self.pins)
-
-    def other_than(self, pid: int) -> int:
-        """A process other than `pid`: on the other host when there are two."""
-        host = self.pins[pid][0]
-        others = [other for other, (server, _) in self.pins.items() if other != pid]
-        return next((other for other in others if self.pins[other][0] is not host), others[0])
-
-    def via(self, pid: int, method: str, path: str, *, headers: dict | None = None, **kwargs) -> requests.Response:
-        """A request answered by process `pid` (its pinned connection); fails if another process answered."""
-        server, session = self.pins[pid]
-        kwargs.setdefault("timeout", 30)
-        response = session.request(method, f"{server.base_url}{path}", headers=headers, **kwargs)
-        assert int(response.headers[HEADER]) == pid, f"{method} {path} was answered by another process than {pid}"
-        return response
+        self.admin, self.plugin_dir = admin, plugin_dir
+        super().__init__(servers, session_headers=admin)
 
 
 @pytest.fixture(scope="module")

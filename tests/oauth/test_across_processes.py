@@ -30,66 +30,31 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from agentsite.server.serve import default_workers
-from tests.e2e import poll
+from tests.e2e import WORKER_HEADER, PinnedProcesses
 from tests.server import LiveServer, TwoHosts, two_hosts_possible
 
 pytestmark = pytest.mark.e2e
 
-HEADER = "X-Agentsite-Worker"
+HEADER = WORKER_HEADER
 REDIRECT = "http://127.0.0.1:33418/callback"
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
-class Deployment:
+class Deployment(PinnedProcesses):
     """The servers of one deployment, a keep-alive connection pinned to each of their processes, and the Host
     every request names (the first server's, as a load balancer's name would be)."""
 
     def __init__(self, servers: tuple[LiveServer, ...], admin_token: str) -> None:
-        self.servers, self.admin_token = servers, admin_token
-        self.host = urlsplit(servers[0].base_url).netloc
+        self.admin_token = admin_token
         self.origin = servers[0].base_url
-        self.pins: dict[int, tuple[LiveServer, requests.Session]] = {}
-        for server in servers:
-            self._pin_every_worker(server)
-
-    def _pin_every_worker(self, server: LiveServer) -> None:
-        found = 0
-
-        def one_more() -> bool:
-            nonlocal found
-            session = requests.Session()
-            pid = int(session.get(f"{server.base_url}/api/health", timeout=20).headers[HEADER])
-            if pid in self.pins:
-                session.close()
-            else:
-                self.pins[pid] = (server, session)
-                found += 1
-            return found == default_workers()
-
-        poll(one_more, f"a connection to each of the {default_workers()} workers of {server.base_url}", timeout=30,
-             every=0)
-
-    @property
-    def processes(self) -> list[int]:
-        return list(self.pins)
-
-    def other_than(self, pid: int) -> int:
-        """A process other than `pid`: on the other host when there are two."""
-        host = self.pins[pid][0]
-        others = [other for other in self.pins if other != pid]
-        return next((other for other in others if self.pins[other][0] is not host), others[0])
+        super().__init__(servers, host=urlsplit(servers[0].base_url).netloc)
 
     def via(self, pid: int, method: str, path: str, *, headers: dict | None = None, **kwargs) -> requests.Response:
-        """A request answered by process `pid`; fails if another process answered."""
-        server, session = self.pins[pid]
-        kwargs.setdefault("timeout", 30)
+        """A request answered by process `pid`, its redirects not followed; fails if another process answered."""
         kwargs.setdefault("allow_redirects", False)
-        response = session.request(method, f"{server.base_url}{path}", headers={"Host": self.host, **(headers or {})},
-                                   **kwargs)
-        assert int(response.headers[HEADER]) == pid, f"{method} {path} was answered by another process than {pid}"
-        return response
+        return super().via(pid, method, path, headers=headers, **kwargs)
 
     @property
     def dashboard(self) -> dict[str, str]:

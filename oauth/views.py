@@ -420,7 +420,9 @@ class AuthorizeView(_Public):
         "response_type", "client_id", "redirect_uri", "code_challenge", "code_challenge_method", "resource",
         "scope", "state")], responses={
         302: OpenApiResponse(description="To the consent page, or back to the client with an error."),
-        (400, "text/html"): OpenApiResponse(OpenApiTypes.STR, description="The client or redirect URI is unknown.")})
+        (400, "text/html"): OpenApiResponse(OpenApiTypes.STR, description="The client or redirect URI is unknown."),
+        (429, "text/html"): OpenApiResponse(OpenApiTypes.STR, description="rate_limited (Retry-After): too many "
+                                                                          "authorization requests from the address.")})
     def get(self, request: Request) -> HttpResponse:
         return authorize(request._request)
 

@@ -84,7 +84,7 @@ def test_the_lists_document_is_a_token_route_of_the_schema(schema):
 OWN_SHAPE_ERRORS = {("get", "/api/health", "503"),
                     *{("get", "/api/auth/oidc/login", status) for status in ("404", "429", "502")},
                     *{("get", "/api/auth/oidc/callback", status) for status in ("400", "403", "409", "502")},
-                    ("get", "/oauth/authorize", "400")}  # an HTML page: the client cannot be told
+                    ("get", "/oauth/authorize", "400"), ("get", "/oauth/authorize", "429")}  # HTML pages
 
 
 @pytest.mark.django_db

@@ -77,7 +77,9 @@ class ConsentView(APIView):
         """What the app asks for, for the consent page: its name, where it sends the browser, the scope."""
         return Response(ConsentSerializer(consent_data(_consent(consent_id))).data)
 
-    @extend_schema(request=ConsentDecisionSerializer, responses={200: RedirectSerializer})
+    @extend_schema(request=ConsentDecisionSerializer, responses={
+        200: RedirectSerializer, 403: OpenApiResponse(description="forbidden: an API key may not decide"),
+        404: OpenApiResponse(description="unknown, decided or expired")})
     def post(self, request: Request, consent_id: str) -> Response:
         """The user's decision, once: allowed, a code for the app bound to this user; refused, access_denied."""
         _dashboard_only(request, "Authorizing an app")
@@ -104,9 +106,15 @@ class ConnectedAppSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField(help_text="When its last refresh token ends unless used.")
 
 
+class ConnectedAppListSerializer(serializers.Serializer):
+    results = ConnectedAppSerializer(many=True)
+
+
 class ConnectedAppListView(APIView):
     @extend_schema(parameters=[OpenApiParameter("user", int, description="Admins: another user's apps.")],
-                   responses={200: ConnectedAppSerializer(many=True)})
+                   responses={200: ConnectedAppListSerializer,
+                              400: OpenApiResponse(description="invalid: `user` is not a user id"),
+                              403: OpenApiResponse(description="forbidden: `user` from a non-admin")})
     def get(self, request: Request) -> Response:
         """The apps connected to the caller's account (an admin: `?user=<id>`), one per client."""
         user_id = selectors.user_param(request)
@@ -115,7 +123,9 @@ class ConnectedAppListView(APIView):
 
 class ConnectedAppDetailView(APIView):
     @extend_schema(parameters=[OpenApiParameter("user", int, description="Admins: another user's app.")],
-                   responses={204: None, 404: OpenApiResponse(description="no such connected app")})
+                   responses={204: None, 400: OpenApiResponse(description="invalid: `user` is not a user id"),
+                              403: OpenApiResponse(description="forbidden: an API key, or `user` from a non-admin"),
+                              404: OpenApiResponse(description="no such connected app")})
     def delete(self, request: Request, client_id: str) -> Response:
         """Disconnect the app: every token it holds for the user ends now, in every process."""
         _dashboard_only(request, "Disconnecting an app")

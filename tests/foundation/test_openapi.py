@@ -128,7 +128,11 @@ def test_only_admin_operations_document_a_403_for_permissions(schema):
                   ("post", "/api/auth/login"), ("post", "/api/auth/change-password"),
                   ("get", "/api/auth/oidc/callback"),
                   # the sign-in's collection refused to another Origin
-                  ("post", "/api/auth/oidc/session")}
+                  ("post", "/api/auth/oidc/session"),
+                  # connected apps: another user's (`?user=`) asked by a non-admin; a consent or a disconnection
+                  # made with an API key (the user's own act, on the dashboard)
+                  ("get", "/api/oauth/apps"), ("delete", "/api/oauth/apps/{client_id}"),
+                  ("post", "/api/oauth/consents/{consent_id}")}
     # Every access rule's GET/PUT and every transfer: the policy's 403 for too low a role.
     ruled = {(method, path) for method, path, _operation in _operations(schema)
              if path.endswith(("/access", "/transfer"))}

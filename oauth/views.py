@@ -200,17 +200,18 @@ def _registration_problem(data: Any) -> tuple[str, str] | None:
 def _informational_problem(data: dict[str, Any]) -> str | None:
     for name in INFORMATIONAL:
         value = data.get(name)
-        if value is not None and not _short_text(value):
+        if value is not None and not _storable_text(value, MAX_URI):
             return f"{name} is a string of at most {MAX_URI} characters."
     contacts = data.get("contacts")
     if contacts is not None and (not isinstance(contacts, list) or len(contacts) > MAX_REDIRECT_URIS
-                                 or not all(_short_text(contact) for contact in contacts)):
+                                 or not all(_storable_text(contact, MAX_URI) for contact in contacts)):
         return f"contacts is a list of at most {MAX_REDIRECT_URIS} strings."
     return None
 
 
-def _short_text(value: Any) -> bool:
-    if not isinstance(value, str) or len(value) > MAX_URI:
+def _storable_text(value: Any, limit: int) -> bool:
+    """A string of at most `limit` characters that UTF-8 (and so every database) can hold."""
+    if not isinstance(value, str) or len(value) > limit:
         return False
     try:
         value.encode("utf-8")
@@ -243,8 +244,7 @@ def _metadata_problem(data: dict[str, Any]) -> str | None:
     scope = data.get("scope", SCOPE)
     if not isinstance(scope, str) or not set(scope.split()) <= {SCOPE}:
         return f"The only scope is {SCOPE!r}."
-    name = data.get("client_name", "")
-    if not isinstance(name, str) or len(name) > MAX_CLIENT_NAME:
+    if not _storable_text(data.get("client_name", ""), MAX_CLIENT_NAME):
         return f"client_name is a string of at most {MAX_CLIENT_NAME} characters."
     return _informational_problem(data)
 

@@ -31,7 +31,9 @@ def install_access_log_masking() -> None:
     """Every access log entry's path through `masked_path` (under daphne, whatever the log format)."""
     from daphne import access  # only under daphne, as install_json_access_log
 
-    if getattr(access.AccessLogGenerator, "_agentsite_masked", False):
+    # The class's own mark, not an inherited one: a subclass of a masked generator that replaces __call__ (the
+    # JSON writer) is not masked.
+    if access.AccessLogGenerator.__dict__.get("_agentsite_masked", False):
         return
     original = access.AccessLogGenerator.__call__
 
@@ -48,7 +50,7 @@ def install_json_access_log() -> None:
     # Only under daphne: patched when its server starts, not by every process that imports the server package.
     from daphne import access, http_protocol
 
-    if getattr(access.AccessLogGenerator, "_agentsite_json", False):
+    if access.AccessLogGenerator.__dict__.get("_agentsite_json", False):
         return
     original_reply = http_protocol.WebRequest.handle_reply
 

@@ -44,7 +44,7 @@ def time_server(admin_api: Api) -> Iterator[dict]:
 def test_connect_starts_a_stdio_server_lists_its_tools_and_stores_it_without_its_env(admin_api, time_server):
     assert time_server == {"name": "time", "transport": "stdio", "command": TIME_SERVER[0], "args_count": 2,
                            "env_keys": ["TIME_SECRET"], "visibility": "everyone", "grants": [],
-                           "status": "connected", "error": "", "tools": 2}
+                           "auth": "none", "oauth": None, "status": "connected", "error": "", "tools": 2}
     listed = servers(admin_api)["time"]
     assert listed == time_server
     assert "s3cret" not in admin_api.get("/api/mcp/servers").text

@@ -84,7 +84,7 @@ def assert_no_secret(text: str) -> None:
 def test_connect_answers_the_server_with_args_and_env_shown_only_as_a_count_and_names(site):
     assert site.connected.json() == {
         "name": "vault", "transport": "stdio", "command": sys.executable, "args_count": 2,
-        "env_keys": ["VAULT_SECRET"], "visibility": "shared", "status": "connected",
+        "env_keys": ["VAULT_SECRET"], "visibility": "shared", "auth": "none", "oauth": None, "status": "connected",
         "grants": [{"user": int(site.insider.get("/api/auth/me").json()["id"]), "name": "vault-reader",
                     "role": "viewer"}],
         "error": "", "tools": 3}
@@ -95,7 +95,7 @@ def test_the_listing_shows_the_server_to_admins_with_its_rule_to_the_user_it_nam
 
     assert as_admin == site.connected.json()
     assert as_insider == {"name": "vault", "transport": "stdio", "command": sys.executable, "args_count": 2,
-                          "status": "connected", "error": "", "tools": 3}
+                          "auth": "none", "oauth": None, "status": "connected", "error": "", "tools": 3}
     assert vault_listed(site.outsider) is None
     for api in (site.admin, site.insider, site.outsider):
         assert_no_secret(api.get("/api/mcp/servers").text)

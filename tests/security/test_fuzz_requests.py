@@ -433,7 +433,9 @@ ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          ("post", "/api/auth/oidc/logout"): "ssoleaver",
          # groups are the admins' (their members the managers' too); an MCP server's rule is the admins'
          ("post", "/api/groups"): "admin", ("patch", "/api/groups/{group_id}"): "admin",
-         ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin"}
+         ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin",
+         # ?user= (another user's connected apps) is the admins'
+         ("get", "/api/oauth/apps"): "admin", ("delete", "/api/oauth/apps/{client_id}"): "admin"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow",
                   "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server",
                   "/api/agents/": "agent"}
@@ -717,14 +719,16 @@ def send(context: Context, method: str, path: str, bad: Bad, role: str) -> reque
     return requests.request(method, context.server.base_url + path, data=data, headers=headers, timeout=60)
 
 
-# Pages a browser is sent to (single sign-on): a refusal is the failure page, HTML naming its reason.
-BROWSER_PAGES = {"/api/auth/oidc/login", "/api/auth/oidc/callback"}
+# Pages a browser is sent to (single sign-on, an app's authorization request): a refusal is the failure page, HTML
+# naming its reason in the element with this id.
+BROWSER_PAGES = {"/api/auth/oidc/login": "reason", "/api/auth/oidc/callback": "reason", "/oauth/authorize": "error"}
 
 
 def envelope_problem(path: str, response: requests.Response) -> str | None:
     """What is wrong with a refusal's body, or None when it is the path's error envelope (or failure page)."""
     if path in BROWSER_PAGES and response.headers.get("Content-Type", "").startswith("text/html"):
-        return None if 'id="reason"' in response.text else f"not the failure page: {response.content[:200]!r}"
+        marker = f'id="{BROWSER_PAGES[path]}"'
+        return None if marker in response.text else f"not the failure page: {response.content[:200]!r}"
     try:
         error = response.json()["error"]
     except (ValueError, KeyError, TypeError):

@@ -16,7 +16,8 @@ const ACTIONS = [
   "plugin.load", "plugin.reload", "plugin.error", "key.create", "key.revoke", "key.scope_refused",
   "budget.change", "webhook.refused", "group.create", "group.update", "group.delete", "group.member_add",
   "group.member_update", "group.member_remove", "access.change", "resource.transfer", "user.delete",
-  "agent.create", "agent.update", "agent.delete", "agent.restore",
+  "agent.create", "agent.update", "agent.delete", "agent.restore", "oauth.client_registered", "oauth.consent",
+  "oauth.revoke", "oauth.token_reuse",
 ];
 const OUTCOMES = [["", "Any"], ["success", "Success"], ["failure", "Failure"], ["refused", "Refused"]];
 const COLUMNS = ["Time", "Action", "Outcome", "Actor", "Door", "Client", "Target", "Details"];

@@ -20,6 +20,7 @@ from agentsite.core.datadir import data_dir_ensure, secrets_ensure
 from agentsite.core.processes import sweep_dead
 from agentsite.core.startup import service_loops_start
 from agentsite.server.orphan import SERVE_PID_ENV
+from agentsite.server.startlock import database_wait, start_lock
 
 STOP_GRACE_S = 15
 # A child that dies unexpectedly is started again after a wait that doubles from 1 s to 30 s while it keeps
@@ -82,10 +83,13 @@ class Command(BaseCommand):
         # settings import wrote nothing, and a problem with either stops serve instead of a first request.
         secrets_ensure(data_dir_ensure(settings.DATA_DIR))
         self.stdout.write(f"agentsite: data directory {settings.DATA_DIR}")
-        self.stdout.write("agentsite: applying database migrations ...")
-        call_command("migrate", interactive=False, verbosity=0)
-        call_command("initadmin")
-        call_command("recover")  # before the children start: nothing of theirs can be running yet
+        # One replica at a time (agentsite/server/startlock.py): replicas started together migrate once.
+        database_wait(self.stdout.write)
+        with start_lock(settings.DATA_DIR, self.stdout.write):
+            self.stdout.write("agentsite: applying database migrations ...")
+            call_command("migrate", interactive=False, verbosity=0)
+            call_command("initadmin")
+            call_command("recover")  # before the children start: nothing of theirs can be running yet
         commands = self._commands(host, port, no_cluster)
         # The metrics files of a previous run's processes would be summed into this run's (agentsite/core/metrics.py).
         metrics.clean_multiproc_dir()

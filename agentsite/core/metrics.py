@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,11 +36,14 @@ _scrape_hooks: dict[str, Callable[[], list[tuple[str, str, float]]]] = {}
 
 def configure(enabled: bool, data_dir: Path | None = None) -> None:
     """Called by the settings: turns recording on and, with a data directory, points multiprocess mode at
-    `<data>/metrics` (unless PROMETHEUS_MULTIPROC_DIR is set already). Writes nothing."""
+    `<data>/metrics/<host name>` (unless PROMETHEUS_MULTIPROC_DIR is set already). Writes nothing.
+
+    The host's own directory: hosts sharing one data directory (containers on one volume, NFS) each scrape and
+    empty only their own processes' files."""
     global ENABLED
     ENABLED = enabled
     if enabled and data_dir is not None and not os.environ.get(MULTIPROC_ENV):
-        os.environ[MULTIPROC_ENV] = str(Path(data_dir) / "metrics")
+        os.environ[MULTIPROC_ENV] = str(Path(data_dir) / "metrics" / socket.gethostname())
 
 
 def multiproc_dir() -> Path | None:

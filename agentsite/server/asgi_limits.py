@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
@@ -35,11 +36,14 @@ SECURITY_HEADERS = {
 }
 
 _HEADER_PAIRS = [(name.lower().encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
-# AGENTSITE_WORKER_HEADER (a debug aid, off by default): every answer names the process that served it, so that
-# one can see how `serve --workers N` spreads requests (docs/deploying.md).
+# AGENTSITE_WORKER_HEADER (a debug aid, off by default): every answer names the process and the host that served
+# it, so that one can see how `serve --workers N`, or a proxy in front of several hosts, spreads requests
+# (docs/deploying.md). Pids alone repeat across containers, each of which numbers its own from 1.
 WORKER_HEADER = "X-Agentsite-Worker"
+HOST_HEADER = "X-Agentsite-Host"
 if getattr(settings, "AGENTSITE_WORKER_HEADER", False):
     _HEADER_PAIRS.append((WORKER_HEADER.lower().encode(), str(os.getpid()).encode()))
+    _HEADER_PAIRS.append((HOST_HEADER.lower().encode(), socket.gethostname().encode("ascii", "replace")))
 
 
 def _with_security_headers(headers: list) -> list:

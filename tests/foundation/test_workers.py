@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import time
 from collections import Counter
@@ -80,6 +81,8 @@ def test_a_thousand_requests_are_spread_over_the_workers(server):
     served = Counter(worker_of(answer) for answer in answers)
     assert set(served) == daphnes(server), served  # the workers, and only they, answer
     assert min(served.values()) >= 20, f"a worker served almost nothing: {served}"
+    # ... each naming its host too (pids repeat across containers; a proxy before several hosts tells them apart)
+    assert {answer.headers["X-Agentsite-Host"] for answer in answers} == {socket.gethostname()}
 
 
 def test_the_eleventh_login_attempt_is_refused_whichever_worker_counts_it(server):

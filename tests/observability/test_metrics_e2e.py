@@ -6,6 +6,7 @@ request id, daphne's access log included."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 
 import pytest
@@ -25,7 +26,7 @@ def server():
     live = LiveServer(workers=2, env={"AGENTSITE_METRICS": "1", "AGENTSITE_METRICS_TOKEN": TOKEN,
                                       "AGENTSITE_LOG_FORMAT": "json", "AGENTSITE_WORKER_HEADER": "1"})
     # A file a previous run left: serve empties the directory, so it is never summed in.
-    stale = live.data_dir / "metrics"
+    stale = live.data_dir / "metrics" / socket.gethostname()
     stale.mkdir(parents=True, exist_ok=True)
     (stale / "counter_999999.db").write_bytes(b"not a metrics file")
     live.start()
@@ -69,7 +70,7 @@ def health_from_both_workers(server) -> int:
 
 
 def test_one_scrape_sums_every_worker(server):
-    assert not (server.data_dir / "metrics" / "counter_999999.db").exists()
+    assert not (server.data_dir / "metrics" / socket.gethostname() / "counter_999999.db").exists()
     assert get(server, "/metrics").status_code == 401
     before = health_count(scrape(server))
     sent = health_from_both_workers(server)

@@ -210,8 +210,9 @@ def _informational_problem(data: dict[str, Any]) -> str | None:
 
 
 def _storable_text(value: Any, limit: int) -> bool:
-    """A string of at most `limit` characters that UTF-8 (and so every database) can hold."""
-    if not isinstance(value, str) or len(value) > limit:
+    """A string of at most `limit` characters that every database holds: UTF-8 without a lone surrogate, and no
+    NUL (PostgreSQL's text refuses it)."""
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
         return False
     try:
         value.encode("utf-8")

@@ -141,6 +141,7 @@ def test_a_basic_header_for_a_public_client_is_refused(http, owner, public):
     {"response_types": ["token"]}, {"response_types": ["code", "token"]}, {"response_types": "code"},
     {"scope": "mcp admin"}, {"scope": "openid"}, {"scope": ["mcp"]},
     {"client_name": "x" * 201}, {"client_name": 7}, {"client_name": ["a"]}, {"client_name": "a\ud800b"},
+    {"client_name": "a\x00b"},
     {"client_uri": "https://x.example/\udfff"}])
 def test_other_methods_grants_response_types_scopes_and_names_are_refused(http, metadata):
     response = register(http, **metadata)

@@ -293,7 +293,8 @@ class LiveServer:
         env.pop("AGENTSITE_Q_SYNC", None)
         env.update({
             "AGENTSITE_DATA_DIR": str(self.data_dir),
-            "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+            # The product's settings with a test password hash count (tests/live_settings.py).
+            "DJANGO_SETTINGS_MODULE": "tests.live_settings",
             "AGENTSITE_CACHE_PREFIX": f"e2e-{secrets.token_hex(4)}",
             # Each server its own task queue on a shared Redis: a server of an earlier test (or another test
             # run) must never take this one's tasks.

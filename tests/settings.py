@@ -6,8 +6,8 @@ process's cache never touches a live server's keys in a shared Redis).
 
 Passwords are hashed with the production algorithm (PBKDF2-SHA256, the same hash format) at a test
 iteration count: at 1,000,000 iterations every test user costs ~0.5 s of CPU, which was most of the
-suite's time. Live servers (tests/server.py) run the real settings, so end-to-end tests still log in
-against the production count.
+suite's time. Live servers (tests/server.py) run the real settings with the same test count
+(tests/live_settings.py).
 """
 
 import atexit

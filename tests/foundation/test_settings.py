@@ -22,7 +22,8 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
         "print(json.dumps({'debug': settings.DEBUG, 'db': settings.DATABASES['default']['ENGINE'],"
         " 'db_name': settings.DATABASES['default']['NAME'], 'cache': settings.CACHES['default']['BACKEND'],"
         " 'layer': settings.CHANNEL_LAYERS['default']['BACKEND'], 'q': settings.Q_CLUSTER,"
-        " 'hosts': settings.ALLOWED_HOSTS}))"
+        " 'hosts': settings.ALLOWED_HOSTS, 'hashers': settings.PASSWORD_HASHERS,"
+        " 'iterations': __import__('django.contrib.auth.hashers').contrib.auth.hashers.get_hasher().iterations}))"
     )
     base = {key: value for key, value in os.environ.items()
             if key not in ("DATABASE_URL", "REDIS_URL", "DEBUG", "AGENTSITE_DATA_DIR", "AGENTSITE_ALLOWED_HOSTS")}
@@ -37,6 +38,9 @@ def _settings_in_subprocess(tmp_path, **env) -> dict:
 def test_defaults_are_sqlite_a_shared_file_cache_orm_broker_and_debug_off(tmp_path):
     values = _settings_in_subprocess(tmp_path)
     assert values["debug"] is False
+    # Django's PBKDF2 at its own count; the tests' processes and live servers hash at a test count instead
+    assert values["hashers"] == ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
+    assert values["iterations"] >= 1_000_000
     assert values["db"] == "agentsite.core.db.sqlite3"  # Django's, creating the data directory on first connect
     assert values["db_name"] == str(tmp_path / "db.sqlite3")
     # Files every process of the host sees (serve's workers share the login rate limit), not one process's memory.

@@ -456,8 +456,9 @@ def test_a_streamed_v1_completion_made_with_a_key_ends_at_its_next_chunk_when_th
 def test_a_streamed_v1_completion_ends_when_its_key_expires_mid_stream(live, fake_openai):
     from datetime import UTC, datetime, timedelta
 
-    expiry = datetime.now(UTC) + timedelta(seconds=2)
-    user = keyed(User(live), ["v1"], "x-api-key", expires_at=expiry.isoformat())
+    account = User(live)  # registered first: under load, a registration alone can outlast a 2 s expiry
+    expiry = datetime.now(UTC) + timedelta(seconds=3)
+    user = keyed(account, ["v1"], "x-api-key", expires_at=expiry.isoformat())
     fake_openai.script(Text("".join(WORDS), pieces=WORDS, delay=0.05))  # 20 s, if nothing stops it
     rest, text = _v1_stream_cut(live, user, lambda: None)
     assert rest[-1]["error"]["code"] == "token_invalid" and "expired" in rest[-1]["error"]["message"]

@@ -37,8 +37,10 @@ CHROMIUM = os.environ.get("DASHBOARD_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS = Path(os.environ.get("DASHBOARD_SCREENSHOTS") or Path(__file__).parent / "screenshots")
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 375, "height": 740}
-# Playwright's waits (expect, locators) give up after this; every wait in these tests is on a local server.
-TIMEOUT_MS = 5000
+# Playwright's waits (expect, locators) give up after this; every wait in these tests is on a local server, and
+# returns as soon as what it waits for is there. 5 s ran out in CI while the other shards and the container build
+# kept both cores busy.
+TIMEOUT_MS = 15000
 USER_PASSWORD = "dashboard-user-pass-42"
 SPOKEN = "hello world, the weather is sunny today"
 

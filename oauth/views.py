@@ -29,6 +29,7 @@ from accounts.authentication import key_digest
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError, ErrorShape
 from agentsite.core.jsonbody import json_loads_bounded
+from agentsite.core.validation import storable
 from oauth.models import SCOPE, Client
 from oauth.resource import origin_of, resource_url
 from oauth.server import consent_create, server
@@ -210,15 +211,8 @@ def _informational_problem(data: dict[str, Any]) -> str | None:
 
 
 def _storable_text(value: Any, limit: int) -> bool:
-    """A string of at most `limit` characters that every database holds: UTF-8 without a lone surrogate, and no
-    NUL (PostgreSQL's text refuses it)."""
-    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: no database stores it
-        return False
-    return True
+    """A string of at most `limit` characters that every database holds."""
+    return isinstance(value, str) and len(value) <= limit and storable(value)
 
 
 def _registration_kept(data: dict[str, Any]) -> dict[str, Any]:

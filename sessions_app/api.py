@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -24,7 +23,7 @@ from agentsite.agent.loop import AgentEvent
 from agentsite.agent.usage import check as usage_check
 from agentsite.core.errors import AppError
 from agentsite.core.sse import KEEPALIVE, sse_event, sse_response, with_keepalive
-from agentsite.core.validation import json_object_body, query_text, validated
+from agentsite.core.validation import json_object_body, query_text, storable, validated
 from sessions_app import search, selectors, services, stops
 from sessions_app.turns import turn_start
 
@@ -120,13 +119,12 @@ class RegenerateInputSerializer(serializers.Serializer):
 
 _CHAT_FIELDS = frozenset({"message", "attachments", "model"})
 _ABSENT = object()
-_NOT_IN_TEXT = re.compile("[\x00\ud800-\udfff]")  # what DRF's CharField refuses: NUL and surrogates
 
 
 def _text(value: Any, *, max_length: int | None = None, trimmed: bool = True) -> bool:
     """Whether a CharField of ChatInputSerializer takes value as it is (not blank, not altered by trimming)."""
     return (type(value) is str and value != "" and (max_length is None or len(value) <= max_length)
-            and (not trimmed or value == value.strip()) and _NOT_IN_TEXT.search(value) is None)
+            and (not trimmed or value == value.strip()) and storable(value))
 
 
 def chat_input(body: dict[str, Any]) -> dict[str, Any]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import datetime
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentsite.agent.types import MAX_MESSAGE_CHARS
 from agentsite.core.errors import AppError
+from agentsite.core.validation import storable
 
 # The most conversations (sessions) and messages one import may hold; a larger export is imported in parts.
 MAX_IMPORT_SESSIONS = 1000
@@ -27,9 +27,6 @@ MAX_IMPORT_CONTAINERS = 1_000_000
 # The name of a session whose document gives none (a ChatGPT conversation with a null title).
 UNTITLED = "Imported chat"
 NAME_MAX = 200  # ChatSession.name
-# What no column takes: NUL (PostgreSQL refuses it in text) and a lone surrogate (json.loads makes one of a `\ud800`
-# escape; UTF-8 cannot encode it, so neither database can store it).
-_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass
@@ -95,12 +92,12 @@ def texts_checked(value: Any, path: str = "") -> None:
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if _NOT_TEXT.search(item):
+            if not storable(item):
                 raise invalid_at(where or "body", "Text with a NUL character or a lone surrogate (not UTF-8 text).")
         elif isinstance(item, dict):
             for key, inner in item.items():
                 inner_path = f"{where}.{key}" if where else str(key)
-                if _NOT_TEXT.search(key):
+                if not storable(key):
                     raise invalid_at(where or "body", "A key with a NUL character or a lone surrogate.")
                 stack.append((inner, inner_path))
         elif isinstance(item, list):
@@ -120,7 +117,7 @@ def text_at(value: Any, path: str, *, optional: bool = False, max_length: int | 
 
 def is_text(value: Any) -> bool:
     """Whether `value` is a string a column can store (no NUL, no lone surrogate)."""
-    return isinstance(value, str) and _NOT_TEXT.search(value) is None
+    return isinstance(value, str) and storable(value)
 
 
 def json_at(value: Any, path: str) -> Any:

@@ -181,13 +181,22 @@ def _is_json_type(value: Any, expected: str) -> bool:
                               "array": list, "object": dict}[expected])
 
 
+# What no database column takes: NUL (PostgreSQL refuses it in text) and a lone surrogate (json.loads makes one of a
+# `\ud800` escape; UTF-8 cannot encode it, so neither database can store it).
+_NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> bool:
+    """Whether every database can store `text`: no NUL and no lone surrogate."""
+    return _NOT_STORABLE.search(text) is None
+
+
 def query_text(params: Any, name: str, *, max_length: int = 200) -> str:
     """A free-text query parameter ("" when absent), or AppError 400 `invalid` naming it: a NUL, bytes that were
     not UTF-8 (decoded as U+FFFD), a lone surrogate, or more than `max_length` characters."""
 
     value = params.get(name, "") or ""
-    if len(value) > max_length or any(char == "\x00" or char == "\ufffd" or "\ud800" <= char <= "\udfff"
-                                      for char in value):
+    if len(value) > max_length or "\ufffd" in value or not storable(value):
         raise AppError("invalid", f"{name} must be text of at most {max_length} characters.", 400,
                        {name: [f"Text of at most {max_length} characters, without NUL or invalid UTF-8."]})
     return value

@@ -263,12 +263,11 @@ class Compose:
     def container(self, service: str) -> str:
         return f"{PROJECT}_{service}_1"
 
-    def down(self, volumes: bool = False) -> None:
-        run("podman-compose", "-p", PROJECT, "-f", "compose.yaml", "down", *(["-v"] if volumes else []),
-            env=self.env, cwd=self.directory, check=False, timeout=300)
-        if volumes:
-            run("podman", "network", "rm", "-f", f"{PROJECT}_default", check=False)
-            shutil.rmtree(self.directory, ignore_errors=True)
+    def remove(self) -> None:
+        """`down -v` and the project's network (which podman-compose leaves): nothing of the project is left."""
+        run("podman-compose", "-p", PROJECT, "-f", "compose.yaml", "down", "-v", env=self.env, cwd=self.directory,
+            check=False, timeout=300)
+        run("podman", "network", "rm", "-f", f"{PROJECT}_default", check=False)
 
 
 def both_healthy(compose: Compose, api: Api, what: str) -> None:
@@ -287,8 +286,7 @@ def compose_deployment(fake: FakeOpenAI) -> None:
     port = free_port()
     compose = Compose(port)
     api = Api(port)
-    compose.down(volumes=True)  # what an earlier run may have left
-    compose = Compose(port)
+    compose.remove()  # what an earlier run may have left
     try:
         compose("up", "-d")
         both_healthy(compose, api, "first start")
@@ -354,7 +352,8 @@ def compose_deployment(fake: FakeOpenAI) -> None:
             log = run("podman", "logs", "--tail", "30", compose.container(service), check=False)
             if log.returncode == 0 and sys.exc_info()[0] is not None:
                 print(f"--- {service}'s last lines:\n{log.stdout}{log.stderr}")
-        compose.down(volumes=True)
+        compose.remove()
+        shutil.rmtree(compose.directory, ignore_errors=True)
 
 
 def runs_of(api: Api, task_id: Any) -> list[dict]:

@@ -7,13 +7,6 @@ production count itself is checked in tests/foundation/test_settings.py, and `.c
 `.ci/containers` log in to servers on the real settings.
 """
 
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-
 from agentsite.settings import *  # noqa: F403
 
-
-class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
-    iterations = 1000
-
-
-PASSWORD_HASHERS = ["tests.live_settings.QuickPBKDF2PasswordHasher"]
+PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]

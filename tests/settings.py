@@ -26,16 +26,9 @@ os.environ.setdefault("AGENTSITE_REGISTER_RATE_LIMIT", "100000")
 # And many OAuth authorization requests (the limit: tests/oauth/test_protocol_input.py).
 os.environ.setdefault("AGENTSITE_OAUTH_AUTHORIZE_RATE", "100000")
 
-from django.contrib.auth.hashers import PBKDF2PasswordHasher  # noqa: E402
-
 from agentsite.settings import *  # noqa: E402,F403
 
-
-class QuickPBKDF2PasswordHasher(PBKDF2PasswordHasher):
-    iterations = 1000
-
-
-PASSWORD_HASHERS = ["tests.settings.QuickPBKDF2PasswordHasher"]
+PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher"]
 
 # Django's test client sends `Host: testserver`; only the tests serve that name (live servers run the real
 # settings, whose default is the loopback names alone: tests/foundation/test_settings.py).

@@ -114,7 +114,8 @@ class ConnectionManager:
         try:
             connection = await self._open(spec, pending=True)
         except McpConnectError:
-            await self.disconnect(spec.name)  # nothing was stored: keep no trace of the attempt
+            if spec.name not in self._opening:  # unless a newer connect of this name has taken over
+                await self.disconnect(spec.name)  # nothing was stored: keep no trace of the attempt
             raise
         return list(connection.tools)
 
@@ -134,7 +135,7 @@ class ConnectionManager:
             return connection
         opening = self._opening.get(spec.name)
         if opening is not None:
-            return await asyncio.shield(opening)
+            return await _joined(spec.name, opening)
         failed_at = self._failed_at.get(spec.name)
         if not retry_failed and failed_at is not None and time.monotonic() - failed_at < RETRY_AFTER_S:
             raise McpConnectError(connection.error if connection else "The last connection attempt failed.")
@@ -163,7 +164,7 @@ class ConnectionManager:
         task = asyncio.ensure_future(opening())
         self._opening[spec.name] = task
         task.add_done_callback(lambda done: self._opened(spec.name, done))
-        return await asyncio.shield(task)
+        return await _joined(spec.name, task)
 
     def _opened(self, name: str, task: asyncio.Task[McpConnection]) -> None:
         if self._opening.get(name) is task:
@@ -209,6 +210,20 @@ class ConnectionManager:
             self.submit(self.disconnect_all()).result(timeout)
         except Exception:  # exiting anyway: say so, do not raise from atexit
             logger.warning("MCP client connections did not all close at exit", exc_info=True)
+
+
+async def _joined(name: str, opening: asyncio.Task[McpConnection]) -> McpConnection:
+    """Wait for an opening that several callers share. A disconnect (or another connect) cancels the opening
+    itself: its waiters then get McpConnectError, not a CancelledError they would take for their own (a request
+    handler cancelled so never answers)."""
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if opening.cancelled() and current is not None and not current.cancelling():
+            raise McpConnectError(f"The connection to MCP server {name!r} was closed while it was being opened "
+                                  "(disconnected, or its authorization was withdrawn).") from None
+        raise
 
 
 manager = ConnectionManager()

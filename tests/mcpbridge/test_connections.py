@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -142,6 +144,47 @@ def test_a_stdio_command_path_that_does_not_exist_is_named_without_a_path_search
         manager.run_sync(lambda: manager.connect(spec), timeout=30)
 
     assert "'/nonexistent/mcp-server' does not exist" in str(failure.value)
+
+
+def silent_server(name: str) -> ServerSpec:
+    """A stdio process that never answers the handshake: its opening lasts until it is cancelled."""
+    return ServerSpec(name=name, transport="stdio", command=sys.executable, args=("-c", "import time; time.sleep(60)"))
+
+
+def opening(name: str) -> None:
+    deadline = time.monotonic() + 30
+    while (state := manager.state(name)) is None or state.status != "connecting":
+        assert time.monotonic() < deadline, "the opening did not start"
+        time.sleep(0.02)
+
+
+def test_a_disconnect_during_an_opening_fails_each_waiter_with_a_reason_not_a_cancellation(connections):
+    # A request that joined the opening would otherwise see a CancelledError it takes for its own, and never answer
+    # (a remote server's revoked grant disconnects it while another request is connecting).
+    spec = silent_server("silent")
+    first, second = manager.submit(manager.ensure(spec)), manager.submit(manager.ensure(spec))
+    opening("silent")
+
+    assert manager.run_sync(lambda: manager.disconnect("silent"), timeout=30) is True
+
+    for waiter in (first, second):
+        with pytest.raises(McpConnectError, match="'silent' was closed while it was being opened"):
+            waiter.result(timeout=30)
+    assert manager.state("silent") is None
+
+
+def test_a_connect_superseded_by_a_newer_one_fails_without_undoing_the_newer(connections):
+    older = manager.submit(manager.connect(silent_server("time")))
+    opening("time")
+
+    tools = manager.run_sync(lambda: manager.connect(ServerSpec(name="time", transport="stdio",
+                                                                command=TIME_SERVER[0], args=tuple(TIME_SERVER[1:]))),
+                             timeout=60)
+
+    with pytest.raises(McpConnectError, match="closed while it was being opened"):
+        older.result(timeout=30)
+    assert "get_current_time" in {tool.name for tool in tools}
+    assert manager.state("time").status == "connected"
 
 
 @pytest.mark.parametrize(("url", "shown"), [

@@ -341,7 +341,7 @@ class OAuthCallbackView(APIView):
         params = request.query_params
         name, problem = services.mcp_server_oauth_complete(
             state=params.get("state", "")[:500], code=params.get("code", "")[:5000],
-            error=params.get("error", "")[:100])
+            error=params.get("error", "")[:100], iss=params["iss"][:2000] if "iss" in params else None)
         if problem:
             code = re.sub(r"[^a-z0-9_]", "", problem.lower())[:60] or "oauth_failed"
             audit("mcp.connect", outcome="failure", target=f"mcp:{name}", details={"step": "authorized", "code": code},

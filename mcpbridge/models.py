@@ -124,6 +124,9 @@ class McpServerOAuth(models.Model):
     status = models.CharField(max_length=20, default=NEEDS_AUTHORIZATION)
     resource = models.CharField(max_length=2000, help_text="The RFC 8707 resource the tokens are for.")
     issuer = models.CharField(max_length=2000, blank=True, default="")
+    # RFC 9207: the authorization server's metadata says it names itself (`iss`) in each authorization response,
+    # so a callback without `iss` is refused as one with another issuer is.
+    issuer_in_response = models.BooleanField(default=False)
     authorization_endpoint = models.CharField(max_length=2000)
     token_endpoint = models.CharField(max_length=2000)
     client_id = models.CharField(max_length=1000)

@@ -60,6 +60,18 @@ class GrantRefused(OAuthProblem):
     """The authorization server refused the grant (`invalid_grant` and the like): only a new consent helps."""
 
 
+def issuer_problem(iss: str | None, *, issuer: str, required: bool) -> str:
+    """Why an authorization response's `iss` (RFC 9207; None when absent) does not show it came from `issuer`, the
+    authorization server the request went to ("" when it does): a present `iss` must name it, and an absent one is
+    refused when the server's metadata promised it (`required`). This is what stops a mix-up: a code another
+    server handed back under this flow's state is never sent to this flow's token endpoint."""
+    if iss is None:
+        return "the response does not name its issuer, which the authorization server promised" if required else ""
+    if not issuer or not issuers_match(iss, issuer):
+        return f"the response names the issuer {iss[:200]!r}, not {issuer!r}"
+    return ""
+
+
 @dataclass(frozen=True)
 class Discovered:
     """What discovery found for one MCP server URL."""

@@ -132,6 +132,7 @@ def mcp_server_oauth_connect(*, name: str, url: str, redirect_uri: str, transpor
                     [McpServerGrant(resource=server, user=user, role=VIEWER) for user in members])
             McpServerOAuth.objects.create(
                 server=server, resource=found.resource, issuer=found.issuer,
+                issuer_in_response=bool(found.metadata.authorization_response_iss_parameter_supported),
                 authorization_endpoint=found.authorization_endpoint, token_endpoint=found.token_endpoint,
                 client_id=registration.client_id, client_secret=sealed_secret(registration.client_secret),
                 token_endpoint_auth_method=registration.token_endpoint_auth_method, redirect_uri=redirect_uri,
@@ -167,10 +168,13 @@ def mcp_server_reconnect(*, name: str) -> str:
     return mcp_server_oauth_start(server=server)
 
 
-def mcp_server_oauth_complete(*, state: str, code: str = "", error: str = "") -> tuple[str, str]:
+def mcp_server_oauth_complete(*, state: str, code: str = "", error: str = "",
+                              iss: str | None = None) -> tuple[str, str]:
     """Complete an authorization from the callback: (the server's name, "") once its tokens are stored, it is
     connected and its tools listed; else (the name or "", an error code: the remote's `error`, `invalid_state`
-    for a state unknown, used or expired, `mcp_connect_failed`, or the token endpoint's error)."""
+    for a state unknown, used or expired, `invalid_issuer` for a response from another authorization server than
+    the one asked (RFC 9207 `iss`; its code is never exchanged), `mcp_connect_failed`, or the token endpoint's
+    error)."""
     # Start-up cost: oauthclient imports the mcp package (half a second); only a process that uses OAuth pays it.
     from mcpbridge import oauthclient
 
@@ -178,6 +182,10 @@ def mcp_server_oauth_complete(*, state: str, code: str = "", error: str = "") ->
     if taken is None:
         return "", "invalid_state"
     name = taken.server.name
+    problem = oauthclient.issuer_problem(iss, issuer=taken.grant.issuer, required=taken.grant.issuer_in_response)
+    if problem:
+        logger.warning("The authorization response for MCP server %r was refused: %s", name, problem)
+        return name, "invalid_issuer"
     if error or not code:
         logger.info("The authorization of MCP server %r was not given: %s", name, error or "no code")
         return name, error or "invalid_request"

@@ -19,6 +19,7 @@ import secrets
 from typing import Any
 from urllib.parse import quote
 
+from authlib.common.urls import add_params_to_uri
 from authlib.integrations.django_oauth2 import AuthorizationServer
 from authlib.integrations.django_oauth2.requests import DjangoOAuth2Payload, DjangoOAuth2Request
 from authlib.oauth2 import OAuth2Error
@@ -340,9 +341,15 @@ def consent_decide(consent: ConsentRequest, user: AbstractBaseUser | None, issue
         if not error.redirect_uri:
             raise AppError("invalid", f"The authorization request no longer checks out: {error.description}",
                            400) from error
-        return server.handle_error_response(request, error)["Location"]
+        return with_issuer(server.handle_error_response(request, error)["Location"], origin)
     response = server.create_authorization_response(request, grant_user=user, grant=grant)
-    return response["Location"]
+    return with_issuer(response["Location"], origin)
+
+
+def with_issuer(location: str, issuer: str) -> str:
+    """An authorization response (a code or an error) as it leaves: naming its issuer (`iss`, RFC 9207), so that a
+    client of several authorization servers can tell which one answered and never sends a code to another."""
+    return add_params_to_uri(location, [("iss", issuer)])
 
 
 def _quote(value: str) -> str:

@@ -32,7 +32,7 @@ from agentsite.core.jsonbody import json_loads_bounded
 from agentsite.core.validation import storable
 from oauth.models import SCOPE, Client
 from oauth.resource import origin_of, resource_url
-from oauth.server import consent_create, server
+from oauth.server import consent_create, server, with_issuer
 from oauth.tokens import SECRET_PREFIX, new_secret
 from oauth.trim import expired_rows_trim
 
@@ -122,7 +122,7 @@ def authorization_server_metadata(request: HttpRequest) -> JsonResponse:
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": AUTH_METHODS,
         "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
-        "authorization_response_iss_parameter_supported": False,
+        "authorization_response_iss_parameter_supported": True,
         "protected_resources": [resource_url(origin)]})
 
 
@@ -311,7 +311,9 @@ def authorize(request: HttpRequest) -> HttpResponse:
         return error_page("invalid_request", UNECHOABLE)
     except OAuth2Error as error:
         if error.redirect_uri:
-            return server.handle_error_response(server.create_oauth2_request(request), error)
+            response = server.handle_error_response(server.create_oauth2_request(request), error)
+            response["Location"] = with_issuer(response["Location"], issuer(request))
+            return response
         return error_page(error.error, error.description or "The authorization request is not valid.")
     consent = consent_create(grant)
     response = HttpResponseRedirect(CONSENT_ROUTE + consent.pk)

@@ -54,6 +54,7 @@ class FakeAuthorizationServer:
 
     def __init__(self) -> None:
         self.prm = "header"
+        self.iss_supported: bool | None = None  # the metadata's authorization_response_iss_parameter_supported
         self.token_answers: list[tuple[int, dict]] = []
         self.token_requests: list[dict[str, list[str]]] = []
         self.registrations: list[dict] = []
@@ -112,9 +113,12 @@ class FakeAuthorizationServer:
 
     def metadata(self, path: str = "") -> dict:
         issuer = self.base_url + path
-        return {"issuer": issuer, "authorization_endpoint": f"{issuer}/authorize", "token_endpoint": f"{issuer}/token",
-                "registration_endpoint": f"{issuer}/register", "response_types_supported": ["code"],
-                "code_challenge_methods_supported": ["S256"]}
+        found = {"issuer": issuer, "authorization_endpoint": f"{issuer}/authorize", "token_endpoint": f"{issuer}/token",
+                 "registration_endpoint": f"{issuer}/register", "response_types_supported": ["code"],
+                 "code_challenge_methods_supported": ["S256"]}
+        if self.iss_supported is not None:
+            found["authorization_response_iss_parameter_supported"] = self.iss_supported
+        return found
 
     def close(self) -> None:
         self.server.shutdown()
@@ -292,6 +296,40 @@ def test_a_code_the_token_endpoint_refuses_goes_back_with_its_error(anon_client,
     sent = fake.token_requests[0]
     assert (sent["grant_type"], sent["code"], sent["code_verifier"], sent["resource"]) == (
         ["authorization_code"], ["bad"], [started.code_verifier], [f"{fake.base_url}/mcp"])
+
+
+@pytest.mark.parametrize("supported", [None, False, True])
+def test_connect_keeps_whether_the_authorization_server_names_itself_in_its_responses(admin_client, fake, supported):
+    fake.iss_supported = supported
+    response = admin_client.post("/api/mcp/connect", {"name": NAME, "url": f"{fake.base_url}/mcp", "auth": "oauth"},
+                                 format="json")
+    assert response.status_code == 202, response.content
+    assert McpServerOAuth.objects.get().issuer_in_response is bool(supported)
+
+
+@pytest.mark.parametrize(("iss", "promised", "outcome"), [
+    ("https://attacker.example", False, "invalid_issuer"),  # another server's answer under this flow's state
+    ("https://attacker.example", True, "invalid_issuer"),
+    ("{base}/other", False, "invalid_issuer"),
+    (None, True, "invalid_issuer"),  # promised by the metadata, and missing
+    (None, False, "invalid_grant"),  # not promised: the code goes on to the token endpoint (which refuses it here)
+    ("{base}", True, "invalid_grant"),
+    ("{base}/", True, "invalid_grant"),  # a root issuer with or without its slash (RFC 8414 names it either way)
+])
+def test_a_callback_is_checked_against_the_issuer_asked_before_its_code_is_exchanged(anon_client, fake, iss, promised,
+                                                                                       outcome):
+    grant = authorized(fake)
+    McpServerOAuth.objects.filter(pk=grant.pk).update(issuer_in_response=promised)
+    started = oauth_flow_create(server=grant.server)
+    fake.token_answers.append((400, {"error": "invalid_grant"}))
+    query = {"code": "c", "state": started.state, **({"iss": iss.format(base=fake.base_url)} if iss else {})}
+
+    response = anon_client.get("/api/mcp/oauth/callback", query)
+
+    assert response["Location"] == f"/#/mcp?oauth_error={outcome}&server={NAME}"
+    assert len(fake.token_requests) == (outcome != "invalid_issuer")  # a refused response's code is never sent
+    again = anon_client.get("/api/mcp/oauth/callback", query)
+    assert again["Location"] == "/#/mcp?oauth_error=invalid_state"  # the flow was used up either way
 
 
 # --- the refresh ----------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ def test_allowing_sends_the_browser_back_with_a_code_bound_to_the_user_who_decid
     location = answer.json()["redirect_to"]
     assert location.startswith(REDIRECT + "?")
     assert _query(location)["state"] == ["st"] and _query(location)["code"][0].startswith("asc-")
+    assert _query(location)["iss"] == ["http://testserver"]  # RFC 9207: the server names itself
     code = AuthorizationCode.objects.get()
     assert code.user_id == owner.pk and code.client.client_id == client_id and code.resource == RESOURCE
     event = AuditEvent.objects.get(action="oauth.consent")
@@ -68,6 +69,7 @@ def test_refusing_sends_the_browser_back_with_access_denied_and_issues_nothing(o
     assert answer.status_code == 200, answer.content
     query = _query(answer.json()["redirect_to"])
     assert query["error"] == ["access_denied"] and query["state"] == ["st"] and "code" not in query
+    assert query["iss"] == ["http://testserver"]
     assert not AuthorizationCode.objects.exists() and not AccessToken.objects.exists()
     assert AuditEvent.objects.get(action="oauth.consent").outcome == "refused"
 

@@ -34,14 +34,14 @@ from tests.oauth.conftest import (
 pytestmark = pytest.mark.django_db
 
 
-def sent_back(response, error: str) -> dict[str, str]:
-    """The authorization request was refused and the browser sent to the client's redirect URI with `error` and
-    the request's state."""
+def sent_back(response, error: str, issuer: str = "http://testserver") -> dict[str, str]:
+    """The authorization request was refused and the browser sent to the client's redirect URI with `error`, the
+    request's state and this server's name (`iss`, RFC 9207: the origin the request came to)."""
     assert response.status_code == 302, (response.status_code, response.content[:300])
     location = response["Location"]
     assert location.startswith(REDIRECT + "?"), location
     query = redirected(location)
-    assert query["error"] == error and query["state"] == "state-123", query
+    assert query["error"] == error and query["state"] == "state-123" and query["iss"] == issuer, query
     assert not ConsentRequest.objects.exists()
     return query
 
@@ -96,7 +96,7 @@ def test_the_resource_may_have_a_trailing_slash_and_other_case_in_scheme_and_hos
 
 def test_the_resource_is_the_origin_the_request_was_made_to(http, public):
     """On another of the server's names (ALLOWED_HOSTS) the resource is that name's /mcp."""
-    sent_back(authorize(http, public, host="localhost"), "invalid_target")
+    sent_back(authorize(http, public, host="localhost"), "invalid_target", issuer="http://localhost")
     assert consent_id(authorize(http, public, host="localhost", resource="http://localhost/mcp"))
 
 

@@ -8,6 +8,8 @@ import { field, formatTime, h } from "../../ui.js";
 const OAUTH_ERRORS = {
   access_denied: "the remote server's sign-in was refused or cancelled",
   invalid_state: "the sign-in had expired (it is good for 10 minutes) or was already used: connect again",
+  invalid_issuer: "the answer did not come from the authorization server the sign-in went to (its code was not "
+    + "used): connect again, and check that nothing stands between this server and the remote's",
   invalid_request: "the remote authorization server refused the request",
   mcp_connect_failed: "the remote gave no tokens, or the server could not be reached with them",
   server_error: "the remote authorization server failed",

@@ -240,7 +240,8 @@ async def test_the_mcp_sdks_oauth_client_connects_lists_calls_and_refreshes(depl
         assert parts.path == "/oauth/authorize" and query["code_challenge_method"] == "S256"
         assert query["resource"] == f"{deployment.origin}/mcp", query
         answer = await asyncio.to_thread(consent, deployment, processes[0], processes[-1], query)
-        await codes.put(AuthorizationCodeResult(code=answer["code"], state=answer.get("state")))
+        # As a browser's redirect carries it: the SDK checks iss against the issuer it discovered (RFC 9207).
+        await codes.put(AuthorizationCodeResult(code=answer["code"], state=answer.get("state"), iss=answer.get("iss")))
 
     async def callback_handler() -> AuthorizationCodeResult:
         return await codes.get()

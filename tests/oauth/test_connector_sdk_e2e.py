@@ -170,7 +170,9 @@ class Connector:
         query = await self.callback.next_query()
         if "error" in query:
             raise PermissionError(f"the app was sent {query}")
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+        # The whole redirect, as a connector reads it: the SDK checks iss against the issuer it discovered (RFC 9207).
+        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0],
+                                       iss=query.get("iss", [None])[0])
 
     def provider(self) -> OAuthClientProvider:
         metadata = OAuthClientMetadata(client_name=APP, redirect_uris=[self.callback.uri],

@@ -102,7 +102,8 @@ def test_the_authorization_server_metadata_is_where_the_sdk_looks_first_and_name
     assert body["code_challenge_methods_supported"] == ["S256"]
     assert body["authorization_endpoint"] == "http://testserver/oauth/authorize"
     assert body["registration_endpoint"] == "http://testserver/oauth/register"
-    assert body["authorization_response_iss_parameter_supported"] is True and metadata.authorization_response_iss_parameter_supported
+    assert body["authorization_response_iss_parameter_supported"] is True  # RFC 9207: iss in every response
+    assert metadata.authorization_response_iss_parameter_supported
 
 
 def test_the_documents_name_the_host_the_request_came_to(http):

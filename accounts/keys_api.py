@@ -76,7 +76,7 @@ class KeyCreatedSerializer(KeySerializer):
 
 class KeyInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
-    scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiKey.SCOPES), max_length=4,
+    scopes = serializers.ListField(child=serializers.ChoiceField(choices=ApiKey.SCOPES), max_length=len(ApiKey.SCOPES),
                                    required=False, help_text="Default [\"v1\"].")
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
     budget = BudgetField(required=False)

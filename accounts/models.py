@@ -92,7 +92,7 @@ class ApiKey(models.Model):
     (`hash`) is kept, and `prefix` (its first characters) to tell keys apart in a list.
 
     A key acts as its user, within its `scopes` (SCOPES): `v1` the OpenAI-compatible API, `mcp` the MCP server,
-    `api` the /api endpoints (never admin operations), `admin` (given only by an admin to their own key) the
+    `a2a` the agents' A2A endpoints (/a2a/<slug>), `api` the /api endpoints (never admin operations), `admin` (given only by an admin to their own key) the
     admin operations too. It stops at `expires_at`, when revoked (`revoked`, kept for the list and the usage
     records), and with its user's deactivation, deletion or password change (`password_version`, checked in
     accounts.authentication).
@@ -102,7 +102,7 @@ class ApiKey(models.Model):
     accounts.services.key_create), and revoking a key revokes every key below it.
     """
 
-    SCOPES = ("v1", "mcp", "api", "admin")
+    SCOPES = ("v1", "mcp", "a2a", "api", "admin")
     SECRET_PREFIX = "ask-"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "scheduler",
     "workflows",
     "agents_app",
+    "a2a_app",
     "sso",
     "oauth",
     "voice",
@@ -333,6 +334,9 @@ AGENTSITE_WORKER_HEADER = env_bool("AGENTSITE_WORKER_HEADER", False)
 # POST /api/plugins/reload), and a plugin tool's time limit.
 AGENTSITE_PLUGIN_DIR = Path(env_str("AGENTSITE_PLUGIN_DIR") or DATA_DIR / "plugins").expanduser()
 AGENTSITE_PLUGIN_WATCH = env_bool("AGENTSITE_PLUGIN_WATCH", True)
+# A call of a remote A2A agent (the tool a2a_<name>): the whole task, from the request until its final answer, in
+# seconds; past it the call is a tool error and the remote's task is asked to cancel.
+AGENTSITE_A2A_TIMEOUT_S = env_float("AGENTSITE_A2A_TIMEOUT_S", 120.0, minimum=0.01)
 AGENTSITE_PLUGIN_TOOL_TIMEOUT_S = env_float("AGENTSITE_PLUGIN_TOOL_TIMEOUT_S", 30.0, minimum=0.01)
 # Chat titles (sessions_app/titles.py): a session still called "New chat" is named after its first complete
 # exchange, by the model that answered (`model`), from the question's first words (`words`), or not (`off`).

@@ -1,0 +1,31 @@
+"""The A2A app: every agent an A2A server at /a2a/<slug> (a2a_app.server, mounted next to Django as /mcp is),
+and remote A2A agents registered as tools (a2a_app.remotes, the tool source `a2a`)."""
+
+from django.apps import AppConfig
+
+from a2a_app.paths import A2A_PATH
+from agentsite.core.mounts import MOUNTS
+
+
+class A2AConfig(AppConfig):
+    name = "a2a_app"
+    verbose_name = "A2A"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Imported once the app registry is ready: these modules import the models.
+        from a2a_app.models import A2ARemote
+        from organisation.policy import ResourceKind, register
+
+        # As an MCP server: the deployment's, changed by admins only; a grant gives use.
+        register(ResourceKind(kind="a2a_remote", model=A2ARemote, label="A2A remote agent", roles=("viewer",),
+                              lookup="name"))
+        if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
+            MOUNTS.append((A2A_PATH, _a2a_asgi_app))
+
+
+def _a2a_asgi_app():
+    # Imported when the ASGI application is built: a2a-sdk's server side (~20 MiB) only where it serves.
+    from a2a_app.server.asgi import a2a_asgi_app
+
+    return a2a_asgi_app()

@@ -68,6 +68,9 @@ class A2ATaskEvent(models.Model):
         indexes = [models.Index(fields=["task", "seq"], name="a2a_event_task_seq")]
         verbose_name = "A2A task event"
 
+    def __str__(self) -> str:
+        return f"{self.task_id} #{self.seq} (version {self.version})"
+
 
 class A2ARemote(Shareable):
     """A remote A2A agent, registered by an admin and offered to agents as the tool `a2a_<name>`.

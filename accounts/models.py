@@ -92,8 +92,8 @@ class ApiKey(models.Model):
     (`hash`) is kept, and `prefix` (its first characters) to tell keys apart in a list.
 
     A key acts as its user, within its `scopes` (SCOPES): `v1` the OpenAI-compatible API, `mcp` the MCP server,
-    `a2a` the agents' A2A endpoints (/a2a/<slug>), `api` the /api endpoints (never admin operations), `admin` (given only by an admin to their own key) the
-    admin operations too. It stops at `expires_at`, when revoked (`revoked`, kept for the list and the usage
+    `a2a` the agents' A2A endpoints (/a2a/<slug>), `api` the /api endpoints (never admin operations), `admin`
+    (given only by an admin to their own key) the admin operations too. It stops at `expires_at`, when revoked (`revoked`, kept for the list and the usage
     records), and with its user's deactivation, deletion or password change (`password_version`, checked in
     accounts.authentication).
     `budget` (null: none) caps what the key spends, within its user's budget (shape: BUDGET_FIELDS).

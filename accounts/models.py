@@ -94,8 +94,8 @@ class ApiKey(models.Model):
     A key acts as its user, within its `scopes` (SCOPES): `v1` the OpenAI-compatible API, `mcp` the MCP server,
     `a2a` the agents' A2A endpoints (/a2a/<slug>), `api` the /api endpoints (never admin operations), `admin`
     (given only by an admin to their own key) the admin operations too. It stops at `expires_at`, when revoked
-    (`revoked`, kept for the list and the usage records), and with its user's deactivation, deletion or password change (`password_version`, checked in
-    accounts.authentication).
+    (`revoked`, kept for the list and the usage records), and with its user's deactivation, deletion or password
+    change (`password_version`, checked in accounts.authentication).
     `budget` (null: none) caps what the key spends, within its user's budget (shape: BUDGET_FIELDS).
     `created_by_key`: the key whose request made this one (null: made with a dashboard token). A minted key
     never has more than its parent (scopes a subset, a budget no looser, an expiry no later:

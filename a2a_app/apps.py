@@ -18,8 +18,7 @@ class A2AConfig(AppConfig):
         from organisation.policy import ResourceKind, register
 
         # As an MCP server: the deployment's, changed by admins only; a grant gives use.
-        register(ResourceKind(kind="a2a_remote", model=A2ARemote, label="A2A remote agent", roles=("viewer",),
-                              lookup="name"))
+        register(ResourceKind(kind="a2a_remote", model=A2ARemote, label="A2A remote agent", roles=("viewer",)))
         if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((A2A_PATH, _a2a_asgi_app))
 

@@ -26,6 +26,7 @@ urlpatterns = [
     path("api/", include("sso.urls")),
     path("api/", include("oauth.urls")),
     path("api/", include("organisation.urls")),
+    path("api/", include("a2a_app.urls")),
     path("api/", include("catalogue.urls")),
     path("api/", include("sessions_app.urls")),
     path("api/", include("knowledge.urls")),

@@ -41,7 +41,7 @@ class A2ATask(models.Model):
     task = models.BinaryField()
     # The process running it (agentsite.core.processes' id), empty once it ended: a task whose process died is
     # failed by the sweep instead of staying `working` for ever.
-    process = models.CharField(max_length=64, blank=True, default="")
+    process = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -337,6 +337,9 @@ AGENTSITE_PLUGIN_WATCH = env_bool("AGENTSITE_PLUGIN_WATCH", True)
 # A call of a remote A2A agent (the tool a2a_<name>): the whole task, from the request until its final answer, in
 # seconds; past it the call is a tool error and the remote's task is asked to cancel.
 AGENTSITE_A2A_TIMEOUT_S = env_float("AGENTSITE_A2A_TIMEOUT_S", 120.0, minimum=0.01)
+# The agents (slugs) whose A2A card anonymous callers may read, listed in the deployment's card at
+# /.well-known/agent-card.json; none by default. Their use still needs a credential that may use them.
+AGENTSITE_A2A_PUBLIC_AGENTS = env_list("AGENTSITE_A2A_PUBLIC_AGENTS")
 AGENTSITE_PLUGIN_TOOL_TIMEOUT_S = env_float("AGENTSITE_PLUGIN_TOOL_TIMEOUT_S", 30.0, minimum=0.01)
 # Chat titles (sessions_app/titles.py): a session still called "New chat" is named after its first complete
 # exchange, by the model that answered (`model`), from the question's first words (`words`), or not (`off`).

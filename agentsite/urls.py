@@ -3,6 +3,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from a2a_app import views as a2a_views
 from agentsite.core.errors import error_response
 from agentsite.core.meta import MetaView
 from agentsite.dashboard.apidocs import ApiDocsView
@@ -39,6 +40,8 @@ urlpatterns = [
     path("api/", include("plugins.urls")),
     path("api/", include("usage.urls")),
     *oauth_protocol_urls,
+    # A2A: the deployment's agent card (each agent's is served by the /a2a mount, a2a_app.server.asgi).
+    path(".well-known/agent-card.json", a2a_views.deployment_card_view, name="a2a-deployment-card"),
     path("metrics", metrics_view, name="metrics"),
     path("hooks/<uuid:trigger_id>", workflows_hooks.hook, name="webhook"),
     path("favicon.ico", favicon, name="favicon"),

@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 ('state', models.CharField(max_length=40)),
                 ('version', models.PositiveIntegerField(default=1)),
                 ('task', models.BinaryField()),
-                ('process', models.CharField(blank=True, default='', max_length=64)),
+                ('process', models.CharField(blank=True, default='', max_length=200)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),

@@ -1,0 +1,291 @@
+"""The A2A door, mounted next to Django at /a2a: each agent's JSON-RPC endpoint (/a2a/<slug>) and card
+(/a2a/<slug>/.well-known/agent-card.json).
+
+This app decides who may call before the SDK sees a request: the Host and Origin (as /mcp does), then the
+credential: an API key with the scope `a2a`, a dashboard token, or an OAuth access token issued for the resource
+<origin>/a2a with the scope `a2a`. No credential → 401 with a `WWW-Authenticate` challenge naming the resource's
+metadata; a presented credential that does not stand → 401 `token_invalid`, never served as anonymous; a key
+without `a2a` → 403 `key_scope`; an agent the caller may not use, or none of that slug → 404; a model their
+groups do not allow → 403 `model_not_allowed`; a spent budget → 429. Then the SDK's JSON-RPC route (A2A 1.0, with
+the 0.3 method names on the same endpoint) runs the request with one request handler per process, its tasks in
+the database (a2a_app.server.store), so any process answers for any task. A streamed answer ends at its next
+event once the credential dies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_jsonrpc_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface
+from django.conf import settings
+from starlette.applications import Starlette
+from starlette.authentication import SimpleUser
+from starlette.requests import Request
+
+from a2a_app.paths import A2A_PATH, CARD_NAME
+from a2a_app.server import cards, executor, selectors
+from a2a_app.server.store import CallState, OrmEventStream, OrmTaskStore
+from accounts import caller
+from accounts.authentication import bearer_scheme, bearer_token, credential_problem
+from agentsite.agent import agents, modelaccess, usage
+from agentsite.agent.usage import Caller
+from agentsite.core.cors import origin_allowed
+from agentsite.core.dbcall import db
+from agentsite.core.errors import AppError, envelope
+from agentsite.core.hosts import host_allowed, scope_host_allowed
+from agentsite.core.processes import current_process_id
+from agentsite.core.sse import SseGuard, sse_event
+from oauth import tokens as oauth_tokens
+
+logger = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[dict[str, Any]], Any]
+STATE_KEY = "agentsite.a2a"
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+_PATH = re.compile(r"^/a2a/(?P<slug>[^/]+)(?P<card>/\.well-known/agent-card\.json)?/?$")
+_CORS_EXPOSE = b"www-authenticate"
+_CORS_DEFAULT_HEADERS = "authorization, content-type, a2a-version, a2a-extensions, last-event-id"
+
+
+class _ContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context with what the door resolved (CallState) in its state."""
+
+    def build(self, request: Request) -> Any:
+        context = super().build(request)
+        context.state[CallState.KEY] = request.scope[STATE_KEY]
+        return context
+
+
+class A2AApp:
+    """The ASGI app for every path under /a2a (one per process: the SDK's handler keeps the running tasks)."""
+
+    def __init__(self) -> None:
+        # The handler's own card only answers the SDK's checks (streaming is on); each agent's card is cards.py's.
+        handler_card = AgentCard(name="agentsite", description="agentsite's agents", version="1",
+                                 supported_interfaces=[AgentInterface(url=A2A_PATH, protocol_binding="JSONRPC",
+                                                                      protocol_version=cards.PROTOCOL_VERSION)],
+                                 capabilities=AgentCapabilities(streaming=True),
+                                 default_input_modes=cards.MODES, default_output_modes=cards.MODES)
+        self.handler = DefaultRequestHandler(agent_executor=executor.AgentsiteExecutor(), task_store=OrmTaskStore(),
+                                             agent_card=handler_card, event_stream=OrmEventStream())
+        self.routes = Starlette(routes=create_jsonrpc_routes(
+            self.handler, rpc_url=A2A_PATH + "/{slug}", context_builder=_ContextBuilder(), enable_v0_3_compat=True))
+        executor.connect()  # a cancel written by any process stops the run where it runs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        origin = _header(scope, b"origin")
+        allowed_origin = origin if origin and origin_allowed(origin) else None
+        send = _with_cors(send, allowed_origin)
+        if not scope_host_allowed(scope):
+            return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
+        if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
+            return await _preflight(scope, send, allowed_origin)
+        if origin and not allowed_origin and not _origin_is_own_host(origin):
+            return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+        matched = _PATH.match(scope["path"])
+        slug = matched["slug"] if matched else ""
+        if matched is None or not agents.SLUG_PATTERN.match(slug):
+            return await _error(send, 404, "not_found", f"No A2A endpoint at {scope['path']}; an agent's is "
+                                f"{A2A_PATH}/<slug>, its card {A2A_PATH}/<slug>/{CARD_NAME}.")
+        if matched["card"]:
+            return await self._card(scope, send, slug)
+        if scope["method"] != "POST":
+            return await _error(send, 405, "method_not_allowed", "Send A2A JSON-RPC requests with POST.",
+                                [(b"allow", b"POST")])
+        identity, refused = await _authenticate(scope)
+        if refused is not None:
+            return await _refuse(scope, send, refused)
+        try:
+            state = await _call_state(identity, slug)
+            await usage.check(state.caller)
+        except AppError as exc:
+            return await _error(send, exc.status, exc.code, exc.message, _retry_after(exc))
+        scope = {**scope, "user": SimpleUser(state.owner), STATE_KEY: state}
+        guard = SseGuard(send, receive, lambda: _credential_problem(identity), _ended_event)
+        await self.routes(scope, guard.receive, guard.send)
+
+    async def _card(self, scope: Scope, send: Send, slug: str) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            return await _error(send, 405, "method_not_allowed", "Read an agent card with GET.", [(b"allow", b"GET")])
+        user = None
+        if slug not in cards.public_slugs():
+            identity, refused = await _authenticate(scope)
+            if refused is not None:
+                return await _refuse(scope, send, refused)
+            user = identity.user
+        facts = await selectors.agent_facts(user, slug)
+        if facts is None:
+            return await _error(send, 404, "not_found", f"No agent {slug!r} that you may use.")
+        await _json(send, 200, cards.agent_card(origin_of(scope), facts))
+
+
+class _Identity:
+    """A caller at this door: the accounts Identity, or an OAuth grant's user (`oauth` its credential)."""
+
+    def __init__(self, user: Any, key: Any, credential: Any, oauth: bool):
+        self.user, self.key, self.credential, self.oauth = user, key, credential, oauth
+
+    @property
+    def user_id(self) -> int:
+        return int(self.user.pk)
+
+    def caller(self) -> Caller:
+        if self.oauth:  # an app connected through OAuth never acts as an admin
+            return Caller(self.user_id, facet="a2a", admin=False)
+        return Caller.with_key(self.user_id, self.key, "a2a")
+
+    @property
+    def is_admin(self) -> bool | None:
+        return False if self.oauth or (self.key is not None and "admin" not in self.key.scopes) else None
+
+
+async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
+    header = _header(scope, b"authorization")
+    if not bearer_scheme(header):
+        return None, AppError("not_authenticated", "Send Authorization: Bearer <API key with the scope a2a, or an "
+                              "access token> (from /api/keys, or OAuth: see the WWW-Authenticate header's "
+                              "resource_metadata).", 401)
+    token = bearer_token(header)
+    if token is None:
+        return None, AppError("token_invalid", "The access token is invalid, expired or revoked.", 401)
+    if oauth_tokens.is_access_token(token):
+        try:
+            grant = await oauth_tokens.aauthenticate(token, resource=resource_url(origin_of(scope)), scope="a2a")
+        except oauth_tokens.TokenRefused as exc:
+            return None, AppError("insufficient_scope" if exc.status == 403 else "token_invalid", exc.detail,
+                                  exc.status)
+        return _Identity(grant.user, None, grant.credential, oauth=True), None
+    try:
+        found = await caller.resolve(token, scope="a2a", where="/a2a")
+    except caller.Refused as exc:
+        return None, AppError("token_invalid", exc.detail, 401)
+    except AppError as exc:  # a key without the a2a scope
+        return None, exc
+    return _Identity(found.user, found.key, found.credential, oauth=False), None
+
+
+async def _call_state(identity: _Identity, slug: str) -> CallState:
+    """What a call to agent `slug` runs with; AppError 404 (no such agent for this caller) or 403
+    `model_not_allowed` (their groups' model lists)."""
+    model = agents.PREFIX + slug
+    settings_ = await selectors.run_settings(identity.user, slug)
+    caller_ = identity.caller()
+    await modelaccess.require(caller_, agents.access_names(model))
+    return CallState(identity=identity, slug=slug, settings=settings_, caller=caller_, is_admin=identity.is_admin,
+                     process=await db(current_process_id))
+
+
+async def _credential_problem(identity: _Identity) -> AppError | None:
+    if identity.oauth:
+        detail = await oauth_tokens.problem(identity.credential, scope="a2a")
+        return None if detail is None else AppError("token_invalid", detail, 401)
+    return await credential_problem(identity.credential)
+
+
+def _ended_event(exc: AppError, replaced: bytes) -> bytes:
+    """The event that ends a stream whose credential died: a JSON-RPC error (id null)."""
+    del replaced
+    return sse_event({"jsonrpc": "2.0", "id": None,
+                      "error": {"code": -32001, "message": exc.message, "data": {"code": exc.code}}})
+
+
+def _retry_after(exc: AppError) -> list[tuple[bytes, bytes]]:
+    seconds = (exc.details or {}).get("retry_after") if isinstance(exc.details, dict) else None
+    return [(b"retry-after", str(int(seconds)).encode())] if isinstance(seconds, int | float) else []
+
+
+# --- the request's origin and the resource -----------------------------------------------------------
+
+def origin_of(scope: Scope) -> str:
+    """scheme://host of the request as the client addressed it (the Host header; https when
+    SECURE_PROXY_SSL_HEADER says so)."""
+    scheme = scope.get("scheme", "http")
+    proxy = settings.SECURE_PROXY_SSL_HEADER
+    if proxy and _header(scope, proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()) == proxy[1]:
+        scheme = "https"
+    return f"{scheme}://{_header(scope, b'host') or ''}".lower()
+
+
+def resource_url(origin: str) -> str:
+    return origin + A2A_PATH
+
+
+async def _refuse(scope: Scope, send: Send, refused: AppError) -> None:
+    metadata = f"{origin_of(scope)}{METADATA_PATH}{A2A_PATH}"
+    parts = [f'resource_metadata="{metadata}"', 'scope="a2a"']
+    error = {401: "invalid_token", 403: "insufficient_scope"}.get(refused.status)
+    if error and refused.code != "not_authenticated":
+        parts.append(f'error="{error}"')
+    challenge = ("Bearer " + ", ".join(parts)).encode("latin-1")
+    await _error(send, refused.status, refused.code, refused.message, [(b"www-authenticate", challenge)])
+
+
+# --- HTTP plumbing -----------------------------------------------------------------------------------
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _origin_is_own_host(origin: str) -> bool:
+    return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
+
+
+def _with_cors(send: Send, origin: str | None) -> Send:
+    if origin is None:
+        return send
+
+    async def send_with_cors(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []),
+                                              (b"access-control-allow-origin", origin.encode("latin-1")),
+                                              (b"access-control-expose-headers", _CORS_EXPOSE), (b"vary", b"Origin")]}
+        await send(message)
+
+    return send_with_cors
+
+
+async def _preflight(scope: Scope, send: Send, origin: str | None) -> None:
+    if origin is None:
+        return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+    requested = _header(scope, b"access-control-request-headers") or _CORS_DEFAULT_HEADERS
+    await send({"type": "http.response.start", "status": 204, "headers": [
+        (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
+        (b"access-control-allow-headers", requested.encode("latin-1")), (b"access-control-max-age", b"86400")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _error(send: Send, status: int, code: str, message: str,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await _json(send, status, envelope(code, message), headers)
+
+
+_app: A2AApp | None = None
+
+
+def a2a_asgi_app() -> A2AApp:
+    """The process's one A2A app (the factory agentsite.core.mounts.MOUNTS calls)."""
+    global _app
+    if _app is None:
+        _app = A2AApp()
+    return _app

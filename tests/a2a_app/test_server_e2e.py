@@ -13,7 +13,6 @@ import pytest
 import requests
 from a2a.client import ClientConfig, create_client
 from a2a.types.a2a_pb2 import (
-    CancelTaskRequest,
     GetTaskRequest,
     Message,
     Part,

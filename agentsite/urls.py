@@ -41,7 +41,7 @@ urlpatterns = [
     path("api/", include("usage.urls")),
     *oauth_protocol_urls,
     # A2A: the deployment's agent card (each agent's is served by the /a2a mount, a2a_app.server.asgi).
-    path(".well-known/agent-card.json", a2a_views.deployment_card_view, name="a2a-deployment-card"),
+    path(".well-known/agent-card.json", a2a_views.DeploymentCardView.as_view(), name="a2a-deployment-card"),
     path("metrics", metrics_view, name="metrics"),
     path("hooks/<uuid:trigger_id>", workflows_hooks.hook, name="webhook"),
     path("favicon.ico", favicon, name="favicon"),

@@ -95,17 +95,22 @@ class A2AApp:
             return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
         matched = _PATH.match(scope["path"])
         slug = matched["slug"] if matched else ""
+        public_card = bool(matched and matched["card"] and slug in cards.public_slugs())
+        identity = None
+        # Every other path needs a credential first, even one that serves nothing; a credential presented with a
+        # public card's request must stand too (refused, never read as anonymous).
+        if not public_card or _header(scope, b"authorization") is not None:
+            identity, refused = await _authenticate(scope)
+            if refused is not None:
+                return await _refuse(scope, send, refused)
         if matched is None or not agents.SLUG_PATTERN.match(slug):
             return await _error(send, 404, "not_found", f"No A2A endpoint at {scope['path']}; an agent's is "
                                 f"{A2A_PATH}/<slug>, its card {A2A_PATH}/<slug>/{CARD_NAME}.")
         if matched["card"]:
-            return await self._card(scope, send, slug)
+            return await self._card(scope, send, slug, None if public_card else identity)
         if scope["method"] != "POST":
             return await _error(send, 405, "method_not_allowed", "Send A2A JSON-RPC requests with POST.",
                                 [(b"allow", b"POST")])
-        identity, refused = await _authenticate(scope)
-        if refused is not None:
-            return await _refuse(scope, send, refused)
         try:
             state = await _call_state(identity, slug)
             await usage.check(state.caller)
@@ -115,16 +120,11 @@ class A2AApp:
         guard = SseGuard(send, receive, lambda: _credential_problem(identity), _ended_event)
         await self.routes(scope, guard.receive, guard.send)
 
-    async def _card(self, scope: Scope, send: Send, slug: str) -> None:
+    async def _card(self, scope: Scope, send: Send, slug: str, identity: _Identity | None) -> None:
+        """The agent's card to a caller who may use it (identity None: a public card, to anyone)."""
         if scope["method"] not in ("GET", "HEAD"):
             return await _error(send, 405, "method_not_allowed", "Read an agent card with GET.", [(b"allow", b"GET")])
-        user = None
-        if slug not in cards.public_slugs():
-            identity, refused = await _authenticate(scope)
-            if refused is not None:
-                return await _refuse(scope, send, refused)
-            user = identity.user
-        facts = await selectors.agent_facts(user, slug)
+        facts = await selectors.agent_facts(None if identity is None else identity.user, slug)
         if facts is None:
             return await _error(send, 404, "not_found", f"No agent {slug!r} that you may use.")
         await _json(send, 200, cards.agent_card(origin_of(scope), facts))

@@ -74,6 +74,8 @@ PUBLIC = {
     ("get", "/.well-known/oauth-protected-resource"): "RFC 9728: how an MCP client finds where to authorize",
     ("get", "/.well-known/oauth-protected-resource/mcp"): "RFC 9728, the form suffixed with the resource's path",
     ("get", "/.well-known/oauth-authorization-server"): "RFC 8414: the authorization server's endpoints",
+    ("get", "/.well-known/agent-card.json"): "A2A discovery: it lists only the agents the operator made public "
+                                             "(none by default)",
     ("post", "/oauth/register"): "RFC 7591: a connector registers before anyone signs in (rate-limited)",
     ("get", "/oauth/authorize"): "the browser arrives without a token; the consent page signs the user in",
     ("post", "/oauth/token"): "the code with its PKCE verifier, or the refresh token, is the credential",
@@ -368,7 +370,7 @@ def test_the_matrix_covers_every_route_and_every_route_is_accounted_for(api_rout
     templates = {route.template for route in api_routes}
     assert len(api_routes) >= 45 and len(templates) >= 45, sorted(templates)
     assert {"/api/sessions/{pk}/chat", "/api/workflows/runs/{run_id}", "/v1/chat/completions"} <= templates
-    assert asgi_mounts() == ["/mcp"]
+    assert asgi_mounts() == ["/mcp", "/a2a"]
     for method, template in set(PUBLIC) | COMPAT_PUBLIC:
         assert template in templates, f"{method} {template} is gone: update PUBLIC"
     for route in api_routes:
@@ -451,7 +453,9 @@ def test_every_v1_operation_is_public_only_while_compat_auth_says_so(bad_credent
 
 def _mount_paths(prefix: str) -> list[str]:
     # Whatever the mounted app serves lies under its prefix: the known endpoints and a path it does not have.
-    known = [mcp_paths.SSE_PATH, mcp_paths.MESSAGES_PATH] if prefix == mcp_paths.MCP_PATH else []
+    known = {mcp_paths.MCP_PATH: [mcp_paths.SSE_PATH, mcp_paths.MESSAGES_PATH],
+             # An agent's endpoint and card: the agent `default` exists in every deployment.
+             "/a2a": ["/a2a/default", "/a2a/default/.well-known/agent-card.json"]}.get(prefix, [])
     return [prefix, prefix + "/", *known, f"{prefix}/{uuid.uuid4().hex}"]
 
 
@@ -518,6 +522,9 @@ def test_the_bearer_scheme_is_read_case_insensitively_on_every_door(owner_object
 
     mcp = _served([("get", "/mcp/nowhere", {"Authorization": f"{scheme} {token}"}) for scheme in ("bearer", "BEARER")])
     assert [response.status_code for response in mcp] == [404, 404]  # past authentication, to the mount's 404
+    a2a = _served([("get", "/a2a/nowhere/else", {"Authorization": f"{scheme} {token}"})
+                   for scheme in ("bearer", "BEARER")])
+    assert [response.status_code for response in a2a] == [404, 404]
 
 
 # --- 403 --------------------------------------------------------------------------------------------------

@@ -80,8 +80,8 @@ class AccessTokenAdmin(_ReadOnly):
     """Each row is an access token and its refresh token; a grant's rows share a family. "Revoke" ends the
     grants of the rows selected."""
 
-    list_display = ["client", "user", "state", "issued_at", "expires_at", "refresh_expires_at", "last_used_at",
-                    "revoked_at"]
+    list_display = ["client", "user", "resource", "state", "issued_at", "expires_at", "refresh_expires_at",
+                    "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]  # not by client: registration is open, the list could be long
     search_fields = ["user__username", "client__name", "client__client_id"]
     fields = ["client", "user", "state", "family", "scope", "resource", "issued_at", "expires_at",

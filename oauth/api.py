@@ -17,10 +17,11 @@ from agentsite.core.errors import AppError
 from agentsite.core.validation import validated
 from oauth import selectors, services
 from oauth.models import SCOPE, ConsentRequest
+from oauth.resource import RESOURCES, resource_named
 from oauth.server import consent_decide, consent_take
 from oauth.views import issuer
 
-SCOPE_DESCRIPTIONS = {SCOPE: "Use agentsite's MCP server as you: your tools, knowledge base and agents."}
+SCOPE_DESCRIPTIONS = {resource.scope: resource.allows for resource in RESOURCES}
 
 
 def _dashboard_only(request: Request, what: str) -> None:
@@ -55,7 +56,9 @@ class ConsentSerializer(serializers.Serializer):
 def consent_data(consent: ConsentRequest) -> dict:
     client, params = consent.client, consent.params
     redirect = params.get("redirect_uri") or client.get_default_redirect_uri() or ""
-    scope = (params.get("scope") or SCOPE).split()
+    # What is granted is the resource's scope (oauth.server checked the request against it), asked for or not.
+    resource = resource_named(params.get("resource", ""), params.get("resource", ""))
+    scope = [resource.scope] if resource else (params.get("scope") or SCOPE).split()
     return {"id": consent.pk, "client": {
         "client_id": client.client_id, "name": client.name, "client_uri": str(client.metadata.get("client_uri", "")),
         "redirect_host": urlsplit(redirect).netloc}, "resource": params.get("resource", ""),
@@ -98,8 +101,10 @@ class ConnectedAppSerializer(serializers.Serializer):
     client_id = serializers.CharField()
     name = serializers.CharField()
     redirect_host = serializers.CharField()
-    scope = serializers.CharField()
-    resource = serializers.CharField()
+    scope = serializers.CharField(help_text="The scope of its first live grant.")
+    resource = serializers.CharField(help_text="The resource of its first live grant.")
+    resources = serializers.ListField(child=serializers.CharField(),
+                                      help_text="The resources of all its live grants (<origin>/mcp, <origin>/a2a).")
     user = serializers.DictField(help_text="{id, username}")
     connected_at = serializers.DateTimeField(help_text="When the user first authorized it (of its live grants).")
     last_used_at = serializers.DateTimeField(allow_null=True)

@@ -27,7 +27,7 @@ CONSENT_TTL = timedelta(minutes=10)
 CODE_TTL = timedelta(minutes=1)
 ACCESS_TTL = timedelta(hours=1)
 REFRESH_TTL = timedelta(days=30)
-SCOPE = "mcp"  # the one scope this server issues: use of /mcp as the user
+SCOPE = "mcp"  # /mcp's scope, the default of a client row (oauth.resource lists every resource and its scope)
 
 
 class Client(models.Model):

@@ -35,7 +35,8 @@ def live_tokens(user_id: int, client_id: str | None = None) -> QuerySet[AccessTo
 def connected_apps(user_id: int) -> list[dict[str, Any]]:
     """One entry per client holding a live grant for the user, the most recently used first (one never used: by
     when it connected). A grant's rows are its refreshes: it connected when its first row was issued, and was
-    last used when any of them was."""
+    last used when any of them was. An app may hold grants for both resources (/mcp, /a2a): `resources` lists
+    them, oldest grant first; `scope` and `resource` are its oldest live grant's."""
     live = list(live_tokens(user_id).select_related("client", "user").order_by("issued_at"))
     families = AccessToken.objects.filter(family__in={token.family for token in live}).values("family").annotate(
         first=Min("issued_at"), last=Max("last_used_at"))
@@ -48,9 +49,11 @@ def connected_apps(user_id: int) -> list[dict[str, Any]]:
             redirect = client.redirect_uris[0] if client.redirect_uris else ""
             entry = apps[client.pk] = {
                 "client_id": client.client_id, "name": client.name, "redirect_host": urlsplit(redirect).netloc,
-                "scope": token.scope, "resource": token.resource,
+                "scope": token.scope, "resource": token.resource, "resources": [],
                 "user": {"id": token.user_id, "username": token.user.username},
                 "connected_at": first, "last_used_at": last, "expires_at": token.refresh_expires_at}
+        if token.resource not in entry["resources"]:
+            entry["resources"].append(token.resource)
         entry["connected_at"] = min(entry["connected_at"], first)
         if last is not None and (entry["last_used_at"] is None or last > entry["last_used_at"]):
             entry["last_used_at"] = last

@@ -1,7 +1,8 @@
 """The authorization server's protocol, on Authlib: authorization codes with PKCE (S256, required of every client)
 and RFC 8707 resource indicators, refresh tokens with rotation and reuse detection, revocation (RFC 7009) and
 dynamic client registration (RFC 7591). Authlib checks the protocol; this module stores what it issues
-(hashed: oauth.models) and adds what Authlib lacks: the required PKCE, the `resource` and its audience.
+(hashed: oauth.models) and adds what Authlib lacks: the required PKCE, the `resource` and its audience. The
+resources are /mcp and /a2a (oauth.resource); a grant is for one of them, with that resource's scope only.
 
 Contract of `server` (one per process; every row in the database, so each step may land on any process):
 - `server.get_consent_grant(request)` checks an authorization request (raises OAuth2Error, `redirect_uri` set
@@ -42,13 +43,12 @@ from oauth.models import (
     CODE_TTL,
     CONSENT_TTL,
     REFRESH_TTL,
-    SCOPE,
     AccessToken,
     AuthorizationCode,
     Client,
     ConsentRequest,
 )
-from oauth.resource import origin_of, resource_canonical, resource_matches
+from oauth.resource import SCOPES, ProtectedResource, origin_of, resource_canonical, resource_named
 from oauth.tokens import ACCESS_PREFIX, CODE_PREFIX, REFRESH_PREFIX, new_secret
 from oauth.trim import expired_rows_trim
 
@@ -84,7 +84,7 @@ class Server(AuthorizationServer):
 
     def __init__(self) -> None:
         super().__init__(Client, AccessToken)
-        self.scopes_supported = [SCOPE]
+        self.scopes_supported = list(SCOPES)
 
     def create_oauth2_request(self, request: Any) -> OAuth2Request:
         return request if isinstance(request, OAuth2Request) else _Request(request)
@@ -112,7 +112,7 @@ class Server(AuthorizationServer):
         return AccessToken.objects.create(
             access_hash=key_digest(token["access_token"]),
             refresh_hash=key_digest(token["refresh_token"]) if token.get("refresh_token") else None,
-            client=request.client, user=request.user, family=origin.family, scope=token.get("scope", SCOPE),
+            client=request.client, user=request.user, family=origin.family, scope=token.get("scope") or origin.scope,
             resource=origin.resource, password_version=password_version(request.user),
             expires_at=now + ACCESS_TTL,
             refresh_expires_at=(now + REFRESH_TTL) if token.get("refresh_token") else None)
@@ -129,8 +129,22 @@ def _same_resource(request: OAuth2Request, row: AuthorizationCode | AccessToken)
     return not requested or [resource_canonical(value) for value in requested] == [row.resource]
 
 
+def _scope_for(resource: ProtectedResource, requested: str | None, client: Client) -> str:
+    """The scope an authorization request for `resource` is granted: the resource's own, whether asked for or
+    not. Asking for another (or for more) is invalid_scope, as is a resource whose scope the client did not
+    register for."""
+    if requested and set(requested.split()) != {resource.scope}:
+        raise InvalidScopeError(f"The resource {resource.path} takes the scope '{resource.scope}' only; ask for "
+                                f"one resource and its scope per authorization.")
+    if resource.scope not in client.scope.split():
+        raise InvalidScopeError(f"This client did not register for the scope '{resource.scope}'; register again "
+                                f"with it.")
+    return resource.scope
+
+
 class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
-    """The code flow: PKCE S256 and one `resource` (the /mcp URL) required on every authorization request."""
+    """The code flow: PKCE S256 and one `resource` (/mcp's or /a2a's URL) required on every authorization request;
+    the scope is the resource's (`_scope_for`)."""
 
     TOKEN_ENDPOINT_AUTH_METHODS = ["none", "client_secret_post", "client_secret_basic"]
 
@@ -146,9 +160,12 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
                 raise InvalidRequestError("code_challenge_method must be S256.")
             resources = _resource_of(self.request)
             if len(resources) != 1:
-                raise InvalidTargetError("Send exactly one resource: this server's MCP URL (RFC 8707).")
-            if not resource_matches(resources[0], self.request.uri):
-                raise InvalidTargetError(f"The resource {resources[0]!r} is not this server's MCP endpoint.")
+                raise InvalidTargetError("Send exactly one resource: this server's MCP or A2A URL (RFC 8707).")
+            resource = resource_named(resources[0], self.request.uri)
+            if resource is None:
+                raise InvalidTargetError(f"The resource {resources[0]!r} is neither this server's MCP endpoint nor "
+                                         f"its A2A endpoint.")
+            self.request.scope = _scope_for(resource, payload.data.get("scope"), self.request.client)
         except OAuth2Error as error:
             error.redirect_uri = redirect_uri
             raise
@@ -159,7 +176,7 @@ class AuthorizationCodeGrant(grants.AuthorizationCodeGrant):
         return AuthorizationCode.objects.create(
             code_hash=key_digest(code), client=request.client, user=request.user,
             redirect_uri=payload.get("redirect_uri") or request.client.get_default_redirect_uri(),
-            scope=request.scope or SCOPE, resource=resource_canonical(_resource_of(request)[0]),
+            scope=request.scope, resource=resource_canonical(_resource_of(request)[0]),
             code_challenge=payload["code_challenge"], code_challenge_method=payload["code_challenge_method"],
             password_version=password_version(request.user), expires_at=timezone.now() + CODE_TTL)
 

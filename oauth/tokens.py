@@ -1,8 +1,12 @@
-"""The access tokens this server issues, as credentials at /mcp: recognised by their prefix, found by the SHA-256
-of the secret, cached per process (`tokens`, dropped in every process when a token's row changes: oauth.apps),
-and standing only while unrevoked, unexpired, issued for the resource the request is made to (the audience),
-and while their user's cached entry (accounts.authentication.user_cache) is active and on the password the
-token was issued under. A token carries the scope `mcp` only, and acts as its user without admin rights.
+"""The access tokens this server issues, as credentials at /mcp and /a2a: recognised by their prefix, found by the
+SHA-256 of the secret, cached per process (`tokens`, dropped in every process when a token's row changes:
+oauth.apps), and standing only while unrevoked, unexpired, issued for the resource the request is made to (the
+audience: a /mcp token is refused at /a2a and the reverse), and while their user's cached entry
+(accounts.authentication.user_cache) is active and on the password the token was issued under. A token carries
+its resource's one scope (`mcp` or `a2a`: oauth.resource), and acts as its user without admin rights.
+
+A door calls `aauthenticate(raw, resource=<its resource URL on the request's origin>, scope=<its scope>)`:
+/mcp with `resource_url(origin)` and `mcp`, /a2a with `a2a_resource_url(origin)` and `a2a`.
 """
 
 from __future__ import annotations
@@ -110,8 +114,9 @@ class Grant(NamedTuple):
 
 
 async def aauthenticate(raw: str, *, resource: str, scope: str = "mcp") -> Grant:
-    """The Grant of a live access token presented to `resource`; raises TokenRefused. A cached token and user
-    cost no database thread."""
+    """The Grant of a live access token presented to `resource` (the door's resource URL on the request's origin:
+    oauth.resource) needing `scope`; raises TokenRefused (401: dead, or issued for another resource; 403: without
+    `scope`). A cached token and user cost no database thread."""
     credential = TokenCredential(key_digest(raw), resource)
     row, user_entry = await _entries(credential.digest)
     _stands(credential, row, user_entry, scope)

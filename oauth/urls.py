@@ -4,6 +4,7 @@
 from django.urls import path
 
 from oauth import api, views
+from oauth.resource import A2A
 
 urlpatterns = [
     path("oauth/consents/<str:consent_id>", api.ConsentView.as_view(), name="oauth-consent"),
@@ -12,11 +13,14 @@ urlpatterns = [
 ]
 
 protocol_urls = [
-    # RFC 9728: at the root, and suffixed with the resource's path (where MCP clients look first).
+    # RFC 9728: suffixed with each resource's path (where clients look first); the root form is /mcp's, as MCP
+    # clients that know only the origin try it next.
     path(".well-known/oauth-protected-resource", views.ProtectedResourceMetadataView.as_view(),
          name="oauth-protected-resource"),
     path(".well-known/oauth-protected-resource/mcp", views.ProtectedResourceMetadataView.as_view(),
          name="oauth-protected-resource-mcp"),
+    path(".well-known/oauth-protected-resource/a2a", views.ProtectedResourceMetadataView.as_view(resource=A2A),
+         name="oauth-protected-resource-a2a"),
     path(".well-known/oauth-authorization-server", views.AuthorizationServerMetadataView.as_view(),
          name="oauth-authorization-server"),
     path("oauth/register", views.RegisterView.as_view(), name="oauth-register"),

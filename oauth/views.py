@@ -30,8 +30,8 @@ from agentsite.core.audit import audit
 from agentsite.core.errors import AppError, ErrorShape
 from agentsite.core.jsonbody import json_loads_bounded
 from agentsite.core.validation import storable
-from oauth.models import SCOPE, Client
-from oauth.resource import origin_of, resource_url
+from oauth.models import Client
+from oauth.resource import MCP, RESOURCES, SCOPES, ProtectedResource, origin_of
 from oauth.server import consent_create, server, with_issuer
 from oauth.tokens import SECRET_PREFIX, new_secret
 from oauth.trim import expired_rows_trim
@@ -101,12 +101,13 @@ def _oauth_error(error: str, description: str, status: int = 400, **headers: str
     return _json({"error": error, "error_description": description}, status, **headers)
 
 
-def protected_resource_metadata(request: HttpRequest) -> JsonResponse:
-    """RFC 9728: the MCP endpoint as a protected resource, and where to get its tokens."""
+def protected_resource_metadata(request: HttpRequest, resource: ProtectedResource = MCP) -> JsonResponse:
+    """RFC 9728: `resource` (the MCP endpoint, or the A2A endpoints) as a protected resource, and where to get its
+    tokens."""
     origin = issuer(request)
     return JsonResponse({
-        "resource": resource_url(origin), "authorization_servers": [origin], "scopes_supported": [SCOPE],
-        "bearer_methods_supported": ["header"], "resource_name": "agentsite MCP",
+        "resource": resource.url(origin), "authorization_servers": [origin], "scopes_supported": [resource.scope],
+        "bearer_methods_supported": ["header"], "resource_name": resource.name,
         "resource_documentation": f"{origin}/api/docs"})
 
 
@@ -116,14 +117,14 @@ def authorization_server_metadata(request: HttpRequest) -> JsonResponse:
     return JsonResponse({
         "issuer": origin, "authorization_endpoint": f"{origin}/oauth/authorize",
         "token_endpoint": f"{origin}/oauth/token", "registration_endpoint": f"{origin}/oauth/register",
-        "revocation_endpoint": f"{origin}/oauth/revoke", "scopes_supported": [SCOPE],
+        "revocation_endpoint": f"{origin}/oauth/revoke", "scopes_supported": list(SCOPES),
         "response_types_supported": ["code"], "response_modes_supported": ["query"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": AUTH_METHODS,
         "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
         "authorization_response_iss_parameter_supported": True,
-        "protected_resources": [resource_url(origin)]})
+        "protected_resources": [resource.url(origin) for resource in RESOURCES]})
 
 
 def redirect_uri_problem(uri: Any) -> str | None:
@@ -155,7 +156,7 @@ class Registration(ClientRegistrationEndpoint):
         return True
 
     def get_server_metadata(self) -> dict[str, Any]:
-        return {"scopes_supported": [SCOPE], "response_types_supported": ["code"],
+        return {"scopes_supported": list(SCOPES), "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
                 "token_endpoint_auth_methods_supported": AUTH_METHODS}
 
@@ -177,7 +178,7 @@ class Registration(ClientRegistrationEndpoint):
             auth_method=client_metadata.get("token_endpoint_auth_method", "client_secret_basic"),
             grant_types=client_metadata.get("grant_types", ["authorization_code"]),
             response_types=client_metadata.get("response_types", ["code"]),
-            scope=SCOPE, metadata=extra)
+            scope=client_metadata["scope"], metadata=extra)
 
 
 _registration = Registration(server)
@@ -221,8 +222,16 @@ def _registration_kept(data: dict[str, Any]) -> dict[str, Any]:
     kept = {name: data[name] for name in (*INFORMATIONAL, "client_name", "contacts", "redirect_uris", "scope")
             if data.get(name) is not None}
     kept.update(token_endpoint_auth_method=data.get("token_endpoint_auth_method", "client_secret_basic"),
-                grant_types=data.get("grant_types", ["authorization_code"]), response_types=["code"])
+                grant_types=data.get("grant_types", ["authorization_code"]), response_types=["code"],
+                scope=_registered_scope(data.get("scope")))
     return kept
+
+
+def _registered_scope(scope: str | None) -> str:
+    """The scopes a client registers for: those it named (a checked subset of SCOPES), else every one. Each
+    authorization still asks the user for one resource's scope (oauth.server)."""
+    named = set((scope or "").split()) or set(SCOPES)
+    return " ".join(known for known in SCOPES if known in named)
 
 
 def _metadata_problem(data: dict[str, Any]) -> str | None:
@@ -236,9 +245,9 @@ def _metadata_problem(data: dict[str, Any]) -> str | None:
         return "grant_types may be authorization_code and refresh_token (authorization_code included)."
     if data.get("response_types", ["code"]) != ["code"]:
         return "response_types may only be [\"code\"]."
-    scope = data.get("scope", SCOPE)
-    if not isinstance(scope, str) or not set(scope.split()) <= {SCOPE}:
-        return f"The only scope is {SCOPE!r}."
+    scope = data.get("scope", "")
+    if not isinstance(scope, str) or not set(scope.split()) <= set(SCOPES):
+        return f"The scopes are {', '.join(SCOPES)}."
     if not _storable_text(data.get("client_name", ""), MAX_CLIENT_NAME):
         return f"client_name is a string of at most {MAX_CLIENT_NAME} characters."
     return _informational_problem(data)
@@ -384,11 +393,14 @@ class _Public(APIView):
 
 
 class ProtectedResourceMetadataView(_Public):
-    """GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728)."""
+    """GET /.well-known/oauth-protected-resource[/mcp] and /.well-known/oauth-protected-resource/a2a (RFC 9728):
+    `resource` says which (oauth.urls)."""
+
+    resource: ProtectedResource = MCP
 
     @extend_schema(responses={200: JSON_DOCUMENT})
     def get(self, request: Request) -> HttpResponse:
-        return protected_resource_metadata(request._request)
+        return protected_resource_metadata(request._request, self.resource)
 
 
 class AuthorizationServerMetadataView(_Public):

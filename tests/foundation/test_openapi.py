@@ -37,10 +37,11 @@ PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register")
                      ("post", "/v1/embeddings"), ("get", "/api/voices"), ("post", "/v1/messages"),
                      ("post", "/v1/messages/count_tokens"), ("get", "/v1/models/{model_id}"),
                      ("get", "/v1/responses/{id}/input_items"),
-                     # OAuth for /mcp: the metadata documents and the protocol's endpoints (their clients
+                     # OAuth for /mcp and /a2a: the metadata documents and the protocol's endpoints (their clients
                      # authenticate within the protocol, not with a bearer token).
                      ("get", "/.well-known/oauth-protected-resource"),
                      ("get", "/.well-known/oauth-protected-resource/mcp"),
+                     ("get", "/.well-known/oauth-protected-resource/a2a"),
                      ("get", "/.well-known/oauth-authorization-server"), ("post", "/oauth/register"),
                      ("get", "/oauth/authorize"), ("post", "/oauth/token"), ("post", "/oauth/revoke"),
                      # A remote authorization server's answer: the single-use state is the credential.

@@ -54,10 +54,11 @@ def test_the_listing_shows_each_app_once_with_its_user_scope_resource_and_times(
     results = answer.json()["results"]
     assert [entry["client_id"] for entry in results] == [app.client_id]
     entry = results[0]
-    assert set(entry) == {"client_id", "name", "redirect_host", "scope", "resource", "user", "connected_at",
-                          "last_used_at", "expires_at"}
+    assert set(entry) == {"client_id", "name", "redirect_host", "scope", "resource", "resources", "user",
+                          "connected_at", "last_used_at", "expires_at"}
     assert entry["name"] == "Claude" and entry["redirect_host"] == "127.0.0.1:9" and entry["scope"] == "mcp"
-    assert entry["resource"] == RESOURCE and entry["user"] == {"id": owner.pk, "username": "owner"}
+    assert entry["resource"] == RESOURCE and entry["resources"] == [RESOURCE]
+    assert entry["user"] == {"id": owner.pk, "username": "owner"}
     assert entry["last_used_at"] is None
     first = AccessToken.objects.order_by("issued_at").first()
     assert entry["connected_at"].startswith(first.issued_at.isoformat()[:19])

@@ -1,6 +1,6 @@
 """Dynamic client registration (RFC 7591) at POST /oauth/register: the redirect URIs a client may register,
 its authentication methods (a secret shown once, kept hashed, good at the token endpoint), the grant and
-response types, the one scope, the name's limit, the per-address rate limit, and bodies that are not a
+response types, the scopes (mcp, a2a), the name's limit, the per-address rate limit, and bodies that are not a
 registration (always OAuth's error shape, never a 500)."""
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def test_a_public_client_gets_no_secret_and_is_stored_as_registered(http):
     assert "client_secret" not in body and body["token_endpoint_auth_method"] == "none"
     assert body["client_id"] and body["redirect_uris"] == [REDIRECT]
     row = Client.objects.get(client_id=body["client_id"])
-    assert (row.name, row.auth_method, row.secret_hash, row.scope) == ("VS Code", "none", "", "mcp")
+    assert (row.name, row.auth_method, row.secret_hash, row.scope) == ("VS Code", "none", "", "mcp a2a")
+    assert body["scope"] == "mcp a2a"  # no scope named: every resource's, each still consented to one by one
     assert row.grant_types == ["authorization_code", "refresh_token"] and row.response_types == ["code"]
     assert row.metadata == {"client_uri": "https://code.visualstudio.com", "software_id": "vscode"}
     assert row.registered_from == "127.0.0.1"
@@ -139,7 +140,7 @@ def test_a_basic_header_for_a_public_client_is_refused(http, owner, public):
     {"grant_types": ["client_credentials"]}, {"grant_types": ["refresh_token"]},
     {"grant_types": ["authorization_code", "implicit"]}, {"grant_types": "authorization_code"}, {"grant_types": []},
     {"response_types": ["token"]}, {"response_types": ["code", "token"]}, {"response_types": "code"},
-    {"scope": "mcp admin"}, {"scope": "openid"}, {"scope": ["mcp"]},
+    {"scope": "mcp admin"}, {"scope": "a2a openid"}, {"scope": "openid"}, {"scope": ["mcp"]},
     {"client_name": "x" * 201}, {"client_name": 7}, {"client_name": ["a"]}, {"client_name": "a\ud800b"},
     {"client_name": "a\x00b"},
     {"client_uri": "https://x.example/\udfff"}])
@@ -148,6 +149,16 @@ def test_other_methods_grants_response_types_scopes_and_names_are_refused(http, 
 
     oauth_error(response, 400, "invalid_client_metadata")
     assert not Client.objects.exists()
+
+
+@pytest.mark.parametrize(("scope", "stored"), [("mcp", "mcp"), ("a2a", "a2a"), ("a2a mcp", "mcp a2a"),
+                                               ("", "mcp a2a")])
+def test_a_client_is_stored_with_the_scopes_it_named(http, scope, stored):
+    response = register(http, scope=scope)
+
+    assert response.status_code == 201, response.content
+    assert response.json()["scope"] == stored
+    assert Client.objects.get().scope == stored
 
 
 def test_the_name_may_be_200_characters_and_the_scope_mcp_or_absent(http):

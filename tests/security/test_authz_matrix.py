@@ -73,6 +73,7 @@ PUBLIC = {
     ("get", "/api/voices"): "a static list of voice presets",
     ("get", "/.well-known/oauth-protected-resource"): "RFC 9728: how an MCP client finds where to authorize",
     ("get", "/.well-known/oauth-protected-resource/mcp"): "RFC 9728, the form suffixed with the resource's path",
+    ("get", "/.well-known/oauth-protected-resource/a2a"): "RFC 9728: how an A2A client finds where to authorize",
     ("get", "/.well-known/oauth-authorization-server"): "RFC 8414: the authorization server's endpoints",
     ("get", "/.well-known/agent-card.json"): "A2A discovery: it lists only the agents the operator made public "
                                              "(none by default)",

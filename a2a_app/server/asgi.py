@@ -43,6 +43,7 @@ from agentsite.core.hosts import host_allowed, scope_host_allowed
 from agentsite.core.processes import current_process_id
 from agentsite.core.sse import SseGuard, sse_event
 from oauth import tokens as oauth_tokens
+from oauth.resource import a2a_metadata_url, a2a_resource_url
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Any]
 Send = Callable[[dict[str, Any]], Any]
 STATE_KEY = "agentsite.a2a"
-METADATA_PATH = "/.well-known/oauth-protected-resource"
 _PATH = re.compile(r"^/a2a/(?P<slug>[^/]+)(?P<card>/\.well-known/agent-card\.json)?/?$")
 _CORS_EXPOSE = b"www-authenticate"
 _CORS_DEFAULT_HEADERS = "authorization, content-type, a2a-version, a2a-extensions, last-event-id"
@@ -161,7 +161,7 @@ async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
         return None, AppError("token_invalid", "The access token is invalid, expired or revoked.", 401)
     if oauth_tokens.is_access_token(token):
         try:
-            grant = await oauth_tokens.aauthenticate(token, resource=resource_url(origin_of(scope)), scope="a2a")
+            grant = await oauth_tokens.aauthenticate(token, resource=a2a_resource_url(origin_of(scope)), scope="a2a")
         except oauth_tokens.TokenRefused as exc:
             return None, AppError("insufficient_scope" if exc.status == 403 else "token_invalid", exc.detail,
                                   exc.status)
@@ -217,12 +217,8 @@ def origin_of(scope: Scope) -> str:
     return f"{scheme}://{_header(scope, b'host') or ''}".lower()
 
 
-def resource_url(origin: str) -> str:
-    return origin + A2A_PATH
-
-
 async def _refuse(scope: Scope, send: Send, refused: AppError) -> None:
-    metadata = f"{origin_of(scope)}{METADATA_PATH}{A2A_PATH}"
+    metadata = a2a_metadata_url(origin_of(scope))
     parts = [f'resource_metadata="{metadata}"', 'scope="a2a"']
     error = {401: "invalid_token", 403: "insufficient_scope"}.get(refused.status)
     if error and refused.code != "not_authenticated":

@@ -173,7 +173,8 @@ def test_the_0_3_dialect_answers_message_send_on_the_same_endpoint(a2a_server, f
                                "parts": [{"kind": "text", "text": "Hello from 0.3"}]}}})
     result = answer.json()["result"]
     assert result["kind"] == "task" and result["status"]["state"] == "completed", answer.text
-    assert result["artifacts"][0]["parts"][0]["text"] == "Old dialect works."
+    # The reply's chunks are the artifact's parts, in order (each streamed chunk appended).
+    assert "".join(part["text"] for part in result["artifacts"][0]["parts"]) == "Old dialect works."
 
 
 @pytest.mark.parametrize("who", ["nobody", "v1 key", "dead key", "not an agent"])
@@ -192,3 +193,113 @@ def test_refusals_before_the_sdk(a2a_server, who):
     if answer.status_code == 401:
         assert 'scope="a2a"' in answer.headers["WWW-Authenticate"]
     assert json.loads(answer.content)  # always JSON
+
+
+# --- who may call: OAuth, other users, sharing, model access, budgets -------------------------------------
+
+def _register(server: LiveServer, username: str) -> dict[str, Any]:
+    made = requests.post(f"{server.base_url}/api/auth/register", json={"username": username,
+                                                                       "password": "a2a-pass-12345678"}, timeout=10)
+    assert made.status_code == 201, made.text
+    token = {"Authorization": f"Bearer {made.json()['token']}"}
+    me = requests.get(f"{server.base_url}/api/auth/me", headers=token, timeout=10).json()
+    key = _post(server, token, "/api/keys", {"name": "a2a", "scopes": ["a2a"]})["key"]
+    return {"id": int(me["id"]), "token": token, "key": key}
+
+
+def _rpc(server: LiveServer, key: str, method: str, params: dict[str, Any], slug: str = SLUG) -> requests.Response:
+    return requests.post(_agent_url(server, slug), timeout=30, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                                      "params": params},
+                         headers={"Authorization": f"Bearer {key}", "A2A-Version": "1.0"})
+
+
+def _send_text(server: LiveServer, key: str, text: str, context_id: str = "", slug: str = SLUG,
+               **config: Any) -> dict[str, Any]:
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+    if context_id:
+        message["contextId"] = context_id
+    answer = _rpc(server, key, "SendMessage", {"message": message, "configuration": config}, slug=slug)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_an_oauth_token_for_a2a_calls_the_agent_and_one_for_mcp_does_not(a2a_server, fake_openai):
+    from tests.oauthflow import authorized_tokens, registered_client
+
+    server, admin = a2a_server["server"], a2a_server["admin"]
+    for_a2a = authorized_tokens(server.base_url, registered_client(server.base_url, "a2a"),
+                                f"{server.base_url}/a2a", admin)["access_token"]
+    for_mcp = authorized_tokens(server.base_url, registered_client(server.base_url, "mcp"),
+                                f"{server.base_url}/mcp", admin)["access_token"]
+    fake_openai.script(Text("Through OAuth."))
+    done = _send_text(server, for_a2a, "Hello over OAuth")["result"]["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "".join(part["text"] for part in done["artifacts"][0]["parts"]) == "Through OAuth."
+    refused = _rpc(server, for_mcp, "GetTask", {"id": done["id"]})
+    assert refused.status_code == 401 and 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
+    # The task is the user's, whichever credential made it: their API key reads it.
+    got = _rpc(server, a2a_server["key"], "GetTask", {"id": done["id"]}).json()["result"]
+    assert got["id"] == done["id"]
+
+
+def test_another_caller_never_reaches_a_task_a_context_or_an_agent_not_shared_with_them(a2a_server, fake_openai):
+    server, admin = a2a_server["server"], a2a_server["admin"]
+    bob = _register(server, "bob-a2a")
+    fake_openai.script(Text("The admin's secret answer."))
+    mine = _send_text(server, a2a_server["key"], "The admin's secret question")["result"]["task"]
+    # The agent is private to the admin who made it: 404 for bob, as for none at all.
+    outsider = _rpc(server, bob["key"], "GetTask", {"id": mine["id"]})
+    assert outsider.status_code == 404 and outsider.json()["error"]["code"] == "not_found"
+    card = requests.get(f"{_agent_url(server)}/.well-known/agent-card.json", timeout=10,
+                        headers={"Authorization": f"Bearer {bob['key']}"})
+    assert card.status_code == 404
+
+    agent = next(a for a in requests.get(f"{server.base_url}/api/agents", headers=admin, timeout=10).json()["results"]
+                 if a["slug"] == SLUG)
+    shared = requests.put(f"{server.base_url}/api/agents/{agent['id']}/access", headers=admin, timeout=10, json={
+        "visibility": "shared", "grants": [{"user": bob["id"], "role": "viewer"}]})
+    assert shared.status_code == 200, shared.text
+    try:
+        # A viewer uses it, but another caller's task is not theirs (the SDK's TaskNotFound, -32001) ...
+        not_found = _rpc(server, bob["key"], "GetTask", {"id": mine["id"]}).json()
+        assert not_found["error"]["code"] == -32001, not_found
+        # ... nor is another caller's conversation: the same contextId starts bob's own.
+        fake_openai.script(Text("Bob's answer."))
+        bobs = _send_text(server, bob["key"], "Bob's question", context_id=mine["contextId"])["result"]["task"]
+        assert bobs["status"]["state"] == "TASK_STATE_COMPLETED"
+        sent = fake_openai.requests[-1].json()["messages"]
+        assert [m["content"] for m in sent if m["role"] != "system"] == ["Bob's question"]
+        assert "secret" not in json.dumps(sent)
+        listed = _rpc(server, bob["key"], "ListTasks", {}).json()["result"]
+        assert [task["id"] for task in listed["tasks"]] == [bobs["id"]]
+    finally:
+        requests.put(f"{server.base_url}/api/agents/{agent['id']}/access", headers=admin, timeout=10,
+                     json={"visibility": "private", "grants": []}).raise_for_status()
+
+
+def test_a_groups_model_list_and_a_spent_budget_refuse_before_the_agent_runs(a2a_server, fake_openai):
+    server, admin = a2a_server["server"], a2a_server["admin"]
+    carol = _register(server, "carol-a2a")
+    default = "default"  # everyone's agent: carol may use it
+    fake_openai.script(Text("Allowed."))
+    allowed = _send_text(server, carol["key"], "hi", slug=default)["result"]["task"]
+    assert allowed["status"]["state"] == "TASK_STATE_COMPLETED"
+    group = _post(server, admin, "/api/groups", {"name": "a2a-narrow", "models": ["fast-nothing"]})
+    _post(server, admin, f"/api/groups/{group['id']}/members", {"user": carol["id"]})
+    try:
+        refused = _rpc(server, carol["key"], "GetTask", {"id": "x"}, slug=default)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (403, "model_not_allowed"), refused.text
+    finally:
+        requests.delete(f"{server.base_url}/api/groups/{group['id']}", headers=admin, timeout=10).raise_for_status()
+    budget = requests.put(f"{server.base_url}/api/users/{carol['id']}/budget", headers=admin, timeout=10,
+                          json={"tokens_per_day": 0})
+    assert budget.status_code == 200, budget.text
+    spent = _rpc(server, carol["key"], "GetTask", {"id": "x"}, slug=default)
+    assert spent.status_code == 429 and spent.json()["error"]["code"] == "budget_exceeded", spent.text
+
+    def facets() -> list[str]:  # usage reaches the table within AGENTSITE_USAGE_FLUSH_S
+        usage = requests.get(f"{server.base_url}/api/usage?group_by=facet&user={carol['id']}", headers=admin,
+                             timeout=10).json()
+        return [row["facet"] for row in usage["results"]]
+
+    assert poll(facets, "carol's call recorded", timeout=10) == ["a2a"]

@@ -4,17 +4,12 @@ for a2a tokens, and finds them refused at /mcp (another audience)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import secrets
-from urllib.parse import parse_qs, urlsplit
-
 import pytest
 import requests
 
-pytestmark = pytest.mark.e2e
+from tests.oauthflow import authorized_tokens, registered_client
 
-REDIRECT = "http://127.0.0.1:9/callback"
+pytestmark = pytest.mark.e2e
 
 
 def _token(base: str, form: dict[str, str]) -> requests.Response:
@@ -25,31 +20,11 @@ def test_an_a2a_client_gets_a2a_tokens_that_mcp_refuses(live_server_proc):
     base = live_server_proc.base_url
     metadata = requests.get(f"{base}/.well-known/oauth-protected-resource/a2a", timeout=30).json()
     assert (metadata["resource"], metadata["scopes_supported"]) == (f"{base}/a2a", ["a2a"])
-    registered = requests.post(f"{base}/oauth/register", json={
-        "client_name": "A2A client", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none",
-        "grant_types": ["authorization_code", "refresh_token"], "scope": "a2a"}, timeout=30)
-    assert registered.status_code == 201, registered.text
-    client_id = registered.json()["client_id"]
-
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    asked = requests.get(f"{base}/oauth/authorize", allow_redirects=False, timeout=30, params={
-        "response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT, "code_challenge": challenge,
-        "code_challenge_method": "S256", "resource": metadata["resource"], "state": "s1"})
-    assert asked.status_code == 302 and "/#/consent/" in asked.headers["Location"], asked.text
-    consent = asked.headers["Location"].rsplit("/", 1)[1]
+    client_id = registered_client(base, "a2a", "A2A client")
     user = {"Authorization": f"Bearer {live_server_proc.login()['token']}"}
-    shown = requests.get(f"{base}/api/oauth/consents/{consent}", headers=user, timeout=30).json()
-    assert [item["name"] for item in shown["scope"]] == ["a2a"] and shown["resource"] == f"{base}/a2a"
-    decided = requests.post(f"{base}/api/oauth/consents/{consent}", json={"allow": True}, headers=user, timeout=30)
-    assert decided.status_code == 200, decided.text
-    code = parse_qs(urlsplit(decided.json()["redirect_to"]).query)["code"][0]
-
-    issued = _token(base, {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT,
-                           "code_verifier": verifier, "client_id": client_id, "resource": f"{base}/a2a"})
-    assert issued.status_code == 200, issued.text
-    assert issued.json()["scope"] == "a2a"
-    renewed = _token(base, {"grant_type": "refresh_token", "refresh_token": issued.json()["refresh_token"],
+    issued = authorized_tokens(base, client_id, metadata["resource"], user)
+    assert issued["scope"] == "a2a"
+    renewed = _token(base, {"grant_type": "refresh_token", "refresh_token": issued["refresh_token"],
                             "client_id": client_id})
     assert renewed.status_code == 200 and renewed.json()["scope"] == "a2a", renewed.text
 

@@ -15,10 +15,14 @@ class A2AConfig(AppConfig):
     def ready(self) -> None:
         # Imported once the app registry is ready: these modules import the models.
         from a2a_app.models import A2ARemote
+        from a2a_app.sweep import tasks_mark_failed
+        from agentsite.core.processes import on_process_death
         from organisation.policy import ResourceKind, register
 
         # As an MCP server: the deployment's, changed by admins only; a grant gives use.
         register(ResourceKind(kind="a2a_remote", model=A2ARemote, label="A2A remote agent", roles=("viewer",)))
+        # A task whose process died ends `failed` (its run is gone), so no caller waits on it for ever.
+        on_process_death("a2a tasks", tasks_mark_failed)
         if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((A2A_PATH, _a2a_asgi_app))
 

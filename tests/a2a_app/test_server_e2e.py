@@ -303,3 +303,61 @@ def test_a_groups_model_list_and_a_spent_budget_refuse_before_the_agent_runs(a2a
         return [row["facet"] for row in usage["results"]]
 
     assert poll(facets, "carol's call recorded", timeout=10) == ["a2a"]
+
+
+# --- parts in and out, and following a task from another worker -------------------------------------------
+
+def test_a_file_part_reaches_the_model_as_an_upload_and_a_json_reply_is_also_a_data_artifact(a2a_server, fake_openai):
+    import base64
+
+    server, key = a2a_server["server"], a2a_server["key"]
+    fake_openai.script(Text('{"word": "plum", "count": 2}'))
+    note = base64.b64encode(b"The secret word is plum.").decode()
+    answer = _rpc(server, key, "SendMessage", {"message": {
+        "messageId": "m-file", "role": "ROLE_USER",
+        "parts": [{"text": "What is the word?"}, {"raw": note, "filename": "note.txt", "mediaType": "text/plain"}]}})
+    task = answer.json()["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", answer.text
+    sent = json.dumps(fake_openai.requests[-1].json()["messages"][-1])
+    assert "What is the word?" in sent and "The secret word is plum." in sent and "note.txt" in sent
+    data = [artifact for artifact in task["artifacts"] if artifact["name"] == "data"]
+    assert [part["data"] for part in data[0]["parts"]] == [{"word": "plum", "count": 2}]
+    uploads = requests.get(f"{server.base_url}/api/uploads", headers=a2a_server["admin"], timeout=10).json()
+    assert "note.txt" in json.dumps(uploads)
+
+    # A file by URL is not fetched: the task fails, naming the part, and the model is not asked.
+    before = len(fake_openai.requests)
+    by_url = _rpc(server, key, "SendMessage", {"message": {
+        "messageId": "m-url", "role": "ROLE_USER", "parts": [{"text": "Read this"},
+                                                            {"url": "http://127.0.0.1:9/file.txt"}]}})
+    failed = by_url.json()["result"]["task"]
+    assert failed["status"]["state"] == "TASK_STATE_FAILED"
+    assert "parts.1" in failed["status"]["message"]["parts"][0]["text"]
+    assert len(fake_openai.requests) == before
+
+
+def test_a_task_is_followed_from_another_worker_to_its_end(a2a_server, fake_openai):
+    server = a2a_server["server"]
+    headers = {"Authorization": f"Bearer {a2a_server['key']}", "A2A-Version": "1.0"}
+    pinned = PinnedProcesses((server,), session_headers=headers)
+    first, second = pinned.processes[:2]
+    pieces = [f"part {index} " for index in range(8)]
+    fake_openai.script(Text("".join(pieces), pieces=pieces, delay=0.15))
+    sent = pinned.via(first, "POST", f"/a2a/{SLUG}", json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": {"messageId": "m-follow", "role": "ROLE_USER", "parts": [{"text": "Go slowly."}]},
+                   "configuration": {"returnImmediately": True}}})
+    task_id = sent.json()["result"]["task"]["id"]
+    followed = pinned.via(second, "POST", f"/a2a/{SLUG}", stream=True, json={
+        "jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}})
+    assert followed.headers["Content-Type"].startswith("text/event-stream")
+    from tests.e2e import sse_events
+
+    results = [data["result"] for _name, data in sse_events(followed) if isinstance(data, dict) and "result" in data]
+    text = "".join(part["text"] for result in results if "artifactUpdate" in result
+                   for part in result["artifactUpdate"]["artifact"]["parts"])
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", results
+    # Whatever the stream had sent before the follower came is in the task it gets first, the rest in updates.
+    first_seen = results[0].get("task", {})
+    before = "".join(part["text"] for artifact in first_seen.get("artifacts", []) for part in artifact["parts"])
+    assert before + text == "".join(pieces)

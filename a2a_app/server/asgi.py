@@ -23,7 +23,7 @@ from typing import Any
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface
+from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 from django.conf import settings
 from starlette.applications import Starlette
 from starlette.authentication import SimpleUser
@@ -74,7 +74,8 @@ class A2AApp:
                                  supported_interfaces=[AgentInterface(url=A2A_PATH, protocol_binding="JSONRPC",
                                                                       protocol_version=cards.PROTOCOL_VERSION)],
                                  capabilities=AgentCapabilities(streaming=True),
-                                 default_input_modes=cards.MODES, default_output_modes=cards.MODES)
+                                 default_input_modes=cards.MODES, default_output_modes=cards.MODES,
+                                 skills=[AgentSkill(id="agent", name="agent", description="An agent's turn.")])
         self.handler = DefaultRequestHandler(agent_executor=executor.AgentsiteExecutor(), task_store=OrmTaskStore(),
                                              agent_card=handler_card, event_stream=OrmEventStream())
         self.routes = Starlette(routes=create_jsonrpc_routes(

@@ -31,6 +31,7 @@ from a2a.types.a2a_pb2 import (
     StringList,
 )
 from django.conf import settings
+from google.protobuf import json_format
 
 from a2a_app.paths import A2A_PATH, CARD_NAME, agent_url
 
@@ -88,7 +89,8 @@ def deployment_card(origin: str, agents: list[AgentFacts]) -> dict:
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=MODES, default_output_modes=MODES, skills=skills)
     _security(card, origin)
-    shown = agent_card_to_dict(card)
+    # Not agent_card_to_dict: the deployment has no endpoint of its own, so no 0.3 `url` to add beside it.
+    shown = json_format.MessageToDict(card)
     shown.setdefault("skills", [])  # protobuf's JSON leaves an empty list out; a reader looks for it
     return shown
 

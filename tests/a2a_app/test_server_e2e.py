@@ -361,3 +361,27 @@ def test_a_task_is_followed_from_another_worker_to_its_end(a2a_server, fake_open
     first_seen = results[0].get("task", {})
     before = "".join(part["text"] for artifact in first_seen.get("artifacts", []) for part in artifact["parts"])
     assert before + text == "".join(pieces)
+
+
+def test_a_stream_ends_at_its_next_event_once_its_key_is_revoked(a2a_server, fake_openai):
+    server, admin = a2a_server["server"], a2a_server["admin"]
+    made = _post(server, admin, "/api/keys", {"name": "short-lived", "scopes": ["a2a"]})
+    pieces = [f"word{index} " for index in range(30)]
+    fake_openai.script(Text("".join(pieces), pieces=pieces, delay=0.2))
+    with requests.post(_agent_url(server), stream=True, timeout=30, json={
+            "jsonrpc": "2.0", "id": 7, "method": "SendStreamingMessage", "params": {"message": {
+                "messageId": "m-revoked", "role": "ROLE_USER", "parts": [{"text": "Talk for a while."}]}}},
+            headers={"Authorization": f"Bearer {made['key']}", "A2A-Version": "1.0"}) as response:
+        from tests.e2e import sse_events
+
+        seen: list[Any] = []
+        for _name, data in sse_events(response):
+            seen.append(data)
+            if len(seen) == 3:  # the stream is flowing: revoke the key it came with
+                revoked = requests.delete(f"{server.base_url}/api/keys/{made['id']}", headers=admin, timeout=10)
+                assert revoked.status_code == 204
+    last = seen[-1]
+    assert last["id"] is None and last["error"]["data"]["code"] == "token_invalid", last
+    words = "".join(part["text"] for data in seen if "result" in data and "artifactUpdate" in data["result"]
+                    for part in data["result"]["artifactUpdate"]["artifact"]["parts"])
+    assert len(words) < len("".join(pieces))  # it ended before the reply did

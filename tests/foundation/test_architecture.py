@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
-        "plugins", "usage", "uploads", "organisation", "sso", "agents_app", "oauth")
+        "plugins", "usage", "uploads", "organisation", "sso", "agents_app", "oauth", "a2a_app")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -60,6 +60,9 @@ APP_EDGES = {
     # Named agents: a model checked against the catalogue, knowledge collections, shared through organisation's
     # rule; sessions and scheduled tasks name an agent.
     "agents_app": {"catalogue", "knowledge", "organisation"},
+    # A2A: each agent served as the caller (accounts' credentials, oauth's tokens for /a2a, agents_app's cards),
+    # file parts stored as uploads; remote agents shared through organisation's rule.
+    "a2a_app": {"accounts", "agents_app", "oauth", "organisation", "uploads"},
 }
 
 
@@ -101,6 +104,12 @@ def violations(files: Iterator[Path], allowed: set[str]) -> list[str]:
             if layer is not None and layer not in allowed:
                 found.append(f"{where}:{line} imports {module} ({layer})")
     return found
+
+
+def test_every_app_of_the_repository_is_checked_here():
+    # An app left out of APPS would import anything unseen.
+    apps = {path.parent.name for path in ROOT.glob("*/apps.py") if path.parent.name != "agentsite"}
+    assert apps == set(APPS), f"add to APPS and APP_EDGES: {sorted(apps - set(APPS))}"
 
 
 def test_every_module_of_agentsite_has_a_layer():

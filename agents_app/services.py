@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from agents_app.models import DEFAULT_SLUG, MAX_STARTERS, VERSIONED_FIELDS, Agent, AgentVersion
 from agentsite.agent.agents import WORKFLOW_PREFIX, function_name, is_agent_model
@@ -28,7 +29,7 @@ from catalogue.selectors import config_get
 from catalogue.services import catalogue_now
 from knowledge.models import Collection
 from organisation.models import EVERYONE
-from organisation.policy import visible_q
+from organisation.policy import owner_reads_q, visible_q
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -108,13 +109,14 @@ def check_knowledge(ids: list[str], reader: AbstractBaseUser | None, *, actor: A
             parsed.append(str(uuid.UUID(str(value))))
         except ValueError:
             raise _invalid(f"knowledge.{index}", f"{value!r} is not a collection id.") from None
-    readable = _readable(parsed, reader)
+    # The reader's rights as the run reads them (owner_reads_q): an editor still saves a deactivated owner's agent.
+    readable = _readable(parsed, owner_reads_q(reader.pk, Collection) if reader is not None else None)
     for index, value in enumerate(parsed):
         if value not in readable:
             raise _invalid(f"knowledge.{index}", f"No knowledge collection {value} that the agent's owner may read.")
     added = [value for value in parsed if value not in set(kept)]
     if actor is not None and actor != reader and added:
-        theirs = _readable(added, actor)
+        theirs = _readable(added, visible_q(actor, Collection))
         for index, value in enumerate(parsed):
             if value in added and value not in theirs:
                 raise _invalid(f"knowledge.{index}", f"No knowledge collection {value} that you may read: only "
@@ -122,10 +124,10 @@ def check_knowledge(ids: list[str], reader: AbstractBaseUser | None, *, actor: A
     return list(dict.fromkeys(parsed))
 
 
-def _readable(ids: list[str], reader: AbstractBaseUser | None) -> set[str]:
-    if reader is None or not ids:
+def _readable(ids: list[str], rule: Q | None) -> set[str]:
+    if rule is None or not ids:
         return set()
-    rows = Collection.objects.filter(pk__in=ids).filter(visible_q(reader, Collection))
+    rows = Collection.objects.filter(pk__in=ids).filter(rule)
     return {str(pk) for pk in rows.values_list("pk", flat=True)}
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from agentsite.agent.context import ContextBlock, ContextRequest
 from agentsite.core.dbcall import db
 from knowledge.models import Collection
 from knowledge.selectors import context_build, personal_collection_of
-from organisation.policy import visible_q
+from organisation.policy import owner_reads_q, visible_q
 
 
 async def knowledge_context(request: ContextRequest) -> ContextBlock | None:
@@ -39,7 +40,8 @@ def _collections(request: ContextRequest) -> list[Collection]:
     """What this turn searches: the caller's own personal collection when the settings say so (the agent
     `default`), then the collections an agent names that its reader (the agent's owner; else the caller) may
     read now, as a user (an admin reader counts as anyone: an admin's agent cannot hand out another user's
-    private collection). A collection the reader lost access to, or that is gone, is left out; the caller's
+    private collection; a deactivated owner's rights still count, so a shared agent keeps its knowledge for its
+    grantees). A collection the reader lost access to, or that is gone, is left out; the caller's
     other collections never come in unless named."""
     settings = request.settings
     found: list[Collection] = []
@@ -48,15 +50,21 @@ def _collections(request: ContextRequest) -> list[Collection]:
         if personal is not None:
             found.append(personal)
     if settings.knowledge:
-        reader_id = settings.knowledge_reader if settings.knowledge_reader is not None else request.user_id
-        reader = get_user_model().objects.filter(pk=reader_id, is_active=True).first() if reader_id else None
-        if reader is not None:
-            readable = Collection.objects.filter(pk__in=list(settings.knowledge)).filter(
-                visible_q(reader, Collection))
-            by_id = {str(collection.pk): collection for collection in readable}
-            found.extend(by_id[key] for key in dict.fromkeys(settings.knowledge)
-                         if key in by_id and by_id[key] not in found)
+        readable = Collection.objects.filter(pk__in=list(settings.knowledge)).filter(_reader_q(request))
+        by_id = {str(collection.pk): collection for collection in readable}
+        found.extend(by_id[key] for key in dict.fromkeys(settings.knowledge)
+                     if key in by_id and by_id[key] not in found)
     return found
+
+
+def _reader_q(request: ContextRequest) -> Q:
+    """The agent's owner reads for its users even once deactivated (owner_reads_q); the agent `default`, which
+    has no owner, reads with the caller's rights, who must be signed in."""
+    if request.settings.knowledge_reader is not None:
+        return owner_reads_q(request.settings.knowledge_reader, Collection)
+    caller = get_user_model().objects.filter(pk=request.user_id, is_active=True).first() \
+        if request.user_id is not None else None
+    return visible_q(caller, Collection)
 
 
 def _wanted(request: ContextRequest) -> bool:

@@ -1,12 +1,13 @@
 """Who may do what to a shareable resource: the one decision, `can(user, action, resource)`.
 
-Roles, least to most: a `viewer` uses it (searches a collection, runs a workflow, chats with an agent, calls an
-MCP server's tools); an `editor` also changes it; the `owner` and every active admin also delete, share and hand
-it over. Under visibility `everyone` every signed-in user is at least a viewer; under `everyone` and `shared` a
-grant to the user or to one of their groups gives its role (the highest wins); under `private` nobody else holds
-one; an inactive or anonymous user never does. A kind registers (`register`) its model and the roles a grant may
-give (an MCP server: `viewer` only, since changing one spawns processes). `require` refuses: no role is 404 (as
-a missing object), too low a role is 403 `forbidden`. Listings filter with `visible_q`, one subquery. One object
+Roles, least to most: a `viewer` uses it (searches a collection, runs a workflow, chats with an agent, calls an MCP
+server's tools); an `editor` also changes it; the `owner` and every active admin also delete, share and hand it
+over. Under visibility `everyone` every signed-in user is at least a viewer; under `everyone` and `shared` a grant
+to the user or to one of their groups gives its role (the highest wins); under `private` nobody else holds one; an
+inactive or anonymous user never does (though what a deactivated owner's agent reads for its grantees is still the
+owner's rights as a user: `owner_reads_q`). A kind registers (`register`) its model and the roles a grant may give
+(an MCP server: `viewer` only, since changing one spawns processes). `require` refuses: no role is 404 (as a
+missing object), too low a role is 403 `forbidden`. Listings filter with `visible_q`, one subquery. One object
 costs no query for an owner, an admin or `everyone`, one indexed query otherwise; nothing is cached, so a change
 counts from the next request in every process.
 """
@@ -132,7 +133,19 @@ def visible_q(user: AbstractBaseUser, model: type[models.Model], *, every_object
         return Q(pk__in=[])
     if every_object_for_admins and user.is_staff:
         return Q()
+    return _held_q(user.pk, model)
+
+
+def owner_reads_q(owner_id: int, model: type[models.Model]) -> Q:
+    """A filter for the objects of `model` that a resource of user `owner_id` (an agent) reads for whoever uses
+    it: what the owner holds a role on as a user (visible_q; an admin counts as anyone), whether or not they are
+    active now. Deactivating an owner keeps their shared things working for the grantees, while the owner
+    themself holds no role on anything (role_of, visible_q) and cannot sign in."""
+    return _held_q(owner_id, model)
+
+
+def _held_q(user_id: int, model: type[models.Model]) -> Q:
     grants = model._meta.get_field("grants").related_model._default_manager.filter(  # type: ignore[union-attr]
-        Q(user_id=user.pk) | Q(group__memberships__user_id=user.pk)).values("resource_id")
-    return (Q(owner_id=user.pk) | Q(visibility=EVERYONE)
+        Q(user_id=user_id) | Q(group__memberships__user_id=user_id)).values("resource_id")
+    return (Q(owner_id=user_id) | Q(visibility=EVERYONE)
             | Q(visibility__in=[EVERYONE, SHARED], pk__in=grants))

@@ -1,7 +1,8 @@
 """Knowledge isolation (issue 45, item 5), against knowledge/context.py with real collections and documents: a
 viewer's run of a shared agent searches the agent's collections with the agent owner's read rights, and never
 the viewer's own collections unless the agent names them; the agent `default` searches the caller's personal
-collection; a collection the owner can no longer read, or that is gone, gives nothing (the others still do)."""
+collection; a collection the owner can no longer read, or that is gone, gives nothing (the others still do); a
+deactivated owner's agent keeps searching what the owner could read for its viewers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from agentsite.agent import agents as runtime
 from agentsite.agent.context import ContextRequest
 from knowledge import services as kb
 from knowledge.context import knowledge_context_now
+from knowledge.models import Collection
+from organisation.policy import USE, can, visible_q
 from tests.agents_app.conftest import make
 from tests.conftest import client_for
 
@@ -93,10 +96,42 @@ def test_a_deleted_collection_is_skipped(world, owner, other_user):
     assert _files(other_user, "agent:helper") == []
 
 
-def test_an_inactive_owners_agent_reads_no_collection(world, owner, other_user):
+def test_a_deactivated_owners_agent_still_searches_what_the_owner_could_read_for_its_viewer(world, owner,
+                                                                                              other_user, admin):
+    owners_token = client_for(owner)
+    deactivated = client_for(admin).patch(f"/api/users/{owner.pk}", {"is_active": False}, format="json")
+    assert deactivated.status_code == 200 and deactivated.json()["is_active"] is False
+    # The owner's own collection and the one shared with them, as before.
+    assert _files(other_user, "agent:helper") == ["moon.txt", "tides.txt"]
+    # The owner themself holds nothing: no sign-in, no role on their own collection.
+    owner.refresh_from_db()
+    assert owners_token.post("/api/kb/search", {"query": QUERY}, format="json").status_code == 401
+    assert not can(owner, USE, world["handbook"])
+    assert not Collection.objects.filter(visible_q(owner, Collection)).exists()
+
+
+def test_a_deactivated_owners_agent_reads_with_their_rights_only(world, owner, other_user):
+    # What the owner lost access to stays out, and the viewer's own collections never come in.
+    tides = world["tides"]
+    assert client_for(world["third"]).put(f"/api/kb/collections/{tides.pk}/access", {"visibility": "private"},
+                                          format="json").status_code == 200
     owner.is_active = False
     owner.save()
-    assert _files(other_user, "agent:helper") == []
+    assert _files(other_user, "agent:helper") == ["moon.txt"]
+    assert _files(other_user, "agent:helper", "bread dough flour yeast") == []
+
+
+def test_an_editor_still_saves_a_deactivated_owners_agent_with_its_collections(world, owner, other_user):
+    agent = world["agent"]
+    assert client_for(owner).put(f"/api/agents/{agent['id']}/access", {"visibility": "shared", "grants": [
+        {"user": other_user.pk, "role": "editor"}]}, format="json").status_code == 200
+    owner.is_active = False
+    owner.save()
+    knowledge = [str(world["tides"].pk), str(world["handbook"].pk)]  # kept, in another order
+    saved = client_for(other_user).patch(f"/api/agents/{agent['id']}", {"knowledge": knowledge}, format="json")
+    assert saved.status_code == 200, saved.content
+    assert saved.json()["knowledge"] == knowledge
+    assert _files(other_user, "agent:helper") == ["moon.txt", "tides.txt"]
 
 
 def test_an_agent_without_knowledge_searches_nothing(world, owner, other_user):

@@ -147,6 +147,16 @@ def test_a_member_removed_from_the_group_loses_access_on_the_next_request(shared
     assert shared["b"].get("/api/kb/collections").json()["results"] == []
 
 
+def test_a_deactivated_owners_shared_collection_still_answers_its_viewers_and_not_its_owner(shared, admin):
+    deactivated = client_for(admin).patch(f"/api/users/{shared['alice'].pk}", {"is_active": False}, format="json")
+    assert deactivated.status_code == 200 and deactivated.json()["is_active"] is False
+    results = search(shared["b"], "astronauts landed on the Moon", [shared["id"]]).json()["results"]
+    assert [row["document"]["filename"] for row in results] == ["moon.txt"]
+    assert shared["b"].post("/api/kb/context", {"query": "Apollo 11", "collections": [shared["id"]]},
+                            format="json").json()["context"].startswith("[moon.txt] ")
+    assert search(shared["a"], "Moon", [shared["id"]]).status_code == 401  # the owner themself: signed out
+
+
 def test_one_search_ranks_across_collections_each_hit_naming_its_own(team):
     alice = team["a"]
     ids = [alice.post("/api/kb/collections", {"name": name}, format="json").json()["id"]

@@ -1,5 +1,6 @@
 """Deleting a user (issue 44, item 3): refused with what they own until it is handed over (`?transfer_to=`, all
-or nothing), audited with what moved; and a deactivated owner's shared workflow still runs for its grantees.
+or nothing; workflows, collections), audited with what moved; and a deactivated owner's shared workflow still
+runs for its grantees.
 """
 
 from __future__ import annotations
@@ -7,11 +8,15 @@ from __future__ import annotations
 import pytest
 
 from accounts.models import AuditEvent
+from knowledge import services as kb
+from knowledge.models import Collection
 from organisation.models import Group, Membership
 from tests.conftest import client_for
 from workflows.models import Workflow, WorkflowRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+MOON = "The Moon orbits the Earth every 27 days. Astronauts of Apollo 11 first landed on the Moon in 1969."
 
 SIMPLE = {"nodes": [{"id": "start", "name": "start", "type": "input", "config": {}},
                     {"id": "out", "name": "out", "type": "output", "config": {}}],
@@ -53,6 +58,30 @@ def test_a_user_who_owns_a_workflow_is_not_deleted_until_it_is_handed_over(peopl
     assert event.details == {"username": "alice", "transferred_to": people["erin"].pk,
                              "transferred": {"workflow": [workflow["id"]]}}
     assert AuditEvent.objects.filter(action="resource.transfer", target=f"workflow:{workflow['id']}").exists()
+
+
+def test_a_user_who_owns_only_a_collection_is_not_deleted_until_it_is_handed_over(people):
+    erin, bob = people["erin"], people["bob"]
+    handbook = kb.collection_create(owner_id=erin.pk, name="handbook")
+    kb.document_ingest(owner_id=erin.pk, filename="moon.txt", content=MOON, collection=handbook)
+    kb.collection_create(owner_id=bob.pk, name="handbook")
+    admin = client_for(people["admin"])
+    refused = admin.delete(f"/api/users/{erin.pk}")
+    assert (refused.status_code, code(refused)) == (409, "conflict")
+    assert refused.json()["error"]["details"]["owned"] == {"collection": [{"id": str(handbook.pk), "name": "handbook"}]}
+    assert Collection.objects.get(pk=handbook.pk).owner_id == erin.pk
+
+    erin_id = erin.pk
+    assert admin.delete(f"/api/users/{erin_id}?transfer_to={bob.pk}").status_code == 204
+    assert not type(erin).objects.filter(pk=erin_id).exists()
+    moved = Collection.objects.get(pk=handbook.pk)
+    assert (moved.owner_id, moved.name) == (bob.pk, "handbook (from erin)")  # bob has a "handbook" already
+    found = client_for(bob).post("/api/kb/search", {"query": "Apollo astronauts", "collections": [str(moved.pk)]},
+                                 format="json")
+    assert [hit["document"]["filename"] for hit in found.json()["results"]] == ["moon.txt"]
+    assert AuditEvent.objects.get(action="user.delete").details["transferred"] == {"collection": [str(handbook.pk)]}
+    assert AuditEvent.objects.get(action="resource.transfer").details == {
+        "before": {"owner": erin_id}, "after": {"owner": bob.pk}}
 
 
 def test_a_name_the_new_owner_holds_refuses_the_whole_delete_and_moves_nothing(people):

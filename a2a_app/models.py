@@ -3,8 +3,7 @@ answer for a task and follow it), and the remote A2A agents registered as tools.
 
 Invariants:
 - A task belongs to one principal, `owner` (`user:<id>`): every read filters by it, so another caller's task id
-  is "not found", never someone else's task. `context_id` groups a caller's tasks into one conversation, and is
-  looked up only together with `owner` and `agent_slug`: two callers naming the same context share nothing.
+  is "not found". `context_id` (one conversation) is looked up only with `owner` and `agent_slug`.
 - `version` counts the task's writes (1 on the first); a write names the version it read and fails when another
   writer came first (compare-and-swap, a2a.server.cluster.VersionedTaskStore), except a cancel of a task that
   has not ended.

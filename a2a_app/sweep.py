@@ -29,6 +29,7 @@ def _terminal_names() -> list[str]:
 
 
 def _fail(task_id: str, dead: list[str], include_unowned: bool) -> int:
+    # Imported here: the sweeper runs in every process, a2a-sdk (~20 MiB) is loaded only when a task must end.
     from a2a.helpers.proto_helpers import new_text_message
     from a2a.types.a2a_pb2 import Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent
     from a2a.utils.proto_utils import to_stream_response

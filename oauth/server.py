@@ -1,8 +1,7 @@
 """The authorization server's protocol, on Authlib: authorization codes with PKCE (S256, required of every client)
 and RFC 8707 resource indicators, refresh tokens with rotation and reuse detection, revocation (RFC 7009) and
-dynamic client registration (RFC 7591). Authlib checks the protocol; this module stores what it issues
-(hashed: oauth.models) and adds what Authlib lacks: the required PKCE, the `resource` and its audience. The
-resources are /mcp and /a2a (oauth.resource); a grant is for one of them, with that resource's scope only.
+dynamic client registration (RFC 7591). Authlib checks the protocol; this module stores what it issues (hashed:
+oauth.models) and adds the required PKCE and the `resource` (/mcp or /a2a, each with its own scope only).
 
 Contract of `server` (one per process; every row in the database, so each step may land on any process):
 - `server.get_consent_grant(request)` checks an authorization request (raises OAuth2Error, `redirect_uri` set

@@ -18,7 +18,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
@@ -44,6 +44,9 @@ from agentsite.core.processes import current_process_id
 from agentsite.core.sse import SseGuard, sse_event
 from oauth import tokens as oauth_tokens
 from oauth.resource import a2a_metadata_url, a2a_resource_url
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +137,7 @@ class A2AApp:
 class _Identity:
     """A caller at this door: the accounts Identity, or an OAuth grant's user (`oauth` its credential)."""
 
-    def __init__(self, user: Any, key: Any, credential: Any, oauth: bool):
+    def __init__(self, user: AbstractBaseUser, key: Any, credential: Any, oauth: bool):
         self.user, self.key, self.credential, self.oauth = user, key, credential, oauth
 
     @property

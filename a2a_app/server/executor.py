@@ -1,12 +1,10 @@
 """An agent's run as an A2A task: the SDK's AgentExecutor over agentsite's agent loop.
 
-A task is one turn of the agent named by the door (/a2a/<slug>), run as the caller (their tools, budget, model
-access; usage facet `a2a`). The conversation is the caller's earlier tasks with this agent in the same
-`contextId` (their messages and the agent's replies), then this message. Text parts come in as text; file parts
-(bytes) are stored as the caller's uploads (the uploads store's type, size and quota rules) and reach the model
-as a chat attachment would; a file by URL is refused. Out: the reply as the artifact `reply`, streamed in chunks
-as the model writes it; when the reply is a JSON object or array and the caller accepts `application/json`, also
-the artifact `data` with it as a data part. A tool call shows as a `working` status with a message naming it.
+A task is one turn of the agent named by the door, run as the caller (their tools, budget, model access; usage
+facet `a2a`), after the caller's earlier tasks with this agent in the same `contextId`. In: text parts; data
+parts as JSON; file parts (bytes) stored as the caller's uploads and given to the model as chat attachments; a
+file by URL is refused. Out: the artifact `reply`, streamed in chunks; a JSON object or array reply also as the
+artifact `data` when the caller accepts `application/json`. A tool call is a `working` status naming it.
 
 Invariants: the Task is enqueued before any status (the SDK's rule); every run ends in exactly one final state
 (`completed`, `failed`, `canceled`); a cancel from any process stops the run (the model's request is closed):
@@ -21,7 +19,7 @@ import contextlib
 import json
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.helpers.proto_helpers import new_task, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -33,10 +31,15 @@ from google.protobuf import json_format, struct_pb2
 
 from a2a_app.server import store
 from agentsite.agent.loop import run_agent_batches
-from agentsite.agent.types import MAX_MESSAGE_CHARS, Message
+from agentsite.agent.types import MAX_MESSAGE_CHARS, Message, TextPart
 from agentsite.core import invalidation
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
+from uploads.selectors import attachment_parts_for
+from uploads.services import upload_create
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 logger = logging.getLogger(__name__)
 
@@ -244,15 +247,10 @@ async def _user_message(message: A2AMessage, state: store.CallState) -> Message:
         parts = await db(_uploaded_parts, state.identity.user, files)
     except AppError as exc:
         raise Refused(f"{exc.code}: {exc.message}") from exc
-    from agentsite.agent.types import TextPart
-
     return Message("user", [TextPart(text), *parts] if text else parts)
 
 
-def _uploaded_parts(user: Any, files: list[tuple[str, bytes]]) -> list[Any]:
-    from uploads.selectors import attachment_parts_for
-    from uploads.services import upload_create
-
+def _uploaded_parts(user: AbstractBaseUser, files: list[tuple[str, bytes]]) -> list[Any]:
     ids = [str(upload_create(owner_id=user.pk, filename=name, data=data).pk) for name, data in files]
     found = attachment_parts_for(user, ids)
     return [part for upload_id in ids for part in found[upload_id]]

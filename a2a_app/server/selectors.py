@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a_app.server.cards import AgentFacts
+from agents_app.models import Agent
 from agentsite.agent import agents
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
 
 
 def _not_found(slug: str) -> AppError:
     return AppError("not_found", f"No agent {slug!r} that you may use at this A2A endpoint.", 404)
 
 
-async def run_settings(user: Any, slug: str) -> Any:
+async def run_settings(user: AbstractBaseUser, slug: str) -> Any:
     """The settings a run of agent `slug` uses for `user` (agents.run_settings_now); AppError 404 `not_found` when
     there is no such agent or the user may not use it (the same answer for both)."""
     try:
@@ -25,9 +29,7 @@ async def run_settings(user: Any, slug: str) -> Any:
         raise
 
 
-def _facts_now(user: Any, slug: str) -> AgentFacts | None:
-    from agents_app.models import Agent
-
+def _facts_now(user: AbstractBaseUser | None, slug: str) -> AgentFacts | None:
     if user is not None:
         try:
             agents.resolve_now(user, agents.PREFIX + slug)
@@ -41,7 +43,7 @@ def _facts_now(user: Any, slug: str) -> AgentFacts | None:
                       starters=starters)
 
 
-async def agent_facts(user: Any, slug: str) -> AgentFacts | None:
+async def agent_facts(user: AbstractBaseUser | None, slug: str) -> AgentFacts | None:
     """The card's facts of agent `slug` for `user` (None: an anonymous reader of a public card); None when there
     is no such agent or the user may not use it."""
     return await db(_facts_now, user, slug)

@@ -42,6 +42,7 @@ PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register")
                      ("get", "/.well-known/oauth-protected-resource"),
                      ("get", "/.well-known/oauth-protected-resource/mcp"),
                      ("get", "/.well-known/oauth-protected-resource/a2a"),
+                     ("get", "/.well-known/agent-card.json"),
                      ("get", "/.well-known/oauth-authorization-server"), ("post", "/oauth/register"),
                      ("get", "/oauth/authorize"), ("post", "/oauth/token"), ("post", "/oauth/revoke"),
                      # A remote authorization server's answer: the single-use state is the credential.

@@ -91,3 +91,4 @@ _.get_server_metadata
 _.generate_client_secret
 _.save_client
 _.async_auth_flow  # mcpbridge/oauthgrant.py: httpx2 calls an Auth's flow by name
+_.destroy  # a2a_app/server/store.py: a2a-sdk's request handler calls the event stream's by name

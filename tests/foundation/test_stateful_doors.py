@@ -351,3 +351,37 @@ def test_an_agents_change_and_its_rule_count_on_the_next_request_in_every_proces
         assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found", (pid, refused.text)
         listed = deployment.via(pid, "GET", "/v1/models", headers=bob).json()["data"]
         assert f"agent:{slug}" not in [model["id"] for model in listed], pid
+
+
+def _a2a(deployment: Deployment, pid: int, method: str, params: dict, **kwargs) -> requests.Response:
+    """An A2A 1.0 JSON-RPC call to the agent `default`, answered by process `pid`."""
+    return deployment.via(pid, "POST", "/a2a/default", headers={"A2A-Version": "1.0"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": method, "params": params}, **kwargs)
+
+
+def test_an_a2a_task_running_on_one_process_is_followed_read_and_cancelled_through_another(deployment, fake_openai):
+    running = deployment.processes[0]
+    other = deployment.other_than(running)
+    pieces = [f"piece {index} " for index in range(6)]
+    fake_openai.script(Text("".join(pieces), pieces=pieces, delay=0.2))
+    sent = _a2a(deployment, running, "SendMessage", {"message": {
+        "messageId": secrets.token_hex(4), "role": "ROLE_USER", "parts": [{"text": "Slowly, please."}]},
+        "configuration": {"returnImmediately": True}})
+    task_id = sent.json()["result"]["task"]["id"]
+    with _a2a(deployment, other, "SubscribeToTask", {"id": task_id}, stream=True) as followed:
+        results = [data["result"] for _name, data in sse_events(followed) if isinstance(data, dict) and "result" in data]
+    assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", results
+    got = _a2a(deployment, other, "GetTask", {"id": task_id}).json()["result"]
+    assert "".join(part["text"] for part in got["artifacts"][0]["parts"]) == "".join(pieces)
+
+    fake_openai.script(Hang())
+    hanging = _a2a(deployment, running, "SendMessage", {"message": {
+        "messageId": secrets.token_hex(4), "role": "ROLE_USER", "parts": [{"text": "Take forever."}]},
+        "configuration": {"returnImmediately": True}}).json()["result"]["task"]["id"]
+    poll(lambda: fake_openai.pending == 0, "the upstream asked", timeout=10)
+    cancelled = _a2a(deployment, other, "CancelTask", {"id": hanging}).json()["result"]
+    assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
+    # The run stops where it runs (the cancel is announced across processes and hosts): the model's request closes.
+    poll(lambda: fake_openai.hangups == 1, "the upstream's hang-up", timeout=5)
+    assert _a2a(deployment, running, "GetTask", {"id": hanging}).json()["result"]["status"]["state"] == (
+        "TASK_STATE_CANCELED")

@@ -15,10 +15,14 @@ class A2AConfig(AppConfig):
     def ready(self) -> None:
         # Imported once the app registry is ready: these modules import the models.
         from a2a_app.models import A2ARemote
+        from a2a_app.remotes import A2AToolSource
+        from agentsite.agent.tools import registry
         from organisation.policy import ResourceKind, register
 
         # As an MCP server: the deployment's, changed by admins only; a grant gives use.
         register(ResourceKind(kind="a2a_remote", model=A2ARemote, label="A2A remote agent", roles=("viewer",)))
+        # Each remote the caller may use is the tool a2a_<name>; asked after mcp and workflows (INSTALLED_APPS).
+        registry.register_source(A2AToolSource())
         if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((A2A_PATH, _a2a_asgi_app))
 

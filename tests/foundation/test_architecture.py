@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowledge", "scheduler", "workflows", "voice",
-        "plugins", "usage", "uploads", "organisation", "sso", "agents_app", "oauth")
+        "plugins", "usage", "uploads", "organisation", "sso", "agents_app", "oauth", "a2a_app")
 # The modules of agentsite/core/ (the kernel), each a module or a package of it.
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
@@ -60,6 +60,8 @@ APP_EDGES = {
     # Named agents: a model checked against the catalogue, knowledge collections, shared through organisation's
     # rule; sessions and scheduled tasks name an agent.
     "agents_app": {"catalogue", "knowledge", "organisation"},
+    # A2A: remote agents are shareable resources (organisation's rule), registered by admins (accounts' IsAdmin).
+    "a2a_app": {"accounts", "organisation"},
 }
 
 

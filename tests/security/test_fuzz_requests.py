@@ -416,6 +416,11 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/workflows/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
     ("put", "/api/mcp/servers/{id}/access"): lambda c: {"visibility": "shared", "grants": [
         {"group": int(c.objects["group"]), "role": "viewer"}]},
+    # No remote agent listens there: the card's fetch fails (502 remote_unreachable), after every check of the body.
+    ("post", "/api/a2a/remotes"): lambda c: {"name": c.unique("remote").replace(".", "-")[:48],
+                                             "url": "http://127.0.0.1:9/", "headers": {"X-Key": "k"},
+                                             "access": {"visibility": "private"}},
+    ("put", "/api/a2a/remotes/{id}/access"): lambda c: {"visibility": "private", "grants": []},
     ("post", "/api/agents"): lambda c: {"slug": c.unique("ag"), "name": "Agent", "description": "d",
                                         "instructions": "Be brief.", "model": c.model, "tools": ["*"],
                                         "knowledge": [c.objects["collection"]], "temperature": 0.5,
@@ -434,6 +439,7 @@ ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          # groups are the admins' (their members the managers' too); an MCP server's rule is the admins'
          ("post", "/api/groups"): "admin", ("patch", "/api/groups/{group_id}"): "admin",
          ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin",
+         ("put", "/api/a2a/remotes/{id}/access"): "admin",
          # ?user= (another user's connected apps) is the admins'
          ("get", "/api/oauth/apps"): "admin", ("delete", "/api/oauth/apps/{client_id}"): "admin"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow",
@@ -802,7 +808,7 @@ FACETS = ["/api/auth", "/api/oauth", "/oauth", "/api/config", "/api/sessions", "
           "/api/scheduler",
           "/api/groups", "/api/agents",
           "/api/workflows", "/api/upload", "/api/voice", "/api/connections", "/api/aliases", "/api/keys", "/api/users",
-          "/api/usage", "/api/approvals", "/v1"]
+          "/api/usage", "/api/approvals", "/api/a2a", "/v1"]
 
 
 def test_every_operation_with_a_valid_body_is_in_a_fuzzed_facet():

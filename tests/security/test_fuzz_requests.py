@@ -47,6 +47,7 @@ import pytest
 import requests
 
 from agentsite.core.bodygate import body_limit_for
+from tests.a2a_app.remote_agent import RemoteAgent, Served
 from tests.foundation.test_openapi import ADMIN_OPERATIONS
 from tests.server import LiveServer
 
@@ -75,7 +76,9 @@ def server() -> Iterator[LiveServer]:
     # No heartbeat rewriting its row behind the snapshots' backs; logins enough for the ones below.
     live = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "100000",
                                              "AGENTSITE_OAUTH_REGISTER_RATE": "100000",
-                                             "AGENTSITE_PROCESS_HEARTBEAT_S": "3600"}).start()
+                                             "AGENTSITE_PROCESS_HEARTBEAT_S": "3600",
+                                             # the remote A2A agent below listens on loopback
+                                             "AGENTSITE_ALLOW_PRIVATE_FETCH": "1"}).start()
     yield live
     if live.database_url in _PG:
         _PG.pop(live.database_url).close()
@@ -142,6 +145,7 @@ class Context:
     voice: str = ""
     counter: int = 0
     mcp_server: str | None = None
+    remote_agent: Any = None  # a remote A2A agent (tests/a2a_app/remote_agent.py), served in this process
     extra_headers: dict[str, str] = field(default_factory=dict)
     # The snapshot taken after the last refused request, while nothing else has written: the next request's
     # "before" (a snapshot costs more than most requests). Taken by state_before(); anything that may write
@@ -227,6 +231,11 @@ def context(server: LiveServer) -> Context:
     turn = context.post(f"/api/sessions/{context.objects['session']}/chat", {"message": "hello"})
     assert turn.status_code == 200 and "event: done" in turn.text, turn.text[:300]
     context.objects["message"] = re.search(r'"message_id": ?"([0-9a-f-]{36})"', turn.text).group(1)
+    context.remote_agent = Served(RemoteAgent()).start()
+    remote = context.post("/api/a2a/remotes", {"name": "fuzz-remote", "url": context.remote_agent.agent.base_url},
+                          role="admin")
+    assert remote.status_code == 201, remote.text
+    context.objects["a2a_remote"] = str(remote.json()["id"])
     ruled = context.post("/api/mcp/connect", time_server("ruled"), role="admin")
     assert ruled.status_code == 201, ruled.text
     context.objects["mcp_server"] = "ruled"
@@ -416,9 +425,8 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/workflows/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
     ("put", "/api/mcp/servers/{id}/access"): lambda c: {"visibility": "shared", "grants": [
         {"group": int(c.objects["group"]), "role": "viewer"}]},
-    # No remote agent listens there: the card's fetch fails (502 remote_unreachable), after every check of the body.
     ("post", "/api/a2a/remotes"): lambda c: {"name": c.unique("remote").replace(".", "-")[:48],
-                                             "url": "http://127.0.0.1:9/", "headers": {"X-Key": "k"},
+                                             "url": c.remote_agent.agent.base_url, "headers": {"X-Key": "k"},
                                              "access": {"visibility": "private"}},
     ("put", "/api/a2a/remotes/{id}/access"): lambda c: {"visibility": "private", "grants": []},
     ("post", "/api/agents"): lambda c: {"slug": c.unique("ag"), "name": "Agent", "description": "d",
@@ -444,6 +452,7 @@ ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          ("get", "/api/oauth/apps"): "admin", ("delete", "/api/oauth/apps/{client_id}"): "admin"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow",
                   "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server",
+                  "/api/a2a/remotes/": "a2a_remote",
                   "/api/agents/": "agent"}
 # Path parameters other than `{id}`, and the object each names.
 PATH_OBJECTS = {"{mid}": "message", "{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",

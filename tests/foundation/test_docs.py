@@ -103,6 +103,8 @@ def documented_operations() -> set[tuple[str, str]]:
 OUTSIDE_THE_SCHEMA = {
     ("get", "/metrics"): "Prometheus text for a scraper, off unless AGENTSITE_METRICS=1",
     ("post", "/hooks/{id}"): "another system's webhook, authenticated by the trigger's secret, not a user's token",
+    ("post", "/a2a/{id}"): "A2A's JSON-RPC endpoint, a mounted app (a2a-sdk's routes): the agent card describes it",
+    ("get", "/a2a/{id}/.well-known/agent-card.json"): "the A2A agent card, served by the /a2a mount",
 }
 
 

@@ -369,7 +369,8 @@ def test_an_a2a_task_running_on_one_process_is_followed_read_and_cancelled_throu
         "configuration": {"returnImmediately": True}})
     task_id = sent.json()["result"]["task"]["id"]
     with _a2a(deployment, other, "SubscribeToTask", {"id": task_id}, stream=True) as followed:
-        results = [data["result"] for _name, data in sse_events(followed) if isinstance(data, dict) and "result" in data]
+        results = [data["result"] for _name, data in sse_events(followed)
+                   if isinstance(data, dict) and "result" in data]
     assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", results
     got = _a2a(deployment, other, "GetTask", {"id": task_id}).json()["result"]
     assert "".join(part["text"] for part in got["artifacts"][0]["parts"]) == "".join(pieces)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,11 +28,13 @@ from google.protobuf.json_format import MessageToDict
 from a2a_app.cards import BINDINGS, card_loaded
 from a2a_app.guard import RemoteRefused, guarded_client
 from a2a_app.selectors import RemoteSpec
-from agentsite.agent.tooltypes import ToolResult
+from agentsite.agent.tooltypes import ToolResult, report_progress
 
 logger = logging.getLogger(__name__)
 
 CANCEL_TIMEOUT_S = 5.0
+PROGRESS_EVERY_S = 0.5
+PROGRESS_TAIL = 200
 _ENDED_BADLY = {TaskState.TASK_STATE_FAILED: "failed", TaskState.TASK_STATE_REJECTED: "rejected",
                 TaskState.TASK_STATE_CANCELED: "canceled"}
 _ASKS = {TaskState.TASK_STATE_INPUT_REQUIRED: "asks for more input", TaskState.TASK_STATE_AUTH_REQUIRED:
@@ -142,8 +145,30 @@ async def _send(spec: RemoteSpec, message: str, http: httpx.AsyncClient, answer:
     # The SDK's new_text_message would make the agent's role: a message to a remote is the user's.
     request = SendMessageRequest(message=Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER,
                                                  parts=[Part(text=message)]))
+    progress = _Progress()
     async for event in client.send_message(request):
         answer.read(event)
+        progress.tell(answer)
+
+
+class _Progress:
+    """A streamed remote's progress as the tool step's progress lines (tooltypes.report_progress): its status
+    message whenever it changes, and its answer so far (the last PROGRESS_TAIL characters) at most every
+    PROGRESS_EVERY_S, so a remote streaming many small chunks does not flood the chat stream."""
+
+    def __init__(self) -> None:
+        self.status, self.answer, self.answer_at = "", "", 0.0
+
+    def tell(self, answer: _Answer) -> None:
+        if answer.status_text and answer.status_text != self.status:
+            self.status = answer.status_text
+            report_progress(answer.status_text)
+            return
+        text = "".join(parts_text(parts) for parts in answer.artifacts.values())
+        line = "answering: " + ("…" + text[-PROGRESS_TAIL:] if len(text) > PROGRESS_TAIL else text)
+        if text and line != self.answer and time.monotonic() - self.answer_at >= PROGRESS_EVERY_S:
+            self.answer, self.answer_at = line, time.monotonic()
+            report_progress(line)
 
 
 async def _cancel(spec: RemoteSpec, task_id: str, http: httpx.AsyncClient) -> None:

@@ -4,12 +4,11 @@ A task is one turn of the agent named by the door, run as the caller (their tool
 facet `a2a`), after the caller's earlier tasks with this agent in the same `contextId`. In: text parts; data
 parts as JSON; file parts (bytes) stored as the caller's uploads and given to the model as chat attachments; a
 file by URL is refused. Out: the artifact `reply`, streamed in chunks; a JSON object or array reply also as the
-artifact `data` when the caller accepts `application/json`. A tool call is a `working` status naming it.
+artifact `data` when the caller accepts `application/json`. A tool call, and what a running call reports, are
+`working` statuses naming the tool.
 
-Invariants: the Task is enqueued before any status (the SDK's rule); every run ends in exactly one final state
-(`completed`, `failed`, `canceled`); a cancel from any process stops the run (the model's request is closed):
-the process running the task hears the store's CANCEL_TOPIC, or, without a channel, finds the cancel on its
-next look at the row (every CANCEL_POLL_S).
+Invariants: the Task is enqueued before any status (the SDK's rule); a run ends in one final state; a cancel
+from any process closes the run's model request where it runs (CANCEL_TOPIC, or a look at the row).
 """
 
 from __future__ import annotations
@@ -141,6 +140,10 @@ class AgentsiteExecutor(AgentExecutor):
                     name = event.data.get("name", "")
                     await updater.update_status(TaskState.TASK_STATE_WORKING, _agent_text(
                         f"Calling the tool {name}.", updater.task_id, updater.context_id))
+                elif event.type == "tool_progress":
+                    await updater.update_status(TaskState.TASK_STATE_WORKING, _agent_text(
+                        f"{event.data.get('name', '')}: {event.data.get('content', '')}", updater.task_id,
+                        updater.context_id))
                 elif event.type == "done":
                     reply = str(event.data.get("content", ""))
                     await _final_reply(updater, reply, streamed)

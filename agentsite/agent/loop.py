@@ -1,8 +1,9 @@
 """The agent loop: messages -> provider -> tool calls -> results -> provider ... -> a final answer.
 
 Chat sessions, the /v1 `agent` model, the scheduler and workflows all drive this one function. It yields
-the chat stream's events (docs/api.md): `delta {content}`, `tool_call {id, name, arguments}`, `tool_result {id,
-name, content, is_error}`, then `done {content, finish_reason, usage, sources}` or `error {code, message}`.
+the chat stream's events (docs/api.md): `delta {content}`, `tool_call {id, name, arguments}`, `tool_progress {id,
+name, content}` (what a running call reports: tooltypes.report_progress), `tool_result {id, name, content,
+is_error}`, then `done {content, finish_reason, usage, sources}` or `error {code, message}`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from agentsite.agent.multimodal import parts_from_tool_content
 from agentsite.agent.providers import Provider
 from agentsite.agent.routing import routed_provider
 from agentsite.agent.tools import Tool, ToolContext, ToolResult, call_tool, registry, resolve_caller
+from agentsite.agent.tooltypes import listen_progress
 from agentsite.agent.types import (
     ChatRequest,
     Finish,
@@ -94,7 +96,7 @@ class AgentEvent:
     messages to store and the text streamed so far.
     """
 
-    type: str  # delta | tool_call | tool_result | done | error
+    type: str  # delta | tool_call | tool_progress | tool_result | done | error
     data: dict[str, Any]
     transcript: Transcript | None = field(default=None, repr=False, compare=False)
     result: ToolResult | None = field(default=None, repr=False, compare=False)  # tool_result: images included
@@ -323,16 +325,24 @@ class _AgentRun:
                                    "usage": self.transcript.usage.as_dict(), "sources": self.transcript.sources})
 
     async def _run_tools(self, calls: list[ToolCall], tools: dict[str, Tool]) -> AsyncGenerator[AgentEvent, None]:
-        """Run the round's calls concurrently, report each as it finishes, store the results in call order."""
+        """Run the round's calls concurrently, report each as it finishes (and what a call reports while it runs,
+        as `tool_progress`), store the results in call order."""
+        told: asyncio.Queue[tuple[str, ToolCall, Any]] = asyncio.Queue()
         with tracing.current(self.span):  # the tasks copy the context: their spans are the turn's children
-            tasks = [asyncio.create_task(self._run_tool(call, tools)) for call in calls]
+            tasks = [asyncio.create_task(self._run_tool(call, tools, told)) for call in calls]
         results: dict[str, ToolResult] = {}
         try:
-            for finished in asyncio.as_completed(tasks):
-                call, result = await finished
-                results[call.id] = self.transcript.results[call.id] = result
-                yield self.event("tool_result", {"id": call.id, "name": call.name, "content": result.text,
-                                                 "is_error": result.is_error}, result)
+            while len(results) < len(calls):
+                kind, call, what = await told.get()
+                if kind == "progress":
+                    if call.id not in results:
+                        yield self.event("tool_progress", {"id": call.id, "name": call.name, "content": what})
+                    continue
+                if kind == "failed":
+                    raise what
+                results[call.id] = self.transcript.results[call.id] = what
+                yield self.event("tool_result", {"id": call.id, "name": call.name, "content": what.text,
+                                                 "is_error": what.is_error}, what)
         finally:
             for task in tasks:  # an interrupted stream leaves no tool running behind it
                 task.cancel()
@@ -341,12 +351,21 @@ class _AgentRun:
             self.transcript.messages.append(Message("tool", parts_from_tool_content(result.content),
                                                     tool_call_id=call.id, name=call.name, is_error=result.is_error))
 
-    async def _run_tool(self, call: ToolCall, tools: dict[str, Tool]) -> tuple[ToolCall, ToolResult]:
+    async def _run_tool(self, call: ToolCall, tools: dict[str, Tool],
+                        told: asyncio.Queue[tuple[str, ToolCall, Any]]) -> None:
+        """Run one call in its own task; what it reports and its result (or its failure) go to `told`."""
+        listen_progress(lambda text: told.put_nowait(("progress", call, text)))
         started = time.monotonic()
         try:
-            return call, await self._traced_tool_result(call, tools)
+            result = await self._traced_tool_result(call, tools)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # call_tool turns failures into results: this is a bug, raised in the run
+            told.put_nowait(("failed", call, exc))
+            raise
         finally:
             self.transcript.durations[call.id] = round((time.monotonic() - started) * 1000)
+        told.put_nowait(("result", call, result))
 
     async def _traced_tool_result(self, call: ToolCall, tools: dict[str, Tool]) -> ToolResult:
         tool = tools.get(call.name)

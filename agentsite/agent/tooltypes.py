@@ -4,6 +4,7 @@ its result, a source. Apart from the registry, so the built-in tools import thes
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,25 @@ from agentsite.agent.types import ToolSpec
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractUser
+
+# A tool call's progress line, while it runs: the agent loop sets a reporter for each call it runs (the chat
+# stream shows what it is told as `tool_progress`); anywhere else reporting does nothing.
+_progress: ContextVar[Callable[[str], None] | None] = ContextVar("agentsite_tool_progress", default=None)
+PROGRESS_MAX_CHARS = 1000
+
+
+def report_progress(text: str) -> None:
+    """Tell whoever runs this tool call how it is getting on (a line of text, cut to PROGRESS_MAX_CHARS). Cheap,
+    never raises, and a no-op outside a run that listens; a tool reports only what changed, not every byte."""
+    reporter = _progress.get()
+    if reporter is not None and text:
+        reporter(text if len(text) <= PROGRESS_MAX_CHARS else text[:PROGRESS_MAX_CHARS - 1] + "…")
+
+
+def listen_progress(reporter: Callable[[str], None] | None) -> None:
+    """The reporter of the tool call running in this context (the agent loop's, per call task)."""
+    _progress.set(reporter)
+
 
 @dataclass(frozen=True)
 class ToolContext:

@@ -1,7 +1,8 @@
 """A small A2A agent built with a2a-sdk's own server classes, served by uvicorn on a loopback port in a thread.
 
 Its executor answers by the message's first word: `fail` fails the task (with a status message), `ask` asks for
-more input, `slow` waits until cancelled, `reject` rejects it, `reply` answers with a Message instead of a task;
+more input, `slow` waits until cancelled, `reject` rejects it, `reply` answers with a Message instead of a task,
+`steps` (streaming) says what it does in a status message and answers in two chunks 0.6 s apart;
 anything else is echoed as an artifact (`echo: <text>`), in three chunks when the card says streaming. Every
 request's headers are recorded, and every cancel.
 """
@@ -21,7 +22,7 @@ from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, Role
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, Role, TaskState
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -53,6 +54,13 @@ class ScriptedExecutor(AgentExecutor):
             await updater.requires_input(updater.new_agent_message([Part(text="which city?")]))
         elif word == "slow":
             await asyncio.sleep(SLOW_S)
+            await updater.complete()
+        elif word == "steps" and self.streaming:
+            await updater.update_status(TaskState.TASK_STATE_WORKING,
+                                        updater.new_agent_message([Part(text="looking it up")]))
+            await updater.add_artifact([Part(text="first ")], artifact_id="answer")
+            await asyncio.sleep(0.6)
+            await updater.add_artifact([Part(text="second")], artifact_id="answer", append=True, last_chunk=True)
             await updater.complete()
         elif self.streaming:
             for index, chunk in enumerate(["echo: ", text[: len(text) // 2], text[len(text) // 2:]]):

@@ -63,8 +63,23 @@ async def test_an_agent_calls_the_remote_and_its_reply_comes_back_as_the_tool_re
 async def test_a_streaming_remote_is_streamed_and_its_chunks_joined(admin, fake_openai, streaming_agent,
                                                                     loopback_allowed):
     await registered(admin, streaming_agent)
-    _, result = await turn(fake_openai, admin, "hello pelican")
+    events, result = await turn(fake_openai, admin, "hello pelican")
     assert (result["content"], result["is_error"]) == ("echo: hello pelican", False)
+    # Three chunks at once: the answer so far is told once, the next lines held back (PROGRESS_EVERY_S).
+    assert [event.data["content"] for event in events if event.type == "tool_progress"] == ["answering: echo: "]
+
+
+async def test_a_streaming_remotes_progress_becomes_the_tool_steps_progress(admin, fake_openai, streaming_agent,
+                                                                            loopback_allowed):
+    await registered(admin, streaming_agent)
+    events, result = await turn(fake_openai, admin, "steps please")
+    assert (result["content"], result["is_error"]) == ("first second", False)
+    told = [event.data["content"] for event in events if event.type == "tool_progress"]
+    # Its status message at once, then its answer so far: the second chunk came 0.6 s after the first, past the
+    # 0.5 s between two lines of the answer so far.
+    assert told == ["looking it up", "answering: first ", "answering: first second"], told
+    kinds = [event.type for event in events]
+    assert kinds.index("tool_call") < kinds.index("tool_progress") < kinds.index("tool_result")
 
 
 @pytest.mark.parametrize(("message", "start"), [

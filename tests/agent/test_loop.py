@@ -308,3 +308,28 @@ async def test_the_events_of_one_upstream_read_come_in_one_list_and_run_agent_fl
     flat = [(event.type, event.data.get("content")) async for event in run_agent(
         messages=[Message("user", "Count.")], user_id=None, settings=settings, use_tools=False, provider=TwoReads())]
     assert flat == [item for batch in batches for item in batch]
+
+
+async def test_what_a_running_call_reports_streams_as_tool_progress_before_its_result(upstream, tool_source):
+    from agentsite.agent.tooltypes import PROGRESS_MAX_CHARS, report_progress
+
+    fake, settings = upstream
+
+    async def slow(arguments, ctx) -> str:
+        report_progress("asked the remote")
+        await asyncio.sleep(0)
+        report_progress("")  # nothing to say: nothing sent
+        report_progress("x" * (PROGRESS_MAX_CHARS + 5))
+        return "answer"
+
+    tool_source.append(text_tool("slow", slow, WORD_SCHEMA))
+    fake.script(ToolCalls([Call("slow", {"word": "a"}, id="call_1")]), Text("Done."))
+    events = await run(settings.with_overrides(tools=("slow",)))
+
+    kinds = [(event.type, event.data.get("content")) for event in events if event.type.startswith("tool_")]
+    assert kinds == [("tool_call", None), ("tool_progress", "asked the remote"),
+                     ("tool_progress", "x" * (PROGRESS_MAX_CHARS - 1) + "…"), ("tool_result", "answer")]
+    assert events[1].data == {"id": "call_1", "name": "slow", "content": "asked the remote"}
+    # Progress is shown, never stored: the transcript has the call and its result only.
+    assert [message.role for message in events[-1].messages] == ["assistant", "tool", "assistant"]
+    report_progress("outside any run")  # a no-op, never an error

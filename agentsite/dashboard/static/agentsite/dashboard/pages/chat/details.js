@@ -48,7 +48,8 @@ export function stepRow(step, { running = false, open = false } = {}) {
   return h("details", { class: `tool-call step step-${state}`, open, dataset: { stepId: step.id || "" } },
     h("summary", {}, h("code", { class: "step-name" }, step.name || "tool"), " ",
       h("span", { class: `badge ${state === "ok" ? "ok" : state === "error" ? "error" : ""}` }, badge),
-      Number.isFinite(step.duration_ms) ? h("span", { class: "step-duration" }, duration(step.duration_ms)) : null),
+      Number.isFinite(step.duration_ms) ? h("span", { class: "step-duration" }, duration(step.duration_ms)) : null,
+      running && step.progress ? h("span", { class: "step-progress", role: "status" }, step.progress) : null),
     h("p", { class: "tool-label" }, "Arguments"), h("pre", { class: "step-arguments" }, pretty(step.arguments ?? {})),
     h("p", { class: "tool-label" }, "Result"),
     h("pre", { class: "step-result" }, finished ? pretty(step.result) : running ? "Running…" : "No result."));

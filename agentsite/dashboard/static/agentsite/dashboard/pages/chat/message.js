@@ -127,6 +127,8 @@ export class MessageView {
       this.scheduleRender();
     } else if (event === "tool_call") {
       this.toolCall(data);
+    } else if (event === "tool_progress") {
+      this.toolProgress(data);
     } else if (event === "tool_result") {
       this.toolResult(data);
     } else if (event === "done") {
@@ -150,6 +152,16 @@ export class MessageView {
     const row = stepRow(step, { running: true });
     this.calls.set(call.id, { step, row });
     this.steps.append(row);
+  }
+
+  // What a running call reports (a remote agent's status, its answer so far): shown in its row until its result.
+  toolProgress(data) {
+    const entry = this.calls.get(data.id);
+    if (!entry || entry.step.result !== null) return;
+    entry.step.progress = String(data.content ?? "");
+    const row = stepRow(entry.step, { running: true, open: entry.row.open });
+    entry.row.replaceWith(row);
+    entry.row = row;
   }
 
   toolResult(data) {

@@ -2,7 +2,7 @@
 
 Its executor answers by the message's first word: `fail` fails the task (with a status message), `ask` asks for
 more input, `slow` waits until cancelled, `reject` rejects it, `reply` answers with a Message instead of a task,
-`steps` (streaming) says what it does in a status message and answers in two chunks 0.6 s apart;
+`steps` (streaming) says what it does in a status message and answers in two chunks `steps_pause` s apart;
 anything else is echoed as an artifact (`echo: <text>`), in three chunks when the card says streaming. Every
 request's headers are recorded, and every cancel.
 """
@@ -32,9 +32,10 @@ SLOW_S = 30.0
 
 
 class ScriptedExecutor(AgentExecutor):
-    def __init__(self, streaming: bool, cancelled: list[str]):
+    def __init__(self, streaming: bool, cancelled: list[str], steps_pause: float = 0.6):
         self.streaming = streaming
         self.cancelled = cancelled
+        self.steps_pause = steps_pause
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         text = context.get_user_input()
@@ -59,7 +60,7 @@ class ScriptedExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_WORKING,
                                         updater.new_agent_message([Part(text="looking it up")]))
             await updater.add_artifact([Part(text="first ")], artifact_id="answer")
-            await asyncio.sleep(0.6)
+            await asyncio.sleep(self.steps_pause)
             await updater.add_artifact([Part(text="second")], artifact_id="answer", append=True, last_chunk=True)
             await updater.complete()
         elif self.streaming:
@@ -86,6 +87,7 @@ class RemoteAgent:
     headers: list[dict[str, str]] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     port: int = 0
+    steps_pause: float = 0.6
 
     @property
     def base_url(self) -> str:
@@ -106,7 +108,8 @@ class RemoteAgent:
 
     def app(self):
         card = self.card()
-        handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(self.streaming, self.cancelled),
+        handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(self.streaming, self.cancelled,
+                                                                        self.steps_pause),
                                         task_store=InMemoryTaskStore(), agent_card=card)
         routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, RPC_PATH),
                   Route("/not-a-card.json", lambda request: JSONResponse({"hello": "world"})),

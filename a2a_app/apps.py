@@ -15,7 +15,9 @@ class A2AConfig(AppConfig):
     def ready(self) -> None:
         # Imported once the app registry is ready: these modules import the models.
         from a2a_app.models import A2ARemote
+        from a2a_app.remotes import A2AToolSource
         from a2a_app.sweep import tasks_mark_failed
+        from agentsite.agent.tools import registry
         from agentsite.core.processes import on_process_death
         from organisation.policy import ResourceKind, register
 
@@ -23,6 +25,8 @@ class A2AConfig(AppConfig):
         register(ResourceKind(kind="a2a_remote", model=A2ARemote, label="A2A remote agent", roles=("viewer",)))
         # A task whose process died ends `failed` (its run is gone), so no caller waits on it for ever.
         on_process_death("a2a tasks", tasks_mark_failed)
+        # Each remote the caller may use is the tool a2a_<name>; asked after mcp and workflows (INSTALLED_APPS).
+        registry.register_source(A2AToolSource())
         if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((A2A_PATH, _a2a_asgi_app))
 

@@ -5,8 +5,7 @@ Invariants:
 - A task belongs to one principal, `owner` (`user:<id>`): every read filters by it, so another caller's task id
   is "not found". `context_id` (one conversation) is looked up only with `owner` and `agent_slug`.
 - `version` counts the task's writes (1 on the first); a write names the version it read and fails when another
-  writer came first (compare-and-swap, a2a.server.cluster.VersionedTaskStore), except a cancel of a task that
-  has not ended.
+  writer came first (compare-and-swap, a2a.server.cluster.VersionedTaskStore), except a cancel of an unended task.
 - Each write that an event produced appends that event to A2ATaskEvent with the task's new version, in the same
   transaction: a process following the task reads the log in `seq` order from the version it last saw.
 - A remote's `headers` values are sealed (agentsite.core.secretbox) and never returned by any API.

@@ -36,6 +36,7 @@ ACTIONS = (
     "group.member_update", "group.member_remove", "access.change", "resource.transfer", "user.delete",
     "agent.create", "agent.update", "agent.delete", "agent.restore", "oauth.client_registered", "oauth.consent",
     "oauth.revoke", "oauth.token_reuse",
+    "a2a_remote.create", "a2a_remote.delete", "a2a_remote.refresh",
 )
 SECRET_KEYS = ("password", "api_key", "secret", "token", "key", "authorization", "headers")
 

@@ -85,6 +85,10 @@ ERROR_CODES: dict[str, ErrorCode] = {
                                 "`type`, `code` and `param`); the message carries its words."),
     "workflow_failed": ErrorCode((502,), "/v1: the workflow behind a `workflow:` model ended with an error."),
     "mcp_connect_failed": ErrorCode((502,), "The MCP server could not be started or reached."),
+    "remote_unreachable": ErrorCode((502,), "A remote A2A agent's card could not be read (connect error, timeout, "
+                                            "a status other than 200, too large)."),
+    "card_invalid": ErrorCode((422,), "What a remote A2A agent's URL answers is not an agent card this client can "
+                                      "use (the message says why)."),
     "unavailable": ErrorCode((503,), "A part of the server is not available now (the database, the sandbox, a "
                                      "provider not set up)."),
     "insufficient_storage": ErrorCode((507,), "The data directory's disk is nearly full; nothing was stored."),

@@ -141,6 +141,7 @@ def objects(clients) -> dict[str, str]:
         "collection": post("/api/kb/collections", {"name": "target"})["id"],
         "agent": str(post("/api/agents", {"slug": "target", "name": "Target"})["id"]),
         "mcp_server": "no-such-server",  # the admins': a user's bad body meets its 404 (its own tests try the rest)
+        "a2a_remote": "999999",  # the admins' too (tests/a2a_app try the rest)
     }
 
 

@@ -9,6 +9,8 @@ ADMIN_OPERATIONS = {("get", "/api/audit"), ("get", "/api/metrics/summary"),
                     ("put", "/api/config"), ("patch", "/api/config"), ("post", "/api/mcp/connect"),
                     ("post", "/api/mcp/disconnect"), ("patch", "/api/mcp/servers/{name}"), ("get", "/api/plugins"),
                     ("post", "/api/mcp/servers/{name}/reconnect"),
+                    ("post", "/api/a2a/remotes"), ("post", "/api/a2a/remotes/{remote_id}/refresh"),
+                    ("delete", "/api/a2a/remotes/{remote_id}"),
                     ("post", "/api/plugins/reload"),
                     # the model catalogue's connections and aliases (issue 26): the agent's config
                     ("get", "/api/connections"), ("post", "/api/connections"),

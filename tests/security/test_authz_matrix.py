@@ -141,6 +141,10 @@ OBJECT_PARAMETERS = {
     # the 403 matrix checks), so the ownership matrix below leaves it out.
     ("/api/mcp/servers/{name}", "name"): "mcp_server", ("/api/mcp/servers/{pk}/access", "pk"): "mcp_server",
     ("/api/mcp/servers/{name}/reconnect", "name"): "mcp_server",
+    # A remote A2A agent is the admins' too: its writes are admin-only; reading it follows its access rule.
+    ("/api/a2a/remotes/{remote_id}", "remote_id"): "a2a_remote",
+    ("/api/a2a/remotes/{remote_id}/refresh", "remote_id"): "a2a_remote",
+    ("/api/a2a/remotes/{pk}/access", "pk"): "a2a_remote",
     # The model catalogue's connections and aliases are the agent's config: admin-only, like an MCP server.
     ("/api/connections/{connection_id}", "connection_id"): "connection",
     ("/api/connections/{connection_id}/discover", "connection_id"): "connection",
@@ -160,7 +164,9 @@ OBJECT_PARAMETERS = {
     # A consent waiting for a decision is no user's until one signed-in user decides it (tests/oauth).
     ("/api/oauth/consents/{consent_id}", "consent_id"): "consent",
 }
-ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user"}
+ADMIN_OBJECTS = {"mcp_server", "connection", "alias", "user", "a2a_remote"}
+# An admin object the matrix makes none of, named by an id its path converter takes (else the path is not routed).
+ADMIN_PLACEHOLDERS = {"a2a_remote": "999999"}
 # Objects no user owns whose routes have a matrix of their own (see OBJECT_PARAMETERS): groups and their members
 # (tests/organisation/test_group_matrix.py), a consent under way (tests/oauth).
 GROUP_OBJECTS = {"group", "member", "consent"}
@@ -337,7 +343,8 @@ def _fill(route: Route, objects: dict[str, str]) -> str:
         if kind in SHARED_NAMES:
             values[name] = SHARED_NAMES[kind]
         else:
-            values[name] = (objects.get(kind, "no-such-server") if kind in ADMIN_OBJECTS | GROUP_OBJECTS
+            values[name] = (objects.get(kind, ADMIN_PLACEHOLDERS.get(kind, "no-such-server"))
+                            if kind in ADMIN_OBJECTS | GROUP_OBJECTS
                             else objects[kind])
     return route.path(**values)
 
@@ -546,13 +553,14 @@ def test_every_admin_operation_is_a_403_to_a_user_and_not_to_an_admin(api_routes
     assert {(method, route.template) for route, method in operations
             if method not in ("head", "options")} == ADMIN_OPERATIONS
     for route, method in operations:
-        response = _send(owner_client, method, route.template)
+        path = _fill(route, {})  # an id the path's converter takes (an int for a remote A2A agent)
+        response = _send(owner_client, method, path)
         where = f"{method.upper()} {route.template}"
         assert response.status_code == 403, f"{where} as a user: {response.status_code} {response.content[:200]!r}"
         if method != "head":
             assert response.json()["error"]["code"] == "forbidden", where
         # An admin is let through (an empty body may be a 400 or 404 afterwards, never a 401 or 403).
-        assert _send(admin_client, method, route.template).status_code not in (401, 403), f"{where} as an admin"
+        assert _send(admin_client, method, path).status_code not in (401, 403), f"{where} as an admin"
 
 
 def test_an_admin_who_loses_the_flag_gets_a_403_with_the_same_token_at_once(api_routes, admin, admin_client):

@@ -47,6 +47,7 @@ import pytest
 import requests
 
 from agentsite.core.bodygate import body_limit_for
+from tests.a2a_app.remote_agent import RemoteAgent, Served
 from tests.foundation.test_openapi import ADMIN_OPERATIONS
 from tests.server import LiveServer
 
@@ -75,7 +76,9 @@ def server() -> Iterator[LiveServer]:
     # No heartbeat rewriting its row behind the snapshots' backs; logins enough for the ones below.
     live = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "100000",
                                              "AGENTSITE_OAUTH_REGISTER_RATE": "100000",
-                                             "AGENTSITE_PROCESS_HEARTBEAT_S": "3600"}).start()
+                                             "AGENTSITE_PROCESS_HEARTBEAT_S": "3600",
+                                             # the remote A2A agent below listens on loopback
+                                             "AGENTSITE_ALLOW_PRIVATE_FETCH": "1"}).start()
     yield live
     if live.database_url in _PG:
         _PG.pop(live.database_url).close()
@@ -142,6 +145,7 @@ class Context:
     voice: str = ""
     counter: int = 0
     mcp_server: str | None = None
+    remote_agent: Any = None  # a remote A2A agent (tests/a2a_app/remote_agent.py), served in this process
     extra_headers: dict[str, str] = field(default_factory=dict)
     # The snapshot taken after the last refused request, while nothing else has written: the next request's
     # "before" (a snapshot costs more than most requests). Taken by state_before(); anything that may write
@@ -227,6 +231,11 @@ def context(server: LiveServer) -> Context:
     turn = context.post(f"/api/sessions/{context.objects['session']}/chat", {"message": "hello"})
     assert turn.status_code == 200 and "event: done" in turn.text, turn.text[:300]
     context.objects["message"] = re.search(r'"message_id": ?"([0-9a-f-]{36})"', turn.text).group(1)
+    context.remote_agent = Served(RemoteAgent()).start()
+    remote = context.post("/api/a2a/remotes", {"name": "fuzz-remote", "url": context.remote_agent.agent.base_url},
+                          role="admin")
+    assert remote.status_code == 201, remote.text
+    context.objects["a2a_remote"] = str(remote.json()["id"])
     ruled = context.post("/api/mcp/connect", time_server("ruled"), role="admin")
     assert ruled.status_code == 201, ruled.text
     context.objects["mcp_server"] = "ruled"
@@ -416,6 +425,10 @@ VALID_BODIES: dict[tuple[str, str], Callable[[Context], dict]] = {
     ("post", "/api/workflows/{id}/transfer"): lambda c: {"user": int(c.objects["me"])},
     ("put", "/api/mcp/servers/{id}/access"): lambda c: {"visibility": "shared", "grants": [
         {"group": int(c.objects["group"]), "role": "viewer"}]},
+    ("post", "/api/a2a/remotes"): lambda c: {"name": c.unique("remote").replace(".", "-")[:48],
+                                             "url": c.remote_agent.agent.base_url, "headers": {"X-Key": "k"},
+                                             "access": {"visibility": "private"}},
+    ("put", "/api/a2a/remotes/{id}/access"): lambda c: {"visibility": "private", "grants": []},
     ("post", "/api/agents"): lambda c: {"slug": c.unique("ag"), "name": "Agent", "description": "d",
                                         "instructions": "Be brief.", "model": c.model, "tools": ["*"],
                                         "knowledge": [c.objects["collection"]], "temperature": 0.5,
@@ -434,10 +447,12 @@ ROLES = {**{operation: "admin" for operation in ADMIN_OPERATIONS},
          # groups are the admins' (their members the managers' too); an MCP server's rule is the admins'
          ("post", "/api/groups"): "admin", ("patch", "/api/groups/{group_id}"): "admin",
          ("put", "/api/groups/{group_id}/budget"): "admin", ("put", "/api/mcp/servers/{id}/access"): "admin",
+         ("put", "/api/a2a/remotes/{id}/access"): "admin",
          # ?user= (another user's connected apps) is the admins'
          ("get", "/api/oauth/apps"): "admin", ("delete", "/api/oauth/apps/{client_id}"): "admin"}
 OBJECT_OF_PATH = {"/api/sessions/": "session", "/api/scheduler/tasks/": "task", "/api/workflows/": "workflow",
                   "/api/keys/": "key", "/api/kb/collections/": "collection", "/api/mcp/servers/": "mcp_server",
+                  "/api/a2a/remotes/": "a2a_remote",
                   "/api/agents/": "agent"}
 # Path parameters other than `{id}`, and the object each names.
 PATH_OBJECTS = {"{mid}": "message", "{connection_id}": "connection", "{alias_id}": "alias", "{user_id}": "user_id",
@@ -802,7 +817,7 @@ FACETS = ["/api/auth", "/api/oauth", "/oauth", "/api/config", "/api/sessions", "
           "/api/scheduler",
           "/api/groups", "/api/agents",
           "/api/workflows", "/api/upload", "/api/voice", "/api/connections", "/api/aliases", "/api/keys", "/api/users",
-          "/api/usage", "/api/approvals", "/v1"]
+          "/api/usage", "/api/approvals", "/api/a2a", "/v1"]
 
 
 def test_every_operation_with_a_valid_body_is_in_a_fuzzed_facet():

@@ -233,6 +233,25 @@ export function labelCells(table) {
   }
 }
 
+// A value to copy (a URL, a secret shown once): a read-only input named `label`, its Copy button (named
+// `buttonLabel` where several are on a page) and a role=status line saying whether the clipboard took it (when
+// the browser refuses, the value is selected to copy by hand). The page places the three.
+export function copyField(value, label, { buttonLabel = null, inputClass = "", primary = true } = {}) {
+  const input = h("input", { class: ["mono", inputClass], readonly: true, value, "aria-label": label });
+  const status = h("span", { class: "form-ok", role: "status" });
+  const button = h("button", { type: "button", class: primary ? "primary" : null, "aria-label": buttonLabel,
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(value);
+        status.textContent = "Copied.";
+      } catch {
+        input.select();
+        status.textContent = "Select and copy it by hand (the browser refused the clipboard).";
+      }
+    } }, "Copy");
+  return { input, button, status };
+}
+
 export function pageHeader(title, summary) {
   return h("header", { class: "page-header" }, h("h1", {}, title), summary ? h("p", { class: "summary" }, summary) : null);
 }

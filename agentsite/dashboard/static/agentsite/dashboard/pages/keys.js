@@ -3,7 +3,8 @@
 // give their own keys the admin scope. Below, the connected apps (docs/api.md, MCP authorization): the OAuth
 // clients (MCP connectors) holding a live grant for the user, each disconnected at once after a confirmation.
 import {
-  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
+  confirmDialog, copyField, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader,
+  put,
 } from "../ui.js";
 
 const SCOPES = [
@@ -81,17 +82,8 @@ class KeysPage {
 
   // The secret, once: it is not stored anywhere the server can show it again.
   showSecret(key) {
-    const value = h("input", { class: "mono keys-secret-value", readonly: true, value: key.key, "aria-label": `Secret of ${key.name}` });
-    const copied = h("span", { class: "form-ok", role: "status" });
-    const copy = h("button", { type: "button", class: "primary", onclick: async () => {
-      try {
-        await navigator.clipboard.writeText(key.key);
-        copied.textContent = "Copied.";
-      } catch {
-        value.select();
-        copied.textContent = "Select and copy it by hand (the browser refused the clipboard).";
-      }
-    } }, "Copy");
+    const { input: value, button: copy, status: copied } = copyField(key.key, `Secret of ${key.name}`,
+      { inputClass: "keys-secret-value" });
     put(this.secretBox, h("section", { class: "card keys-new-secret", "aria-labelledby": "keys-secret-title" },
       h("h2", { id: "keys-secret-title" }, `Key “${key.name}” created`),
       h("p", { class: "notice", role: "note" }, "Copy the secret now: it is shown this once and cannot be shown again."),

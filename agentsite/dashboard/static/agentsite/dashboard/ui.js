@@ -252,6 +252,14 @@ export function copyField(value, label, { buttonLabel = null, inputClass = "", p
   return { input, button, status };
 }
 
+// Who may use one of the deployment's resources (an MCP server, a remote A2A agent), as its access rule says
+// (admins see the rule): admins, and everyone or the grants.
+export function usedBy(resource) {
+  if (resource.visibility === "everyone") return "everyone";
+  const granted = (resource.grants || []).map((grant) => (grant.group !== undefined ? `group ${grant.name}` : grant.name));
+  return ["admins", ...(resource.visibility === "shared" ? granted : [])].join(", ");
+}
+
 export function pageHeader(title, summary) {
   return h("header", { class: "page-header" }, h("h1", {}, title), summary ? h("p", { class: "summary" }, summary) : null);
 }

@@ -4,19 +4,12 @@
 // are write-only: never shown again); Refresh reads the card again, Share opens the shell's share dialog (viewer
 // grants only), Delete asks first. The form registers one; a refusal is shown beside the field it names.
 import {
-  confirmDialog, errorBox, errorText, field, fieldErrors, h, hint, loading, pageHeader, put,
+  confirmDialog, errorBox, errorText, field, fieldErrors, h, hint, loading, pageHeader, put, usedBy,
 } from "../ui.js";
 
 // The form's words for the access rule's visibilities (the list itself is GET /api/meta's).
 const VISIBILITY_LABELS = { private: "Admins only", everyone: "Every user", shared: "Admins and those it is shared with" };
 const MAX_HEADER_ROWS = 20;
-
-// Who may use a remote, as its access rule says: admins, and everyone or the grants.
-function usedBy(remote) {
-  if (remote.visibility === "everyone") return "everyone";
-  const granted = (remote.grants || []).map((grant) => (grant.group !== undefined ? `group ${grant.name}` : grant.name));
-  return ["admins", ...(remote.visibility === "shared" ? granted : [])].join(", ");
-}
 
 export async function mount(root, ctx) {
   const page = new RemoteAgentsPage(root, ctx);

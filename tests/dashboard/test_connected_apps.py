@@ -1,5 +1,6 @@
-"""The Keys page's "Connected apps" (issue 48): the OAuth apps (MCP connectors) holding a live grant for the user,
-with the host each redirects to, when it was connected, last used and expires; Disconnect asks first and ends the
+"""The Keys page's "Connected apps" (issue 48): the OAuth apps (MCP connectors, A2A clients) holding a live grant for
+the user, with the host each redirects to, what it may use (MCP, A2A: its grants' resources), when it was connected,
+last used and expires; Disconnect asks first and ends the
 app's tokens at once; another user sees none of them; with none, the page says how to connect one. At 375 px
 nothing overflows."""
 
@@ -19,10 +20,10 @@ from tests.server import LiveServer
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
-def connect(server: LiveServer, user_token: str, name: str) -> str:
-    """An app connected to the user's account as a connector would (the consent given through the API): its
-    access token, used once on /mcp."""
-    auth = authorization(server, name)
+def connect(server: LiveServer, user_token: str, name: str, resource: str = "mcp") -> str:
+    """An app connected to the user's account as a connector (or an A2A client, for the resource a2a) would, the
+    consent given through the API: its access token, used once on /mcp (an A2A client's is not)."""
+    auth = authorization(server, name, resource)
     sent = requests.get(auth.url, allow_redirects=False, timeout=10)
     assert sent.status_code == 302, sent.text
     consent = urlsplit(sent.headers["Location"]).fragment.rsplit("/", 1)[1]
@@ -33,7 +34,8 @@ def connect(server: LiveServer, user_token: str, name: str) -> str:
     token = exchange(server, auth, code)
     assert token.status_code == 200, token.text
     access = token.json()["access_token"]
-    assert mcp_ping(server, access).status_code == 200
+    if resource == "mcp":
+        assert mcp_ping(server, access).status_code == 200
     return access
 
 
@@ -76,6 +78,21 @@ def test_a_user_sees_their_connected_app_and_disconnects_it(user_page, dashboard
     refused = mcp_ping(dashboard_server, token)
     assert refused.status_code == 401 and 'error="invalid_token"' in refused.headers["WWW-Authenticate"]
     assert mcp_ping(dashboard_server, admin_token).status_code == 200  # another user's app goes on
+    assert page.problems == []
+
+
+def test_each_app_says_what_it_may_use_mcp_or_a2a(user_page, dashboard_server, normal_user):
+    page = user_page
+    page.problems.clear()
+    connect(dashboard_server, normal_user["token"], "An MCP connector")
+    connect(dashboard_server, normal_user["token"], "An A2A client", resource="a2a")
+    page.goto("/#/keys")
+    section = page.get_by_role("region", name="Connected apps")
+    expect(section).to_contain_text("your agents over A2A")
+    expect(section.locator("tr[data-app]").filter(has_text="An MCP connector").locator(
+        "td[data-label='May use']")).to_have_text("MCP")
+    expect(section.locator("tr[data-app]").filter(has_text="An A2A client").locator(
+        "td[data-label='May use']")).to_have_text("A2A")
     assert page.problems == []
 
 

@@ -35,9 +35,9 @@ class Authorization:
     url: str
 
 
-def authorization(server: LiveServer, name: str = "Consent test app") -> Authorization:
+def authorization(server: LiveServer, name: str = "Consent test app", resource: str = "mcp") -> Authorization:
     """Register a public client (its redirect URI on a loopback port where nothing listens) and build its
-    authorization URL with PKCE."""
+    authorization URL with PKCE, for the resource <origin>/<resource> (mcp or a2a) and its scope."""
     redirect_uri = f"http://127.0.0.1:{refusing_port()}/callback"
     answer = requests.post(f"{server.base_url}/oauth/register", timeout=10, json={
         "client_name": name, "redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none",
@@ -49,7 +49,7 @@ def authorization(server: LiveServer, name: str = "Consent test app") -> Authori
     state = secrets.token_urlsafe(12)
     query = urlencode({"response_type": "code", "client_id": client_id, "redirect_uri": redirect_uri,
                        "code_challenge": challenge, "code_challenge_method": "S256", "state": state,
-                       "resource": f"{server.base_url}/mcp", "scope": "mcp"})
+                       "resource": f"{server.base_url}/{resource}", "scope": resource})
     return Authorization(client_id, redirect_uri, state, verifier, f"{server.base_url}/oauth/authorize?{query}")
 
 

@@ -5,12 +5,17 @@ form asks a public read whether registration is open, and the site has a favicon
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 import requests
+from a2a.types import AgentCard, AgentSkill
 from playwright.sync_api import expect
 
+from tests.a2a_app.remote_agent import RemoteAgent, Served
 from tests.dashboard.conftest import DESKTOP, PHONE, USER_PASSWORD, log_in
+from tests.server import LiveServer
 
 pytestmark = pytest.mark.e2e
 
@@ -98,8 +103,39 @@ def assert_fits(page, where: str) -> None:
     assert not problems, "\n".join(problems)
 
 
+@dataclass
+class LongCardAgent(RemoteAgent):
+    """A remote A2A agent whose card has the longest names: its own, its description, its skills and their tags."""
+
+    def card(self) -> AgentCard:
+        card = super().card()
+        card.name = f"Agent {LONG_WORD}"
+        card.description = LONG_TEXT
+        card.version = LONG_WORD[:40]
+        del card.skills[:]
+        card.skills.extend(AgentSkill(id=f"{LONG_WORD[:60]}{index}", name=LONG_WORD, description=LONG_TEXT,
+                                      tags=[LONG_WORD[:60], "short"]) for index in range(2))
+        return card
+
+
 @pytest.fixture(scope="module")
-def long_data(dashboard_server, admin_headers, tmp_path_factory) -> dict:
+def long_remote() -> Iterator[RemoteAgent]:
+    served = Served(LongCardAgent(name="long")).start()
+    yield served.agent
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def dashboard_server() -> Iterator[LiveServer]:
+    """The usual server, allowed to reach the remote A2A agent on loopback (registered with long names)."""
+    server = LiveServer(command="daphne", env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000",
+                                               "AGENTSITE_ALLOW_PRIVATE_FETCH": "1"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def long_data(dashboard_server, admin_headers, tmp_path_factory, long_remote) -> dict:
     """Admin-owned data with long unbroken names on every page, and an MCP server started from a long path."""
     base = dashboard_server.base_url
 
@@ -149,6 +185,11 @@ def long_data(dashboard_server, admin_headers, tmp_path_factory) -> dict:
         "instructions": LONG_TEXT * 4, "tools": tools, "knowledge": [collection["id"]],
         "starters": [f"{index} {LONG_TEXT}"[:500] for index in range(6)]})
     call("PATCH", f"/api/agents/{agent['id']}", json={"description": f"Changed: {LONG_TEXT}"})
+    # A remote A2A agent with the longest name, a long URL and header name, and a card of long names.
+    call("POST", "/api/a2a/remotes", json={"name": LONG_WORD[:48], "url": f"{long_remote.card_url}?{'q=1&' * 60}x",
+                                           "headers": {f"X-{'Long-' * 15}Header": "secret"},
+                                           "access": {"visibility": "shared", "grants": [{"group": group["id"],
+                                                                                          "role": "viewer"}]}})
     return {"group": group["id"], "session": session["id"], "workflow": workflow["id"], "agent": agent["id"]}
 
 
@@ -161,6 +202,7 @@ PAGES = [  # (route, something the page shows once loaded)
     ("workflows", f"text={LONG_WORD[:30]}"),
     ("workflows/{workflow}", ".wf-canvas"),
     ("mcp", f"[data-plugin=\"{PLUGIN_MODULE}\"]"),
+    ("a2a", "[data-remote]"),
     ("keys", "[data-key]"),
     ("groups", f"text={LONG_WORD[:30]}"),
     ("groups/{group}", f"text={LONG_WORD[:30]}"),

@@ -2,7 +2,7 @@
 // page-loading contract every page follows.
 //
 // Routes: #/chat, #/chat/<session_id>, #/agents, #/agents/<id>, #/knowledge, #/scheduler, #/workflows, #/workflows/<id>, #/mcp,
-// #/keys, #/usage, #/groups, #/groups/<id> (admins and the managers of a group only), #/activity (admins only:
+// #/a2a (the remote agents: admins only), #/keys, #/usage, #/groups, #/groups/<id> (admins and the managers of a group only), #/activity (admins only:
 // its link is not shown to others, and the route is "Not found" for them), #/settings, #/consent/<id> (where
 // GET /oauth/authorize sends the browser; unlinked; consentstore.js keeps it through a sign-in). Logged out: #/sso (where
 // single sign-on lands: the tokens are collected) and #/login/password (the password form while password
@@ -30,6 +30,7 @@ const PAGES = [
   ["scheduler", "Scheduler"],
   ["workflows", "Workflows"],
   ["mcp", "MCP"],
+  ["a2a", "Remote agents", { admin: true }],
   ["keys", "Keys"],
   ["usage", "Usage"],
   // Groups: admins, and the users who manage at least one group.

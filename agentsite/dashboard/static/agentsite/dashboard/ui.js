@@ -233,6 +233,33 @@ export function labelCells(table) {
   }
 }
 
+// A value to copy (a URL, a secret shown once): a read-only input named `label`, its Copy button (named
+// `buttonLabel` where several are on a page) and a role=status line saying whether the clipboard took it (when
+// the browser refuses, the value is selected to copy by hand). The page places the three.
+export function copyField(value, label, { buttonLabel = null, inputClass = "", primary = true } = {}) {
+  const input = h("input", { class: ["mono", inputClass], readonly: true, value, "aria-label": label });
+  const status = h("span", { class: "form-ok", role: "status" });
+  const button = h("button", { type: "button", class: primary ? "primary" : null, "aria-label": buttonLabel,
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(value);
+        status.textContent = "Copied.";
+      } catch {
+        input.select();
+        status.textContent = "Select and copy it by hand (the browser refused the clipboard).";
+      }
+    } }, "Copy");
+  return { input, button, status };
+}
+
+// Who may use one of the deployment's resources (an MCP server, a remote A2A agent), as its access rule says
+// (admins see the rule): admins, and everyone or the grants.
+export function usedBy(resource) {
+  if (resource.visibility === "everyone") return "everyone";
+  const granted = (resource.grants || []).map((grant) => (grant.group !== undefined ? `group ${grant.name}` : grant.name));
+  return ["admins", ...(resource.visibility === "shared" ? granted : [])].join(", ");
+}
+
 export function pageHeader(title, summary) {
   return h("header", { class: "page-header" }, h("h1", {}, title), summary ? h("p", { class: "summary" }, summary) : null);
 }

@@ -1,8 +1,10 @@
 // Agents: `#/agents` lists the agents the user may use (GET /api/agents: name, slug, owner, sharing, the
-// user's role; the deployment's agent `default` marked) with New agent; `#/agents/<id>` is the editor
-// (pages/agents/editor.js) with its version history and a "Try it" chat beside it.
+// user's role; the deployment's agent `default` marked), each with its A2A URL and card (pages/agents/a2a.js),
+// with New agent; `#/agents/<id>` is the editor (pages/agents/editor.js) with its version history and a "Try it"
+// chat beside it.
 import { listAll } from "../api.js";
 import { confirmDialog, errorBox, errorText, field, h, hint, loading, pageHeader, put } from "../ui.js";
+import { a2aPanel } from "./agents/a2a.js";
 import { ownerName, SLUG_PATTERN, sharingText } from "./agents/common.js";
 import { mountAgentEditor } from "./agents/editor.js";
 
@@ -12,6 +14,16 @@ export async function mount(root, ctx) {
   const page = new AgentList(root, ctx);
   await page.start();
   return () => { page.stopped = true; };
+}
+
+// Who may call an agent's A2A URL: what other agents (A2A clients) need to be let in.
+function a2aNote() {
+  return h("section", { class: "card agents-a2a-note", "aria-labelledby": "agents-a2a-title" },
+    h("h2", { id: "agents-a2a-title" }, "Call your agents over A2A"),
+    h("p", {}, "Each agent is also an A2A (Agent2Agent) agent at its A2A URL, and its card says what it does. "
+      + "Another agent calls it as you with an API key that has the a2a scope (",
+    h("a", { href: "#/keys" }, "Keys"), "), or through OAuth: the client asks you to sign in here and allow it, "
+      + "then shows under Keys → Connected apps."));
 }
 
 class AgentList {
@@ -34,7 +46,7 @@ class AgentList {
     h("div", { class: "actions" }, h("button", { type: "submit", class: "primary" }, "Create agent")));
     put(this.root,
       pageHeader("Agents", "Named agents, each with its own instructions, model, tools and knowledge; shared like collections."),
-      h("div", { class: "agents-layout" }, this.listBox, h("div", { class: "agents-side" }, create)));
+      h("div", { class: "agents-layout" }, this.listBox, h("div", { class: "agents-side" }, create, a2aNote())));
     await this.load();
   }
 
@@ -76,7 +88,8 @@ class AgentList {
           onclick: () => this.ctx.share({ kind: "agent", path: `/api/agents/${agent.id}`, label: agent.name,
             transfer: !isDefault, onChange: () => this.load() }) }, "Share") : null,
         role === "owner" && !isDefault ? h("button", { type: "button", class: "danger", "aria-label": `Delete ${agent.name}`,
-          onclick: () => this.remove(agent) }, "Delete") : null));
+          onclick: () => this.remove(agent) }, "Delete") : null),
+      a2aPanel(agent, this.ctx));
   }
 
   async create(form) {

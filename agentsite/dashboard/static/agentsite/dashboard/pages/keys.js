@@ -1,14 +1,17 @@
 // Keys: the user's API keys (docs/api.md, API keys). Making one shows its secret once, with a copy button;
 // the list shows each key's prefix, scopes, dates and whether it works; revoking asks first. Admins may also
 // give their own keys the admin scope. Below, the connected apps (docs/api.md, MCP authorization): the OAuth
-// clients (MCP connectors) holding a live grant for the user, each disconnected at once after a confirmation.
+// clients (MCP connectors, A2A clients) holding a live grant for the user, with what each may use (its grants'
+// resources: /mcp, /a2a), each disconnected at once after a confirmation.
 import {
-  confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
+  confirmDialog, copyField, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader,
+  put,
 } from "../ui.js";
 
 const SCOPES = [
   ["v1", "v1: the OpenAI-compatible API (/v1)"],
   ["mcp", "mcp: the MCP server (/mcp)"],
+  ["a2a", "a2a: A2A, call your agents from other agents (/a2a)"],
   ["api", "api: the dashboard's API (/api), as you"],
   ["admin", "admin: admin operations too"],
 ];
@@ -34,7 +37,7 @@ class KeysPage {
     this.listBox = h("section", { class: "card keys-list", "aria-labelledby": "keys-list-title" });
     this.appsBox = h("section", { class: "card keys-apps", "aria-labelledby": "keys-apps-title" });
     put(this.root,
-      pageHeader("API keys", "Keys for the OpenAI-compatible API, the MCP server or the API, for SDKs and scripts: each acts as you, within its scopes."),
+      pageHeader("API keys", "Keys for the OpenAI-compatible API, the MCP server, your agents over A2A or the API, for SDKs, scripts and other agents: each acts as you, within its scopes."),
       h("div", { class: "keys-layout" }, h("div", {}, this.createForm(), this.secretBox), this.listBox), this.appsBox);
     await Promise.all([this.load(), this.loadApps()]);
   }
@@ -81,17 +84,8 @@ class KeysPage {
 
   // The secret, once: it is not stored anywhere the server can show it again.
   showSecret(key) {
-    const value = h("input", { class: "mono keys-secret-value", readonly: true, value: key.key, "aria-label": `Secret of ${key.name}` });
-    const copied = h("span", { class: "form-ok", role: "status" });
-    const copy = h("button", { type: "button", class: "primary", onclick: async () => {
-      try {
-        await navigator.clipboard.writeText(key.key);
-        copied.textContent = "Copied.";
-      } catch {
-        value.select();
-        copied.textContent = "Select and copy it by hand (the browser refused the clipboard).";
-      }
-    } }, "Copy");
+    const { input: value, button: copy, status: copied } = copyField(key.key, `Secret of ${key.name}`,
+      { inputClass: "keys-secret-value" });
     put(this.secretBox, h("section", { class: "card keys-new-secret", "aria-labelledby": "keys-secret-title" },
       h("h2", { id: "keys-secret-title" }, `Key “${key.name}” created`),
       h("p", { class: "notice", role: "note" }, "Copy the secret now: it is shown this once and cannot be shown again."),
@@ -144,10 +138,12 @@ class KeysPage {
     await this.load();
   }
 
-  // The apps connected through OAuth (Claude, ChatGPT, VS Code... added with the MCP page's URL).
+  // The apps connected through OAuth (Claude, ChatGPT, VS Code... added with the MCP page's URL; A2A clients
+  // calling an agent's /a2a URL).
   async loadApps() {
     const title = h("h2", { id: "keys-apps-title" }, "Connected apps");
-    const about = h("p", { class: "hint" }, "Apps you allowed to use agentsite's MCP server as you. Disconnecting one ends its access at once.");
+    const about = h("p", { class: "hint" }, "Apps you allowed to use agentsite's MCP server or your agents over A2A as you. Disconnecting one ends its "
+      + "access at once.");
     put(this.appsBox, title, about, loading("Loading connected apps…"));
     let apps;
     try {
@@ -160,15 +156,17 @@ class KeysPage {
     if (!apps.length) {
       put(this.appsBox, title, h("p", { class: "empty" }, "No app is connected. To connect one (Claude, ChatGPT, VS Code, "
         + "the MCP Inspector), add agentsite's MCP URL, shown on the ", h("a", { href: "#/mcp" }, "MCP page"),
-      ", as a connector in the app: it asks you to sign in here and to allow it."));
+      ", as a connector in the app, or give an A2A client an agent's A2A URL, shown on the ",
+      h("a", { href: "#/agents" }, "Agents page"), ": it asks you to sign in here and to allow it."));
       return;
     }
     const table = h("table", { class: "keys-table keys-apps-table" },
-      h("thead", {}, h("tr", {}, ...["App", "Redirects to", "Connected", "Last used", "Expires", ""]
+      h("thead", {}, h("tr", {}, ...["App", "Redirects to", "May use", "Connected", "Last used", "Expires", ""]
         .map((label) => h("th", { scope: "col" }, label)))),
       h("tbody", {}, ...apps.map((app) => h("tr", { "data-app": app.client_id },
         h("th", { scope: "row" }, app.name || app.client_id),
         h("td", {}, h("code", {}, app.redirect_host || "—")),
+        h("td", {}, resourceNames(app)),
         h("td", {}, when(app.connected_at)),
         h("td", {}, app.last_used_at ? when(app.last_used_at) : "Never"),
         h("td", {}, when(app.expires_at)),
@@ -190,6 +188,22 @@ class KeysPage {
     }
     await this.loadApps();
   }
+}
+
+// What an app's grants let it use, by name: the resources are this server's <origin>/mcp and <origin>/a2a.
+const RESOURCES = { "/mcp": "MCP", "/a2a": "A2A" };
+
+function resourceNames(app) {
+  const resources = app.resources?.length ? app.resources : [app.resource].filter(Boolean);
+  return resources.map((resource) => {
+    let path = resource;
+    try {
+      path = new URL(resource).pathname.replace(/\/$/, "");
+    } catch {
+      // Not a URL: shown as it is.
+    }
+    return RESOURCES[path] || resource;
+  }).join(", ") || "—";
 }
 
 function when(iso) {

@@ -4,19 +4,13 @@
 // servers and tools read-only (the plugin list is an admin endpoint, so it is not asked for).
 import {
   confirmDialog, errorBox, errorText, field, fieldErrors, formatTime, h, hint, labelCells, loading, pageHeader, put,
+  usedBy,
 } from "../ui.js";
 import { connectorPanel } from "./mcp/connector.js";
 import { oauthBody, oauthFields, oauthOutcome, oauthState } from "./mcp/oauth.js";
 
 // The connect form's words for the access rule's visibilities (the list itself is GET /api/meta's).
 const VISIBILITY_LABELS = { private: "Admins only", everyone: "Every user", shared: "Admins and those it is shared with" };
-
-// Who may use a server, as its access rule says (admins see the rule): admins, and everyone or the grants.
-function usedBy(server) {
-  if (server.visibility === "everyone") return "everyone";
-  const granted = (server.grants || []).map((grant) => (grant.group !== undefined ? `group ${grant.name}` : grant.name));
-  return ["admins", ...(server.visibility === "shared" ? granted : [])].join(", ");
-}
 
 export async function mount(root, ctx) {
   const page = new McpPage(root, ctx);

@@ -1,7 +1,7 @@
 // "Use agentsite as a connector": this server's MCP URL to copy, and what to do with it in the usual clients
 // (docs/connectors.md says more). Every user sees it: a connector acts as the user who signs in and allows it,
 // and then shows on the Keys page under Connected apps.
-import { h } from "../../ui.js";
+import { copyField, h } from "../../ui.js";
 
 // The steps of each client, shortest first; `code` is shown as a block the user copies as it is.
 function clientSteps(url) {
@@ -18,17 +18,8 @@ function clientSteps(url) {
 // The panel; `origin` is the address this dashboard was opened at (location.origin).
 export function connectorPanel(origin) {
   const url = `${origin}/mcp`;
-  const value = h("input", { class: "mono mcp-connector-url", readonly: true, value: url, "aria-label": "This server's MCP URL" });
-  const copied = h("span", { class: "form-ok", role: "status" });
-  const copy = h("button", { type: "button", class: "primary", onclick: async () => {
-    try {
-      await navigator.clipboard.writeText(url);
-      copied.textContent = "Copied.";
-    } catch {
-      value.select();
-      copied.textContent = "Select and copy it by hand (the browser refused the clipboard).";
-    }
-  } }, "Copy");
+  const { input: value, button: copy, status: copied } = copyField(url, "This server's MCP URL",
+    { inputClass: "mcp-connector-url" });
   return h("section", { class: "card mcp-connector", "aria-labelledby": "mcp-connector-title" },
     h("h2", { id: "mcp-connector-title" }, "Use agentsite as a connector"),
     h("p", {}, "Add this server to Claude, ChatGPT, VS Code or another MCP client by its MCP URL:"),

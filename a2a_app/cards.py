@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from a2a.client.card_resolver import parse_agent_card
@@ -32,10 +32,12 @@ BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
 
 def card_url_for(url: str) -> str:
     """The URL the card is read from: `url` itself when its path ends in `.json` (a card URL), else the
-    well-known path under it (a base URL: `https://host/agents/x` -> `https://host/agents/x/.well-known/...`)."""
-    if urlsplit(url).path.endswith(".json"):
-        return url
-    return url.rstrip("/") + AGENT_CARD_WELL_KNOWN_PATH
+    well-known path under its path, its query kept (a base URL: `https://host/agents/x?k=1` ->
+    `https://host/agents/x/.well-known/agent-card.json?k=1`); a fragment is never sent."""
+    parts = urlsplit(url)
+    if parts.path.endswith(".json"):
+        return urlunsplit(parts._replace(fragment=""))
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + AGENT_CARD_WELL_KNOWN_PATH, fragment=""))
 
 
 async def card_fetch(url: str, *, headers: dict[str, str]) -> dict[str, Any]:

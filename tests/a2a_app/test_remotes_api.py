@@ -136,3 +136,18 @@ def test_who_sees_a_remote_follows_its_access_rule(admin_client, owner, other_us
     assert error_of(outsider.get(f"/api/a2a/remotes/{shared.json()['id']}")) == (404, "not_found")
     assert [remote["name"] for remote in admin_client.get("/api/a2a/remotes").json()["remotes"]] == [
         "private", "shared"]
+
+
+@pytest.mark.parametrize(("url", "card"), [
+    ("https://a.example/agents/x", "https://a.example/agents/x/.well-known/agent-card.json"),
+    ("https://a.example/agents/x/", "https://a.example/agents/x/.well-known/agent-card.json"),
+    ("https://a.example", "https://a.example/.well-known/agent-card.json"),
+    ("https://a.example/?tenant=1", "https://a.example/.well-known/agent-card.json?tenant=1"),
+    ("https://a.example/x?tenant=1#top", "https://a.example/x/.well-known/agent-card.json?tenant=1"),
+    ("https://a.example/card.json?v=2", "https://a.example/card.json?v=2"),
+    ("https://a.example/card.json#top", "https://a.example/card.json"),
+])
+def test_the_card_is_read_under_a_base_urls_path_with_its_query_kept(url, card):
+    from a2a_app.cards import card_url_for
+
+    assert card_url_for(url) == card

@@ -157,29 +157,47 @@ class RemoteListView(_AdminWrites):
         return Response(RemoteSerializer(remote_data(remote, admin=True)).data, status=status.HTTP_201_CREATED)
 
 
-class RemoteDetailView(_AdminWrites):
+def _admin_only(request: Request) -> None:
+    """After the lookup (a remote the caller may not see is 404): changing one is the admins' (403 `forbidden`)."""
+    if not _admin(request):
+        raise AppError("forbidden", IsAdmin.message, 403)
+
+
+class RemoteDetailView(APIView):
+    """A remote by id: read by those its rule lets in; removed by admins. The lookup comes first, so a remote the
+    caller may not see is 404 whatever the method (the organisation's rule), and one they see 403 to change."""
+
+    permission_classes = [IsAuthenticated]
+
     @extend_schema(responses={200: RemoteSerializer, 404: OpenApiResponse(description="None the caller may use.")},
                    summary="A remote A2A agent")
     def get(self, request: Request, remote_id: int) -> Response:
         remote = selectors.remote_get_for(caller=_caller(request), remote_id=remote_id)
         return Response(RemoteSerializer(remote_data(remote, admin=_admin(request))).data)
 
-    @extend_schema(request=None, responses={204: None, 404: OpenApiResponse(description="No such remote.")},
+    @extend_schema(request=None, responses={204: None, 403: OpenApiResponse(description="`forbidden`: not an admin."),
+                                            404: OpenApiResponse(description="None the caller may see.")},
                    summary="Remove a remote A2A agent (its tool goes with it)")
     def delete(self, request: Request, remote_id: int) -> Response:
         remote = selectors.remote_get_for(caller=_caller(request), remote_id=remote_id)
+        _admin_only(request)
         services.remote_delete(remote=remote)
         audit("a2a_remote.delete", request=request, target=f"a2a_remote:{remote_id}", details={"name": remote.name})
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class RemoteRefreshView(APIView):
-    permission_classes = [IsAuthenticated, IsAdmin]
+    """An admin fetches a remote's card again (the lookup first, as RemoteDetailView)."""
 
-    @extend_schema(request=None, responses={200: RemoteSerializer, 502: UNREACHABLE, 422: CARD_INVALID},
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(request=None, responses={200: RemoteSerializer, 502: UNREACHABLE, 422: CARD_INVALID,
+                                            403: OpenApiResponse(description="`forbidden`: not an admin."),
+                                            404: OpenApiResponse(description="None the caller may see.")},
                    summary="Fetch a remote A2A agent's card again")
     def post(self, request: Request, remote_id: int) -> Response:
         remote = selectors.remote_get_for(caller=_caller(request), remote_id=remote_id)
+        _admin_only(request)
         target = f"a2a_remote:{remote_id}"
         try:
             remote = services.remote_refresh(remote=remote)

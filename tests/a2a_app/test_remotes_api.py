@@ -103,6 +103,12 @@ def test_a_card_larger_than_the_cap_is_not_read(admin_client, echo_agent, loopba
 def test_a_non_admin_may_not_register_refresh_or_delete(owner_client, admin_client, echo_agent, loopback_allowed):
     assert error_of(register(owner_client, echo_agent.base_url)) == (403, "forbidden")
     remote_id = register(admin_client, echo_agent.base_url).json()["id"]
+    # A remote the caller may not see does not exist for them (the organisation's rule) ...
+    assert error_of(owner_client.post(f"/api/a2a/remotes/{remote_id}/refresh")) == (404, "not_found")
+    assert error_of(owner_client.delete(f"/api/a2a/remotes/{remote_id}")) == (404, "not_found")
+    # ... and one they may use is not theirs to change.
+    everyone = {"visibility": "everyone", "grants": []}
+    assert admin_client.put(f"/api/a2a/remotes/{remote_id}/access", everyone, format="json").status_code == 200
     assert error_of(owner_client.post(f"/api/a2a/remotes/{remote_id}/refresh")) == (403, "forbidden")
     assert error_of(owner_client.delete(f"/api/a2a/remotes/{remote_id}")) == (403, "forbidden")
     assert A2ARemote.objects.filter(pk=remote_id).exists()

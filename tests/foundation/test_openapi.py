@@ -9,8 +9,7 @@ ADMIN_OPERATIONS = {("get", "/api/audit"), ("get", "/api/metrics/summary"),
                     ("put", "/api/config"), ("patch", "/api/config"), ("post", "/api/mcp/connect"),
                     ("post", "/api/mcp/disconnect"), ("patch", "/api/mcp/servers/{name}"), ("get", "/api/plugins"),
                     ("post", "/api/mcp/servers/{name}/reconnect"),
-                    ("post", "/api/a2a/remotes"), ("post", "/api/a2a/remotes/{remote_id}/refresh"),
-                    ("delete", "/api/a2a/remotes/{remote_id}"),
+                    ("post", "/api/a2a/remotes"),
                     ("post", "/api/plugins/reload"),
                     # the model catalogue's connections and aliases (issue 26): the agent's config
                     ("get", "/api/connections"), ("post", "/api/connections"),
@@ -29,7 +28,9 @@ ADMIN_OPERATIONS = {("get", "/api/audit"), ("get", "/api/metrics/summary"),
 ROLE_OPERATIONS = {("post", "/api/groups"), ("patch", "/api/groups/{group_id}"), ("delete", "/api/groups/{group_id}"),
                    ("post", "/api/groups/{group_id}/members"), ("patch", "/api/groups/{group_id}/members/{user_id}"),
                    ("delete", "/api/groups/{group_id}/members/{user_id}"), ("put", "/api/groups/{group_id}/budget"),
-                   ("get", "/api/usage")}
+                   ("get", "/api/usage"),
+                   # a remote A2A agent: 404 to whoever may not see it, 403 to one who may but is no admin
+                   ("delete", "/api/a2a/remotes/{remote_id}"), ("post", "/api/a2a/remotes/{remote_id}/refresh")}
 PUBLIC_OPERATIONS = {("post", "/api/auth/login"), ("post", "/api/auth/register"), ("post", "/api/auth/refresh"),
                      ("get", "/api/auth/options"), ("get", "/api/auth/oidc/login"),
                      ("get", "/api/auth/oidc/callback"), ("post", "/api/auth/oidc/session"),

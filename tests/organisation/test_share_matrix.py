@@ -11,6 +11,7 @@ a new one fails the coverage test until it says what it does.
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 
 from organisation.models import EDITOR, EVERYONE, PRIVATE, SHARED, VIEWER, Group, Membership
 from organisation.policy import EDIT, MANAGE, RESOURCES, USE, can, role_of
+from tests.a2a_app.remote_agent import RemoteAgent, Served
 from tests.conftest import client_for
 from tests.security.conftest import url_routes
 from tests.workflows.conftest import graph, node
@@ -157,7 +159,42 @@ AGENTS = Kind("agent", "/api/agents/{pk}", _agent, {
                                                          "agent": ids["slug"]}),
 }, not_found_codes={("post", "/v1/chat/completions"): "model_not_found",
                     ("post", "/v1/responses"): "model_not_found", ("post", "/v1/messages"): "not_found_error"})
-KINDS = [WORKFLOWS, MCP_SERVERS, COLLECTIONS, AGENTS]
+_remote_agent: list[Any] = []  # one A2A agent served for the module's remotes to be refreshed from
+
+
+def _a2a_remote(people: dict[str, Any]) -> dict[str, str]:
+    """A registered remote A2A agent (the deployment's: no owner), its card read from an agent served here."""
+    if not _remote_agent:  # started on first use: the other kinds' cases need no agent
+        served = Served(RemoteAgent(name="Ruled agent")).start()
+        atexit.register(served.stop)
+        _remote_agent.append(served)
+    made = client_for(people["admin"]).post("/api/a2a/remotes", {"name": "ruled",
+                                                                 "url": _remote_agent[0].agent.base_url}, format="json")
+    assert made.status_code == 201, made.content
+    return {"pk": str(made.json()["id"])}
+
+
+@pytest.fixture(autouse=True)
+def _loopback_fetches(settings):
+    """The served agent is on loopback: its card may be fetched (no other kind fetches anything)."""
+    settings.AGENTSITE_ALLOW_PRIVATE_FETCH = True
+
+
+# A remote A2A agent is the deployment's (no owner) and takes viewer grants only, as an MCP server: registering,
+# refreshing and removing one is the admins'; a grant lets its holder see it and use its tool.
+A2A_REMOTES = Kind("a2a_remote", "/api/a2a/remotes/{pk}", _a2a_remote, {
+    ("get", "/api/a2a/remotes/{pk}/access"): (EDIT, None),
+    ("put", "/api/a2a/remotes/{pk}/access"): (MANAGE, {"visibility": "private", "grants": []}),
+}, roles=("admin", "viewer", "member", "everyone", "outsider"), elsewhere={
+    ("get", "/api/a2a/remotes/{pk}"): (USE, None),
+    ("post", "/api/a2a/remotes/{pk}/refresh"): (MANAGE, None),
+    ("delete", "/api/a2a/remotes/{pk}"): (MANAGE, None),
+})
+KINDS = [WORKFLOWS, MCP_SERVERS, COLLECTIONS, AGENTS, A2A_REMOTES]
+
+
+def test_every_registered_kind_is_in_the_matrix():
+    assert {kind.name for kind in KINDS} == set(RESOURCES), "add the new shareable kind to KINDS"
 
 
 @pytest.fixture

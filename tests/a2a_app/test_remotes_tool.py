@@ -143,3 +143,26 @@ async def test_an_agent_allowlist_accepts_the_tool_for_an_owner_who_may_use_the_
     refused = await sync_to_async(_post)(other_user, "/api/agents", {**body, "slug": "asker2"})
     assert accepted.status_code == 201, accepted.content
     assert refused.status_code == 400 and "tools.0" in refused.json()["error"]["details"]
+
+
+def _run_workflow(user, remote_tool: str, text: str) -> dict:
+    from tests.workflows.conftest import graph, node
+
+    flow = graph(node("in", "input"), node("ask", "tool", toolName=remote_tool, toolArgs={"message": "${in}"}),
+                 node("out", "output"), edges=[("in", "ask"), ("ask", "out")])
+    client = client_for(user)
+    made = client.post("/api/workflows", {"name": f"asks-{remote_tool}-{len(text)}", **flow}, format="json")
+    assert made.status_code == 201, made.content
+    run = client.post(f"/api/workflows/{made.json()['id']}/run", {"input": text}, format="json")
+    assert run.status_code == 200, run.content
+    return run.json()
+
+
+async def test_a_workflow_tool_node_calls_the_remote_and_a_failing_remote_fails_the_node(admin, echo_agent,
+                                                                                        loopback_allowed):
+    await registered(admin, echo_agent)
+    run = await sync_to_async(_run_workflow)(admin, "a2a_echo", "hello heron")
+    assert (run["status"], run["output"]) == ("success", "echo: hello heron"), run
+    failed = await sync_to_async(_run_workflow)(admin, "a2a_echo", "fail now")
+    assert failed["status"] == "error" and failed["error"] == {"node": "ask", "message": (
+        "The tool a2a_echo failed: task_failed: The remote agent 'echo' failed the task: the vault is closed.")}

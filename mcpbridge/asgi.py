@@ -13,14 +13,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -32,9 +30,10 @@ from starlette.authentication import AuthCredentials
 
 from accounts import caller
 from accounts.authentication import bearer_scheme, bearer_token, credential_problem
+from agentsite.core.asgihttp import error, header, origin_is_own_host, preflight, request_origin, with_cors
 from agentsite.core.cors import origin_allowed
-from agentsite.core.errors import AppError, envelope
-from agentsite.core.hosts import host_allowed, scope_host_allowed
+from agentsite.core.errors import AppError
+from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.sse import SseGuard, sse_event
 from mcpbridge.httpsessions import http_session_close, http_session_find, http_session_open
 from mcpbridge.paths import MCP_PATH, MESSAGES_PATH, SSE_PATH
@@ -42,7 +41,7 @@ from mcpbridge.relay import relay_for_settings
 from mcpbridge.server import build_server, django_db_scope
 from mcpbridge.sse import SseSessions
 from oauth import tokens as oauth_tokens
-from oauth.resource import METADATA_PATH, resource_url
+from oauth.resource import METADATA_PATH, bearer_challenge, resource_url
 from oauth.tokens import TokenCredential
 
 logger = logging.getLogger(__name__)
@@ -77,22 +76,23 @@ class McpHttpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         # The API's CORS policy (django-cors-headers' settings), which Django's middleware cannot apply here.
         allowed_origin = origin if origin and origin_allowed(origin) else None
-        send = _with_cors(send, allowed_origin)
+        send = with_cors(send, allowed_origin, _CORS_EXPOSE)
         # The ASGI wrapper (agentsite.server.asgi_limits) checks the Host first on every path; checked again here so
         # that this app never serves a foreign Host, wherever it is mounted.
         if not scope_host_allowed(scope):
-            return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
-        if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
-            return await _preflight(scope, send, allowed_origin)
-        if origin and not allowed_origin and not _origin_is_own_host(origin):
-            return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+            return await error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
+        if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):
+            return await preflight(scope, send, allowed_origin, methods=b"GET, POST, DELETE, OPTIONS",
+                                   default_headers=_CORS_DEFAULT_HEADERS)
+        if origin and not allowed_origin and not origin_is_own_host(origin):
+            return await error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
         identity, refused = await _authenticate(scope)
         if refused is not None:
             headers = [(b"www-authenticate", _challenge(scope, refused).encode("latin-1"))]
-            return await _error(send, refused.status, refused.code, refused.message, headers=headers)
+            return await error(send, refused.status, refused.code, refused.message, headers=headers)
         assert identity is not None
         key = identity.key
         app = identity.credential.client_pk if isinstance(identity.credential, OAuthCredential) else None
@@ -107,21 +107,21 @@ class McpHttpApp:
         path = scope["path"]
         if path in (MCP_PATH, MCP_PATH + "/"):
             if not await self._session_manager_started():
-                return await _error(send, 503, "unavailable", "The MCP session manager could not start.")
+                return await error(send, 503, "unavailable", "The MCP session manager could not start.")
             return await self._serve_streamable(scope, receive, send)
         if path == SSE_PATH:
             if scope["method"] != "GET":
-                return await _error(send, 405, "method_not_allowed", "Open the SSE stream with GET.")
+                return await error(send, 405, "method_not_allowed", "Open the SSE stream with GET.")
             return await self.sse.serve(self.server, _owner(scope), scope, receive, send)
         if path.rstrip("/") == MESSAGES_PATH.rstrip("/"):
             return await self.sse.post(_owner(scope), scope, receive, send)
-        return await _error(send, 404, "not_found", f"No MCP endpoint at {path}; use {MCP_PATH} or {SSE_PATH}.")
+        return await error(send, 404, "not_found", f"No MCP endpoint at {path}; use {MCP_PATH} or {SSE_PATH}.")
 
     # Streamable HTTP: the SDK's stateless transport, the sessions in the database.
 
     async def _serve_streamable(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, owner = scope["method"], _owner(scope)
-        session_id = _header(scope, MCP_SESSION_ID)
+        session_id = header(scope, MCP_SESSION_ID)
         if session_id is None:
             if method == "GET":  # nothing is ever sent unprompted: no stream to open (the spec allows 405)
                 return await _jsonrpc_error(send, 405, "Method Not Allowed: this server opens no GET stream.",
@@ -148,7 +148,7 @@ class McpHttpApp:
         if method == "GET":
             return await _jsonrpc_error(send, 405, "Method Not Allowed: this server opens no GET stream.",
                                         [(b"allow", b"POST, DELETE")])
-        if _header(scope, MCP_PROTOCOL_VERSION) is None:  # the version the session negotiated, as the SDK would
+        if header(scope, MCP_PROTOCOL_VERSION) is None:  # the version the session negotiated, as the SDK would
             scope = {**scope, "headers": [*scope["headers"], (MCP_PROTOCOL_VERSION, version.encode("latin-1"))]}
         return await self.session_manager.handle_request(scope, receive, _with_header(
             send, MCP_SESSION_ID, session_id.encode("latin-1")))
@@ -226,17 +226,6 @@ def on_server_shutdown(callback: Callable[[], Any]) -> None:
 
 # --- checks -----------------------------------------------------------------------------------------
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
-def _origin_is_own_host(origin: str) -> bool:
-    return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
-
-
 @dataclass(frozen=True)
 class OAuthCredential:
     """An OAuth access token's credential at /mcp (oauth.tokens) and the client it was issued to."""
@@ -249,18 +238,19 @@ async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
     """(the caller, None) of the request's Bearer credential: an OAuth access token issued for this endpoint
     (oauth.tokens), or accounts.caller's (a key needing the `mcp` scope); or (None, the AppError that refuses
     it: 401 without a standing credential, 403 `key_scope` or `insufficient_scope`)."""
-    header = _header(scope, b"authorization")
-    if not bearer_scheme(header):  # the same codes as the API's: a Bearer header without a token is token_invalid
+    authorization = header(scope, b"authorization")
+    # The same codes as the API's: a Bearer header without a token is token_invalid.
+    if not bearer_scheme(authorization):
         return None, AppError("not_authenticated", "Send Authorization: Bearer <access token or API key> (from "
                               "/api/auth/login or /api/keys), or connect with OAuth (see the "
                               "WWW-Authenticate header's resource_metadata).", 401)
-    token = bearer_token(header)
+    token = bearer_token(authorization)
     if token is None:
         return None, AppError("token_invalid", "The access token is invalid, expired or revoked; log in again.", 401)
     if oauth_tokens.is_access_token(token):
         try:
             async with django_db_scope():
-                grant = await oauth_tokens.aauthenticate(token, resource=resource_url(_origin(scope)))
+                grant = await oauth_tokens.aauthenticate(token, resource=resource_url(request_origin(scope)))
         except oauth_tokens.TokenRefused as exc:
             code = "insufficient_scope" if exc.status == 403 else "token_invalid"
             return None, AppError(code, exc.detail, exc.status)
@@ -274,25 +264,11 @@ async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
         return None, exc
 
 
-def _origin(scope: Scope) -> str:
-    """scheme://host of the request, as the client addressed it (the Host header; the scheme of the connection,
-    or https when SECURE_PROXY_SSL_HEADER names a header that says so)."""
-    scheme = scope.get("scheme", "http")
-    proxy = settings.SECURE_PROXY_SSL_HEADER
-    if proxy and _header(scope, proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()) == proxy[1]:
-        scheme = "https"
-    return f"{scheme}://{_header(scope, b'host') or ''}".lower()
-
-
 def _challenge(scope: Scope, refused: AppError) -> str:
     """The WWW-Authenticate header of a refusal (RFC 6750 §3, RFC 9728 §5.1): where the resource's metadata is,
     the scope needed, and for a presented credential the error."""
-    metadata = f"{_origin(scope)}{METADATA_PATH}{MCP_PATH}"
-    error = {401: "invalid_token", 403: "insufficient_scope"}.get(refused.status)
-    parts = [f'resource_metadata="{metadata}"', 'scope="mcp"']
-    if error and refused.code != "not_authenticated":
-        parts.append(f'error="{error}"')
-    return "Bearer " + ", ".join(parts)
+    return bearer_challenge(f"{request_origin(scope)}{METADATA_PATH}{MCP_PATH}", "mcp", status=refused.status,
+                            presented=refused.code != "not_authenticated")
 
 
 async def _oauth_problem(credential: OAuthCredential) -> AppError | None:
@@ -402,39 +378,6 @@ def _mcp_user(scope: Scope, user_id: int, key: Any = None, app: int | None = Non
 
 
 # --- responses --------------------------------------------------------------------------------------
-
-def _with_cors(send: Send, origin: str | None) -> Send:
-    if origin is None:
-        return send
-
-    async def send_with_cors(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            headers = list(message.get("headers", [])) + [
-                (b"access-control-allow-origin", origin.encode("latin-1")),
-                (b"access-control-expose-headers", _CORS_EXPOSE), (b"vary", b"Origin")]
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return send_with_cors
-
-
-async def _preflight(scope: Scope, send: Send, origin: str | None) -> None:
-    if origin is None:
-        return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
-    requested = _header(scope, b"access-control-request-headers") or _CORS_DEFAULT_HEADERS
-    await send({"type": "http.response.start", "status": 204, "headers": [
-        (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
-        (b"access-control-allow-headers", requested.encode("latin-1")), (b"access-control-max-age", b"86400")]})
-    await send({"type": "http.response.body", "body": b""})
-
-
-async def _error(send: Send, status: int, code: str, message: str,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(envelope(code, message)).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
-    await send({"type": "http.response.body", "body": body})
-
 
 async def _jsonrpc_error(send: Send, status: int, message: str | None,
                          headers: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -80,3 +80,14 @@ def resource_named(resource: str, request_url: str) -> ProtectedResource | None:
         return None
     wanted, origin = resource.rstrip("/").lower(), origin_of(request_url)
     return next((known for known in RESOURCES if known.url(origin).lower() == wanted), None)
+
+
+def bearer_challenge(metadata_url: str, scope: str, *, status: int, presented: bool) -> str:
+    """The WWW-Authenticate header of a refusal at a protected resource (RFC 6750 §3, RFC 9728 §5.1): where its
+    metadata is, the scope needed, and for a presented credential the error (invalid_token for a 401,
+    insufficient_scope for a 403)."""
+    parts = [f'resource_metadata="{metadata_url}"', f'scope="{scope}"']
+    kind = {401: "invalid_token", 403: "insufficient_scope"}.get(status)
+    if kind and presented:
+        parts.append(f'error="{kind}"')
+    return "Bearer " + ", ".join(parts)

@@ -14,7 +14,6 @@ event once the credential dies.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -24,7 +23,6 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
-from django.conf import settings
 from starlette.applications import Starlette
 from starlette.authentication import SimpleUser
 from starlette.requests import Request
@@ -36,14 +34,23 @@ from accounts import caller
 from accounts.authentication import bearer_scheme, bearer_token, credential_problem
 from agentsite.agent import agents, modelaccess, usage
 from agentsite.agent.usage import Caller
+from agentsite.core.asgihttp import (
+    error,
+    header,
+    json_response,
+    origin_is_own_host,
+    preflight,
+    request_origin,
+    with_cors,
+)
 from agentsite.core.cors import origin_allowed
 from agentsite.core.dbcall import db
-from agentsite.core.errors import AppError, envelope
-from agentsite.core.hosts import host_allowed, scope_host_allowed
+from agentsite.core.errors import AppError
+from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.processes import current_process_id
 from agentsite.core.sse import SseGuard, sse_event
 from oauth import tokens as oauth_tokens
-from oauth.resource import a2a_metadata_url, a2a_resource_url
+from oauth.resource import a2a_metadata_url, a2a_resource_url, bearer_challenge
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser
@@ -88,38 +95,39 @@ class A2AApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        origin = _header(scope, b"origin")
+        origin = header(scope, b"origin")
         allowed_origin = origin if origin and origin_allowed(origin) else None
-        send = _with_cors(send, allowed_origin)
+        send = with_cors(send, allowed_origin, _CORS_EXPOSE)
         if not scope_host_allowed(scope):
-            return await _error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
-        if scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
-            return await _preflight(scope, send, allowed_origin)
-        if origin and not allowed_origin and not _origin_is_own_host(origin):
-            return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+            return await error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
+        if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):
+            return await preflight(scope, send, allowed_origin, methods=b"GET, POST, OPTIONS",
+                                   default_headers=_CORS_DEFAULT_HEADERS)
+        if origin and not allowed_origin and not origin_is_own_host(origin):
+            return await error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
         matched = _PATH.match(scope["path"])
         slug = matched["slug"] if matched else ""
         public_card = bool(matched and matched["card"] and slug in cards.public_slugs())
         identity = None
         # Every other path needs a credential first, even one that serves nothing; a credential presented with a
         # public card's request must stand too (refused, never read as anonymous).
-        if not public_card or _header(scope, b"authorization") is not None:
+        if not public_card or header(scope, b"authorization") is not None:
             identity, refused = await _authenticate(scope)
             if refused is not None:
                 return await _refuse(scope, send, refused)
         if matched is None or not agents.SLUG_PATTERN.match(slug):
-            return await _error(send, 404, "not_found", f"No A2A endpoint at {scope['path']}; an agent's is "
+            return await error(send, 404, "not_found", f"No A2A endpoint at {scope['path']}; an agent's is "
                                 f"{A2A_PATH}/<slug>, its card {A2A_PATH}/<slug>/{CARD_NAME}.")
         if matched["card"]:
             return await self._card(scope, send, slug, None if public_card else identity)
         if scope["method"] != "POST":
-            return await _error(send, 405, "method_not_allowed", "Send A2A JSON-RPC requests with POST.",
+            return await error(send, 405, "method_not_allowed", "Send A2A JSON-RPC requests with POST.",
                                 [(b"allow", b"POST")])
         try:
             state = await _call_state(identity, slug)
             await usage.check(state.caller)
         except AppError as exc:
-            return await _error(send, exc.status, exc.code, exc.message, _retry_after(exc))
+            return await error(send, exc.status, exc.code, exc.message, _retry_after(exc))
         scope = {**scope, "user": SimpleUser(state.owner), STATE_KEY: state}
         guard = SseGuard(send, receive, lambda: _credential_problem(identity), _ended_event)
         await self.routes(scope, guard.receive, guard.send)
@@ -127,11 +135,11 @@ class A2AApp:
     async def _card(self, scope: Scope, send: Send, slug: str, identity: _Identity | None) -> None:
         """The agent's card to a caller who may use it (identity None: a public card, to anyone)."""
         if scope["method"] not in ("GET", "HEAD"):
-            return await _error(send, 405, "method_not_allowed", "Read an agent card with GET.", [(b"allow", b"GET")])
+            return await error(send, 405, "method_not_allowed", "Read an agent card with GET.", [(b"allow", b"GET")])
         facts = await selectors.agent_facts(None if identity is None else identity.user, slug)
         if facts is None:
-            return await _error(send, 404, "not_found", f"No agent {slug!r} that you may use.")
-        await _json(send, 200, cards.agent_card(origin_of(scope), facts))
+            return await error(send, 404, "not_found", f"No agent {slug!r} that you may use.")
+        await json_response(send, 200, cards.agent_card(request_origin(scope), facts))
 
 
 class _Identity:
@@ -155,17 +163,18 @@ class _Identity:
 
 
 async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
-    header = _header(scope, b"authorization")
-    if not bearer_scheme(header):
+    authorization = header(scope, b"authorization")
+    if not bearer_scheme(authorization):
         return None, AppError("not_authenticated", "Send Authorization: Bearer <API key with the scope a2a, or an "
                               "access token> (from /api/keys, or OAuth: see the WWW-Authenticate header's "
                               "resource_metadata).", 401)
-    token = bearer_token(header)
+    token = bearer_token(authorization)
     if token is None:
         return None, AppError("token_invalid", "The access token is invalid, expired or revoked.", 401)
     if oauth_tokens.is_access_token(token):
         try:
-            grant = await oauth_tokens.aauthenticate(token, resource=a2a_resource_url(origin_of(scope)), scope="a2a")
+            grant = await oauth_tokens.aauthenticate(token, resource=a2a_resource_url(request_origin(scope)),
+                                                     scope="a2a")
         except oauth_tokens.TokenRefused as exc:
             return None, AppError("insufficient_scope" if exc.status == 403 else "token_invalid", exc.detail,
                                   exc.status)
@@ -209,75 +218,10 @@ def _retry_after(exc: AppError) -> list[tuple[bytes, bytes]]:
     return [(b"retry-after", str(int(seconds)).encode())] if isinstance(seconds, int | float) else []
 
 
-# --- the request's origin and the resource -----------------------------------------------------------
-
-def origin_of(scope: Scope) -> str:
-    """scheme://host of the request as the client addressed it (the Host header; https when
-    SECURE_PROXY_SSL_HEADER says so)."""
-    scheme = scope.get("scheme", "http")
-    proxy = settings.SECURE_PROXY_SSL_HEADER
-    if proxy and _header(scope, proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()) == proxy[1]:
-        scheme = "https"
-    return f"{scheme}://{_header(scope, b'host') or ''}".lower()
-
-
 async def _refuse(scope: Scope, send: Send, refused: AppError) -> None:
-    metadata = a2a_metadata_url(origin_of(scope))
-    parts = [f'resource_metadata="{metadata}"', 'scope="a2a"']
-    error = {401: "invalid_token", 403: "insufficient_scope"}.get(refused.status)
-    if error and refused.code != "not_authenticated":
-        parts.append(f'error="{error}"')
-    challenge = ("Bearer " + ", ".join(parts)).encode("latin-1")
-    await _error(send, refused.status, refused.code, refused.message, [(b"www-authenticate", challenge)])
-
-
-# --- HTTP plumbing -----------------------------------------------------------------------------------
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
-def _origin_is_own_host(origin: str) -> bool:
-    return host_allowed(re.sub(r"^[a-z][a-z0-9+.-]*://", "", origin, flags=re.IGNORECASE))
-
-
-def _with_cors(send: Send, origin: str | None) -> Send:
-    if origin is None:
-        return send
-
-    async def send_with_cors(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []),
-                                              (b"access-control-allow-origin", origin.encode("latin-1")),
-                                              (b"access-control-expose-headers", _CORS_EXPOSE), (b"vary", b"Origin")]}
-        await send(message)
-
-    return send_with_cors
-
-
-async def _preflight(scope: Scope, send: Send, origin: str | None) -> None:
-    if origin is None:
-        return await _error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
-    requested = _header(scope, b"access-control-request-headers") or _CORS_DEFAULT_HEADERS
-    await send({"type": "http.response.start", "status": 204, "headers": [
-        (b"access-control-allow-methods", b"GET, POST, OPTIONS"),
-        (b"access-control-allow-headers", requested.encode("latin-1")), (b"access-control-max-age", b"86400")]})
-    await send({"type": "http.response.body", "body": b""})
-
-
-async def _json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _error(send: Send, status: int, code: str, message: str,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    await _json(send, status, envelope(code, message), headers)
+    challenge = bearer_challenge(a2a_metadata_url(request_origin(scope)), "a2a", status=refused.status,
+                                 presented=refused.code != "not_authenticated").encode("latin-1")
+    await error(send, refused.status, refused.code, refused.message, [(b"www-authenticate", challenge)])
 
 
 _app: A2AApp | None = None

@@ -30,10 +30,8 @@ from starlette.authentication import AuthCredentials
 
 from accounts import caller
 from accounts.authentication import bearer_scheme, bearer_token, credential_problem
-from agentsite.core.asgihttp import error, header, origin_is_own_host, preflight, request_origin, with_cors
-from agentsite.core.cors import origin_allowed
+from agentsite.core.asgihttp import admitted, error, header, request_origin
 from agentsite.core.errors import AppError
-from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.sse import SseGuard, sse_event
 from mcpbridge.httpsessions import http_session_close, http_session_find, http_session_open
 from mcpbridge.paths import MCP_PATH, MESSAGES_PATH, SSE_PATH
@@ -76,19 +74,11 @@ class McpHttpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        origin = header(scope, b"origin")
-        # The API's CORS policy (django-cors-headers' settings), which Django's middleware cannot apply here.
-        allowed_origin = origin if origin and origin_allowed(origin) else None
-        send = with_cors(send, allowed_origin, _CORS_EXPOSE)
-        # The ASGI wrapper (agentsite.server.asgi_limits) checks the Host first on every path; checked again here so
-        # that this app never serves a foreign Host, wherever it is mounted.
-        if not scope_host_allowed(scope):
-            return await error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
-        if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):
-            return await preflight(scope, send, allowed_origin, methods=b"GET, POST, DELETE, OPTIONS",
-                                   default_headers=_CORS_DEFAULT_HEADERS)
-        if origin and not allowed_origin and not origin_is_own_host(origin):
-            return await error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+        admitted_send = await admitted(scope, send, expose=_CORS_EXPOSE, methods=b"GET, POST, DELETE, OPTIONS",
+                                       default_headers=_CORS_DEFAULT_HEADERS)
+        if admitted_send is None:
+            return
+        send = admitted_send
         identity, refused = await _authenticate(scope)
         if refused is not None:
             headers = [(b"www-authenticate", _challenge(scope, refused).encode("latin-1"))]

@@ -34,19 +34,9 @@ from accounts import caller
 from accounts.authentication import bearer_scheme, bearer_token, credential_problem
 from agentsite.agent import agents, modelaccess, usage
 from agentsite.agent.usage import Caller
-from agentsite.core.asgihttp import (
-    error,
-    header,
-    json_response,
-    origin_is_own_host,
-    preflight,
-    request_origin,
-    with_cors,
-)
-from agentsite.core.cors import origin_allowed
+from agentsite.core.asgihttp import admitted, error, header, json_response, request_origin
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
-from agentsite.core.hosts import scope_host_allowed
 from agentsite.core.processes import current_process_id
 from agentsite.core.sse import SseGuard, sse_event
 from oauth import tokens as oauth_tokens
@@ -95,16 +85,11 @@ class A2AApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        origin = header(scope, b"origin")
-        allowed_origin = origin if origin and origin_allowed(origin) else None
-        send = with_cors(send, allowed_origin, _CORS_EXPOSE)
-        if not scope_host_allowed(scope):
-            return await error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
-        if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):
-            return await preflight(scope, send, allowed_origin, methods=b"GET, POST, OPTIONS",
-                                   default_headers=_CORS_DEFAULT_HEADERS)
-        if origin and not allowed_origin and not origin_is_own_host(origin):
-            return await error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+        admitted_send = await admitted(scope, send, expose=_CORS_EXPOSE, methods=b"GET, POST, OPTIONS",
+                                       default_headers=_CORS_DEFAULT_HEADERS)
+        if admitted_send is None:
+            return
+        send = admitted_send
         matched = _PATH.match(scope["path"])
         slug = matched["slug"] if matched else ""
         public_card = bool(matched and matched["card"] and slug in cards.public_slugs())

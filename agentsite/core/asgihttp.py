@@ -13,8 +13,9 @@ from typing import Any
 
 from django.conf import settings
 
+from agentsite.core.cors import origin_allowed
 from agentsite.core.errors import envelope
-from agentsite.core.hosts import host_allowed
+from agentsite.core.hosts import host_allowed, scope_host_allowed
 
 Scope = dict[str, Any]
 Send = Callable[[dict[str, Any]], Any]
@@ -42,6 +43,27 @@ def request_origin(scope: Scope) -> str:
     if proxy and header(scope, proxy[0].removeprefix("HTTP_").replace("_", "-").lower().encode()) == proxy[1]:
         scheme = "https"
     return f"{scheme}://{header(scope, b'host') or ''}".lower()
+
+
+async def admitted(scope: Scope, send: Send, *, expose: bytes, methods: bytes, default_headers: str) -> Send | None:
+    """A mounted app's first step: the `send` to answer with (the API's CORS policy applied, which Django's
+    middleware cannot apply here), or None when this already answered: a Host this server does not serve (400
+    `invalid_host`; the ASGI wrapper checks it first on every path, again here so that the app never serves a
+    foreign Host wherever it is mounted), a CORS preflight, or an Origin neither allowed nor the server's own
+    (403 `forbidden`)."""
+    origin = header(scope, b"origin")
+    allowed_origin = origin if origin and origin_allowed(origin) else None
+    send = with_cors(send, allowed_origin, expose)
+    if not scope_host_allowed(scope):
+        await error(send, 400, "invalid_host", "The Host header names a host this server does not serve.")
+        return None
+    if scope["method"] == "OPTIONS" and header(scope, b"access-control-request-method"):
+        await preflight(scope, send, allowed_origin, methods=methods, default_headers=default_headers)
+        return None
+    if origin and not allowed_origin and not origin_is_own_host(origin):
+        await error(send, 403, "forbidden", "Requests from this Origin are not allowed.")
+        return None
+    return send
 
 
 def with_cors(send: Send, origin: str | None, expose: bytes) -> Send:

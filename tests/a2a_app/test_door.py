@@ -83,3 +83,21 @@ def test_the_key_scope_decides_and_a_refusal_is_audited(owner, slug):
     assert "needs 'a2a'" in refused.json()["error"]["message"]
     poll(lambda: AuditEvent.objects.filter(action="key.scope_refused", details__scope="a2a").exists(),
          "the refusal audited", timeout=10)
+
+
+def test_host_origin_and_cors_preflight_come_before_anything_else(slug, settings):
+    settings.CORS_ALLOWED_ORIGINS = ["https://app.example"]
+    foreign = _served("POST", f"/a2a/{slug}", {"Host": "evil.example"}, b"{}")
+    assert (foreign.status_code, foreign.json()["error"]["code"]) == (400, "invalid_host")
+    asked = _served("OPTIONS", f"/a2a/{slug}", {"Origin": "https://app.example",
+                                                "Access-Control-Request-Method": "POST",
+                                                "Access-Control-Request-Headers": "authorization, a2a-version"})
+    assert asked.status_code == 204
+    assert asked.headers["access-control-allow-origin"] == "https://app.example"
+    assert asked.headers["access-control-allow-methods"] == "GET, POST, OPTIONS"
+    other = _served("POST", f"/a2a/{slug}", {"Origin": "https://elsewhere.example"}, b"{}")
+    assert (other.status_code, other.json()["error"]["code"]) == (403, "forbidden")
+    # An allowed origin reads the refusal, and the header that says how to authenticate.
+    refused = _served("POST", f"/a2a/{slug}", {"Origin": "https://app.example"}, b"{}")
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == "https://app.example"
+    assert "www-authenticate" in refused.headers["access-control-expose-headers"]

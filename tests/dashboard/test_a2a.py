@@ -107,7 +107,7 @@ def test_the_a2a_scope_is_offered_and_a_key_made_with_it_reads_an_agent_card(use
 def test_an_admin_registers_a_remote_agent_sees_its_skills_refreshes_and_deletes_it(logged_in_page, remote, shot):
     page = logged_in_page
     page.problems.clear()
-    page.get_by_role("link", name="Remote agents").click()
+    page.get_by_role("link", name="A2A", exact=True).click()
     expect(page.get_by_role("heading", name="Remote agents", level=1)).to_be_visible()
     list_box = page.get_by_role("region", name="Registered agents")
     expect(list_box.get_by_text("No remote agent is registered.")).to_be_visible()
@@ -184,6 +184,6 @@ def test_an_admin_registers_a_remote_agent_sees_its_skills_refreshes_and_deletes
 def test_a_user_has_no_remote_agents_page(user_page):
     page = user_page
     expect(page.get_by_role("link", name="MCP", exact=True)).to_be_visible()
-    expect(page.get_by_role("link", name="Remote agents")).to_have_count(0)
+    expect(page.get_by_role("link", name="A2A", exact=True)).to_have_count(0)
     page.goto("/#/a2a")
     expect(page.get_by_role("heading", name="Not found")).to_be_visible()

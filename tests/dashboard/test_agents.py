@@ -190,7 +190,9 @@ def test_an_agent_made_on_the_page_is_refused_by_field_saved_shared_tried_and_re
     item = viewer.locator(f'[data-agent-slug="{slug}"]')
     expect(item).to_contain_text(f"Owner: {owner.username}")
     expect(item).to_contain_text("Your role: viewer")
-    expect(item.get_by_role("button")).to_have_count(0)
+    # Only the A2A panel's buttons (copy its URL, show its card): nothing that changes it.
+    expect(item.get_by_role("button")).to_have_count(2)
+    expect(item.get_by_role("button", name="A2A card of Support desk", exact=True)).to_be_visible()
     item.get_by_role("link", name="Support desk").click()
     expect(viewer.get_by_text("You may use this agent; only its owner and its editors change it.")).to_be_visible()
     expect(viewer.get_by_label("Instructions")).to_have_value(INSTRUCTIONS)

@@ -30,7 +30,8 @@ const PAGES = [
   ["scheduler", "Scheduler"],
   ["workflows", "Workflows"],
   ["mcp", "MCP"],
-  ["a2a", "Remote agents", { admin: true }],
+  // The link says A2A, as MCP's says MCP: an admin's dozen links fit one line at 1280 px; the page is "Remote agents".
+  ["a2a", "A2A", { admin: true }],
   ["keys", "Keys"],
   ["usage", "Usage"],
   // Groups: admins, and the users who manage at least one group.

@@ -17,7 +17,7 @@ const ACTIONS = [
   "budget.change", "webhook.refused", "group.create", "group.update", "group.delete", "group.member_add",
   "group.member_update", "group.member_remove", "access.change", "resource.transfer", "user.delete",
   "agent.create", "agent.update", "agent.delete", "agent.restore", "oauth.client_registered", "oauth.consent",
-  "oauth.revoke", "oauth.token_reuse",
+  "oauth.revoke", "oauth.token_reuse", "a2a_remote.create", "a2a_remote.delete", "a2a_remote.refresh",
 ];
 const OUTCOMES = [["", "Any"], ["success", "Success"], ["failure", "Failure"], ["refused", "Refused"]];
 const COLUMNS = ["Time", "Action", "Outcome", "Actor", "Door", "Client", "Target", "Details"];

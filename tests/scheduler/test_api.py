@@ -63,9 +63,12 @@ def test_the_list_holds_only_the_callers_tasks(owner_client, other_client):
 
 def test_changing_the_schedule_recomputes_the_next_run(owner_client):
     task = create(owner_client).json()
-    changed = owner_client.patch(f"/api/scheduler/tasks/{task['id']}", {"cron": "*/5 * * * *", "timezone": "UTC"},
+    # Minutes 3, 8, 13...: never the created task's 09:00 (with */5 both fell on 08:00 UTC when the test ran in
+    # the five minutes before 09:00 in Paris on a weekday, and the two next runs were equal).
+    changed = owner_client.patch(f"/api/scheduler/tasks/{task['id']}", {"cron": "3-59/5 * * * *", "timezone": "UTC"},
                                  format="json").json()
-    assert changed["cron"] == "*/5 * * * *" and changed["next_run_at"] != task["next_run_at"]
+    assert changed["cron"] == "3-59/5 * * * *" and changed["next_run_at"] != task["next_run_at"]
+    assert datetime.fromisoformat(changed["next_run_at"]).minute % 5 == 3
     disabled = owner_client.put(f"/api/scheduler/tasks/{task['id']}", {"enabled": False}, format="json").json()
     assert disabled["enabled"] is False and disabled["next_run_at"] is None
     assert owner_client.patch(f"/api/scheduler/tasks/{task['id']}", {"cron": "bad"}, format="json").status_code == 400

@@ -30,8 +30,7 @@ const PAGES = [
   ["scheduler", "Scheduler"],
   ["workflows", "Workflows"],
   ["mcp", "MCP"],
-  // The link says A2A, as MCP's says MCP: an admin's dozen links fit one line at 1280 px; the page is "Remote agents".
-  ["a2a", "A2A", { admin: true }],
+  ["a2a", "A2A", { admin: true }], // the Remote agents page; short, as MCP: an admin's links fit one line at 1280 px
   ["keys", "Keys"],
   ["usage", "Usage"],
   // Groups: admins, and the users who manage at least one group.

@@ -168,7 +168,8 @@ async def _watch_cancel(task_id: str, signal: asyncio.Event) -> None:
     while True:
         every = CANCEL_POLL_CONNECTED_S if invalidation.connected() else CANCEL_POLL_S
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(signal.wait(), timeout=every)
+            async with asyncio.timeout(every):  # not wait_for: on 3.11 it can swallow this task's cancellation
+                await signal.wait()
         signal.clear()
         if await db(store.stored_state_now, task_id) == TaskState.Name(TaskState.TASK_STATE_CANCELED):
             return

@@ -37,7 +37,7 @@ from agentsite.agent.usage import Caller
 from agentsite.core.asgihttp import admitted, error, header, json_response, request_origin
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
-from agentsite.core.processes import current_process_id
+from agentsite.core.processes import current_process_id, recorded_process_id
 from agentsite.core.sse import SseGuard, sse_event
 from oauth import tokens as oauth_tokens
 from oauth.resource import a2a_metadata_url, a2a_resource_url, bearer_challenge
@@ -181,7 +181,7 @@ async def _call_state(identity: _Identity, slug: str) -> CallState:
     caller_ = identity.caller()
     await modelaccess.require(caller_, agents.access_names(model))
     return CallState(identity=identity, slug=slug, settings=settings_, caller=caller_, is_admin=identity.is_admin,
-                     process=await db(current_process_id))
+                     process=recorded_process_id() or await db(current_process_id))
 
 
 async def _credential_problem(identity: _Identity) -> AppError | None:

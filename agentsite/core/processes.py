@@ -82,6 +82,13 @@ def current_process_id() -> str:
     return _record()
 
 
+def recorded_process_id() -> str | None:
+    """This process's id when it is recorded already, else None: no database, so async code asks it first and
+    crosses to a database thread for current_process_id() only on the first call."""
+    current = _current
+    return current[1] if current is not None and current[0] == os.getpid() else None
+
+
 def _record() -> str:
     global _current, heartbeat_thread
     # Django's app registry: the kernel is imported before the models are ready.

@@ -29,7 +29,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from starlette.authentication import AuthCredentials
 
 from accounts import caller
-from accounts.authentication import bearer_scheme, bearer_token, credential_problem
+from accounts.authentication import credential_problem
 from agentsite.core.asgihttp import admitted, error, header, request_origin
 from agentsite.core.errors import AppError
 from agentsite.core.sse import SseGuard, sse_event
@@ -38,6 +38,7 @@ from mcpbridge.paths import MCP_PATH, MESSAGES_PATH, SSE_PATH
 from mcpbridge.relay import relay_for_settings
 from mcpbridge.server import build_server, django_db_scope
 from mcpbridge.sse import SseSessions
+from oauth import bearer
 from oauth import tokens as oauth_tokens
 from oauth.resource import METADATA_PATH, bearer_challenge, resource_url
 from oauth.tokens import TokenCredential
@@ -228,30 +229,14 @@ async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
     """(the caller, None) of the request's Bearer credential: an OAuth access token issued for this endpoint
     (oauth.tokens), or accounts.caller's (a key needing the `mcp` scope); or (None, the AppError that refuses
     it: 401 without a standing credential, 403 `key_scope` or `insufficient_scope`)."""
-    authorization = header(scope, b"authorization")
-    # The same codes as the API's: a Bearer header without a token is token_invalid.
-    if not bearer_scheme(authorization):
-        return None, AppError("not_authenticated", "Send Authorization: Bearer <access token or API key> (from "
-                              "/api/auth/login or /api/keys), or connect with OAuth (see the "
-                              "WWW-Authenticate header's resource_metadata).", 401)
-    token = bearer_token(authorization)
-    if token is None:
-        return None, AppError("token_invalid", "The access token is invalid, expired or revoked; log in again.", 401)
-    if oauth_tokens.is_access_token(token):
-        try:
-            async with django_db_scope():
-                grant = await oauth_tokens.aauthenticate(token, resource=resource_url(request_origin(scope)))
-        except oauth_tokens.TokenRefused as exc:
-            code = "insufficient_scope" if exc.status == 403 else "token_invalid"
-            return None, AppError(code, exc.detail, exc.status)
-        return caller.Identity(grant.user, None, OAuthCredential(grant.credential, grant.client_pk)), None
-    try:
-        async with django_db_scope():
-            return await caller.resolve(token, scope="mcp", where="/mcp"), None
-    except caller.Refused as exc:
-        return None, AppError("token_invalid", exc.detail, 401)
-    except AppError as exc:  # a key without the mcp scope
-        return None, exc
+    async with django_db_scope():
+        found, refused = await bearer.authenticate(
+            header(scope, b"authorization"), resource=resource_url(request_origin(scope)), scope="mcp",
+            missing="Send Authorization: Bearer <access token or API key> (from /api/auth/login or /api/keys), or "
+                    "connect with OAuth (see the WWW-Authenticate header's resource_metadata).")
+    if isinstance(found, oauth_tokens.Grant):
+        return caller.Identity(found.user, None, OAuthCredential(found.credential, found.client_pk)), None
+    return found, refused
 
 
 def _challenge(scope: Scope, refused: AppError) -> str:

@@ -30,8 +30,7 @@ from starlette.requests import Request
 from a2a_app.paths import A2A_PATH, CARD_NAME
 from a2a_app.server import cards, executor, selectors
 from a2a_app.server.store import CallState, OrmEventStream, OrmTaskStore
-from accounts import caller
-from accounts.authentication import bearer_scheme, bearer_token, credential_problem
+from accounts.authentication import credential_problem
 from agentsite.agent import agents, modelaccess, usage
 from agentsite.agent.usage import Caller
 from agentsite.core.asgihttp import admitted, error, header, json_response, request_origin
@@ -39,6 +38,7 @@ from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
 from agentsite.core.processes import current_process_id, recorded_process_id
 from agentsite.core.sse import SseGuard, sse_event
+from oauth import bearer
 from oauth import tokens as oauth_tokens
 from oauth.resource import a2a_metadata_url, a2a_resource_url, bearer_challenge
 
@@ -147,29 +147,15 @@ class _Identity:
         return False if self.oauth or (self.key is not None and "admin" not in self.key.scopes) else None
 
 
-async def _authenticate(scope: Scope) -> tuple[Any, AppError | None]:
-    authorization = header(scope, b"authorization")
-    if not bearer_scheme(authorization):
-        return None, AppError("not_authenticated", "Send Authorization: Bearer <API key with the scope a2a, or an "
-                              "access token> (from /api/keys, or OAuth: see the WWW-Authenticate header's "
-                              "resource_metadata).", 401)
-    token = bearer_token(authorization)
-    if token is None:
-        return None, AppError("token_invalid", "The access token is invalid, expired or revoked.", 401)
-    if oauth_tokens.is_access_token(token):
-        try:
-            grant = await oauth_tokens.aauthenticate(token, resource=a2a_resource_url(request_origin(scope)),
-                                                     scope="a2a")
-        except oauth_tokens.TokenRefused as exc:
-            return None, AppError("insufficient_scope" if exc.status == 403 else "token_invalid", exc.detail,
-                                  exc.status)
-        return _Identity(grant.user, None, grant.credential, oauth=True), None
-    try:
-        found = await caller.resolve(token, scope="a2a", where="/a2a")
-    except caller.Refused as exc:
-        return None, AppError("token_invalid", exc.detail, 401)
-    except AppError as exc:  # a key without the a2a scope
-        return None, exc
+async def _authenticate(scope: Scope) -> tuple[_Identity | None, AppError | None]:
+    found, refused = await bearer.authenticate(
+        header(scope, b"authorization"), resource=a2a_resource_url(request_origin(scope)), scope="a2a",
+        missing="Send Authorization: Bearer <API key with the scope a2a, or an access token> (from /api/keys, or "
+                "OAuth: see the WWW-Authenticate header's resource_metadata).")
+    if isinstance(found, oauth_tokens.Grant):
+        return _Identity(found.user, None, found.credential, oauth=True), None
+    if found is None:
+        return None, refused
     return _Identity(found.user, found.key, found.credential, oauth=False), None
 
 

@@ -20,7 +20,7 @@ from accounts.api import IsAdmin
 from agentsite.agent.tooltypes import ToolContext
 from agentsite.core.audit import audit
 from agentsite.core.errors import AppError
-from agentsite.core.validation import validated, validation_message
+from agentsite.core.validation import validated_by_path
 from organisation.access import MAX_GRANTS, GrantOutSerializer, GrantSerializer, rule_of
 from organisation.models import PRIVATE, VISIBILITIES
 
@@ -86,23 +86,7 @@ def remote_data(remote: A2ARemote, *, admin: bool) -> dict[str, Any]:
 
 def _input(data: Any) -> dict[str, Any]:
     """The body's fields, a nested field's error named by its path (`access.visibility`, `access.grants.0.user`)."""
-    try:
-        return dict(validated(RemoteInputSerializer, data))
-    except AppError as exc:
-        if exc.code != "invalid" or not any(isinstance(value, dict) for value in exc.details.values()):
-            raise
-        details = _dotted(exc.details)
-        raise AppError("invalid", validation_message(details), 400, details) from None
-
-
-def _dotted(details: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in details.items():
-        if isinstance(value, dict):
-            flat.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+    return validated_by_path(RemoteInputSerializer, data)
 
 
 def _admin(request: Request) -> bool:

@@ -19,8 +19,7 @@ from rest_framework.views import APIView
 from agents_app import selectors, services
 from agents_app.models import MAX_STARTERS, VERSIONED_FIELDS, Agent, AgentVersion
 from agentsite.core.audit import audit
-from agentsite.core.errors import AppError, validation_message
-from agentsite.core.validation import validated
+from agentsite.core.validation import validated_by_path
 from organisation.policy import EDIT, MANAGE, USE, require
 
 # The slug whole: `$` alone would take "helper\n", and a trimmed " helper" is not what was sent.
@@ -115,25 +114,8 @@ def version_data(version: AgentVersion) -> dict[str, Any]:
 
 
 def _fields(data: Any, *, partial: bool = False) -> dict[str, Any]:
-    """The body's fields (agentsite.core.validation.validated), with an item's error named by its path
-    (`tools.0`, `starters.2`) as the JSON type checks name it, not nested as DRF gives it."""
-    try:
-        return dict(validated(AgentInputSerializer, data, partial=partial))
-    except AppError as exc:
-        if exc.code != "invalid" or not any(isinstance(value, dict) for value in exc.details.values()):
-            raise
-        details = _paths(exc.details)
-        raise AppError("invalid", validation_message(details), 400, details) from None
-
-
-def _paths(details: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in details.items():
-        if isinstance(value, dict):
-            flat.update(_paths(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+    """The body's fields, an item's error named by its path (`tools.0`, `starters.2`)."""
+    return validated_by_path(AgentInputSerializer, data, partial=partial)
 
 
 def _details(data: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,28 @@ def validated(serializer_class: type[serializers.Serializer], data: Any, **kwarg
     return serializer.validated_data
 
 
+
+def validated_by_path(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict[str, Any]:
+    """validated(), with a nested field's error named by its path (`tools.0`, `access.grants.0.user`) as the JSON
+    type checks name it, not nested as DRF gives it."""
+    try:
+        return dict(validated(serializer_class, data, **kwargs))
+    except AppError as exc:
+        if exc.code != "invalid" or not any(isinstance(value, dict) for value in exc.details.values()):
+            raise
+        details = _by_path(exc.details)
+        raise AppError("invalid", validation_message(details), 400, details) from None
+
+
+def _by_path(details: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, dict):
+            flat.update(_by_path(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
 def json_object_body(request: HttpRequest) -> dict[str, Any]:
     """The body of a plain (non-DRF) view as a JSON object; {} when empty.
 

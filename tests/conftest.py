@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from tests.server import LiveServer, remove_made_data_dirs, templates
 
-pytest_plugins = ["tests.fakes.fixtures", "tests.dbthreads"]
+pytest_plugins = ["tests.fakes.fixtures", "tests.dbthreads", "tests.cputime"]
 
 PASSWORD = "correct-horse-battery-9"
 

@@ -21,6 +21,12 @@ from agentsite.core.env import (
 from agentsite.core.logs import logging_config
 from agentsite.core.metrics import configure as metrics_configure
 
+# One BLAS thread unless the operator says otherwise: knowledge-base search is a matrix-vector product that a
+# second thread slows down, erratically, whenever the other core is busy (bench/RESULTS.md). Set here, before
+# any app imports NumPy (OpenBLAS reads it once, when it loads): `serve` forks its workers from a process that
+# has NumPy loaded already.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Importing the settings writes nothing: the data directory is created by what first writes into it, and
 # the secrets come from AGENTSITE_SECRET_KEY / AGENTSITE_JWT_SIGNING_KEY, else <data>/config.json, else

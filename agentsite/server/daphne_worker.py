@@ -65,9 +65,14 @@ def no_websocket_accelerator() -> None:
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """daphne's command line with `argv` (default: this process's arguments); `serve` calls it in the
+    workers it forks."""
     if "daphne.server" in sys.modules:  # the contract above: too late to choose
         raise RuntimeError("daphne's server module was imported before the event loop was chosen")
+    from agentsite.server import heap
+
+    heap.declare_server_process()
     loop = install_event_loop(event_loop_choice())
     accept_one_at_a_time()
     no_websocket_accelerator()
@@ -75,7 +80,7 @@ def main() -> None:
     # Twisted's modules are imported after the reactor this worker chose is installed.
     from daphne.cli import CommandLineInterface
 
-    CommandLineInterface.entrypoint()
+    CommandLineInterface().run(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,22 @@ import sys
 YOUNG_THRESHOLD = 7000  # measured: 0.24 -> 0.05 ms of collector time per /v1 request (bench/RESULTS.md)
 
 _settled = False
+_declared = False
+
+
+def declare_server_process() -> None:
+    """Say that this process serves HTTP: the daphne worker's entry point does, for a worker `serve` forked
+    (whose `__main__` is serve's)."""
+    global _declared
+    _declared = True
 
 
 def is_server_process() -> bool:
     """True in a daphne process: `python -m agentsite.server.daphne_worker …` (serve's workers, the tests' live
-    servers), `python -m daphne …` or the `daphne` console script (a deployment that runs daphne itself)."""
+    servers), a worker `serve` forked (declare_server_process), `python -m daphne …` or the `daphne` console
+    script (a deployment that runs daphne itself)."""
+    if _declared:
+        return True
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None and (spec.name == "agentsite.server.daphne_worker" or spec.name.partition(".")[0] == "daphne"):
@@ -39,3 +50,10 @@ def settle() -> bool:
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
     return True
+
+
+def settle_before_fork() -> None:
+    """In a process about to fork children that keep its heap (serve): collect once and freeze what is left, so
+    that the children's collectors never visit, and so never write to, the pages they share with it."""
+    gc.collect()
+    gc.freeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import select
@@ -9,17 +10,22 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import traceback
 
+import setproctitle
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
 
 from agentsite.core import metrics
 from agentsite.core.datadir import data_dir_ensure, secrets_ensure
 from agentsite.core.processes import sweep_dead
 from agentsite.core.startup import service_loops_start
-from agentsite.server.orphan import SERVE_PID_ENV
+from agentsite.server import heap
+from agentsite.server.orphan import SERVE_PID_ENV, guard_if_child_of_serve
 from agentsite.server.startlock import database_wait, start_lock
 
 STOP_GRACE_S = 15
@@ -93,13 +99,12 @@ class Command(BaseCommand):
         commands = self._commands(host, port, no_cluster)
         # The metrics files of a previous run's processes would be summed into this run's (agentsite/core/metrics.py).
         metrics.clean_multiproc_dir()
+        # Each child's guard: gone soon after serve (orphan.py). In serve's own environment too, which a forked
+        # child keeps; serve itself is nobody's child of that pid.
+        os.environ[SERVE_PID_ENV] = str(os.getpid())
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE",
                                                                            "agentsite.settings")}
-        # One BLAS thread: knowledge-base search is a matrix-vector product that a second thread slows
-        # down, erratically, whenever the other core is busy (bench/RESULTS.md). The operator may override.
-        self.env.setdefault("OPENBLAS_NUM_THREADS", "1")
-        self.env[SERVE_PID_ENV] = str(os.getpid())  # each child's guard: gone soon after serve (orphan.py)
-        children = {name: self._spawn(name, command) for name, command in commands.items()}
+        children = {name: self._fork(name, command) for name, command in commands.items()}
         workers = f" with {self.workers} workers" if self.workers > 1 else ""
         self.stdout.write(self.style.SUCCESS(f"agentsite: serving on http://{host}:{port}/{workers} (Ctrl-C stops)"))
 
@@ -127,14 +132,40 @@ class Command(BaseCommand):
             commands.update({f"daphne-{index}": daphne for index in range(1, self.workers + 1)})
         return commands
 
-    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen:
+    def _fork(self, name: str, command: list[str]) -> Child:
+        """Start a child as a fork of serve, which has Django, the apps and their modules loaded already.
+
+        A fresh interpreter would import and set up all of them again: ~2.5 s of CPU for each child on these
+        machines, and ~100 MiB of its own. A fork shares serve's pages until it writes to them (the heap serve
+        leaves is frozen first, so the collector does not write to every object). The children's first start
+        only: a restart starts a fresh interpreter (_spawn), since by then serve runs its service loops'
+        threads, and a fork copies only the thread that forks (a lock another thread held stays held). Where
+        serve has a thread of its own here already, it starts fresh interpreters too.
+        """
+        if threading.active_count() > 1:
+            running = ", ".join(thread.name for thread in threading.enumerate())
+            self.stderr.write(f"agentsite: threads running in serve ({running}); starting {name} as a new process "
+                              "instead of a fork.")
+            return self._spawn(name, command)
+        self.stdout.write(f"agentsite: starting {name} ...")
+        connections.close_all()  # a child opens its own; a socket two processes talk on is garbled
+        heap.settle_before_fork()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid:
+            return ForkedChild(pid)
+        _forked_child_main(name, command, self.fd)  # never returns
+        raise AssertionError("unreachable")
+
+    def _spawn(self, name: str, command: list[str]) -> Child:
         self.stdout.write(f"agentsite: starting {name} ...")
         # The listening socket goes to daphne only; every other descriptor of serve is closed in the child.
         passed = (self.fd,) if name.startswith("daphne") and self.fd is not None else ()
         return subprocess.Popen(command, env=self.env, start_new_session=True, preexec_fn=_stop_with_parent,
                                 pass_fds=passed)
 
-    def _supervise(self, commands: dict[str, list[str]], children: dict[str, subprocess.Popen]) -> None:
+    def _supervise(self, commands: dict[str, list[str]], children: dict[str, Child]) -> None:
         """Until SIGINT/SIGTERM: restart a child that exits, after a back-off (RESTART_*), and keep serving."""
         stopping = {"signal": None}
 
@@ -245,6 +276,79 @@ def _listening_address(fd: int) -> tuple[str, int]:
     return address[0], address[1]
 
 
+class ForkedChild:
+    """A child serve forked, as far as the supervisor uses a subprocess.Popen: pid, returncode, poll, wait and
+    send_signal (the return code as Popen gives it: the exit status, or minus the signal that ended it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                waited, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: gone, its status unknown
+                self.returncode = 255
+                return self.returncode
+            if waited:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout or 0.0)
+            time.sleep(0.05)
+        return self.returncode  # type: ignore[return-value]
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+
+
+Child = subprocess.Popen | ForkedChild
+
+
+def _forked_child_main(name: str, command: list[str], fd: int | None) -> None:
+    """The body of a forked child: what `command` would run, in this process, which then ends (never returns
+    into serve's code). As _spawn's children: a process group of its own, SIGTERM when serve dies, the
+    listening socket for daphne only. It ends as an interpreter does, by the exit functions (atexit): a
+    worker's buffered usage is written, and the task cluster waits for its own processes there."""
+    code = 1
+    try:
+        # What `ps` and the tests tell the children by: the command a fresh interpreter would have shown.
+        setproctitle.setproctitle(f"agentsite {name}: {' '.join(command[1:])}")
+        os.setsid()
+        _stop_with_parent()
+        guard_if_child_of_serve()  # serve's apps were ready before this process was its child
+        if name.startswith("daphne"):
+            from agentsite.server import daphne_worker
+
+            # The command's daphne options: after `-m agentsite.server.daphne_worker`.
+            daphne_worker.main(command[command.index("agentsite.server.daphne_worker") + 1:])
+        else:
+            if fd is not None:
+                os.close(fd)
+            call_command(command[-1])  # qcluster
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - a boundary: the child ends here whatever happened, and says why
+        traceback.print_exc()
+    finally:
+        try:
+            atexit._run_exitfuncs()  # what the interpreter runs before it exits; each failure is printed
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def _stop_with_parent() -> None:
     """In a child, before it runs: SIGTERM it when serve dies, even by SIGKILL (Linux), so no child outlives
     serve. Each child leads its own process group, so a Ctrl-C reaches serve alone, which stops them in order."""
@@ -255,7 +359,7 @@ def _stop_with_parent() -> None:
         pass  # not Linux: a hard kill of serve may leave children behind
 
 
-def _stop_all(children: dict[str, subprocess.Popen]) -> None:
+def _stop_all(children: dict[str, Child]) -> None:
     # SIGTERM to each main process only: the q2 cluster stops its own workers in about a second, while a
     # signal to its whole group makes its sentinel wait on workers that are already gone. Each child leads
     # its own process group (start_new_session), so whatever is left of it is killed afterwards.
@@ -272,7 +376,7 @@ def _stop_all(children: dict[str, subprocess.Popen]) -> None:
         _signal_group(proc, signal.SIGKILL)  # stragglers in the group (q2 workers) never outlive serve
 
 
-def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+def _signal_group(proc: Child, signum: int) -> None:
     try:
         os.killpg(proc.pid, signum)
     except (ProcessLookupError, PermissionError):

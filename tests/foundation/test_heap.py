@@ -84,3 +84,11 @@ def test_settle_runs_once_and_is_undone_by_unfreeze(monkeypatch):
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_a_worker_serve_forked_counts_as_a_server_process(monkeypatch):
+    """serve's workers are forks whose `__main__` is serve's: the worker's entry point declares the process."""
+    monkeypatch.setattr(heap, "_declared", False)
+    assert heap.is_server_process() is False  # pytest's process
+    heap.declare_server_process()
+    assert heap.is_server_process() is True

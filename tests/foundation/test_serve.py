@@ -4,17 +4,20 @@ import os
 import queue
 import re
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.e2e import poll
+from tests.e2e import UPSTREAM_KEY, poll
+from tests.fakes.llm import Text
 from tests.server import ROOT, LiveServer, listeners_on, listening_socket, refusing_port
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -210,6 +213,10 @@ def _children_running(pid: int, marker: str) -> set[int]:
     return found
 
 
+def _cmdline(pid: int) -> str:
+    return (Path("/proc") / str(pid) / "cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
+
+
 def test_serve_restarts_a_child_that_dies_and_keeps_serving(tmp_path):
     # One worker: the point is the restart of serve's one daphne child and its message; workers restarted one
     # by one while the others serve are tests/foundation/test_workers.py's.
@@ -223,13 +230,19 @@ def test_serve_restarts_a_child_that_dies_and_keeps_serving(tmp_path):
             time.sleep(0.1)
         cluster = _children_running(proc.pid, "qcluster")
         assert len(daphne) == 1 and cluster
+        # The first daphne is a fork of serve (its title says which child it is); a restart is a fresh
+        # interpreter, since serve runs threads by then (agentsite/server/serve.py, _fork).
+        assert [_cmdline(pid).startswith("agentsite daphne: -m agentsite.server.daphne_worker --fd ")
+                for pid in daphne] == [True], [_cmdline(pid) for pid in daphne]
         for pid in daphne | cluster:
             os.kill(pid, signal.SIGKILL)
         server.wait_healthy(30)  # a new daphne answers
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (_children_running(proc.pid, "qcluster") - cluster):
             time.sleep(0.1)
-        assert _children_running(proc.pid, "daphne") - daphne, "daphne was not started again"
+        restarted = _children_running(proc.pid, "daphne") - daphne
+        assert restarted, "daphne was not started again"
+        assert [_cmdline(pid).split(" ", 1)[0] for pid in restarted] == [sys.executable]
         assert _children_running(proc.pid, "qcluster") - cluster, "the cluster was not started again"
         assert proc.poll() is None, "serve stopped"
         proc.send_signal(signal.SIGTERM)
@@ -241,3 +254,35 @@ def test_serve_restarts_a_child_that_dies_and_keeps_serving(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         server.stop()
+
+
+def test_a_forked_worker_writes_its_buffered_usage_when_serve_stops(fake_openai_server, fake_openai):
+    """serve's workers are forks that end through the interpreter's exit functions: the usage a worker holds in
+    its buffer (here: never flushed on its own, AGENTSITE_USAGE_FLUSH_S=3600) is written when serve stops."""
+    server = LiveServer(env={"AGENTSITE_USAGE_FLUSH_S": "3600"}).start()
+    try:
+        admin = {"Authorization": f"Bearer {server.login()['token']}"}
+        requests.patch(f"{server.base_url}/api/config", headers=admin, timeout=10, json={
+            "provider": "openai", "base_url": fake_openai_server.base_url, "api_key": UPSTREAM_KEY,
+            "model": "fake-model", "kb_enabled": False}).raise_for_status()
+        fake_openai.script(Text("one", usage=(7, 3)), Text("two", usage=(5, 2)))
+        for question in ("q1", "q2"):
+            answer = requests.post(f"{server.base_url}/v1/chat/completions", headers=admin, timeout=30, json={
+                "model": "fake-model", "messages": [{"role": "user", "content": question}]})
+            assert answer.status_code == 200, answer.text
+        assert _usage_rows(server) == []  # still in the workers' buffers
+        assert server.stop(drop_database=False) == 0
+        assert _usage_rows(server) == [(2, 12, 5)]
+    finally:
+        server.stop()
+
+
+def _usage_rows(server: LiveServer) -> list[tuple]:
+    query = "SELECT SUM(requests), SUM(prompt_tokens), SUM(completion_tokens) FROM usage_usagedaily HAVING COUNT(*) > 0"
+    if server.database_url:
+        import psycopg
+
+        with psycopg.connect(server.database_url) as conn:
+            return [tuple(int(value) for value in row) for row in conn.execute(query).fetchall()]
+    with closing(sqlite3.connect(server.data_dir / "db.sqlite3")) as conn:
+        return [tuple(int(value) for value in row) for row in conn.execute(query).fetchall()]

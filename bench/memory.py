@@ -101,6 +101,17 @@ def _says(pid: int) -> str | None:
     return None
 
 
+def _cluster_label(pid: int, depth: int) -> str:
+    """The sentinel (the cluster's child), else a fork, with the role django-q2 writes into its title
+    (setproctitle: `qcluster Process-<id> idle|busy|monitor|pusher`) when it does."""
+    if depth == 1:
+        return "qcluster sentinel"
+    words = cmdline(pid).split()
+    role = words[-1] if len(words) >= 3 and words[0] == "qcluster" and words[1].startswith("Process-") else ""
+    role = "task worker" if role in ("idle", "busy") else role
+    return f"qcluster fork ({role})" if role else "qcluster fork"
+
+
 def walk(root: int) -> list[dict]:
     """Every process of root's tree, parents before children: pid, parent, kind and label.
 
@@ -119,7 +130,7 @@ def walk(root: int) -> list[dict]:
             pid, depth = queue.pop(0)
             for grandchild in sorted(_children(pid)):
                 said = _says(grandchild)
-                label = ("qcluster sentinel" if depth == 1 else "qcluster fork") if kind == "cluster" else \
+                label = _cluster_label(grandchild, depth) if kind == "cluster" else \
                     f"{kind}'s child ({said or comm(grandchild)})"
                 rows.append({"pid": grandchild, "parent": pid, "kind": kind, "label": label})
                 queue.append((grandchild, depth + 1))
@@ -258,7 +269,7 @@ def setup(server: ServeServer, upstream: str) -> str:
     """The admin's dashboard token, the upstream made the provider, one small knowledge-base document."""
     token = server.login()
     headers = {"Authorization": f"Bearer {token}"}
-    requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=10, json={
+    requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=60, json={
         "provider": "openai", "base_url": upstream, "api_key": "sk-bench", "model": "fake-model",
     }).raise_for_status()
     text = " ".join(f"The process tree of a server holds memory; paragraph {n} says how much." for n in range(200))
@@ -274,7 +285,8 @@ def worker_pids(root: int) -> list[int]:
 def growth(server: ServeServer, mix: Mix, total: int, threads: int) -> dict:
     workers = worker_pids(server.pid)
     cpu_before = {pid: _cpu_of(pid) for pid in workers}
-    marks = [mark for mark in CHECKPOINTS if mark < total] + [total]
+    # Past 10,000 (a longer --requests), a mark every 5,000 more, so a slow trend shows.
+    marks = [mark for mark in (*CHECKPOINTS, *range(10000, total, 5000)) if mark < total] + [total]
     samples: dict[int, dict[int, dict[str, float]]] = {}
     started = time.monotonic()
     print(f"\n{total} mixed requests on {threads} threads; each worker's memory (MiB) after each mark, 1 s idle")
@@ -314,6 +326,8 @@ def main() -> None:
     parser.add_argument("--idle-only", action="store_true", help="only the idle tree")
     parser.add_argument("--dense", action="store_true", help="leave the dense knowledge-base signal on when its "
                         "extra is installed (default: AGENTSITE_KB_DENSE=false, as the README's install has no extra)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="more of serve's environment (repeatable), e.g. MALLOC_ARENA_MAX=2")
     parser.add_argument("--json", action="store_true", help="also print the figures as JSON")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
@@ -321,10 +335,11 @@ def main() -> None:
     results: dict = {}
     upstream = None
     env = {} if args.dense else {"AGENTSITE_KB_DENSE": "false"}
+    env.update(item.split("=", 1) for item in args.env)
     server = ServeServer(args.workers, env).start()
     try:
         print(f"serve --workers {args.workers}, pid {server.pid}, {server.base_url}, data dir {server.data_dir}, "
-              f"dense signal {'on where installed' if args.dense else 'off'}")
+              f"dense signal {'on where installed' if args.dense else 'off'}; env {env}")
         time.sleep(args.idle_seconds)
         results["idle"] = tree_memory(server.pid)
         print_tree(f"idle tree, {args.idle_seconds:g} s after /api/health answered "

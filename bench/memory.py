@@ -9,7 +9,7 @@ SQLite, the task cluster and the scheduler's timer on; bench/compat.py's ServeSe
 /api/health and then --idle-seconds with nothing asked, and walks the whole process tree by parent pid: the
 supervisor, every child and every child's child. Each process is named by its command line or comm where
 they say what it is (daphne, qcluster), and otherwise by its place in the tree (a direct child of the
-supervisor with children of its own is the task cluster, one without is a worker), so the walk holds
+supervisor with grandchildren is the task cluster, any other is a worker), so the walk holds
 whether serve starts its children as fresh interpreters or forks them from itself. For each process it
 prints its kind, pid, RSS, PSS and USS (from /proc/<pid>/smaps_rollup: Rss, Pss, Private_Clean +
 Private_Dirty), then the sums.
@@ -18,6 +18,9 @@ The target (<= 350 MiB for `--workers 2` with the cluster) is judged on the sum 
 k processes counts 1/k in each, so the sum is what the tree takes from the machine. The sum of RSS counts a
 shared page once in every process that maps it (the cluster's forked processes share most of theirs, and
 forked workers would share the supervisor's), so it over-counts by every sharer; it is printed beside it.
+PSS also divides a page with processes outside the tree that map the same file (other servers run from the
+same virtualenv share its libraries' pages), so on a busy machine the PSS sum reads a few MiB lower than on
+a quiet one; the USS sum (pages of one process alone) is its floor.
 
 Then the same server is given a fake OpenAI upstream in a process of its own (bench/compat.py
 --serve-upstream, --tokens tokens a reply) as its provider, through PATCH /api/config by its admin, and
@@ -116,12 +119,13 @@ def walk(root: int) -> list[dict]:
     """Every process of root's tree, parents before children: pid, parent, kind and label.
 
     A direct child of the supervisor is the task cluster or a worker by what its command line or comm says,
-    else by whether it has children (django-q2's cluster forks a sentinel that forks the task workers, a
-    daphne worker has none at rest); every process below a direct child belongs to that child's kind."""
+    else by its depth (django-q2's cluster forks a sentinel that forks the task workers; a daphne worker has
+    no child at rest, at most leaf ones); every process below a direct child belongs to that child's kind."""
     rows = [{"pid": root, "parent": None, "kind": "supervisor", "label": "serve (supervisor, timer)"}]
     for child in sorted(_children(root)):
-        below = _children(child)
-        kind = _says(child) or ("cluster" if below else "worker")
+        # django-q2's cluster is three deep (main, sentinel, its forks); a worker's own children (a sandbox
+        # pool) are leaves: so a child with grandchildren is the cluster.
+        kind = _says(child) or ("cluster" if any(_children(below) for below in _children(child)) else "worker")
         rows.append({"pid": child, "parent": root, "kind": kind,
                      "label": "qcluster (main)" if kind == "cluster" else "daphne worker" if kind == "worker"
                      else f"{kind} ({comm(child)})"})

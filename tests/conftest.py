@@ -103,6 +103,40 @@ def _unmarked(item: pytest.Item, command: str) -> str:
             "tier (-m 'not e2e') leaves it out")
 
 
+# --- a second backend's pass: `AGENTSITE_TESTS_BACKEND_ONLY=1` ------------------------------------------------
+# CI runs the suite on SQLite and again on PostgreSQL + Redis. A test that uses no database and starts no process
+# (pure functions, parsers, the JavaScript sandbox, source scans) cannot answer differently on the second backend:
+# with this variable set (CI's PostgreSQL pass, .ci/run) it is deselected, and the summary says how many were.
+# What uses a database: the django_db mark or a fixture that opens it (its closure names one of DATABASE_FIXTURES);
+# what starts a process is marked e2e (the guard above), and a live server's database is the run's backend.
+BACKEND_ONLY = "AGENTSITE_TESTS_BACKEND_ONLY"
+# (Not django_db_blocker: every test's closure has it, through the session fixture below that drops connections.)
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback",
+                     "live_server"}
+
+
+def needs_the_backend(item: pytest.Item) -> bool:
+    return ("e2e" in item.keywords or item.get_closest_marker("django_db") is not None
+            or bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))))
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(BACKEND_ONLY) != "1":
+        return
+    left = [item for item in items if not needs_the_backend(item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if needs_the_backend(item)]
+        config._agentsite_backend_only = len(left)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left = getattr(config, "_agentsite_backend_only", 0)
+    if left:
+        terminalreporter.write_line(f"{BACKEND_ONLY}=1: {left} tests that use no database and start no process were "
+                                    "left to the other backend's pass")
+
+
 def pytest_sessionfinish(session, exitstatus):
     templates.drop()  # the migrated databases live servers were copied from
     remove_made_data_dirs()  # the live servers' data directories

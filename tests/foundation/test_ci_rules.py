@@ -69,3 +69,31 @@ def test_every_app_package_goes_into_the_wheel():
     packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"tests", "bench", "examples"}
     assert packages, "no package found at the top level"
     assert sorted(name for name in packages if f"{name}*" not in include) == []
+
+
+# CI's second pass (AGENTSITE_TESTS_BACKEND_ONLY, tests/conftest.py) keeps a test when it can answer differently on
+# that backend: it uses the database (the mark, or a fixture whose closure opens it) or starts a process (e2e).
+def test_a_test_that_uses_no_database_is_left_to_the_first_pass(request):
+    from tests.conftest import needs_the_backend
+
+    assert needs_the_backend(request.node) is False
+
+
+@pytest.mark.django_db
+def test_a_test_marked_for_the_database_runs_in_both_passes(request):
+    from tests.conftest import needs_the_backend
+
+    assert needs_the_backend(request.node) is True
+
+
+def test_a_test_whose_fixture_opens_the_database_runs_in_both_passes(request, owner):
+    from tests.conftest import needs_the_backend
+
+    assert needs_the_backend(request.node) is True
+
+
+@pytest.mark.e2e
+def test_a_test_that_starts_a_process_runs_in_both_passes(request):
+    from tests.conftest import needs_the_backend
+
+    assert needs_the_backend(request.node) is True

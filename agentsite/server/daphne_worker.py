@@ -65,7 +65,8 @@ def no_websocket_accelerator() -> None:
     os.environ.setdefault("AUTOBAHN_USE_NVX", "0")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Serve with daphne's command line: `argv` (default: this process's arguments)."""
     if "daphne.server" in sys.modules:  # the contract above: too late to choose
         raise RuntimeError("daphne's server module was imported before the event loop was chosen")
     loop = install_event_loop(event_loop_choice())
@@ -75,7 +76,7 @@ def main() -> None:
     # Twisted's modules are imported after the reactor this worker chose is installed.
     from daphne.cli import CommandLineInterface
 
-    CommandLineInterface.entrypoint()
+    CommandLineInterface().run(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

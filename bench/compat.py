@@ -42,6 +42,23 @@ each time, and ends with one throughput table. --only latency|throughput runs ha
 --light measures throughput with bench/loadgen.py's client and (with --only throughput) its upstream, which
 cost a fraction of the default harness's CPU: on 2 cores that harness left a second worker no core to run on.
 
+    python bench/compat.py --floor [--metrics] [--pace-ms 10] [--requests 30]   # issue 51: beside the relays
+
+--floor measures agentsite against the least a server can do, in one run, every kind interleaved one request at
+a time: one paced upstream (--tokens, --pace-ms; give a pace, 10 ms for issue 51's figures), bench/relay.py (the
+aiohttp relay), bench/relay_daphne.py (the same relay as a bare ASGI app under agentsite's own daphne worker:
+uvloop, Twisted's asyncio reactor) and `manage.py serve --workers 1` (with --metrics a second serve with
+AGENTSITE_METRICS=1), its admin making an API key (scopes v1 and api). Kinds: the upstream directly, each relay's
+/v1/chat/completions, and on each serve /v1/chat/completions anonymous and with the key and a chat turn
+(POST /api/sessions/:id/chat on a fresh session named `bench`) with the dashboard token and with the key;
+streamed, then non-streamed (/v1 only). Around each request it reads the serving process (the relay, serve's
+daphne worker) from /proc: CPU of all threads (schedstat), the event loop thread's voluntary context switches
+(its wake-ups) and the other threads' (thread crossings: work handed to a thread, a background thread's
+timer). It prints per kind the first token and non-streaming reply added over the upstream (p50 − p50), CPU,
+wake-ups and crossings per streamed event (per request ÷ --tokens) and CPU per non-streaming request, then
+each agentsite kind against issue 51's goals (CPU per event ≤ 1.2× the daphne relay's, first token ≤ its + 1 ms,
+whole reply ≤ its + 0.7 ms; metrics on ≤ off + 5%).
+
 --agent makes the agent `bench` on the local server (its admin's: the same model as --model, no tools, no
 knowledge) and sends, one by one in rotating order through /v1/chat/completions, the plain model (--model),
 `agent` (the deployment's agent `default`, made the same as `bench` through /api/config: the same agent loop,

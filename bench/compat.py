@@ -42,6 +42,23 @@ each time, and ends with one throughput table. --only latency|throughput runs ha
 --light measures throughput with bench/loadgen.py's client and (with --only throughput) its upstream, which
 cost a fraction of the default harness's CPU: on 2 cores that harness left a second worker no core to run on.
 
+    python bench/compat.py --floor [--metrics] [--pace-ms 10] [--requests 30]   # issue 51: beside the relays
+
+--floor measures agentsite against the least a server can do, in one run, every kind interleaved one request at
+a time: one paced upstream (--tokens, --pace-ms; give a pace, 10 ms for issue 51's figures), bench/relay.py (the
+aiohttp relay), bench/relay_daphne.py (the same relay as a bare ASGI app under agentsite's own daphne worker:
+uvloop, Twisted's asyncio reactor) and `manage.py serve --workers 1` (with --metrics a second serve with
+AGENTSITE_METRICS=1), its admin making an API key (scopes v1 and api). Kinds: the upstream directly, each relay's
+/v1/chat/completions, and on each serve /v1/chat/completions anonymous and with the key and a chat turn
+(POST /api/sessions/:id/chat on a fresh session named `bench`) with the dashboard token and with the key;
+streamed, then non-streamed (/v1 only). Around each request it reads the serving process (the relay, serve's
+daphne worker) from /proc: CPU of all threads (schedstat), the event loop thread's voluntary context switches
+(its wake-ups) and the other threads' (thread crossings: work handed to a thread, a background thread's
+timer). It prints per kind the first token and non-streaming reply added over the upstream (p50 − p50), CPU,
+wake-ups and crossings per streamed event (per request ÷ --tokens) and CPU per non-streaming request, then
+each agentsite kind against issue 51's goals (CPU per event ≤ 1.2× the daphne relay's, first token ≤ its + 1 ms,
+whole reply ≤ its + 0.7 ms; metrics on ≤ off + 5%).
+
 --agent makes the agent `bench` on the local server (its admin's: the same model as --model, no tools, no
 knowledge) and sends, one by one in rotating order through /v1/chat/completions, the plain model (--model),
 `agent` (the deployment's agent `default`, made the same as `bench` through /api/config: the same agent loop,
@@ -875,6 +892,284 @@ async def run(args: argparse.Namespace) -> dict:
     return results
 
 
+# --- --floor: agentsite beside the two relays (issue 51) ---
+
+
+FLOOR_GOALS = {"cpu_ratio": 1.2, "ttft_ms": 1.0, "plain_ms": 0.7, "metrics_pct": 5.0}
+CHAT_DELTA = re.compile(rb'event: delta\ndata: \{"content": ?"[^"]')  # the chat stream's first token
+CHAT_ERROR = re.compile(rb"(^|\n)event: error\n")
+
+
+def thread_switches(pid: int) -> dict[int, int]:
+    """Voluntary context switches of each live thread of pid (a thread's sleeps: the event loop's waits for
+    its next event, a worker thread's waits for its next job)."""
+    found = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            status = task.joinpath("status").read_text()
+        except OSError:
+            continue
+        found[int(task.name)] = next(int(line.split()[1]) for line in status.splitlines()
+                                     if line.startswith("voluntary_ctxt_switches:"))
+    return found
+
+
+class Probe:
+    """One server process for --floor: before and after a request, its CPU (all threads, schedstat), the event
+    loop thread's voluntary switches (its wake-ups: the loop's thread is the process's main thread, for
+    aiohttp and for daphne under Twisted alike) and the other threads' (each a job handed to a thread and
+    waited for: a thread crossing). `tree` (serve's pid): also the CPU of the whole process tree."""
+
+    def __init__(self, pid: int, tree: int | None = None):
+        self.pid, self.tree = pid, tree
+
+    def read(self) -> tuple[float, float, dict[int, int]]:
+        return _cpu_of(self.pid), cpu_seconds(self.tree) if self.tree else 0.0, thread_switches(self.pid)
+
+    def since(self, before: tuple[float, float, dict[int, int]]) -> dict[str, float]:
+        cpu, tree, switches = self.read()
+        wakeups = switches.get(self.pid, 0) - before[2].get(self.pid, 0)
+        crossings = sum(count - before[2].get(tid, 0) for tid, count in switches.items() if tid != self.pid)
+        return {"cpu": cpu - before[0], "tree": tree - before[1], "wakeups": wakeups, "crossings": crossings}
+
+
+def serve_worker(server: ServeServer) -> int:
+    """The pid of serve's one daphne worker (--workers 1)."""
+    workers = [pid for pid, role in _roles(server.pid).items() if role == "daphne"]
+    if len(workers) != 1:
+        raise RuntimeError(f"serve should run one daphne worker, found {workers}")
+    return workers[0]
+
+
+def start_relay(script: str, upstream: str) -> tuple[subprocess.Popen, str]:
+    """bench/relay.py or bench/relay_daphne.py on a free port, answering; (its process, its /v1 base URL)."""
+    import socket
+
+    import requests
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script)), upstream, str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                return proc, f"http://127.0.0.1:{port}/v1"
+        except requests.RequestException:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{script} did not answer")
+
+
+async def floor_run(args: argparse.Namespace, servers: dict, kinds: dict) -> dict:
+    """Every kind (name: (server name, call)) one by one in rotating order, --requests rounds, streaming then
+    non-streaming (the /v1 kinds only); per request the latency and its server's Probe deltas."""
+    results: dict = {}
+    for stream in (True, False):
+        names = [name for name, (_server, call, chat) in kinds.items() if stream or not chat]
+        for _ in range(3):  # warm-up: connections, caches, lazy imports
+            for name in names:
+                await kinds[name][1](stream)
+        rows: dict[str, list] = {name: [] for name in names}
+        for index in range(args.requests):
+            shift = index % len(names)
+            for name in names[shift:] + names[:shift]:
+                server_name, call, chat = kinds[name]
+                probe = servers.get(server_name)
+                prepare = getattr(call, "prepare", None)
+                if prepare is not None:
+                    await prepare()
+                before = probe.read() if probe else None
+                ttft, total = await call(stream)
+                rows[name].append((ttft, total, probe.since(before) if probe else None))
+        results["streaming" if stream else "non-streaming"] = rows
+    return results
+
+
+def _sum(rows: list, field: str) -> float:
+    return sum(row[2][field] for row in rows) / len(rows)
+
+
+def floor_table(args: argparse.Namespace, results: dict, idle: dict[str, float]) -> dict:
+    """Per kind: the p50s added over the upstream, CPU per streamed event and per request, wake-ups and
+    crossings per event; printed, and returned for the goals."""
+    table: dict = {}
+    streamed, plain = results["streaming"], results["non-streaming"]
+    direct_ttft = percentile([row[0] for row in streamed["direct"]], 50) * 1000
+    direct_plain = percentile([row[1] for row in plain["direct"]], 50) * 1000
+    print(f"\nstreaming: {args.tokens} tokens paced {args.pace_ms:g} ms, {args.requests} requests of each kind in "
+          f"rotating order; per streamed event the server process's CPU (µs), its event loop thread's wake-ups and "
+          f"its other threads' wake-ups (thread crossings); serve's whole tree beside")
+    print(f"{'kind':<30}{'TTFT p50':>9}{'+TTFT':>8}{'CPU/ev':>8}{'tree/ev':>9}{'wake/ev':>9}{'cross/ev':>9}"
+          f"{'+plain':>8}{'CPU/req':>9}")
+    for name, rows in streamed.items():
+        ttft = percentile([row[0] for row in rows], 50) * 1000
+        entry = {"ttft_p50": ttft, "ttft_added": ttft - direct_ttft}
+        if rows[0][2] is not None:
+            events = max(1, args.tokens)
+            entry.update({"cpu_event_us": _sum(rows, "cpu") * 1e6 / events,
+                          "tree_event_us": _sum(rows, "tree") * 1e6 / events,
+                          "wakeups_event": _sum(rows, "wakeups") / events,
+                          "crossings_event": _sum(rows, "crossings") / events})
+        if name in plain:
+            total = percentile([row[1] for row in plain[name]], 50) * 1000
+            entry["plain_added"] = total - direct_plain
+            if plain[name][0][2] is not None:
+                entry["plain_cpu_ms"] = _sum(plain[name], "cpu") * 1000
+        table[name] = entry
+        print(f"{name:<30}{ttft:>9.2f}{entry['ttft_added']:>8.2f}"
+              + (f"{entry['cpu_event_us']:>8.0f}{entry['tree_event_us']:>9.0f}{entry['wakeups_event']:>9.2f}"
+                 f"{entry['crossings_event']:>9.2f}" if "cpu_event_us" in entry else " " * 35)
+              + (f"{entry['plain_added']:>8.2f}" if "plain_added" in entry else " " * 8)
+              + (f"{entry['plain_cpu_ms']:>9.2f}" if "plain_cpu_ms" in entry else ""))
+    print("(ms unless said; +TTFT and +plain: p50 over the upstream's own p50, streamed first token and "
+          "non-streaming reply; tree/ev: serve's whole process tree, 0 for the relays; idle CPU of each server "
+          "process before the run: " + ", ".join(f"{name} {value:.2f} ms/s" for name, value in idle.items()) + ")")
+    return table
+
+
+def floor_goals(table: dict) -> None:
+    """Item 2's goals: each agentsite kind against the daphne relay (and metrics on against off)."""
+    relay = table["daphne relay /v1"]
+    print("\ngoals against the daphne relay: CPU/event ≤ "
+          f"{FLOOR_GOALS['cpu_ratio']}×, +TTFT ≤ relay + {FLOOR_GOALS['ttft_ms']} ms, +plain ≤ relay + "
+          f"{FLOOR_GOALS['plain_ms']} ms; metrics on ≤ off + {FLOOR_GOALS['metrics_pct']:g}% CPU")
+    print(f"{'kind':<30}{'CPU ×':>8}{'':>4}{'+TTFT −relay':>14}{'':>4}{'+plain −relay':>15}{'':>4}")
+    for name, entry in table.items():
+        if not name.startswith("agentsite"):
+            continue
+        ratio = entry["cpu_event_us"] / relay["cpu_event_us"]
+        ttft = entry["ttft_added"] - relay["ttft_added"]
+        cells = f"{ratio:>8.2f}{_ok(ratio <= FLOOR_GOALS['cpu_ratio'])}{ttft:>+14.2f}" \
+                f"{_ok(ttft <= FLOOR_GOALS['ttft_ms'])}"
+        if "plain_added" in entry:
+            plain = entry["plain_added"] - relay["plain_added"]
+            cells += f"{plain:>+15.2f}{_ok(plain <= FLOOR_GOALS['plain_ms'])}"
+        print(f"{name:<30}{cells}")
+    for name, entry in table.items():
+        if name.startswith("agentsite+metrics"):
+            off = table[name.replace("agentsite+metrics", "agentsite")]
+            pct = (entry["cpu_event_us"] / off["cpu_event_us"] - 1) * 100
+            line = f"metrics on − off, {name[len('agentsite+metrics '):]}: CPU/event {pct:+.1f}%" \
+                   f"{_ok(pct <= FLOOR_GOALS['metrics_pct'])}"
+            if "plain_cpu_ms" in entry:
+                plain = (entry["plain_cpu_ms"] / off["plain_cpu_ms"] - 1) * 100
+                line += f", CPU per non-streaming request {plain:+.1f}%"
+            print(line)
+
+
+def _ok(met: bool) -> str:
+    return "  ok" if met else "  >"
+
+
+class ChatTurn:
+    """A chat turn (POST /api/sessions/:id/chat) on a fresh named session (no title request, no history); the
+    session is made by `prepare`, outside the measured request."""
+
+    def __init__(self, client: aiohttp.ClientSession, base: str):
+        self.client, self.base, self.session = client, base, ""
+
+    async def prepare(self) -> None:
+        async with self.client.post(f"{self.base}/api/sessions", json={"name": "bench"}) as response:
+            response.raise_for_status()
+            self.session = (await response.json())["id"]
+
+    async def __call__(self, stream: bool) -> tuple[float, float]:
+        if not self.session:
+            await self.prepare()
+        session, self.session = self.session, ""
+        return await _timed(self.client, f"{self.base}/api/sessions/{session}/chat", {"message": "Count for me."},
+                            CHAT_DELTA, stream=True, error=CHAT_ERROR)
+
+
+async def floor_measure(args: argparse.Namespace, relays: dict[str, tuple[str, int]], sites: dict) -> dict:
+    """The kinds of --floor through their servers: `relays` name: (base, pid); `sites` label: (server, token,
+    key)."""
+    from contextlib import AsyncExitStack
+
+    servers: dict[str, Probe] = {}
+    kinds: dict = {}
+    async with AsyncExitStack() as stack:
+        anonymous = await stack.enter_async_context(_client("bench", 4))
+
+        def v1(client: aiohttp.ClientSession, base: str, model: str = args.model):
+            return lambda stream: one_request(client, base, model, stream)
+
+        kinds["direct"] = (None, v1(anonymous, args.upstream, args.upstream_model), False)
+        for name, (base, pid) in relays.items():
+            servers[name] = Probe(pid)
+            kinds[f"{name} /v1"] = (name, v1(anonymous, base), False)
+        for label, (server, token, key) in sites.items():
+            servers[label] = Probe(serve_worker(server), server.pid)
+            with_token = await stack.enter_async_context(_client(token, 4))
+            with_key = await stack.enter_async_context(_client(key, 4))
+            kinds[f"{label} anon /v1"] = (label, v1(anonymous, f"{server.base_url}/v1"), False)
+            kinds[f"{label} key /v1"] = (label, v1(with_key, f"{server.base_url}/v1"), False)
+            kinds[f"{label} token chat"] = (label, ChatTurn(with_token, server.base_url), True)
+            kinds[f"{label} key chat"] = (label, ChatTurn(with_key, server.base_url), True)
+        idle = await _idle(servers, 3.0)
+        results = await floor_run(args, servers, kinds)
+    return {"results": results, "idle": idle}
+
+
+async def _idle(servers: dict[str, Probe], seconds: float) -> dict[str, float]:
+    """Each server process's CPU ms per second while nothing is asked."""
+    before = {name: probe.read() for name, probe in servers.items()}
+    await asyncio.sleep(seconds)
+    return {name: probe.since(before[name])["cpu"] * 1000 / seconds for name, probe in servers.items()}
+
+
+def main_floor(args: argparse.Namespace) -> None:
+    """--floor: one paced upstream; bench/relay.py, bench/relay_daphne.py and `manage.py serve --workers 1`
+    (with --metrics a second serve with AGENTSITE_METRICS=1) against it; floor_measure through all of them."""
+    import requests
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    procs: list[subprocess.Popen] = []
+    sites: dict = {}
+    try:
+        upstream, args.upstream = start_upstream(args.tokens, args.pace_ms)
+        procs.append(upstream)
+        relays = {}
+        for name, script in (("aiohttp relay", "relay.py"), ("daphne relay", "relay_daphne.py")):
+            proc, base = start_relay(script, args.upstream)
+            procs.append(proc)
+            relays[name] = (base, proc.pid)
+        for label, env in (("agentsite", {}), ("agentsite+metrics", {"AGENTSITE_METRICS": "1"}))[
+                :2 if args.metrics else 1]:
+            server, token = start_serve(args.upstream, 1, env=env)
+            sites[label] = (server, token, None)
+            answer = requests.post(
+                f"{server.base_url}/api/keys", headers={"Authorization": f"Bearer {token}"}, timeout=10,
+                json={"name": "bench", "scopes": ["v1", "api"]})
+            answer.raise_for_status()
+            sites[label] = (server, token, answer.json()["key"])
+        print(f"machine: {machine()}")
+        print(f"upstream {args.upstream} (pid {upstream.pid}); "
+              + "; ".join(f"{name} {base} (pid {pid})" for name, (base, pid) in relays.items()) + "; "
+              + "; ".join(f"{label}: manage.py serve --workers 1 {server.base_url} (pid {server.pid}, worker "
+                          f"{serve_worker(server)})" for label, (server, _t, _k) in sites.items()))
+        time.sleep(2.0)  # serve's start settles
+        measured = asyncio.run(floor_measure(args, relays, sites))
+        table = floor_table(args, measured["results"], measured["idle"])
+        floor_goals(table)
+        print(f"load average at the end: {' '.join(f'{value:.2f}' for value in os.getloadavg())}")
+    finally:
+        for server, _token, _key in sites.values():
+            server.stop()
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
+    if args.json:
+        print(json.dumps(table, indent=2))
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -930,12 +1225,22 @@ def main() -> None:
                         "measured (per process kind) before the requests")
     parser.add_argument("--metrics", action="store_true", help="two local servers, AGENTSITE_METRICS=1 and off, "
                         "measured side by side (added latency and CPU per request of each); only those figures")
+    parser.add_argument("--floor", action="store_true", help="agentsite under `manage.py serve --workers 1` beside "
+                        "bench/relay.py and bench/relay_daphne.py against one paced upstream (issue 51): anonymous "
+                        "and with an API key, /v1 and the chat stream, all interleaved; with --metrics also a "
+                        "second serve with metrics on")
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.tokens, args.pace_ms)
         return
     if args.target and not args.upstream:
         parser.error("--target needs --upstream")
+    if args.floor:
+        if args.target or args.serve or args.api or args.upstream:
+            parser.error("--floor starts its own upstream, relays and serve: not with --target, --upstream, --serve "
+                         "or --api")
+        main_floor(args)
+        return
     levels = args.concurrency or ("32,128" if args.serve else "1,8,32")
     args.concurrency = [int(level) for level in levels.split(",")]
     if args.serve:

@@ -7,7 +7,8 @@ authentication and no parsing (aiohttp server and client, the upstream's bytes p
         --only latency --requests 40
 
 What it adds (first token, CPU per streamed event) is what any Python gateway pays on the machine before it
-does anything of its own; bench/RESULTS.md compares agentsite with it.
+does anything of its own; bench/RESULTS.md compares agentsite with it. bench/relay_daphne.py is the same relay
+under daphne, as agentsite's workers serve; `bench/compat.py --floor` runs both beside agentsite.
 """
 
 from __future__ import annotations

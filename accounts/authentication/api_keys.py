@@ -167,13 +167,22 @@ async def aauthenticate_key(secret: str) -> tuple[Any, Any]:
 async def _akey_entries(digest: str) -> tuple[_KeyEntry | None, _Entry | None]:
     hit, entry = keys.fresh(digest)
     if not hit:
-        entry = await db(keys.load, digest)
+        # The key and its user were cached together and lapse together: both read on one database thread trip.
+        return await db(_load_entries, digest)
     if entry is None:
         return None, None
     hit, user_entry = users.fresh(entry.key.user_id)
     if not hit:
         user_entry = await db(users.load, entry.key.user_id)
     return entry, user_entry
+
+
+def _load_entries(digest: str) -> tuple[_KeyEntry | None, _Entry | None]:
+    """The key's entry read again, and its user's (from the cache while fresh), on the caller's thread."""
+    entry = keys.load(digest)
+    if entry is None:
+        return None, None
+    return entry, users.get(entry.key.user_id)
 
 
 def scope_problem(key: Any, scope: str, where: str) -> AppError | None:

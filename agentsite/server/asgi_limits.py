@@ -290,9 +290,21 @@ def _install_daphne_headers(request_class: type, channel_class: type) -> None:
         # daphne's basic_error (bad path, bad query string, its own 500 and 503) starts its reply here.
         if message.get("type") == "http.response.start":
             message = {**message, "headers": _with_security_headers(message.get("headers", []))}
-        result = original_reply(self, message)
-        if message.get("type") == "http.response.body" and message.get("more_body"):
+        if message.get("type") != "http.response.body" or not message.get("more_body"):
+            return original_reply(self, message)
+        transport = _idle_transport(self)
+        if transport is None:
+            result = original_reply(self, message)
             _flush(self)
+            return result
+        # A streamed chunk on a connection with nothing pending goes to the socket here (_send_now): its write
+        # does not register the socket with the reactor first only to deregister it at once.
+        transport.startWriting = _not_yet
+        try:
+            result = original_reply(self, message)
+        finally:
+            del transport.startWriting
+        _send_now(transport)
         return result
 
     def respond_to_bad_request_and_disconnect(self):
@@ -356,6 +368,31 @@ def _refuse_headers(channel) -> None:
             b"Content-Length: " + str(len(body)).encode(), b"Connection: close", *_raw_security_headers()]
     channel.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
     channel.loseConnection()
+
+
+def _not_yet() -> None:
+    """A transport's startWriting while _send_now is about to send what is written."""
+
+
+def _idle_transport(request):
+    """The request's plain TCP transport when connected with nothing waiting to be sent (so not registered with
+    the reactor for writing), else None."""
+    transport = getattr(getattr(request, "channel", None), "transport", None)
+    if (transport is None or not getattr(transport, "connected", False) or getattr(transport, "TLS", False)
+            or getattr(transport, "disconnecting", True) or "startWriting" in vars(transport)):
+        return None
+    if getattr(transport, "_tempDataBuffer", True) or getattr(transport, "dataBuffer", True):
+        return None
+    return transport
+
+
+def _send_now(transport) -> None:
+    """Send what was just written to an idle transport (_idle_transport), registering it with the reactor only
+    when the socket did not take it all or the write failed: the reactor then sends the rest, or sees the
+    failure, as it would have."""
+    failed = transport.doWrite()
+    if failed is not None or transport._tempDataBuffer or transport.dataBuffer:
+        transport.startWriting()
 
 
 def _flush(request) -> None:

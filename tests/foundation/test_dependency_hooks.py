@@ -262,6 +262,52 @@ def test_twisted_still_buffers_a_write_until_dowrite_which_the_stream_flush_call
     assert b"".join(sent) == b"event one"
 
 
+def test_a_streamed_chunk_on_an_idle_transport_goes_out_without_registering_it_unless_the_socket_balks():
+    """agentsite/server/asgi_limits.py's handle_reply sends a streamed chunk on an idle transport itself
+    (`_send_now`), with the transport's `startWriting` shadowed while Twisted writes: it relies on
+    FileDescriptor.write calling `self.startWriting` and doWrite returning None once all is sent. The socket is
+    registered with the reactor only when it took part of the chunk, so the reactor sends the rest."""
+    from types import SimpleNamespace
+
+    from twisted.internet import abstract
+
+    from agentsite.server.asgi_limits import _idle_transport, _not_yet, _send_now
+
+    sent: list[bytes] = []
+    registered: list[bool] = []
+    room = [10**6]
+
+    class Socketless(abstract.FileDescriptor):
+        connected = True
+
+        def writeSomeData(self, data):  # noqa: N802 - Twisted's name
+            taken = bytes(data)[:room[0]]
+            sent.append(taken)
+            return len(taken)
+
+        def startWriting(self):  # noqa: N802
+            registered.append(True)
+
+        def stopWriting(self):  # noqa: N802
+            pass
+
+    transport = Socketless(reactor=SimpleNamespace())
+    request = SimpleNamespace(channel=SimpleNamespace(transport=transport))
+    assert _idle_transport(request) is transport
+    transport.startWriting = _not_yet
+    transport.write(b"event one")
+    del transport.startWriting
+    _send_now(transport)
+    assert (b"".join(sent), registered) == (b"event one", []), "re-check handle_reply in asgi_limits.py"
+    room[0] = 3  # a full socket takes part: the rest waits for the reactor
+    transport.startWriting = _not_yet
+    transport.write(b"event two")
+    del transport.startWriting
+    _send_now(transport)
+    assert registered == [True] and (transport._tempDataBuffer or transport.dataBuffer)
+    assert _idle_transport(request) is None  # something pending: the next chunk takes the reactor's way
+
+
 # --- django-q2, asgiref, autobahn, the reactor's shutdown trigger, drf-spectacular (capped in pyproject.toml) ---
 
 def test_django_q2_still_has_what_taskqueue_rebuilds_async_tasks_packages_from():

@@ -63,7 +63,9 @@ class UserPatchSerializer(serializers.Serializer):
 
 
 class UserListQuerySerializer(serializers.Serializer):
-    search = serializers.CharField(required=False, max_length=150, help_text="Only usernames containing this.")
+    # Blank is no search (a query string's empty value is taken as absent), as the schema says.
+    search = serializers.CharField(required=False, allow_blank=True, max_length=150,
+                                   help_text="Only usernames containing this (blank: everyone).")
 
 
 class PriceSerializer(serializers.Serializer):

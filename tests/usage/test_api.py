@@ -106,3 +106,15 @@ def test_the_price_table_is_read_by_anyone_and_set_by_admins(admin_client, owner
         {"model": "gpt-4o", "input_per_million": 2.5, "output_per_million": 10.0}]}
     twice = {"prices": prices["prices"] * 2}
     assert admin_client.put("/api/usage/prices", twice, format="json").status_code == 400
+
+
+def test_the_user_list_takes_a_blank_search_as_none_as_its_schema_says(admin_client, owner, other_user):
+    everyone = {row["username"] for row in admin_client.get("/api/users").json()["results"]}
+    blank = admin_client.get("/api/users", {"search": ""})
+    assert blank.status_code == 200
+    assert {row["username"] for row in blank.json()["results"]} == everyone == {"root", "owner", "other"}
+    assert [row["username"] for row in admin_client.get("/api/users", {"search": "oth"}).json()["results"]] == ["other"]
+    schema = admin_client.get("/api/schema?format=json").json()
+    search = next(parameter for parameter in schema["paths"]["/api/users"]["get"]["parameters"]
+                  if parameter["name"] == "search")
+    assert "minLength" not in search["schema"] and search["schema"]["maxLength"] == 150

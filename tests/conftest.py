@@ -20,6 +20,19 @@ def pytest_configure(config):
 
     if "postgresql" in settings.DATABASES["default"]["ENGINE"]:
         _flush_postgres_by_delete()
+    _tasks_run_inline_keep_the_process_title()
+
+
+def _tasks_run_inline_keep_the_process_title() -> None:
+    """django-q2 titles the processes it runs tasks in (`qcluster ... processing ...`, setproctitle, which serve
+    installs); the tests run tasks inline (AGENTSITE_Q_SYNC), and pytest kept that title: a test that looks for a
+    cluster's processes by their command line would have found pytest itself."""
+    import importlib
+
+    for name in ("django_q.conf", "django_q.cluster", "django_q.monitor", "django_q.worker", "django_q.pusher"):
+        module = importlib.import_module(name)
+        if hasattr(module, "setproctitle"):
+            module.setproctitle = None
 
 
 # --- the fast tier: `pytest -m "not e2e"` ----------------------------------------------------------------

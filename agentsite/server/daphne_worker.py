@@ -18,6 +18,7 @@ import sys
 from django.core.exceptions import ImproperlyConfigured
 
 from agentsite.core.env import env_str
+from agentsite.server import heap
 
 EVENT_LOOPS = ("uvloop", "asyncio")
 
@@ -70,8 +71,6 @@ def main(argv: list[str] | None = None) -> None:
     workers it forks."""
     if "daphne.server" in sys.modules:  # the contract above: too late to choose
         raise RuntimeError("daphne's server module was imported before the event loop was chosen")
-    from agentsite.server import heap
-
     heap.declare_server_process()
     loop = install_event_loop(event_loop_choice())
     accept_one_at_a_time()

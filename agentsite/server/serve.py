@@ -24,7 +24,7 @@ from agentsite.core import metrics
 from agentsite.core.datadir import data_dir_ensure, secrets_ensure
 from agentsite.core.processes import sweep_dead
 from agentsite.core.startup import service_loops_start
-from agentsite.server import heap
+from agentsite.server import daphne_worker, heap
 from agentsite.server.orphan import SERVE_PID_ENV, guard_if_child_of_serve
 from agentsite.server.startlock import database_wait, start_lock
 
@@ -327,8 +327,6 @@ def _forked_child_main(name: str, command: list[str], fd: int | None) -> None:
         _stop_with_parent()
         guard_if_child_of_serve()  # serve's apps were ready before this process was its child
         if name.startswith("daphne"):
-            from agentsite.server import daphne_worker
-
             # The command's daphne options: after `-m agentsite.server.daphne_worker`.
             daphne_worker.main(command[command.index("agentsite.server.daphne_worker") + 1:])
         else:

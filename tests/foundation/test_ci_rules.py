@@ -97,3 +97,15 @@ def test_a_test_that_starts_a_process_runs_in_both_passes(request):
     from tests.conftest import needs_the_backend
 
     assert needs_the_backend(request.node) is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_run_inline_leaves_the_test_process_its_title():
+    """The tests run queued tasks inline; django-q2 would retitle the process it runs them in `qcluster ...`
+    (tests/conftest.py turns that off in the test process), and a test looking for a cluster by its command line
+    would find pytest."""
+    from django_q.tasks import async_task
+
+    async_task("math.floor", 2.5, sync=True)
+    with open("/proc/self/cmdline", "rb") as cmdline:
+        assert b"qcluster" not in cmdline.read()

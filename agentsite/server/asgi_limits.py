@@ -41,9 +41,21 @@ _HEADER_PAIRS = [(name.lower().encode(), value.encode()) for name, value in SECU
 # (docs/deploying.md). Pids alone repeat across containers, each of which numbers its own from 1.
 WORKER_HEADER = "X-Agentsite-Worker"
 HOST_HEADER = "X-Agentsite-Host"
-if getattr(settings, "AGENTSITE_WORKER_HEADER", False):
+
+
+def _name_this_process() -> None:
+    """The worker header's pid is this process's: set again in a child forked after this module was imported
+    (serve forks its workers from itself, os.register_at_fork below)."""
+    if not getattr(settings, "AGENTSITE_WORKER_HEADER", False):
+        return
+    _HEADER_PAIRS[:] = [pair for pair in _HEADER_PAIRS if pair[0] not in (WORKER_HEADER.lower().encode(),
+                                                                          HOST_HEADER.lower().encode())]
     _HEADER_PAIRS.append((WORKER_HEADER.lower().encode(), str(os.getpid()).encode()))
     _HEADER_PAIRS.append((HOST_HEADER.lower().encode(), socket.gethostname().encode("ascii", "replace")))
+
+
+_name_this_process()
+os.register_at_fork(after_in_child=_name_this_process)
 
 
 def _with_security_headers(headers: list) -> list:

@@ -246,7 +246,10 @@ class UserDetailView(APIView):
 
     # --- DELETE /api/users/:id (issue 44): what the user owns is handed over first, or the delete is refused.
     @extend_schema(parameters=[UserDeleteQuerySerializer], responses={
-        204: None, 409: OpenApiResponse(description="`conflict`: your own account; or the user owns shared "
+        204: None,
+        400: OpenApiResponse(description="`invalid`: a `transfer_to` that is not a user id, or not another active "
+                             "user"),
+        409: OpenApiResponse(description="`conflict`: your own account; or the user owns shared "
                                         "resources (`details.owned`: {kind: [{id, name}]}) and no `transfer_to` "
                                         "was given; or the new owner has one of the same name (nothing moved).")})
     def delete(self, request: Request, user_id: str) -> Response:

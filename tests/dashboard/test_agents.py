@@ -222,7 +222,11 @@ def test_the_owner_deletes_an_agent_but_not_the_default_one(dashboard_server, pe
     owner.json("POST", "/api/agents", json={"slug": slug, "name": "Short lived"})
     page = open_as(owner)
     page.get_by_role("link", name="Agents", exact=True).click()
-    expect(page.locator('[data-agent-slug="default"]').get_by_role("button")).to_have_count(0)
+    default = page.locator('[data-agent-slug="default"]')
+    # The default agent cannot be deleted: its only buttons are its A2A panel's (copy its URL, show its card).
+    expect(default.get_by_role("button", name="A2A card of Default", exact=False)).to_be_visible()
+    expect(default.get_by_role("button")).to_have_count(2)
+    expect(default.get_by_role("button", name="Delete", exact=False)).to_have_count(0)
     page.get_by_role("button", name="Delete Short lived").click()
     page.get_by_role("dialog").get_by_role("button", name="Delete").click()
     expect(page.locator(f'[data-agent-slug="{slug}"]')).to_have_count(0)

@@ -252,7 +252,10 @@ async def test_the_sdk_connects_through_the_consent_page_refreshes_and_is_cut_of
         asked_again.append(group)
     assert asked_again, "the SDK's calls went on after the app was disconnected"
     after = app.seen.answers[app.disconnected_at:]
-    assert after and after[0][:3] == ("POST", "/mcp", 401), app.seen.paths()[app.disconnected_at:]
+    # The SDK's next request to /mcp, its next call (POST) or its stream opened again (GET), whichever comes
+    # first, is refused, and so is every later one with that token.
+    assert after and after[0][1:3] == ("/mcp", 401), app.seen.paths()[app.disconnected_at:]
+    assert {status for _, path, status, *_ in after if path == "/mcp"} == {401}, app.seen.paths()[app.disconnected_at:]
     assert len(app.authorizations) == 2, "the SDK did not go back to the user for a new authorization"
     tokens = app.storage.tokens
     assert tokens is not None

@@ -100,7 +100,8 @@ def dashboard_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     if reason:
         unavailable(reason)
     # Every test logs in through the form: the per-IP login limit (10 a minute) would refuse the run.
-    server = LiveServer(command=command, env={"AGENTSITE_LOGIN_RATE_LIMIT": "1000"}).start()
+    env = {"AGENTSITE_LOGIN_RATE_LIMIT": "1000", **getattr(request.module, "LIVE_SERVER_ENV", {})}
+    server = LiveServer(command=command, env=env).start()
     yield server
     server.stop()
 

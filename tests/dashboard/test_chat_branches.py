@@ -4,14 +4,20 @@ a reply (the Stop button, Escape) so that the server keeps it `stopped` with the
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+import time
 
 import pytest
 import requests
 from playwright.sync_api import expect
 
 from tests.dashboard.conftest import PHONE
-from tests.fakes.llm import Text
+from tests.fakes.llm import Raw, Text
+
+# The model's title is held back for as long as a test needs: the default 5 s could lapse under a loaded CI.
+LIVE_SERVER_ENV = {"AGENTSITE_CHAT_TITLE_TIMEOUT_S": "60"}
 
 pytestmark = pytest.mark.e2e
 
@@ -95,6 +101,42 @@ def test_regenerate_streams_a_second_answer_and_the_arrows_switch_between_them(
                    json={"current": second["id"]}).raise_for_status()
     ask(page, "Thanks")
     assert sent(chat_upstream) == ["Say something", "The first answer.", "Thanks"]
+    assert page.problems == []
+
+
+def held_title(title: str, step: threading.Semaphore) -> Raw:
+    """A non-streamed chat completion naming the chat `title`, its end sent once the test releases `step`."""
+    body = json.dumps({"id": "chatcmpl-title", "object": "chat.completion", "created": 0, "model": "fake-model",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": title}}],
+                       "usage": {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}})
+    return Raw(body, content_type="application/json", pieces=[body[:20], body[20:]], step=step)
+
+
+def test_the_next_question_is_sent_while_the_first_answer_is_still_being_titled(
+        chat_upstream, logged_in_page, dashboard_server):
+    page = logged_in_page
+    step, second_step = threading.Semaphore(0), threading.Semaphore(0)
+    # The second exchange asks for a title too (the chat still has none when it ends): held until the first's is in.
+    chat_upstream.script(Text("Paris."), held_title("European capitals", step), Text("Madrid."),
+                         held_title("Spanish capitals", second_step))
+    new_chat(page)
+    ask(page, "Capital of France?")
+    deadline = time.monotonic() + 15
+    while len(chat_upstream.bodies()) < 2:  # the title's request has reached the model, which holds it
+        assert time.monotonic() < deadline, "the server never asked the model for the chat's title"
+        time.sleep(0.05)
+    # The first reply is done: Send is back, the Stop button gone, while its stream still waits for the title.
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator(".chat-composer button", has_text="Stop")).to_be_hidden()
+    expect(log(page)).to_have_attribute("aria-busy", "false")
+    ask(page, "And of Spain?")
+    assert shown(page)[-2:] == ["user: And of Spain?", "assistant: Madrid."]
+    expect(page.locator("#chat-title")).to_have_text("New chat")
+    step.release()
+    expect(page.locator("#chat-title")).to_have_text("European capitals")  # the first stream, read on, named it
+    second_step.release()  # the later title finds the chat named, and leaves it so (sessions_app/titles.py)
+    expect(log(page).locator("article.message-assistant").first).to_have_attribute("data-status", "complete")
     assert page.problems == []
 
 

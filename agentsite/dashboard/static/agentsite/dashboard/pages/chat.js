@@ -42,6 +42,7 @@ class ChatPage {
     this.sessionId = ctx.route[0] || null;
     this.stopped = false;
     this.streaming = null; // the Turn of the reply being streamed
+    this.trailing = null; // a finished reply's stream, still read for its `title` (release)
     this.config = null; // a Promise of /api/config, for the voice providers
     this.loaded = null; // a Promise of the conversation's history shown in the log (it never rejects)
     this.reader = new ReadAloud({ api: ctx.api, voiceConfig: () => this.voiceConfig(), log: () => this.log,
@@ -80,6 +81,7 @@ class ChatPage {
     this.stopped = true;
     document.removeEventListener("keydown", this.onKey);
     this.streaming?.abort();
+    this.trailing?.abort();
     this.sessions.stop();
     this.composer.stop();
     this.reader?.stop();
@@ -196,6 +198,7 @@ class ChatPage {
   newChat() {
     this.streaming?.abort();
     this.streaming = null;
+    this.trailing?.abort();
     this.reader?.stop();
     const ticket = ++this.opening;
     // From a chat, Back returns to it (hashchange mounts the page for it); #/chat is only replaced.
@@ -309,8 +312,19 @@ class ChatPage {
     return turn;
   }
 
+  // The reply is finished at its `done`: the composer is free for the next question while the stream is read
+  // on for what may follow (the chat's `title`, which the model can take seconds to give). Such a trailing
+  // stream is hung up only when the page leaves or a new chat opens, never by the next question.
+  release(turn) {
+    if (this.streaming !== turn) return;
+    this.streaming = null;
+    this.trailing = turn;
+    if (!this.stopped) this.setBusy(false);
+  }
+
   endTurn(turn) {
     if (this.streaming === turn) this.streaming = null;
+    if (this.trailing === turn) this.trailing = null;
     if (!this.stopped) {
       if (!this.streaming) this.setBusy(false); // New chat hung this one up, and another may be sending
       this.sessions.load();
@@ -354,13 +368,14 @@ class ChatPage {
           this.branches.attach(data.message_id, reply);
         } else if (event === "done") {
           this.branches.finished(data, reply);
+          this.release(turn);
         }
         this.scrollDown();
       });
       if (!reply.finished) reply.fail("The reply ended before it was finished.");
     } catch (error) {
       if (turn.aborted) {
-        reply.setStatus("interrupted");
+        if (!reply.finished) reply.setStatus("interrupted");
         return;
       }
       if (error.status && error.status < 500 && !reply.started) {

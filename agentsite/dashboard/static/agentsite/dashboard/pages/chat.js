@@ -41,8 +41,7 @@ class ChatPage {
     this.ctx = ctx;
     this.sessionId = ctx.route[0] || null;
     this.stopped = false;
-    this.streaming = null; // the Turn of the reply being streamed
-    this.trailing = null; // a finished reply's stream, still read for its `title` (release)
+    this.streaming = this.trailing = null; // the Turn of the reply streaming; a finished one's, read on (release)
     this.config = null; // a Promise of /api/config, for the voice providers
     this.loaded = null; // a Promise of the conversation's history shown in the log (it never rejects)
     this.reader = new ReadAloud({ api: ctx.api, voiceConfig: () => this.voiceConfig(), log: () => this.log,
@@ -312,13 +311,11 @@ class ChatPage {
     return turn;
   }
 
-  // The reply is finished at its `done`: the composer is free for the next question while the stream is read
-  // on for what may follow (the chat's `title`, which the model can take seconds to give). Such a trailing
-  // stream is hung up only when the page leaves or a new chat opens, never by the next question.
+  // At `done` the composer is free, while the stream is read on for the chat's `title` (seconds, at times); that
+  // trailing stream is hung up when the page leaves or a new chat opens, never by the next question.
   release(turn) {
     if (this.streaming !== turn) return;
-    this.streaming = null;
-    this.trailing = turn;
+    [this.streaming, this.trailing] = [null, turn];
     if (!this.stopped) this.setBusy(false);
   }
 

@@ -8,11 +8,12 @@ class UsageConfig(AppConfig):
 
     def ready(self) -> None:
         # Django's app registry: the metering and budgets import the models, ready only in ready().
+        from accounts.authentication.user_cache import with_user
         from agentsite.agent.usage import set_metering
         from agentsite.core import invalidation
         from organisation.selectors import TOPIC as MEMBERSHIP_TOPIC
         from usage import budgets
-        from usage.metering import PRICE_TOPIC, UsageMetering, prices
+        from usage.metering import PRICE_TOPIC, UsageMetering, prices, warm_budgets
 
         invalidation.subscribe(budgets.BUDGET_TOPIC, budgets.drop_user_budget)
         # After organisation's own subscription (an earlier app): its memberships are dropped first.
@@ -20,3 +21,4 @@ class UsageConfig(AppConfig):
         invalidation.subscribe(budgets.GROUP_BUDGET_TOPIC, budgets.drop_group_budgets)
         invalidation.subscribe(PRICE_TOPIC, prices.drop)
         set_metering(UsageMetering())
+        with_user(warm_budgets)  # asked by every metered call right after its user: read on the same trip

@@ -126,6 +126,12 @@ def _load(user_id: int, limits: dict[str, float] | None, groups: tuple[budgets.S
             budgets.group_scopes_load(user_id) if groups is None else groups)
 
 
+def warm_budgets(user_id: int) -> None:
+    """Read what `scopes_for` would read of the user's budgets and their groups' (nothing that is cached): run
+    with the user's own read (accounts.authentication.user_cache.with_user)."""
+    _load(user_id, budgets.user_budget_peek(user_id), budgets.group_scopes_peek(user_id))
+
+
 async def _run(function, *args) -> None:  # type: ignore[no-untyped-def]
     # Redis: one round trip on loopback, cheaper than a thread crossing; the database: from a thread.
     if budgets.uses_redis():

@@ -6,7 +6,7 @@ from django.apps import AppConfig
 from django.db import transaction
 
 from agentsite.agent.modelaccess import set_model_policy
-from agentsite.core import invalidation
+from agentsite.core import invalidation, usercaches
 
 
 class OrganisationConfig(AppConfig):
@@ -19,14 +19,13 @@ class OrganisationConfig(AppConfig):
         # imports DRF, whose settings import the authentication classes and their models).
         from django.db.models.signals import post_delete, post_save
 
-        from accounts.authentication.user_cache import with_user
         from agentsite.core.meta import register_section
         from organisation import selectors
         from organisation.modelaccess import GroupModelPolicy
         from organisation.models import Group, Membership
 
         set_model_policy(GroupModelPolicy())
-        with_user(selectors.memberships)  # asked by every LLM call right after its user: read on the same trip
+        usercaches.with_user(selectors.memberships)  # asked by every LLM call right after its user
         invalidation.subscribe(selectors.TOPIC, selectors.drop)
         register_section("access", describe_access)
         for name, signal in (("save", post_save), ("delete", post_delete)):

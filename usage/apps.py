@@ -8,9 +8,8 @@ class UsageConfig(AppConfig):
 
     def ready(self) -> None:
         # Django's app registry: the metering and budgets import the models, ready only in ready().
-        from accounts.authentication.user_cache import with_user
         from agentsite.agent.usage import set_metering
-        from agentsite.core import invalidation
+        from agentsite.core import invalidation, usercaches
         from organisation.selectors import TOPIC as MEMBERSHIP_TOPIC
         from usage import budgets
         from usage.metering import PRICE_TOPIC, UsageMetering, prices, warm_budgets
@@ -21,4 +20,4 @@ class UsageConfig(AppConfig):
         invalidation.subscribe(budgets.GROUP_BUDGET_TOPIC, budgets.drop_group_budgets)
         invalidation.subscribe(PRICE_TOPIC, prices.drop)
         set_metering(UsageMetering())
-        with_user(warm_budgets)  # asked by every metered call right after its user: read on the same trip
+        usercaches.with_user(warm_budgets)  # asked by every metered call right after its user

@@ -128,7 +128,7 @@ def _load(user_id: int, limits: dict[str, float] | None, groups: tuple[budgets.S
 
 def warm_budgets(user_id: int) -> None:
     """Read what `scopes_for` would read of the user's budgets and their groups' (nothing that is cached): run
-    with the user's own read (accounts.authentication.user_cache.with_user)."""
+    with the user's own read (agentsite.core.usercaches)."""
     _load(user_id, budgets.user_budget_peek(user_id), budgets.group_scopes_peek(user_id))
 
 

@@ -6,11 +6,7 @@ through agentsite.core.invalidation), lives at most AGENTSITE_AUTH_CACHE_S other
 raced its load (a generation counter), and holds the user's unexpired revoked access tokens (a logout announces
 the user), so a password change, a deactivation or a logout stops a credential in every process at once.
 
-What a request asks of its user right after authenticating them lives in caches of other apps that lapse about as
-this one does (the user's memberships, their budgets). `with_user(loader)` registers such a cache's loader: it runs
-right after this cache reads a user, on the same thread, so that a request whose caches have all lapsed crosses to
-a database thread once rather than once per cache. A loader reads only what its own cache no longer holds, and its
-failure is logged and left there: the cache's own caller asks again, and fails its own way.
+The caches other apps keep per user are read right after a user (agentsite.core.usercaches).
 """
 
 from __future__ import annotations
@@ -18,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +25,7 @@ from rest_framework_simplejwt.settings import api_settings
 
 from accounts.models import RevokedAccessToken
 from accounts.tokens import PASSWORD_CLAIM, password_version
-from agentsite.core import invalidation
+from agentsite.core import invalidation, usercaches
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +85,7 @@ class UserCache:
             if generation == self._generation:
                 self._entries[key] = entry
         if user is not None:
-            _load_companions(user.pk)
+            usercaches.read_with_user(user.pk)
         return entry
 
     def get(self, user_id: object) -> _Entry | None:
@@ -108,26 +103,6 @@ class UserCache:
 
 users = UserCache()
 
-_companions: list[Callable[[Any], object]] = []
-
-
-def with_user(loader: Callable[[Any], object]) -> None:
-    """Have `loader(user_id)` (sync: it may read the database) run whenever the cache reads a user (see the module
-    docstring). Registered once, in an app's ready()."""
-    if loader not in _companions:
-        _companions.append(loader)
-
-
-def _load_companions(user_id: Any) -> None:
-    # Only where announcements arrive: elsewhere those caches keep nothing, and their callers read anyway.
-    if not invalidation.connected():
-        return
-    for loader in _companions:
-        try:
-            loader(user_id)
-        except Exception as exc:  # a boundary: the loader's own caller reads again and handles the failure
-            logger.warning("Reading %s for user %s with the user failed (%s); it is read when asked",
-                           getattr(loader, "__qualname__", loader), user_id, exc)
 
 
 def _revoked_jtis(user: AbstractBaseUser) -> frozenset[str]:

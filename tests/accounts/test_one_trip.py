@@ -1,6 +1,6 @@
 """A request whose caches have all lapsed (its key, its user, the user's memberships and budgets: each lives
 AGENTSITE_AUTH_CACHE_S or BUDGET_CACHE_S) reads them on one trip to a database thread, not one per cache: the
-other apps' caches register with the user's (accounts.authentication.user_cache.with_user)."""
+other apps' caches register with the user's (agentsite.core.usercaches)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import logging
 import pytest
 from asgiref.sync import async_to_sync
 
-from accounts.authentication import user_cache
 from accounts.authentication.api_keys import aauthenticate_key, keys
 from accounts.authentication.user_cache import users
 from agentsite.agent.usage import Caller
-from agentsite.core import dbcall, invalidation
+from agentsite.core import dbcall, invalidation, usercaches
 from organisation import selectors
 from organisation.modelaccess import GroupModelPolicy
 from tests.conftest import client_for
@@ -75,7 +74,7 @@ def test_a_keyed_call_whose_caches_all_lapsed_crosses_to_a_database_thread_once(
 def test_without_the_companions_each_cache_is_a_trip_of_its_own(owner, connected, monkeypatch):
     """The trips the registration saves (this test fails the first one's premise if they cost nothing anyway)."""
     secret = client_for(owner).post("/api/keys", {"name": "laptop"}, format="json").json()["key"]
-    monkeypatch.setattr(user_cache, "_companions", [])
+    monkeypatch.setattr(usercaches, "_loaders", [])
     _lapse_everything()
     handed = _trips(monkeypatch)
     _standing(secret)
@@ -103,9 +102,9 @@ def test_a_registered_loader_that_fails_leaves_the_users_read_whole_and_says_so(
     def broken(user_id):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(user_cache, "_companions", [broken, selectors.memberships])
+    monkeypatch.setattr(usercaches, "_loaders", [broken, selectors.memberships])
     _lapse_everything()
-    with caplog.at_level(logging.WARNING, logger="accounts.authentication.user_cache"):
+    with caplog.at_level(logging.WARNING, logger="agentsite.core.usercaches"):
         entry = users.load(owner.pk)
     assert entry is not None and entry.user.pk == owner.pk
     assert users.fresh(owner.pk) == (True, entry)

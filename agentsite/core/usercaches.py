@@ -12,22 +12,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from agentsite.core import invalidation
 
 logger = logging.getLogger(__name__)
 
-_loaders: list[Callable[[Any], object]] = []
+_loaders: list[Callable[[int], object]] = []
 
 
-def with_user(loader: Callable[[Any], object]) -> None:
+def with_user(loader: Callable[[int], object]) -> None:
     """Have `loader(user_id)` run whenever the users' cache reads a user. Registered once, in an app's ready()."""
     if loader not in _loaders:
         _loaders.append(loader)
 
 
-def read_with_user(user_id: Any) -> None:
+def read_with_user(user_id: int) -> None:
     """Run the registered loaders for a user just read (sync: they may read the database); never raises."""
     if not invalidation.connected():
         return

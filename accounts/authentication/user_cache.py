@@ -104,7 +104,6 @@ class UserCache:
 users = UserCache()
 
 
-
 def _revoked_jtis(user: AbstractBaseUser) -> frozenset[str]:
     rows = RevokedAccessToken.objects.filter(user=user, expires_at__gt=timezone.now())
     return frozenset(rows.values_list("jti", flat=True))

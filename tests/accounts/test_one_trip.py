@@ -71,7 +71,7 @@ def test_a_keyed_call_whose_caches_all_lapsed_crosses_to_a_database_thread_once(
     assert handed == []
 
 
-def test_without_the_companions_each_cache_is_a_trip_of_its_own(owner, connected, monkeypatch):
+def test_without_the_registered_loaders_each_cache_is_a_trip_of_its_own(owner, connected, monkeypatch):
     """The trips the registration saves (this test fails the first one's premise if they cost nothing anyway)."""
     secret = client_for(owner).post("/api/keys", {"name": "laptop"}, format="json").json()["key"]
     monkeypatch.setattr(usercaches, "_loaders", [])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from tests.workflows.conftest import graph, node
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
+# django-q2's line once a cluster takes tasks: "Q Cluster <name> [<queue>] running."
+CLUSTER_RUNNING = re.compile(r"Q Cluster \S+ \[[^\]]*\] running\.")
 QUICK = {"AGENTSITE_PROCESS_SWEEP_S": "0.3", "AGENTSITE_PROCESS_HEARTBEAT_S": "0.2",
          "AGENTSITE_LOGIN_RATE_LIMIT": "1000", "AGENTSITE_ORPHAN_GRACE_S": "2"}
 
@@ -273,6 +276,10 @@ def test_a_scheduled_run_in_a_killed_cluster_or_a_killed_serve_is_marked_and_not
                                     and run["status"] != "running"), None), "the killed run marked", timeout=30)
         assert marked["status"] == "error" and "stopped" in marked["error"], marked
         assert marked["finished_at"], marked
+        # The restart is a fresh interpreter (serve forks only at its first start), slow on a loaded machine:
+        # waited for on its own, so that a slow start is not read as new work left untaken.
+        poll(lambda: len(CLUSTER_RUNNING.findall(server.log_path.read_text(errors="replace"))) >= 2,
+             "the task cluster running again", 90)
         again = finished(run_now(Text("Another quiet day."))["id"])  # the restarted cluster takes new work
         assert (again["status"], again["output"]) == ("success", "Another quiet day."), again
 
@@ -302,6 +309,11 @@ def test_a_scheduled_run_in_a_killed_cluster_or_a_killed_serve_is_marked_and_not
         assert tasks() == the_task
         last = finished(run_now(Text("A third quiet day."))["id"])
         assert (last["status"], last["output"]) == ("success", "A third quiet day."), last
+    except AssertionError as failure:  # what serve and its cluster said, without the test's own polling
+        said = [line for line in server.log_path.read_text(errors="replace").splitlines()
+                if "GET /api/scheduler/history" not in line]
+        raise AssertionError(f"{failure}\n--- serve's log, the last 80 lines but the history polls:\n"
+                             + "\n".join(said[-80:])) from failure
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.http import StreamingHttpResponse
 
@@ -79,42 +79,44 @@ def sse_response(stream: AsyncGenerator[bytes, None]) -> StreamingHttpResponse:
 
 
 @dataclass(frozen=True)
-class _Item(Generic[T]):
-    value: T
-
-
-@dataclass(frozen=True)
 class _Failed:
     error: BaseException
 
 
-_END = object()
+_END = object()  # the source is exhausted
+_QUIET = object()  # `interval` seconds passed with no event: the consumer yields None
+
+# A timer set for `when` may run a little early (the loop rounds to its clock's resolution): due within this.
+_EARLY_S = 0.001
 
 
 async def with_keepalive(events: AsyncGenerator[T, None], interval: float) -> AsyncGenerator[T | None, None]:
     """`events`, with None whenever `interval` seconds pass without one (the caller sends a keep-alive).
 
-    The events are pulled by a task of their own, so a timeout never interrupts the producer. When this
+    The events are pulled by a task of their own, so a keep-alive never interrupts the producer. When this
     generator is cancelled or closed, that task is cancelled and awaited: the producer's own clean-up (a
     turn stored as interrupted, an upstream request closed) has finished when this one's has. An exception
-    the producer raises is raised here.
+    the producer raises is raised here. The quiet spells are timed by one timer that runs at most once an
+    interval (_Quiet), not a timeout set and cancelled around every event.
     """
     queue: asyncio.Queue[Any] = asyncio.Queue()
     pump = asyncio.create_task(_pump(events, queue))
+    quiet = _Quiet(queue, interval)
     try:
         while True:
-            try:
-                async with asyncio.timeout(interval):
-                    item = await queue.get()
-            except TimeoutError:
+            item = await queue.get()
+            if item is _QUIET:
+                quiet.taken()
                 yield None
                 continue
+            quiet.last = quiet.loop.time()
             if item is _END:
                 return
-            if isinstance(item, _Failed):
+            if type(item) is _Failed:
                 raise item.error
-            yield item.value
+            yield item
     finally:
+        quiet.stop()
         if not pump.done():
             pump.cancel()
         # asyncio.wait never swallows a cancellation of this task: a second hang-up signal still ends it,
@@ -123,15 +125,49 @@ async def with_keepalive(events: AsyncGenerator[T, None], interval: float) -> As
 
 
 async def _pump(events: AsyncGenerator[T, None], queue: asyncio.Queue[Any]) -> None:
+    """Each event into the queue as it is (_END, _QUIET and a _Failed are this module's own and never an
+    event), then _END."""
     try:
         async for event in events:
-            queue.put_nowait(_Item(event))
+            queue.put_nowait(event)
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # handed to the consumer, which raises it in its own task
         queue.put_nowait(_Failed(exc))
     finally:
         queue.put_nowait(_END)
+
+
+class _Quiet:
+    """Puts _QUIET into the queue once `interval` seconds have passed since the consumer last took something.
+
+    Invariants: one timer handle at a time; at most one _QUIET waits in the queue (a consumer held up by a
+    slow client gets one keep-alive, not one per interval missed); `last` is the loop time the consumer last
+    took an event or a _QUIET, which the consumer sets with a plain assignment, so an event costs no timer.
+    """
+
+    def __init__(self, queue: asyncio.Queue[Any], interval: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue, self.interval = queue, interval
+        self.last = self.loop.time()
+        self.waiting = False
+        self.handle = self.loop.call_at(self.last + interval, self._due)
+
+    def taken(self) -> None:
+        self.waiting = False
+        self.last = self.loop.time()
+
+    def _due(self) -> None:
+        now = self.loop.time()
+        if not self.waiting and now >= self.last + self.interval - _EARLY_S:
+            self.waiting = True
+            self.queue.put_nowait(_QUIET)
+            self.handle = self.loop.call_at(now + self.interval, self._due)
+        else:  # an event came meanwhile (or a _QUIET is still waiting): due an interval after it was taken
+            self.handle = self.loop.call_at(max(now, self.last) + self.interval, self._due)
+
+    def stop(self) -> None:
+        self.handle.cancel()
 
 
 # --- the same rule for an ASGI app's event streams (/mcp) ------------------------------------------

@@ -49,6 +49,29 @@ async def test_keepalive_gaps_are_filled_with_none_while_the_source_is_silent():
             assert await anext(stream) is None
 
 
+async def test_a_consumer_held_up_gets_one_keepalive_not_one_for_each_interval_it_missed():
+    queue: asyncio.Queue = asyncio.Queue()
+    stream = with_keepalive(_source(queue), 0.01)
+    assert await anext(stream) is None
+    await asyncio.sleep(0.15)  # fifteen intervals without reading, as while a slow client's socket is full
+    queue.put_nowait("a")
+    assert await anext(stream) is None  # the one keep-alive that waited
+    assert await anext(stream) == "a"
+    queue.put_nowait(None)
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+
+
+async def test_no_keepalive_while_events_come_more_often_than_the_interval():
+    async def steady():
+        for index in range(100):
+            await asyncio.sleep(0.01)
+            yield index
+
+    # A second or more: five intervals and more, each with events in it, none without.
+    assert [item async for item in with_keepalive(steady(), 0.2)] == list(range(100))
+
+
 async def test_an_error_of_the_source_is_raised_to_the_consumer():
     async def failing():
         yield 1

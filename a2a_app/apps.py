@@ -2,8 +2,10 @@
 and remote A2A agents registered as tools (a2a_app.remotes, the tool source `a2a`)."""
 
 from django.apps import AppConfig
+from django.db import transaction
 
 from a2a_app.paths import A2A_PATH
+from agentsite.core import invalidation
 from agentsite.core.mounts import MOUNTS
 
 
@@ -14,6 +16,8 @@ class A2AConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported once the app registry is ready: these modules import the models.
+        from django.db.models.signals import post_delete, post_save
+
         from a2a_app.models import A2ARemote
         from a2a_app.remotes import A2AToolSource
         from a2a_app.sweep import tasks_mark_failed
@@ -27,8 +31,19 @@ class A2AConfig(AppConfig):
         on_process_death("a2a tasks", tasks_mark_failed)
         # Each remote the caller may use is the tool a2a_<name>; asked after mcp and workflows (INSTALLED_APPS).
         registry.register_source(A2AToolSource())
+        # Whether any remote exists is kept per process (a2a_app.remotes.any_remote): each save and delete drops it.
+        for name, signal in (("save", post_save), ("delete", post_delete)):
+            signal.connect(_remote_changed, sender=A2ARemote, dispatch_uid=f"a2a-remote-{name}")
         if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((A2A_PATH, _a2a_asgi_app))
+
+
+def _remote_changed(sender, instance, **kwargs) -> None:
+    """Dropped here at once, announced everywhere once committed (as accounts does for keys)."""
+    from a2a_app.remotes import REMOTES_TOPIC  # the app's modules import models: not at the top of apps.py
+
+    invalidation.drop_here(REMOTES_TOPIC)
+    transaction.on_commit(lambda: invalidation.announce(REMOTES_TOPIC))
 
 
 def _a2a_asgi_app():

@@ -3,11 +3,14 @@
 
 Listing reads the database only (the card was fetched when the remote was registered), so a chat turn lists these
 tools in its one database call; a caller outside a remote's rule gets no such tool, and a call of it is "There is
-no tool named ..." as for any tool not listed.
+no tool named ..." as for any tool not listed. Where no remote is registered, which a process knows without a
+query while announcements reach it (any_remote), listing is no query at all.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +18,7 @@ from django.conf import settings
 from a2a_app.models import A2ARemote
 from a2a_app.selectors import remote_spec, remotes_usable_by
 from agentsite.agent.tooltypes import Tool, ToolContext, ToolResult, ToolSource
+from agentsite.core import invalidation
 from agentsite.core.dbcall import db
 
 SOURCE_NAME = "a2a"
@@ -24,6 +28,8 @@ MAX_DESCRIPTION_CHARS = 1_000
 # Beyond the call's own limit: the cancel of a timed-out task (calls.CANCEL_TIMEOUT_S) and a margin, so that the
 # call's own `timeout` error answers rather than the registry's.
 EXTRA_TIMEOUT_S = 10.0
+REMOTES_TOPIC = "a2a.remotes"  # announced when a remote is saved or deleted (a2a_app.apps)
+ANY_REMOTE_TTL_S = 60.0  # bounds a change no signal saw (a bulk_create)
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -81,4 +87,48 @@ class A2AToolSource(ToolSource):
 
     @staticmethod
     def _tools(ctx: ToolContext) -> list[Tool]:
+        if not any_remote.get():
+            return []
         return [remote_tool(remote) for remote in remotes_usable_by(ctx)]
+
+
+class AnyRemote:
+    """Whether any remote agent is registered, kept per process: every chat turn lists the tools, and most
+    deployments have no remote, which then costs no query (the caller's user and the remotes were two).
+
+    Kept only while this process receives announcements (invalidation.connected()); elsewhere `get` asks the
+    database each time. A save or delete of a remote drops it here at once and everywhere once committed
+    (a2a_app.apps); a drop during a read keeps that read from being cached (the generation), so a remote
+    registered meanwhile is never hidden; the value lapses after ANY_REMOTE_TTL_S all the same.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._value: bool | None = None
+        self._expires = 0.0
+        self._generation = 0
+
+    def get(self) -> bool:
+        """Sync: may read the database."""
+        invalidation.listen()
+        keep = invalidation.connected()
+        with self._lock:
+            if keep and self._value is not None and self._expires > time.monotonic():
+                return self._value
+            generation = self._generation
+        value = A2ARemote.objects.exists()
+        if keep:
+            with self._lock:
+                if generation == self._generation:
+                    self._value, self._expires = value, time.monotonic() + ANY_REMOTE_TTL_S
+        return value
+
+    def drop(self, _key: str | None = None) -> None:
+        """REMOTES_TOPIC's subscriber: cheap, thread-safe, never raises."""
+        with self._lock:
+            self._generation += 1
+            self._value = None
+
+
+any_remote = AnyRemote()
+invalidation.subscribe(REMOTES_TOPIC, any_remote.drop)

@@ -2,10 +2,8 @@
 and remote A2A agents registered as tools (a2a_app.remotes, the tool source `a2a`)."""
 
 from django.apps import AppConfig
-from django.db import transaction
 
 from a2a_app.paths import A2A_PATH
-from agentsite.core import invalidation
 from agentsite.core.mounts import MOUNTS
 
 
@@ -39,11 +37,9 @@ class A2AConfig(AppConfig):
 
 
 def _remote_changed(sender, instance, **kwargs) -> None:
-    """Dropped here at once, announced everywhere once committed (as accounts does for keys)."""
-    from a2a_app.remotes import REMOTES_TOPIC  # the app's modules import models: not at the top of apps.py
+    from a2a_app.remotes import any_remote  # the app's modules import models: not at the top of apps.py
 
-    invalidation.drop_here(REMOTES_TOPIC)
-    transaction.on_commit(lambda: invalidation.announce(REMOTES_TOPIC))
+    any_remote.changed()
 
 
 def _a2a_asgi_app():

@@ -9,8 +9,6 @@ query while announcements reach it (any_remote), listing is no query at all.
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from django.conf import settings
@@ -18,8 +16,8 @@ from django.conf import settings
 from a2a_app.models import A2ARemote
 from a2a_app.selectors import remote_spec, remotes_usable_by
 from agentsite.agent.tooltypes import Tool, ToolContext, ToolResult, ToolSource
-from agentsite.core import invalidation
 from agentsite.core.dbcall import db
+from agentsite.core.kept import Kept
 
 SOURCE_NAME = "a2a"
 TOOL_PREFIX = "a2a_"
@@ -92,43 +90,7 @@ class A2AToolSource(ToolSource):
         return [remote_tool(remote) for remote in remotes_usable_by(ctx)]
 
 
-class AnyRemote:
-    """Whether any remote agent is registered, kept per process: every chat turn lists the tools, and most
-    deployments have no remote, which then costs no query (the caller's user and the remotes were two).
-
-    Kept only while this process receives announcements (invalidation.connected()); elsewhere `get` asks the
-    database each time. A save or delete of a remote drops it here at once and everywhere once committed
-    (a2a_app.apps); a drop during a read keeps that read from being cached (the generation), so a remote
-    registered meanwhile is never hidden; the value lapses after ANY_REMOTE_TTL_S all the same.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._value: bool | None = None
-        self._expires = 0.0
-        self._generation = 0
-
-    def get(self) -> bool:
-        """Sync: may read the database."""
-        invalidation.listen()
-        keep = invalidation.connected()
-        with self._lock:
-            if keep and self._value is not None and self._expires > time.monotonic():
-                return self._value
-            generation = self._generation
-        value = A2ARemote.objects.exists()
-        if keep:
-            with self._lock:
-                if generation == self._generation:
-                    self._value, self._expires = value, time.monotonic() + ANY_REMOTE_TTL_S
-        return value
-
-    def drop(self, _key: str | None = None) -> None:
-        """REMOTES_TOPIC's subscriber: cheap, thread-safe, never raises."""
-        with self._lock:
-            self._generation += 1
-            self._value = None
-
-
-any_remote = AnyRemote()
-invalidation.subscribe(REMOTES_TOPIC, any_remote.drop)
+# Whether any remote agent is registered: every chat turn lists the tools, and most deployments have none, which
+# then costs no query (the caller's user and the remotes were two). Each save and delete of a remote calls
+# any_remote.changed() (a2a_app.apps).
+any_remote: Kept[bool] = Kept(REMOTES_TOPIC, lambda _key: A2ARemote.objects.exists(), ttl=ANY_REMOTE_TTL_S)

@@ -1,13 +1,11 @@
-"""Whether any remote agent exists, kept per process (a2a_app.remotes.any_remote): with none registered a chat
-turn's tool listing asks the database nothing while announcements arrive, a remote registered or deleted is seen
-at once, a drop during a read keeps that read uncached, and without a channel every listing asks."""
+"""Whether any remote agent exists, kept per process (a2a_app.remotes.any_remote, an agentsite.core.kept.Kept):
+with none registered a chat turn's tool listing asks the database nothing while announcements arrive, a remote
+registered or deleted is seen at once and announced, and without a channel every listing asks."""
 
 from __future__ import annotations
 
 import pytest
 
-from a2a_app import remotes
-from a2a_app.models import A2ARemote
 from a2a_app.remotes import REMOTES_TOPIC, A2AToolSource, any_remote
 from agentsite.agent.tooltypes import ToolContext
 from agentsite.core import invalidation
@@ -57,29 +55,6 @@ def test_a_remote_registered_or_deleted_is_seen_at_once_and_announced(admin, cha
     response = client_for(admin).delete(f"/api/a2a/remotes/{remote_id}")
     assert response.status_code == 204, response.content
     assert listed(admin) == [] and REMOTES_TOPIC in announced
-
-
-def test_a_drop_during_the_read_keeps_that_read_uncached(admin, channel, monkeypatch, django_assert_num_queries):
-    real_exists = A2ARemote.objects.exists
-
-    def exists_then_a_remote_is_registered_elsewhere():
-        found = real_exists()
-        any_remote.drop()  # the announcement of a remote committed while this read was on its way
-        return found
-
-    monkeypatch.setattr(A2ARemote.objects, "exists", exists_then_a_remote_is_registered_elsewhere)
-    assert any_remote.get() is False
-    monkeypatch.setattr(A2ARemote.objects, "exists", real_exists)
-    with django_assert_num_queries(1):  # the stale "none" was not kept
-        assert any_remote.get() is False
-
-
-def test_the_kept_answer_lapses_after_its_time_to_live(admin, channel, monkeypatch, django_assert_num_queries):
-    assert any_remote.get() is False
-    now = remotes.time.monotonic()
-    monkeypatch.setattr(remotes.time, "monotonic", lambda: now + remotes.ANY_REMOTE_TTL_S + 1)
-    with django_assert_num_queries(1):
-        assert any_remote.get() is False
 
 
 def test_where_no_announcement_arrives_every_listing_asks(admin, channel, monkeypatch, django_assert_num_queries):

@@ -24,7 +24,7 @@ APPS = ("accounts", "catalogue", "sessions_app", "compat", "mcpbridge", "knowled
 KERNEL = ("errors", "validation", "jsonbody", "parsers", "pagination", "sse", "dbcall", "db", "processes", "meta",
           "taskqueue", "invalidation", "env", "datadir", "hosts", "cors", "startup", "diskspace", "mounts",
           "filecache", "metrics", "logs", "audit", "tracing", "qbroker", "localwake", "bodygate", "permissions",
-          "secretbox", "asgihttp", "usercaches")
+          "secretbox", "asgihttp", "usercaches", "kept")
 # The kernel's one model (ServiceProcess) stays at agentsite/models.py under the `agentsite` app label, so the
 # migration history of existing data directories stays valid: imported as part of the kernel.
 KERNEL_MODELS = "agentsite.models"

@@ -8,6 +8,8 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         # Django's app registry: these import the models, which are ready only in ready().
+        from django.db.models.signals import post_delete, post_save
+
         from agentsite.agent.context import register_context_source
         from knowledge import dense
         from knowledge.context import knowledge_context, knowledge_context_now
@@ -21,6 +23,9 @@ class KnowledgeConfig(AppConfig):
         register(ResourceKind(kind="collection", model=Collection, label="knowledge collection",
                               transfer=collection_transfer))
         register_context_source("knowledge", knowledge_context, now=knowledge_context_now)
+        # Whether each user has a personal collection is kept per process (knowledge.selectors.has_personal).
+        for name, signal in (("save", post_save), ("delete", post_delete)):
+            signal.connect(_collection_changed, sender=Collection, dispatch_uid=f"knowledge-personal-{name}")
         # The signals `hybrid` fuses, in this order (another app may register more: knowledge.ranking).
         register_ranker(VectorRanker())
         register_ranker(LexicalRanker())
@@ -28,3 +33,10 @@ class KnowledgeConfig(AppConfig):
             from knowledge.dense_index import DenseRanker  # the app registry, as above
 
             register_ranker(DenseRanker())
+
+
+def _collection_changed(sender, instance, **kwargs) -> None:
+    if instance.personal:
+        from knowledge.selectors import has_personal  # imports the models: not at the top of apps.py
+
+        has_personal.changed(instance.owner_id)

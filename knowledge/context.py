@@ -8,7 +8,7 @@ from django.db.models import Q
 from agentsite.agent.context import ContextBlock, ContextRequest
 from agentsite.core.dbcall import db
 from knowledge.models import Collection
-from knowledge.selectors import context_build, personal_collection_of
+from knowledge.selectors import context_build, personal_collection_for_turn
 from organisation.policy import owner_reads_q, visible_q
 
 
@@ -46,7 +46,7 @@ def _collections(request: ContextRequest) -> list[Collection]:
     settings = request.settings
     found: list[Collection] = []
     if settings.kb_personal and request.user_id is not None:
-        personal = personal_collection_of(request.user_id)
+        personal = personal_collection_for_turn(request.user_id)
         if personal is not None:
             found.append(personal)
     if settings.knowledge:

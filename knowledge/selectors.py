@@ -20,6 +20,7 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 
 from agentsite.core.errors import AppError
+from agentsite.core.kept import Kept
 from knowledge import dense, index, ranking
 from knowledge.embedding import embed, from_bytes
 from knowledge.models import Chunk, Collection, CollectionGrant, Document, KnowledgeStamp
@@ -65,12 +66,28 @@ class KnowledgeContext:
 MAX_COLLECTIONS = 50  # named by one search
 
 
+# Whether a user has a personal collection: every turn of the agent `default` asks, and most users have none,
+# which then costs no query. A save or delete of a personal collection calls has_personal.changed(owner_id)
+# (knowledge.apps); one that stops being personal (a transfer) leaves a kept True, which costs one query.
+PERSONAL_TOPIC = "knowledge.personal"
+has_personal: Kept[bool] = Kept(
+    PERSONAL_TOPIC, lambda owner_id: Collection.objects.filter(owner_id=owner_id, personal=True).exists(), ttl=60.0)
+
+
 def personal_collection_of(owner_id: int | None) -> Collection | None:
     """The user's personal collection, or None before their first use of it (services.collection_personal
     makes it)."""
     if owner_id is None:
         return None
     return Collection.objects.filter(owner_id=owner_id, personal=True).first()
+
+
+def personal_collection_for_turn(owner_id: int | None) -> Collection | None:
+    """personal_collection_of for a turn's context: no query for a user who has none while has_personal keeps
+    that. The write paths ask personal_collection_of, which a change in another process cannot race."""
+    if owner_id is None or not has_personal.get(owner_id):
+        return None
+    return personal_collection_of(owner_id)
 
 
 def collection_get_for(user: AbstractBaseUser, collection_id: uuid.UUID | str) -> Collection:

@@ -34,8 +34,8 @@ class Kept(Generic[V]):
         invalidation.subscribe(topic, self.drop)
 
     def get(self, key: Hashable = None) -> V:
-        """The kept answer for `key` while it is fresh, else load(key) (kept when nothing dropped it meanwhile)."""
-        invalidation.listen()
+        """The kept answer for `key` while it is fresh, else load(key) (kept when nothing dropped it meanwhile).
+        As every cache of invalidation's, it starts the listener before a load, not on each hit."""
         keep = invalidation.connected()
         name = str(key)
         with self._lock:
@@ -43,6 +43,7 @@ class Kept(Generic[V]):
             if entry is not None and entry[1] > time.monotonic():
                 return entry[0]
             generation = self._generation
+        invalidation.listen()
         value = self._load(key)
         if keep:
             with self._lock:

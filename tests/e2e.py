@@ -80,6 +80,23 @@ def in_parallel(count: int, work: Callable[[int], Any]) -> list[Any]:
 WORKER_HEADER = "X-Agentsite-Worker"  # AGENTSITE_WORKER_HEADER: the process that answered
 
 
+def every_worker_answers(server: LiveServer, timeout: float = 60.0) -> set[int]:
+    """Return once each of the server's workers has answered a request (a new connection each: whichever worker is
+    free accepts it), for a test that counts on its requests spreading over the workers. `/api/health` answers as
+    soon as one worker listens; on a loaded machine another may take seconds longer to start accepting, and
+    requests sent meanwhile all land on the first."""
+    seen: set[int] = set()
+    workers = server.workers or default_workers()
+
+    def all_seen() -> bool:
+        answer = requests.get(f"{server.base_url}/api/health", headers={"Connection": "close"}, timeout=20)
+        seen.add(int(answer.headers[WORKER_HEADER]))
+        return len(seen) == workers
+
+    poll(all_seen, f"an answer from each of the {workers} workers of {server.base_url}", timeout=timeout, every=0.05)
+    return seen
+
+
 class PinnedProcesses:
     """The servers of one deployment and a keep-alive connection pinned to each of their processes, so that a
     test sends each half of a stateful door to the process it chooses and proves, by the answer's worker header,

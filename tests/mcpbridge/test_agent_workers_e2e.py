@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from tests.e2e import UPSTREAM_KEY
+from tests.e2e import UPSTREAM_KEY, every_worker_answers
 from tests.fakes.llm import Echo, FakeOpenAI
 from tests.mcpbridge.conftest import LIVE_ENV
 from tests.mcpbridge.test_workers import Answers, mcp_session
@@ -28,6 +28,7 @@ def two_workers() -> Iterator[tuple[LiveServer, dict[str, str], str, FakeOpenAI,
     upstream = FakeOpenAI(default_reply=Echo("echo: ")).start()
     server = LiveServer(workers=2, env={**LIVE_ENV, "AGENTSITE_WORKER_HEADER": "1"}).start()
     try:
+        every_worker_answers(server)  # the tests count on their requests reaching both
         token = server.login()["token"]
         headers = {"Authorization": f"Bearer {token}", "Connection": "close"}
         requests.patch(f"{server.base_url}/api/config", headers=headers, timeout=30, json={

@@ -21,6 +21,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.e2e import every_worker_answers
 from tests.mcpbridge.conftest import LIVE_ENV
 from tests.server import LiveServer
 
@@ -138,6 +139,7 @@ def add_the_note(base_url: str, token: str) -> None:
 def two_workers() -> Iterator[tuple[LiveServer, str]]:
     server = LiveServer(workers=2, env={**LIVE_ENV, "AGENTSITE_WORKER_HEADER": "1"}).start()
     try:
+        every_worker_answers(server)  # the tests count on their requests reaching both
         token = server.login()["token"]
         add_the_note(server.base_url, token)
         yield server, token

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -224,14 +224,20 @@ def mcp_status(server: LiveServer, token: str) -> requests.Response:
                          headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
 
 
-async def disconnect_on_the_keys_page(page, server: LiveServer) -> None:
+async def disconnect_on_the_keys_page(page, server: LiveServer, disconnected: Callable[[], None]) -> None:
+    """The user's Disconnect on the Keys page; `disconnected()` is called once the page's DELETE is answered (the
+    app's tokens are revoked from then on), before the page's own update is awaited."""
     await page.goto(f"{server.base_url}/#/keys")
     row = page.locator("tr[data-app]").filter(has_text=APP)
     await expect(row).to_have_count(1)
     await page.get_by_role("button", name=f"Disconnect {APP}").click()
     dialog = page.get_by_role("dialog")
     await expect(dialog).to_contain_text("loses access")
-    await dialog.get_by_role("button", name="Disconnect").click()
+    async with page.expect_response(lambda answer: answer.request.method == "DELETE"
+                                    and "/api/oauth/apps/" in answer.url) as deleted:
+        await dialog.get_by_role("button", name="Disconnect").click()
+    assert (await deleted.value).status == 204
+    disconnected()
     await expect(page.get_by_text("No app is connected.")).to_be_visible()
 
 
@@ -298,10 +304,17 @@ async def use_then_disconnect(app: Connector, provider: OAuthClientProvider, ses
     assert len(app.authorizations) == 1  # no new consent for a refresh
 
     # The user disconnects the app on the Keys page: its next call is refused at once, and the SDK,
-    # refused, can only ask the user again.
-    await disconnect_on_the_keys_page(app.page, server)
+    # refused, can only ask the user again. The SDK may ask before the test's next call: its own GET of /mcp
+    # comes whenever it comes, and once refused it starts a new authorization in the background while the page
+    # still shows the Keys page. So a new authorization is refused from before the click (not sent through the
+    # browser, which the page still needs), and the answers count as after the disconnect from the DELETE's
+    # answer on.
+
+    def disconnected() -> None:
+        app.disconnected_at = len(app.seen.answers)
+
     app.refuse_more = True
-    app.disconnected_at = len(app.seen.answers)
+    await disconnect_on_the_keys_page(app.page, server, disconnected)
     await session.call_tool("kb_search", {"query": "harbour master code word"})
 
 

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_delete, post_save
 
 from agentsite.agent.tools import registry
 from agentsite.core.mounts import MOUNTS
@@ -23,8 +24,18 @@ class McpbridgeConfig(AppConfig):
 
         # External servers' tools join the registry as `<server>__<tool>`; connections open lazily on use.
         registry.register_source(McpToolSource())
+        # The stored servers' names are kept per process (mcpbridge.selectors.server_names): each save (a rename
+        # included) and delete drops them, the admin's and the shell's too.
+        for name, signal in (("save", post_save), ("delete", post_delete)):
+            signal.connect(_server_changed, sender=McpServer, dispatch_uid=f"mcp-server-{name}")
         if not any(prefix == MCP_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((MCP_PATH, _mcp_asgi_app))
+
+
+def _server_changed(sender, instance, **kwargs) -> None:
+    from mcpbridge.selectors import server_names  # the app's modules import models: not at the top of apps.py
+
+    server_names.changed()
 
 
 def _mcp_asgi_app():

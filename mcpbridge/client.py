@@ -17,7 +17,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -193,7 +193,7 @@ class ConnectionManager:
         await connection.close()
         return True
 
-    async def retain(self, names: set[str]) -> None:
+    async def retain(self, names: Set[str]) -> None:
         """Close the connections to servers not named (removed by another process since they were opened)."""
         gone = [name for name, connection in list(self._connections.items())
                 if name not in names and not connection.pending]

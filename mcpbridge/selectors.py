@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 
 from agentsite.agent.tools import Tool, ToolContext, admin_only_tools, registry, resolve_caller
 from agentsite.core.errors import AppError
+from agentsite.core.kept import Kept
 from mcpbridge.client import McpConnectError, ServerSpec, manager
 from mcpbridge.kb import kb_search_tool
 from mcpbridge.models import McpServer
@@ -66,22 +67,29 @@ def mcp_server_usable(caller: ToolContext, name: str) -> McpServer | None:
     return server if user is not None and can(user, USE, server) else None
 
 
-def mcp_server_specs_for(caller: ToolContext) -> tuple[set[str], list[ServerSpec]]:
+def mcp_server_specs_for(caller: ToolContext) -> tuple[frozenset[str], list[ServerSpec]]:
     """(the names of every stored server, the specs of those this caller may use: not those waiting for an
     OAuth authorization, whose tools are left out until an admin reconnects them)."""
-    names = _server_names()
-    if not names:  # none stored (the usual case): one query, not two
+    names = server_names.get()
+    if not names:  # none stored (the usual case): no query while announcements arrive (server_names)
         return names, []
     usable = mcp_servers_visible_to(caller).exclude(status=McpServer.NEEDS_AUTHORIZATION)
     return names, [spec_for(server) for server in usable]
 
 
-def _server_names() -> set[str]:
-    """Every stored server's name, by a statement written once: every chat turn and /v1 agent run asks this
-    (the ORM's query compilation cost ~4 times the query)."""
+def _read_server_names(_key: object = None) -> frozenset[str]:
+    """Every stored server's name, by a statement written once (the ORM's query compilation cost ~4 times the
+    query)."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT name FROM {connection.ops.quote_name(McpServer._meta.db_table)}")
-        return {row[0] for row in cursor.fetchall()}
+        return frozenset(row[0] for row in cursor.fetchall())
+
+
+SERVERS_TOPIC = "mcp.servers"  # announced when a server is saved or deleted (mcpbridge.apps)
+SERVER_NAMES_TTL_S = 60.0  # bounds a change no signal saw (a bulk write; the services' update()s leave names alone)
+# Every chat turn and /v1 agent run lists the MCP tools, and most deployments store no server: the names are kept
+# per process while announcements reach it (agentsite.core.kept), so such a listing asks the database nothing.
+server_names: Kept[frozenset[str]] = Kept(SERVERS_TOPIC, _read_server_names, ttl=SERVER_NAMES_TTL_S)
 
 
 def mcp_server_get(*, name: str) -> McpServer:

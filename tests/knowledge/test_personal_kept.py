@@ -9,25 +9,19 @@ import pytest
 from agentsite.core import invalidation
 from knowledge.selectors import PERSONAL_TOPIC, has_personal, personal_collection_for_turn
 from knowledge.services import collection_personal, collection_transfer
+from tests.announcements import hearing, recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def channel(monkeypatch):
-    """This process receives announcements (as under serve on SQLite or with Redis); nothing kept yet."""
-    monkeypatch.setattr(invalidation, "connected", lambda: True)
-    has_personal.drop(None)
-    yield
-    has_personal.drop(None)
+    yield from hearing(monkeypatch, has_personal)
 
 
 @pytest.fixture
 def announced(monkeypatch) -> list:
-    seen: list = []
-    real = invalidation.announce
-    monkeypatch.setattr(invalidation, "announce", lambda topic, key=None: (seen.append((topic, key)), real(topic, key)))
-    return seen
+    return recorded(monkeypatch)
 
 
 def test_a_user_without_one_costs_one_query_and_then_none(django_user_model, channel, django_assert_num_queries):

@@ -13,26 +13,19 @@ from agentsite.core import invalidation
 from mcpbridge.models import McpServer
 from mcpbridge.selectors import SERVERS_TOPIC, mcp_server_specs_for, server_names
 from mcpbridge.source import McpToolSource
+from tests.announcements import asked_each_time_unheard, asked_once_then_kept, hearing, recorded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def channel(monkeypatch):
-    """This process receives announcements (as under serve on SQLite or with Redis); the cache starts empty."""
-    monkeypatch.setattr(invalidation, "connected", lambda: True)
-    server_names.drop()
-    yield
-    server_names.drop()
+    yield from hearing(monkeypatch, server_names)
 
 
 @pytest.fixture
 def announced(monkeypatch) -> list[str]:
-    topics: list[str] = []
-    real_announce = invalidation.announce
-    monkeypatch.setattr(invalidation, "announce",
-                        lambda topic, key=None: (topics.append(topic), real_announce(topic, key)))
-    return topics
+    return recorded(monkeypatch)
 
 
 def listed(user) -> list[str]:
@@ -45,24 +38,21 @@ def stored(user) -> set[str]:
 
 def test_with_no_server_a_listing_asks_the_database_once_and_then_nothing(admin, channel,
                                                                           django_assert_num_queries):
-    with django_assert_num_queries(1):
-        assert listed(admin) == []
-    with django_assert_num_queries(0):
-        assert listed(admin) == []
+    asked_once_then_kept(lambda: listed(admin), django_assert_num_queries)
 
 
 def test_a_server_stored_renamed_or_deleted_is_seen_at_once_and_announced(admin, channel, announced):
     assert stored(admin) == set()  # "none" is kept now
     server = McpServer.objects.create(name="vault", transport="stdio", command="vault-server")
     assert stored(admin) == {"vault"}
-    assert SERVERS_TOPIC in announced  # the other processes drop theirs once the row is committed
+    assert (SERVERS_TOPIC, None) in announced  # the other processes drop theirs once the row is committed
     announced.clear()
     server.name = "safe"
     server.save()
-    assert stored(admin) == {"safe"} and SERVERS_TOPIC in announced
+    assert stored(admin) == {"safe"} and (SERVERS_TOPIC, None) in announced
     announced.clear()
     server.delete()
-    assert stored(admin) == set() and SERVERS_TOPIC in announced
+    assert stored(admin) == set() and (SERVERS_TOPIC, None) in announced
 
 
 def test_a_status_written_by_update_keeps_the_names(admin, channel, monkeypatch):
@@ -81,8 +71,4 @@ def test_a_status_written_by_update_keeps_the_names(admin, channel, monkeypatch)
 
 
 def test_where_no_announcement_arrives_every_listing_asks(admin, channel, monkeypatch, django_assert_num_queries):
-    assert listed(admin) == []  # kept while the channel was up
-    monkeypatch.setattr(invalidation, "connected", lambda: False)  # the listener lost: nothing kept is trusted
-    for _ in range(2):
-        with django_assert_num_queries(1):
-            assert listed(admin) == []
+    asked_each_time_unheard(lambda: listed(admin), monkeypatch, django_assert_num_queries)

@@ -14,10 +14,8 @@ class A2AConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported once the app registry is ready: these modules import the models.
-        from django.db.models.signals import post_delete, post_save
-
         from a2a_app.models import A2ARemote
-        from a2a_app.remotes import A2AToolSource
+        from a2a_app.remotes import A2AToolSource, any_remote
         from a2a_app.sweep import tasks_mark_failed
         from agentsite.agent.tools import registry
         from agentsite.core.processes import on_process_death
@@ -30,16 +28,9 @@ class A2AConfig(AppConfig):
         # Each remote the caller may use is the tool a2a_<name>; asked after mcp and workflows (INSTALLED_APPS).
         registry.register_source(A2AToolSource())
         # Whether any remote exists is kept per process (a2a_app.remotes.any_remote): each save and delete drops it.
-        for name, signal in (("save", post_save), ("delete", post_delete)):
-            signal.connect(_remote_changed, sender=A2ARemote, dispatch_uid=f"a2a-remote-{name}")
+        any_remote.follows(A2ARemote)
         if not any(prefix == A2A_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((A2A_PATH, _a2a_asgi_app))
-
-
-def _remote_changed(sender, instance, **kwargs) -> None:
-    from a2a_app.remotes import any_remote  # the app's modules import models: not at the top of apps.py
-
-    any_remote.changed()
 
 
 def _a2a_asgi_app():

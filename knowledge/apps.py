@@ -8,15 +8,13 @@ class KnowledgeConfig(AppConfig):
 
     def ready(self) -> None:
         # Django's app registry: these import the models, which are ready only in ready().
-        from django.db.models.signals import post_delete, post_save
-
         from agentsite.agent.context import register_context_source
         from knowledge import dense
         from knowledge.context import knowledge_context, knowledge_context_now
         from knowledge.lexical import LexicalRanker
         from knowledge.models import Collection
         from knowledge.ranking import register_ranker
-        from knowledge.selectors import VectorRanker
+        from knowledge.selectors import VectorRanker, has_personal
         from knowledge.services import collection_transfer
         from organisation.policy import ResourceKind, register
 
@@ -24,8 +22,8 @@ class KnowledgeConfig(AppConfig):
                               transfer=collection_transfer))
         register_context_source("knowledge", knowledge_context, now=knowledge_context_now)
         # Whether each user has a personal collection is kept per process (knowledge.selectors.has_personal).
-        for name, signal in (("save", post_save), ("delete", post_delete)):
-            signal.connect(_collection_changed, sender=Collection, dispatch_uid=f"knowledge-personal-{name}")
+        has_personal.follows(Collection, key=lambda collection: collection.owner_id,
+                             when=lambda collection: collection.personal)
         # The signals `hybrid` fuses, in this order (another app may register more: knowledge.ranking).
         register_ranker(VectorRanker())
         register_ranker(LexicalRanker())
@@ -33,10 +31,3 @@ class KnowledgeConfig(AppConfig):
             from knowledge.dense_index import DenseRanker  # the app registry, as above
 
             register_ranker(DenseRanker())
-
-
-def _collection_changed(sender, instance, **kwargs) -> None:
-    if instance.personal:
-        from knowledge.selectors import has_personal  # imports the models: not at the top of apps.py
-
-        has_personal.changed(instance.owner_id)

@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_delete, post_save
 
 from agentsite.agent.tools import registry
 from agentsite.core.mounts import MOUNTS
@@ -14,6 +13,7 @@ class McpbridgeConfig(AppConfig):
     def ready(self) -> None:
         # Imported once the app registry is ready: the source reads McpServer rows.
         from mcpbridge.models import McpServer
+        from mcpbridge.selectors import server_names
         from mcpbridge.source import McpToolSource
         from organisation.policy import ResourceKind, register
 
@@ -26,16 +26,9 @@ class McpbridgeConfig(AppConfig):
         registry.register_source(McpToolSource())
         # The stored servers' names are kept per process (mcpbridge.selectors.server_names): each save (a rename
         # included) and delete drops them, the admin's and the shell's too.
-        for name, signal in (("save", post_save), ("delete", post_delete)):
-            signal.connect(_server_changed, sender=McpServer, dispatch_uid=f"mcp-server-{name}")
+        server_names.follows(McpServer)
         if not any(prefix == MCP_PATH for prefix, _factory in MOUNTS):
             MOUNTS.append((MCP_PATH, _mcp_asgi_app))
-
-
-def _server_changed(sender, instance, **kwargs) -> None:
-    from mcpbridge.selectors import server_names  # the app's modules import models: not at the top of apps.py
-
-    server_names.changed()
 
 
 def _mcp_asgi_app():

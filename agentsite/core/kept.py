@@ -2,7 +2,8 @@
 
 `Kept(topic, load, ttl=...)` keeps `load(key)` per key, but only while this process hears the invalidation
 channel (invalidation.connected()); elsewhere every `get` loads. The code that changes what an answer was read
-from calls `changed(key)` (None: every key): dropped here at once, announced to every process once committed.
+from calls `changed(key)` (None: every key): dropped here at once, announced to every process once committed;
+`follows(model)` makes every save and delete of a model's row call it (the admin's and the shell's too).
 
 Invariants: a load that raced a drop (of its key or of all) is returned but not kept, by a generation counter;
 an answer lapses after `ttl` seconds all the same (a change no signal saw: a bulk write); at most `max_entries`
@@ -15,9 +16,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.db import transaction
+from django.db.models import Model
+from django.db.models.signals import post_delete, post_save
 
 from agentsite.core import invalidation
 
@@ -68,3 +71,17 @@ class Kept(Generic[V]):
         name = None if key is None else str(key)
         invalidation.drop_here(self.topic, name)
         transaction.on_commit(lambda: invalidation.announce(self.topic, name))
+
+    def follows(self, model: type[Model], *, key: Callable[[Any], Hashable] | None = None,
+                when: Callable[[Any], bool] | None = None) -> None:
+        """Call `changed` on each save and delete of a `model` row (post_save, post_delete) for which `when(row)`
+        holds (default: every row): `changed(key(row))`, or every key's without `key`. Call it from the app's
+        `ready()`; a second call for this topic is ignored (Django's dispatch_uid), so a repeated ready() connects
+        nothing twice."""
+
+        def on_change(sender: type[Model], instance: Any, **kwargs: Any) -> None:
+            if when is None or when(instance):
+                self.changed(None if key is None else key(instance))
+
+        for name, signal in (("save", post_save), ("delete", post_delete)):
+            signal.connect(on_change, sender=model, weak=False, dispatch_uid=f"kept-{self.topic}-{name}")

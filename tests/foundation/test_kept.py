@@ -100,3 +100,28 @@ def test_past_max_entries_the_oldest_goes_first(channel):
     assert loads.calls == [1, 2, 3]
     cache.get(1)
     assert loads.calls == [1, 2, 3, 1]
+
+
+@pytest.mark.django_db
+def test_follows_calls_changed_on_each_save_and_delete_of_a_row_it_is_asked_for(channel, monkeypatch):
+    from django.contrib.auth.models import Group
+
+    cache, _loads = made()
+    changed: list[object] = []
+    monkeypatch.setattr(cache, "changed", changed.append)
+    cache.follows(Group, key=lambda group: group.name, when=lambda group: not group.name.startswith("quiet"))
+    group = Group.objects.create(name="loud")
+    Group.objects.create(name="quiet one")  # `when` says no: not called
+    group.name = "louder"
+    group.save()
+    group.delete()
+    assert changed == ["loud", "louder", "louder"]
+    cache.follows(Group)  # a second call (a repeated ready()) connects nothing more
+    Group.objects.create(name="loudest")
+    assert changed == ["loud", "louder", "louder", "loudest"]
+    every = Kept("test.kept.every", Loads(), ttl=60.0)
+    whole: list[object] = []
+    monkeypatch.setattr(every, "changed", whole.append)
+    every.follows(Group)  # without `key`: every key's answer (None)
+    Group.objects.create(name="any")
+    assert whole == [None]

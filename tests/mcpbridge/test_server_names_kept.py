@@ -24,7 +24,7 @@ def channel(monkeypatch):
 
 
 @pytest.fixture
-def announced(monkeypatch) -> list[str]:
+def announced(monkeypatch) -> list[tuple[str, str | None]]:
     return recorded(monkeypatch)
 
 

@@ -13,7 +13,10 @@ from agentsite.core.kept import Kept
 
 def hearing(monkeypatch: pytest.MonkeyPatch, kept: Kept) -> Iterator[None]:
     """For a fixture (`yield from hearing(monkeypatch, kept)`): this process hears the channel, and `kept` holds
-    nothing before and after the test."""
+    nothing before and after the test. The listener is started first: its subscription drops everything kept
+    (what was announced before it is missed), which would otherwise land inside the test's first load and keep
+    that answer from being kept (with Redis, when no earlier test of the process started it)."""
+    invalidation.listen()
     monkeypatch.setattr(invalidation, "connected", lambda: True)
     kept.drop(None)
     yield

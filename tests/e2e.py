@@ -113,7 +113,7 @@ class PinnedProcesses:
 
     def _pin_every_worker(self, server: LiveServer) -> None:
         """Open connections until each of the server's workers holds one (whichever is free accepts a new one)."""
-        found = 0
+        found, workers = 0, server.workers or default_workers()
 
         def one_more() -> bool:
             nonlocal found
@@ -125,10 +125,9 @@ class PinnedProcesses:
             else:
                 self.pins[pid] = (server, session)
                 found += 1
-            return found == default_workers()
+            return found == workers
 
-        poll(one_more, f"a connection to each of the {default_workers()} workers of {server.base_url}", timeout=30,
-             every=0)
+        poll(one_more, f"a connection to each of the {workers} workers of {server.base_url}", timeout=30, every=0)
 
     @property
     def processes(self) -> list[int]:

@@ -21,7 +21,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e import every_worker_answers
+from tests.e2e import PinnedProcesses, every_worker_answers
 from tests.mcpbridge.conftest import LIVE_ENV
 from tests.server import LiveServer
 
@@ -69,14 +69,63 @@ class Alternating(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def client_factory(answers: Answers, ports: list[int] | None = None):
-    """An httpx2 client like the SDK's own (create_mcp_http_client), without keep-alive, that records who
-    answered."""
+class EveryWorkerInTurn(httpx2.AsyncBaseTransport):
+    """Sends each POST and DELETE of one client session to the next of a server's workers in turn, over a
+    keep-alive connection held open to each; a GET (a long-lived stream) goes over a new connection of its own.
+    A new connection is accepted by whichever worker wakes first, and on a loaded machine the same one can win
+    every time: pinned connections make a session's messages reach every worker whatever the kernel chooses."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._pinned: list[httpx2.AsyncHTTPTransport] = []
+        self._next = itertools.count()
+        self._pinning = asyncio.Lock()
+        self._fresh = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
+
+    async def _pin(self, url: httpx2.URL) -> None:
+        """Open one-connection transports until each worker holds one (its pid in the health check's answer)."""
+        found: dict[int, httpx2.AsyncHTTPTransport] = {}
+        async with asyncio.timeout(60):
+            while len(found) < self._workers:
+                transport = httpx2.AsyncHTTPTransport(
+                    limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1))
+                response = await transport.handle_async_request(
+                    httpx2.Request("GET", url.copy_with(path="/api/health", query=None)))
+                await response.aread()
+                pid = int(response.headers[WORKER])
+                if pid in found:
+                    await transport.aclose()
+                else:
+                    found[pid] = transport
+        self._pinned = list(found.values())
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":
+            return await self._fresh.handle_async_request(request)
+        async with self._pinning:
+            if not self._pinned:
+                await self._pin(request.url)
+        return await self._pinned[next(self._next) % len(self._pinned)].handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for transport in (self._fresh, *self._pinned):
+            await transport.aclose()
+
+
+def client_factory(answers: Answers, ports: list[int] | None = None, workers: int | None = None):
+    """An httpx2 client like the SDK's own (create_mcp_http_client) that records who answered. Without keep-alive
+    by default; with `ports`, each request goes to the next host; with `workers`, each message to the next
+    worker of one server."""
 
     def factory(headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None,
                 auth: httpx2.Auth | None = None) -> httpx2.AsyncClient:
-        transport = Alternating(ports) if ports else httpx2.AsyncHTTPTransport(
-            limits=httpx2.Limits(max_keepalive_connections=0))
+        transport: httpx2.AsyncBaseTransport
+        if ports:
+            transport = Alternating(ports)
+        elif workers:
+            transport = EveryWorkerInTurn(workers)
+        else:
+            transport = httpx2.AsyncHTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
         return httpx2.AsyncClient(headers=headers, auth=auth, transport=transport,
                                   timeout=timeout or httpx2.Timeout(30.0, read=300.0),
                                   event_hooks={"response": [answers.record]})
@@ -85,10 +134,10 @@ def client_factory(answers: Answers, ports: list[int] | None = None):
 
 
 @asynccontextmanager
-async def mcp_session(url: str, token: str, answers: Answers, ports: list[int] | None = None
-                      ) -> AsyncIterator[ClientSession]:
+async def mcp_session(url: str, token: str, answers: Answers, ports: list[int] | None = None,
+                      workers: int | None = None) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"}
-    factory = client_factory(answers, ports)
+    factory = client_factory(answers, ports, workers)
     if url.endswith("/sse"):
         async with sse_client(url, headers=headers, httpx_client_factory=factory) as (read, write), \
                 ClientSession(read, write) as session:
@@ -99,10 +148,11 @@ async def mcp_session(url: str, token: str, answers: Answers, ports: list[int] |
         yield session
 
 
-async def use_a_session(url: str, token: str, ports: list[int] | None = None) -> Answers:
+async def use_a_session(url: str, token: str, ports: list[int] | None = None, workers: int | None = None
+                        ) -> Answers:
     """initialize, list the tools, then call kb_search CALLS times; every step must succeed."""
     answers = Answers()
-    async with asyncio.timeout(SESSION_DEADLINE_S), mcp_session(url, token, answers, ports) as session:
+    async with asyncio.timeout(SESSION_DEADLINE_S), mcp_session(url, token, answers, ports, workers) as session:
         await session.initialize()
         names = {tool.name for tool in (await session.list_tools()).tools}
         assert BUILTINS <= names, names
@@ -113,13 +163,14 @@ async def use_a_session(url: str, token: str, ports: list[int] | None = None) ->
     return answers
 
 
-async def use_many_sessions(url: str, token: str, ports: list[int] | None = None) -> list[Answers]:
+async def use_many_sessions(url: str, token: str, ports: list[int] | None = None, workers: int | None = None
+                            ) -> list[Answers]:
     # A few at a time: each request in flight holds a database connection, and CI's PostgreSQL is shared.
     at_once = asyncio.Semaphore(AT_ONCE)
 
     async def one() -> Answers:
         async with at_once:
-            return await use_a_session(url, token, ports)
+            return await use_a_session(url, token, ports, workers)
 
     results = await asyncio.gather(*(one() for _ in range(SESSIONS)), return_exceptions=True)
     failed = [repr(result) for result in results if isinstance(result, BaseException)]
@@ -149,19 +200,18 @@ def two_workers() -> Iterator[tuple[LiveServer, str]]:
 
 async def test_streamable_http_sessions_work_whichever_worker_answers_each_request(two_workers):
     server, token = two_workers
-    sessions = await use_many_sessions(f"{server.base_url}/mcp", token)
-    workers = set().union(*(answers.workers("POST") for answers in sessions))
-    assert len(workers) == 2, f"the requests did not reach both workers: {workers}"
-    spread = [answers for answers in sessions if len(answers.workers("POST")) == 2]
-    assert spread, "no session had its requests answered by both workers"
+    sessions = await use_many_sessions(f"{server.base_url}/mcp", token, workers=2)
+    unspread = [answers.seen for answers in sessions if len(answers.workers("POST")) != 2]
+    assert not unspread, f"a session's requests were not answered by both workers: {unspread[:1]}"
 
 
 async def test_sse_sessions_get_their_answers_whichever_worker_takes_each_message(two_workers):
     server, token = two_workers
-    sessions = await use_many_sessions(f"{server.base_url}/mcp/sse", token)
-    relayed = [answers for answers in sessions if answers.workers("POST") - answers.workers("GET")]
-    assert relayed, "no message was posted to a worker other than the one holding its session's stream"
-    assert len(set().union(*(answers.workers() for answers in sessions))) == 2
+    sessions = await use_many_sessions(f"{server.base_url}/mcp/sse", token, workers=2)
+    # Each session's stream is held by one worker; its messages went to both, so some went to the other one,
+    # and every answer still came back on the stream (use_a_session checks each).
+    unrelayed = [answers.seen for answers in sessions if not answers.workers("POST") - answers.workers("GET")]
+    assert not unrelayed, f"no message of a session was posted to a worker without its stream: {unrelayed[:1]}"
 
 
 async def test_a_deleted_streamable_http_session_is_gone_on_every_worker(two_workers):
@@ -231,23 +281,19 @@ def test_a_message_for_an_sse_stream_is_taken_from_its_owner_only_on_every_worke
     registered = requests.post(f"{server.base_url}/api/auth/register", timeout=30,
                                json={"username": "mcp-stranger", "password": "correct-horse-battery-9"})
     assert registered.status_code == 201, registered.text
-    owner = {"Authorization": f"Bearer {token}", "Connection": "close"}
-    stranger = {"Authorization": f"Bearer {registered.json()['token']}", "Connection": "close"}
+    owner = {"Authorization": f"Bearer {token}"}
+    stranger = {"Authorization": f"Bearer {registered.json()['token']}"}
     ping = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    pinned = PinnedProcesses((server,))
     with requests.get(f"{server.base_url}/mcp/sse", headers=owner, stream=True, timeout=30) as stream:
         lines = stream.iter_lines(decode_unicode=True)
         endpoint = next(line for line in lines if line.startswith("data:")).removeprefix("data:").strip()
-        answers: dict[tuple[str, int], int] = {}
-        for _ in range(60):  # until each worker has answered both callers
-            for who, headers in (("owner", owner), ("stranger", stranger)):
-                response = requests.post(server.base_url + endpoint, json=ping, headers=headers, timeout=30)
-                answers[(who, int(response.headers[WORKER]))] = response.status_code
-            if len(answers) == 4:
-                break
+        answers = {(who, pid): pinned.via(pid, "POST", endpoint, json=ping, headers=headers).status_code
+                   for pid in pinned.processes for who, headers in (("owner", owner), ("stranger", stranger))}
         unknown = requests.post(f"{server.base_url}/mcp/messages/?session_id={'0' * 32}", json=ping,
                                 headers=owner, timeout=30)
         malformed = requests.post(server.base_url + endpoint, data=b"{not json", headers=owner, timeout=30)
-    assert len(answers) == 4, f"both workers did not answer both callers in 60 tries: {answers}"
+    assert len(pinned.processes) == 2
     assert {status for (who, _pid), status in answers.items() if who == "owner"} == {202}, answers
     assert {status for (who, _pid), status in answers.items() if who == "stranger"} == {404}, answers
     assert (unknown.status_code, malformed.status_code) == (404, 400)

@@ -3,7 +3,8 @@
 Fixtures:
 - `dashboard_server` (module): a real server (daphne, or `manage.py serve` when the module sets
   `LIVE_SERVER_COMMAND = "serve"`, for pages that need the task cluster) on the embedded default: SQLite,
-  the offline provider. One per test module.
+  the offline provider. Shared by the modules that ask for the same command and `LIVE_SERVER_ENV`; a module
+  that needs one no other module has used sets `OWN_SERVER = True`.
 - `chat_upstream`: points that server's `openai` provider at the fake OpenAI upstream (tests/fakes/llm.py)
   for one test, so a test scripts the model's replies (slow streams, hangs, hostile Markdown); the server
   goes back to the offline provider afterwards.
@@ -93,17 +94,35 @@ def browser(spoken_wav: Path | None) -> Iterator:
         browser.close()
 
 
+@pytest.fixture(scope="package")
+def _shared_servers() -> Iterator[dict[tuple, LiveServer]]:
+    """The servers the package's modules share, one for each command and environment, stopped at its end."""
+    servers: dict[tuple, LiveServer] = {}
+    yield servers
+    for server in servers.values():
+        server.stop()
+
+
 @pytest.fixture(scope="module")
-def dashboard_server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+def dashboard_server(request: pytest.FixtureRequest, _shared_servers: dict[tuple, LiveServer]) -> LiveServer:
+    """The module's server: shared with the package's other modules that ask for the same command and environment
+    (a start costs ~1.6 s of CPU, a browser test ~1.4), unless the module says OWN_SERVER = True because its
+    tests count on a server no other module has used. So a module's tests must not count on being the first
+    to use it: they look for what they made (by its unique name), not at how many there are."""
     command = getattr(request.module, "LIVE_SERVER_COMMAND", "daphne")
     reason = _missing()
     if reason:
         unavailable(reason)
     # Every test logs in through the form: the per-IP login limit (10 a minute) would refuse the run.
     env = {"AGENTSITE_LOGIN_RATE_LIMIT": "1000", **getattr(request.module, "LIVE_SERVER_ENV", {})}
-    server = LiveServer(command=command, env=env).start()
-    yield server
-    server.stop()
+    if getattr(request.module, "OWN_SERVER", False):
+        server = LiveServer(command=command, env=env).start()
+        request.addfinalizer(server.stop)
+        return server
+    key = (command, tuple(sorted(env.items())))
+    if key not in _shared_servers:
+        _shared_servers[key] = LiveServer(command=command, env=env).start()
+    return _shared_servers[key]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from tests.e2e import sse_events
 from tests.fakes.llm import Text
 
 pytestmark = pytest.mark.e2e
+OWN_SERVER = True  # the list and the search count every chat of the admin: no other module's may be there
 
 
 def _chat(server, headers, name, *questions):

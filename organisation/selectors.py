@@ -2,10 +2,10 @@
 
 `memberships(user_id)` is what a model-access or a budget check asks on every LLM call, so it is cached per
 process like the users tokens name: an entry is dropped at once in every process when a membership of the user
-changes or a group changes (`TOPIC`, announced by organisation.apps after commit), lives at most
-AGENTSITE_AUTH_CACHE_S otherwise, is not stored when a drop raced its load, and is not kept at all where no
-announcement can arrive (PostgreSQL without Redis). Access decisions do not use
-it: `organisation.policy` asks the database, one indexed query.
+changes or a group changes (`TOPIC`, announced by organisation.apps after commit), lives at most as long as a
+user's entry otherwise (usercaches.ttl: only a change no announcement carries waits for it), is not stored when a
+drop raced its load, and is not kept at all where no announcement can arrive (PostgreSQL without Redis). Access
+decisions do not use it: `organisation.policy` asks the database, one indexed query.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.db.models import Count, QuerySet
 
-from agentsite.core import invalidation
+from agentsite.core import invalidation, usercaches
 from agentsite.core.errors import AppError
 from organisation.models import MANAGER, Group, Membership
 
@@ -51,7 +50,7 @@ class _MembershipCache:
             return hit[1]
         invalidation.listen()
         groups = _read(user_id)
-        ttl = float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
+        ttl = usercaches.ttl()
         with self._lock:
             # Kept only while announcements reach this process: PostgreSQL without Redis has no channel, and a
             # removed member must lose their groups on the next request, whichever process takes it.

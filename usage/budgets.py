@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from agentsite.core import invalidation, metrics
+from agentsite.core import invalidation, metrics, usercaches
 from agentsite.core.errors import AppError
 from organisation.selectors import memberships
 from usage.models import BudgetCounter, GroupBudget, UserBudget
@@ -248,7 +248,7 @@ def group_scopes_load(user_id: int) -> tuple[Scope, ...]:
         return ()
     scopes = tuple(Scope(f"g:{group.id}", table[1][group.id], group.name) for group in memberships(user_id)
                    if group.id in table[1])
-    ttl = float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
+    ttl = usercaches.ttl()  # as the memberships it is made of
     with _cache_lock:
         # Not stored when a drop raced the load, nor where no announcement can arrive (as the memberships).
         if generation == _generation and invalidation.connected():

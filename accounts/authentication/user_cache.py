@@ -2,9 +2,11 @@
 the password the token was issued for? its revoked tokens?) without a query each time.
 
 An entry is dropped at once in every process when the user is saved or deleted (accounts.apps announces it
-through agentsite.core.invalidation), lives at most AGENTSITE_AUTH_CACHE_S otherwise, is not stored when a drop
-raced its load (a generation counter), and holds the user's unexpired revoked access tokens (a logout announces
-the user), so a password change, a deactivation or a logout stops a credential in every process at once.
+through agentsite.core.invalidation), is not stored when a drop raced its load (a generation counter), and holds
+the user's unexpired revoked access tokens (a logout announces the user), so a password change, a deactivation or
+a logout stops a credential in every process at once. Only a change no announcement carries (raw SQL, a queryset
+`update()`) waits for an entry's life (usercaches.ttl: AGENTSITE_AUTH_CACHE_S, or a minute while this process hears
+the channel; losing the channel drops every entry, so a longer life never outlasts the hearing).
 
 The caches other apps keep per user are read right after a user (agentsite.core.usercaches).
 """
@@ -17,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
@@ -59,7 +60,8 @@ class UserCache:
 
     @staticmethod
     def ttl() -> float:
-        return float(getattr(settings, "AGENTSITE_AUTH_CACHE_S", 2.0))
+        """The life of an entry loaded now (of an API key's too): usercaches.ttl()."""
+        return usercaches.ttl()
 
     def fresh(self, user_id: object) -> tuple[bool, _Entry | None]:
         """(hit, entry) without touching the database: a miss is (False, None)."""

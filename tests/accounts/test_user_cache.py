@@ -8,9 +8,16 @@ import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
+from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.authentication import api_keys, auser_for_token, jwt_auth, user_cache, user_for_token, users
+from accounts.models import ApiKey
 from accounts.tokens import token_pair_for
+from agentsite.core import invalidation
+from organisation import selectors, services
+from organisation.models import Membership
+from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -94,12 +101,14 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    for module in (user_cache, jwt_auth, api_keys):  # the modules that read the clock
+    for module in (user_cache, jwt_auth, api_keys, selectors):  # the modules that read the clock
         monkeypatch.setattr(module, "time", fake)
     return fake
 
 
-def test_a_change_no_signal_announces_is_seen_after_the_time_to_live(owner, settings, clock):
+def test_a_change_no_signal_announces_is_seen_after_the_time_to_live_where_no_channel_is_heard(
+        owner, settings, clock, monkeypatch):
+    monkeypatch.setattr(invalidation, "connected", lambda: False)  # PostgreSQL without Redis
     settings.AGENTSITE_AUTH_CACHE_S = 2
     token = token_pair_for(owner)["token"]
     assert user_for_token(token) is not None
@@ -108,6 +117,81 @@ def test_a_change_no_signal_announces_is_seen_after_the_time_to_live(owner, sett
     assert user_for_token(token) is not None  # still the cached row, within its time to live
     clock.offset = 2.1
     assert user_for_token(token) is None
+
+
+@pytest.fixture
+def heard(monkeypatch) -> None:
+    """This process hears the others' announcements (every serve worker on SQLite, or with Redis)."""
+    monkeypatch.setattr(invalidation, "connected", lambda: True)
+
+
+MINUTE = invalidation.CONNECTED_TTL_S
+
+
+def test_while_the_channel_is_heard_a_change_no_signal_announces_waits_up_to_a_minute(owner, settings, clock, heard):
+    settings.AGENTSITE_AUTH_CACHE_S = 2
+    token = token_pair_for(owner)["token"]
+    assert user_for_token(token) is not None
+    type(owner).objects.filter(pk=owner.pk).update(is_active=False)  # no post_save: nothing announced
+    clock.offset = 2.1
+    assert user_for_token(token) is not None  # past AGENTSITE_AUTH_CACHE_S, but every announced change arrives
+    clock.offset = MINUTE - 0.1
+    assert user_for_token(token) is not None
+    clock.offset = MINUTE + 0.1
+    assert user_for_token(token) is None
+
+
+def test_a_longer_setting_than_a_minute_is_kept_and_zero_keeps_nothing(owner, settings, clock, heard):
+    settings.AGENTSITE_AUTH_CACHE_S = MINUTE * 2
+    token = token_pair_for(owner)["token"]
+    assert user_for_token(token) is not None
+    type(owner).objects.filter(pk=owner.pk).update(is_active=False)
+    clock.offset = MINUTE + 0.1
+    assert user_for_token(token) is not None
+    settings.AGENTSITE_AUTH_CACHE_S = 0
+    users.drop(None)
+    type(owner).objects.filter(pk=owner.pk).update(is_active=True)
+    assert user_for_token(token) is not None
+    type(owner).objects.filter(pk=owner.pk).update(is_active=False)
+    assert user_for_token(token) is None  # read again: nothing was kept
+
+
+def test_losing_the_channel_drops_every_entry_and_the_next_lives_the_short_life(owner, settings, clock,
+                                                                                 monkeypatch):
+    settings.AGENTSITE_AUTH_CACHE_S = 2
+    hearing = [True]
+    monkeypatch.setattr(invalidation, "connected", lambda: hearing[0])
+    token = token_pair_for(owner)["token"]
+    assert user_for_token(token) is not None  # kept for a minute
+    hearing[0] = False
+    invalidation._apply_all()  # what the listener does when it loses Redis
+    type(owner).objects.filter(pk=owner.pk).update(is_active=False)
+    assert user_for_token(token) is None  # the minute-long entry is gone
+    type(owner).objects.filter(pk=owner.pk).update(is_active=True)
+    clock.offset = 1.9
+    assert user_for_token(token) is None  # the entry read without the channel...
+    clock.offset = 2.1
+    assert user_for_token(token) is not None  # ...lives AGENTSITE_AUTH_CACHE_S
+
+
+def test_an_api_key_and_the_memberships_live_as_long_as_a_user_while_the_channel_is_heard(owner, settings, clock,
+                                                                                         heard):
+    settings.AGENTSITE_AUTH_CACHE_S = 2
+    answer = client_for(owner).post("/api/keys", {"name": "laptop"}, format="json")
+    secret = answer.json()["key"]
+    group = services.group_create(name="night-shift")
+    services.member_add(group=group, user_id=owner.pk)
+    assert api_keys.authenticate_key(secret)[0].pk == owner.pk
+    assert [(g.name, g.role) for g in selectors.memberships(owner.pk)] == [("night-shift", "member")]
+    ApiKey.objects.filter(pk=answer.json()["id"]).update(revoked=True, revoked_at=timezone.now())  # not announced
+    Membership.objects.filter(user=owner).update(role="manager")
+    clock.offset = MINUTE - 0.1
+    assert api_keys.authenticate_key(secret)[0].pk == owner.pk
+    assert [g.role for g in selectors.memberships(owner.pk)] == ["member"]
+    clock.offset = MINUTE + 0.1
+    with pytest.raises(AuthenticationFailed, match="revoked"):
+        api_keys.authenticate_key(secret)
+    assert [g.role for g in selectors.memberships(owner.pk)] == ["manager"]
 
 
 def test_a_load_that_raced_a_drop_is_not_kept(owner, monkeypatch):

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.e2e import UPSTREAM_KEY, poll, sse_events
+from tests.e2e import UPSTREAM_KEY, PinnedProcesses, poll, sse_events
 from tests.fakes.llm import Hang
 from tests.foundation.test_crash_recovery import children_with
 from tests.server import LiveServer
@@ -86,26 +86,22 @@ def test_a_thousand_requests_are_spread_over_the_workers(server):
 
 
 def test_the_eleventh_login_attempt_is_refused_whichever_worker_counts_it(server):
-    # The limit is per client address; behind one trusted proxy, X-Forwarded-For names it, so each try below
-    # starts a fresh count. A try counts only when its 10 attempts reached both workers (neither saw 10).
-    for attempt in range(20):
-        address = {"X-Forwarded-For": f"10.30.0.{attempt}", "Connection": "close"}
+    # The limit is per client address; behind one trusted proxy, X-Forwarded-For names it. Ten attempts split over
+    # the workers (neither sees ten), then each worker refuses the next: they keep one count. Each goes through a
+    # connection held open to its worker (a new connection goes to whichever wakes first, on a loaded machine
+    # the same one every time).
+    pinned = PinnedProcesses((server,))
+    address = {"X-Forwarded-For": "10.30.0.1"}
 
-        def login(address=address) -> requests.Response:
-            return requests.post(f"{server.base_url}/api/auth/login", headers=address, timeout=20,
-                                 json={"username": "admin", "password": "wrong password"})
+    def login(pid: int) -> requests.Response:
+        return pinned.via(pid, "POST", "/api/auth/login", headers=address,
+                          json={"username": "admin", "password": "wrong password"})
 
-        first = [login() for _ in range(10)]
-        assert [answer.status_code for answer in first] == [401] * 10, [a.text for a in first]
-        per_worker = Counter(worker_of(answer) for answer in first)
-        if len(per_worker) < WORKERS:
-            continue
-        later = [login() for _ in range(4)]
-        assert [answer.status_code for answer in later] == [429] * 4, [a.text for a in later]
-        assert later[0].json()["error"]["code"] == "rate_limited"
-        assert all(per_worker[worker_of(answer)] < 10 for answer in later), per_worker  # not its own count
-        return
-    pytest.fail("20 tries of 10 logins each never reached both workers")
+    first = [login(pid) for pid in pinned.processes for _ in range(10 // WORKERS)]
+    assert [answer.status_code for answer in first] == [401] * 10, [a.text for a in first]
+    later = [login(pid) for pid in pinned.processes for _ in range(2)]
+    assert [answer.status_code for answer in later] == [429] * (2 * WORKERS), [a.text for a in later]
+    assert later[0].json()["error"]["code"] == "rate_limited"
 
 
 def test_a_password_change_is_seen_by_every_worker_within_the_cache_lifetime(server):

@@ -17,9 +17,9 @@ from typing import Any
 from rest_framework_simplejwt.exceptions import AuthenticationFailed, InvalidToken
 
 from accounts.authentication.key_last_used import last_used
-from accounts.authentication.user_cache import UserCache, _Entry, users
+from accounts.authentication.user_cache import _Entry, users
 from accounts.models import ApiKey
-from agentsite.core import invalidation
+from agentsite.core import invalidation, usercaches
 from agentsite.core.audit import audit
 from agentsite.core.dbcall import db
 from agentsite.core.errors import AppError
@@ -77,7 +77,7 @@ class KeyCache:
         with self._lock:
             generation = self._generation
         key = self.row(digest)
-        expires = time.monotonic() + UserCache.ttl()
+        expires = time.monotonic() + usercaches.ttl()  # a key lives as its user does
         entry = None if key is None else _KeyEntry(
             key, key.expires_at.timestamp() if key.expires_at else None, expires)
         with self._lock:

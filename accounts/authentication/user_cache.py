@@ -58,11 +58,6 @@ class UserCache:
         self._lock = threading.Lock()
         self._generation = 0
 
-    @staticmethod
-    def ttl() -> float:
-        """The life of an entry loaded now (of an API key's too): usercaches.ttl()."""
-        return usercaches.ttl()
-
     def fresh(self, user_id: object) -> tuple[bool, _Entry | None]:
         """(hit, entry) without touching the database: a miss is (False, None)."""
         key = str(user_id)
@@ -81,7 +76,7 @@ class UserCache:
         with self._lock:
             generation = self._generation
         user = get_user_model().objects.filter(**{api_settings.USER_ID_FIELD: user_id}).first()
-        entry = None if user is None else _Entry(user, password_version(user), time.monotonic() + self.ttl(),
+        entry = None if user is None else _Entry(user, password_version(user), time.monotonic() + usercaches.ttl(),
                                                  _revoked_jtis(user))
         with self._lock:
             if generation == self._generation:

@@ -3,7 +3,8 @@
 One server for the module (each extra Django start costs seconds of CPU), on whatever the run configures: the
 embedded default (SQLite, no Redis: the shared state goes through the database and the file cache under the
 data directory) or PostgreSQL and Redis. Each answer names its process (AGENTSITE_WORKER_HEADER), so a test
-can tell which worker served it. New connections every request: keep-alive would pin a client to a worker.
+can tell which worker served it. New connections every request (keep-alive would pin a client to a worker),
+except where a test must reach each worker: it then holds a connection to each (tests.e2e.PinnedProcesses).
 """
 
 from __future__ import annotations

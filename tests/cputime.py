@@ -1,6 +1,6 @@
 """Where a test run's CPU goes: each test's CPU (this process and the processes it started and reaped: live
 servers, browsers, sandboxes), summed by test directory and printed at the end of the run with the costliest
-tests, beside pytest's --durations (wall time).
+modules and tests, beside pytest's --durations (wall time).
 
 A process is counted when it is reaped, so a server shared by a module or the session is counted in the test
 that stopped it (its teardown), and a process nobody waited for is not counted. The figures locate the cost;
@@ -16,6 +16,7 @@ from collections import defaultdict
 import pytest
 
 TOP_TESTS = 25
+TOP_MODULES = 25
 
 
 def _cpu() -> tuple[float, float]:
@@ -57,6 +58,16 @@ class CpuReport:
                   f"{directory}")
         write(f"{own_total + children_total:8.1f} = {own_total:7.1f} + {children_total:7.1f}  wall "
               f"{time.monotonic() - self.started:7.1f}  the whole run (collection and session fixtures included)")
+        by_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for nodeid, (own, children, wall) in self.tests.items():
+            row = by_module[nodeid.split("::", 1)[0]]
+            for index, value in enumerate((own, children, wall)):
+                row[index] += value
+        terminalreporter.section(f"the {TOP_MODULES} modules costing the most CPU (s): this process + processes it "
+                                 "started (a module's shared servers included)")
+        for module, (own, children, wall) in sorted(by_module.items(), key=lambda kv: -kv[1][0] - kv[1][1])[
+                :TOP_MODULES]:
+            write(f"{own + children:8.1f} = {own:6.1f} + {children:6.1f}  wall {wall:6.1f}  {module}")
         terminalreporter.section(f"the {TOP_TESTS} tests costing the most CPU (s): this process + processes it started")
         costly = sorted(self.tests.items(), key=lambda kv: -kv[1][0] - kv[1][1])[:TOP_TESTS]
         for nodeid, (own, children, wall) in costly:

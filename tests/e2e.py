@@ -80,21 +80,38 @@ def in_parallel(count: int, work: Callable[[int], Any]) -> list[Any]:
 WORKER_HEADER = "X-Agentsite-Worker"  # AGENTSITE_WORKER_HEADER: the process that answered
 
 
-def every_worker_answers(server: LiveServer, timeout: float = 60.0) -> set[int]:
-    """Return once each of the server's workers has answered a request (a new connection each: whichever worker is
-    free accepts it), for a test that counts on its requests spreading over the workers. `/api/health` answers as
-    soon as one worker listens; on a loaded machine another may take seconds longer to start accepting, and
-    requests sent meanwhile all land on the first."""
-    seen: set[int] = set()
+def one_per_worker(server: LiveServer, connect: Callable[[], tuple[int, Any]], release: Callable[[Any], None], *,
+                   timeout: float, every: float = 0.0) -> dict[int, Any]:
+    """Call `connect` (a request over a new connection: its answering worker's pid, and what to keep) until each of
+    the server's workers has answered one, keeping the first of each and releasing the rest. A new connection is
+    accepted by whichever worker is free, so only repeating finds them all: `/api/health` answers as soon as one
+    worker listens, another may start accepting seconds later on a loaded machine, and the same worker can win
+    every race meanwhile."""
+    found: dict[int, Any] = {}
     workers = server.workers or default_workers()
 
-    def all_seen() -> bool:
-        answer = requests.get(f"{server.base_url}/api/health", headers={"Connection": "close"}, timeout=20)
-        seen.add(int(answer.headers[WORKER_HEADER]))
-        return len(seen) == workers
+    def one_more() -> bool:
+        pid, held = connect()
+        if pid in found:
+            release(held)
+        else:
+            found[pid] = held
+        return len(found) == workers
 
-    poll(all_seen, f"an answer from each of the {workers} workers of {server.base_url}", timeout=timeout, every=0.05)
-    return seen
+    poll(one_more, f"an answer from each of the {workers} workers of {server.base_url}", timeout=timeout,
+         every=every)
+    return found
+
+
+def every_worker_answers(server: LiveServer, timeout: float = 60.0) -> set[int]:
+    """Return once each of the server's workers has answered a request (a new connection each), for a test that
+    counts on its requests spreading over the workers."""
+
+    def connect() -> tuple[int, None]:
+        answer = requests.get(f"{server.base_url}/api/health", headers={"Connection": "close"}, timeout=20)
+        return int(answer.headers[WORKER_HEADER]), None
+
+    return set(one_per_worker(server, connect, lambda _held: None, timeout=timeout, every=0.05))
 
 
 class PinnedProcesses:
@@ -112,22 +129,15 @@ class PinnedProcesses:
             self._pin_every_worker(server)
 
     def _pin_every_worker(self, server: LiveServer) -> None:
-        """Open connections until each of the server's workers holds one (whichever is free accepts a new one)."""
-        found, workers = 0, server.workers or default_workers()
+        """A keep-alive connection held to each of the server's workers."""
 
-        def one_more() -> bool:
-            nonlocal found
+        def connect() -> tuple[int, requests.Session]:
             session = requests.Session()
             session.headers.update(self._session_headers)
-            pid = int(session.get(f"{server.base_url}/api/health", timeout=20).headers[WORKER_HEADER])
-            if pid in self.pins:
-                session.close()
-            else:
-                self.pins[pid] = (server, session)
-                found += 1
-            return found == workers
+            return int(session.get(f"{server.base_url}/api/health", timeout=20).headers[WORKER_HEADER]), session
 
-        poll(one_more, f"a connection to each of the {workers} workers of {server.base_url}", timeout=30, every=0)
+        pinned = one_per_worker(server, connect, lambda session: session.close(), timeout=30)
+        self.pins.update((pid, (server, session)) for pid, session in pinned.items())
 
     @property
     def processes(self) -> list[int]:

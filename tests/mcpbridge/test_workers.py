@@ -87,8 +87,10 @@ class EveryWorkerInTurn(httpx2.AsyncBaseTransport):
         found: dict[int, httpx2.AsyncHTTPTransport] = {}
         async with asyncio.timeout(60):
             while len(found) < self._workers:
+                # Held for the session's length: httpx closes a connection idle for 5 s by default, and the one
+                # opened in its place goes to whichever worker wakes first (under load, calls come seconds apart).
                 transport = httpx2.AsyncHTTPTransport(
-                    limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1))
+                    limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=None))
                 response = await transport.handle_async_request(
                     httpx2.Request("GET", url.copy_with(path="/api/health", query=None)))
                 await response.aread()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import resource
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import pytest
 
@@ -39,18 +40,20 @@ class CpuReport:
         own_after, children_after = _cpu()
         self.tests[item.nodeid] = (own_after - own, children_after - children, time.monotonic() - wall)
 
+    def _summed(self, key: Callable[[str], str]) -> dict[str, list[float]]:
+        """Each test's own CPU, its children's CPU, its wall time and a count of 1, summed by key(nodeid)."""
+        sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
+        for nodeid, figures in self.tests.items():
+            row = sums[key(nodeid)]
+            for index, value in enumerate((*figures, 1)):
+                row[index] += value
+        return sums
+
     def pytest_terminal_summary(self, terminalreporter):
         if not self.tests:
             return
         write = terminalreporter.write_line
-        by_directory: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
-        for nodeid, (own, children, wall) in self.tests.items():
-            directory = nodeid.split("::", 1)[0].rsplit("/", 1)[0]
-            row = by_directory[directory]
-            row[0] += own
-            row[1] += children
-            row[2] += wall
-            row[3] += 1
+        by_directory = self._summed(lambda nodeid: nodeid.split("::", 1)[0].rsplit("/", 1)[0])
         own_total, children_total = (now - then for now, then in zip(_cpu(), self.at_start, strict=True))
         terminalreporter.section("CPU by test directory (s): this process, processes it started, wall")
         for directory, (own, children, wall, count) in sorted(by_directory.items(), key=lambda kv: -sum(kv[1][:2])):
@@ -58,14 +61,10 @@ class CpuReport:
                   f"{directory}")
         write(f"{own_total + children_total:8.1f} = {own_total:7.1f} + {children_total:7.1f}  wall "
               f"{time.monotonic() - self.started:7.1f}  the whole run (collection and session fixtures included)")
-        by_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-        for nodeid, (own, children, wall) in self.tests.items():
-            row = by_module[nodeid.split("::", 1)[0]]
-            for index, value in enumerate((own, children, wall)):
-                row[index] += value
+        by_module = self._summed(lambda nodeid: nodeid.split("::", 1)[0])
         terminalreporter.section(f"the {TOP_MODULES} modules costing the most CPU (s): this process + processes it "
                                  "started (a module's shared servers included)")
-        for module, (own, children, wall) in sorted(by_module.items(), key=lambda kv: -kv[1][0] - kv[1][1])[
+        for module, (own, children, wall, _count) in sorted(by_module.items(), key=lambda kv: -kv[1][0] - kv[1][1])[
                 :TOP_MODULES]:
             write(f"{own + children:8.1f} = {own:6.1f} + {children:6.1f}  wall {wall:6.1f}  {module}")
         terminalreporter.section(f"the {TOP_TESTS} tests costing the most CPU (s): this process + processes it started")

@@ -347,6 +347,22 @@ def test_django_q2_orm_dequeue_is_still_what_the_sqlite_broker_repeats():
     assert "Conf.BROKER_CLASS" in inspect.getsource(get_broker)
 
 
+def test_django_q2_sentinel_still_saves_its_status_while_it_waits_for_the_pusher():
+    """agentsite/core/qbroker.py's LocalORM.set_stat wakes the pusher when the cluster's saved status is
+    STOPPING: that works while Sentinel.stop tells the pusher to stop, then saves the status on each round of its
+    wait for it. Re-check qbroker.py when this fails."""
+    from django_q.cluster import Sentinel
+    from django_q.pusher import pusher
+    from django_q.status import Stat
+
+    stop = inspect.getsource(Sentinel.stop)
+    told, waits = stop.find("self.event_out.set()"), stop.find("while self.pusher.is_alive():")
+    assert 0 <= told < waits, "Sentinel.stop no longer tells the pusher to stop before it waits for it"
+    assert "Stat(self).save()" in stop[waits:waits + 120], "Sentinel.stop no longer saves the status as it waits"
+    assert "self.broker.set_stat(" in inspect.getsource(Stat.save)
+    assert "if event.is_set():" in inspect.getsource(pusher)
+
+
 def test_asgiref_still_picks_a_sync_calls_thread_from_context_to_thread_executor():
     """agentsite/server/requestthreads.py lends each request a reused thread by putting it into asgiref's
     SyncToAsync.context_to_thread_executor for the request's ThreadSensitiveContext."""

@@ -146,3 +146,42 @@ def test_a_wake_with_no_pusher_listening_is_harmless(broker):
     qbroker.wake(broker.list_key)
     async_task(FUNC, "nobody listens")
     assert OrmQ.objects.filter(key=broker.list_key).count() == 1
+
+
+def _status(status: str) -> str:
+    """A cluster status as django-q2's sentinel saves it through the broker (Stat(sentinel).save())."""
+    from django_q.signing import SignedPackage
+    from django_q.status import Status
+
+    stat = Status(pid=1, cluster_id="qbroker-test")
+    stat.status = status
+    return SignedPackage.dumps(stat, True)
+
+
+def test_a_stopping_cluster_wakes_its_pusher_which_stops_at_once(broker, monkeypatch):
+    """serve's stop waited the pusher's whole idle wait (~4 s of every stop): the stopping status the sentinel saves
+    after telling the pusher to stop now rings its doorbell."""
+    from multiprocessing import Event, Queue
+
+    from django_q.pusher import pusher
+
+    monkeypatch.setattr(qbroker, "IDLE_POLL_S", NO_POLL_S)
+    assert qbroker.doorbell(broker.list_key).listen()
+    stop = Event()
+    thread = threading.Thread(target=pusher, args=(Queue(), stop, broker), daemon=True)
+    thread.start()
+    time.sleep(0.2)  # into its wait on the empty queue
+    stop.set()
+    broker.set_stat("qbroker-test-stat", _status(Conf.STOPPING), 3)
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), f"the pusher did not stop within {DEADLINE_S} s (its idle wait is {NO_POLL_S} s)"
+
+
+def test_a_running_clusters_status_wakes_nobody(broker, monkeypatch):
+    rings: list[str] = []
+    monkeypatch.setattr(qbroker, "wake", rings.append)
+    for status in (Conf.STARTING, Conf.IDLE, Conf.WORKING):
+        broker.set_stat("qbroker-test-stat", _status(status), 3)
+    assert rings == []
+    broker.set_stat("qbroker-test-stat", _status(Conf.STOPPING), 3)
+    assert rings == [broker.list_key]

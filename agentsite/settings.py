@@ -164,6 +164,8 @@ Q_CLUSTER = {
 }
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
+    # django-q2's Redis broker whose pusher also hears its cluster's stop (agentsite/core/qbroker.py).
+    Q_CLUSTER["broker_class"] = "agentsite.core.qbroker.StoppableRedis"
 else:
     Q_CLUSTER["orm"] = "default"
     if DATABASES["default"]["ENGINE"] == "agentsite.core.db.sqlite3":

@@ -1,4 +1,5 @@
-"""The task queue's broker on SQLite: django-q2's ORM broker, whose pusher waits for a wake instead of polling.
+"""The task queue's brokers: on SQLite django-q2's ORM broker, whose pusher waits for a wake instead of polling;
+on Redis django-q2's Redis broker, whose pusher also hears its own cluster's stop.
 
 django-q2's ORM broker polls the queue table while it is empty, which costs an idle server CPU and delays a
 queued task. On SQLite every process that queues is on this host, so the pusher waits on the queue's doorbell
@@ -6,24 +7,28 @@ queued task. On SQLite every process that queues is on this host, so the pusher 
 committed. The table stays the queue: a lost wake costs a wait, never a task. Without the socket (not Linux,
 another pusher holds it) the pusher polls as django-q2's does; PostgreSQL keeps django-q2's broker.
 
-A stopping cluster rings the doorbell too: django-q2's pusher sees the stop only between two looks at the queue,
-so without a wake it would sleep out its IDLE_POLL_S first, and every stop of serve took that long.
+A stopping cluster wakes its pusher on both, which otherwise sleeps out its wait before it sees the stop (every
+stop of serve took that long): the sentinel saves the cluster's status through its broker, also every 0.1 s while
+it waits for the stopped pusher (django-q2's Sentinel.stop), and a saved status that says STOPPING is the wake.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 from django_q.brokers.orm import ORM
+from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
 from django_q.signing import SignedPackage
 
 from agentsite.core.localwake import Doorbell
 
 IDLE_POLL_S = 5.0  # the pusher's longest wait on an empty queue (a lost wake, a retry lock that ran out)
+REDIS_WAIT_S = 1  # the Redis pusher's longest wait on an empty queue (django-q2's)
 WAKE_BOUND_S = 0.05  # what the tests allow between a commit and the pusher's next look
 
 _doorbells: dict[tuple[str, str], Doorbell] = {}
@@ -74,11 +79,9 @@ class LocalORM(ORM):
         return None
 
     def set_stat(self, key: str, value: str, timeout: int) -> None:
-        """The sentinel saves the cluster's status through its broker on each round and, once it has told the
-        pusher to stop, every 0.1 s until the pusher is gone (django-q2's Sentinel.stop). A stopping status
-        rings the pusher's doorbell, so the pusher stops at its next look instead of after its idle wait."""
+        """A stopping status rings the pusher's doorbell (the module docstring)."""
         super().set_stat(key, value, timeout)
-        if getattr(SignedPackage.loads(value), "status", None) == Conf.STOPPING:
+        if stopping(value):
             wake(self.list_key)
 
     @staticmethod
@@ -92,3 +95,39 @@ class LocalORM(ORM):
             time.sleep(Conf.POLL)
             return
         bell.wait(IDLE_POLL_S)
+
+
+class StoppableRedis(Redis):
+    """django-q2's Redis broker whose pusher waits on two lists: the queue, and a stop list of its own cluster that a
+    stopping status fills (the module docstring). The stop list's name is drawn when the cluster makes its broker,
+    so its sentinel and pusher, forked from it, share the name, and no other cluster on the Redis hears it."""
+
+    def __init__(self, list_key: str | None = None) -> None:
+        super().__init__(list_key)
+        self.stop_key = f"{self.list_key}:stop:{secrets.token_hex(8)}"
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (*super().__getstate__(), self.stop_key)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        *parent, self.stop_key = state
+        super().__setstate__(tuple(parent))
+
+    def dequeue(self) -> list[tuple[Any, str]] | None:
+        popped = self.connection.blpop([self.list_key, self.stop_key], REDIS_WAIT_S)
+        if popped and popped[0] == self.list_key.encode():
+            return [(None, popped[1])]
+        return None
+
+    def set_stat(self, key: str, value: str, timeout: int) -> None:
+        super().set_stat(key, value, timeout)
+        if stopping(value):
+            pipeline = self.connection.pipeline(transaction=False)
+            pipeline.rpush(self.stop_key, b"")
+            pipeline.expire(self.stop_key, 60)  # what the pusher did not pop (it was gone) goes soon after
+            pipeline.execute()
+
+
+def stopping(status: str) -> bool:
+    """Whether a cluster status, as the sentinel saves it, says the cluster is stopping."""
+    return getattr(SignedPackage.loads(status), "status", None) == Conf.STOPPING

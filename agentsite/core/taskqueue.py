@@ -126,7 +126,7 @@ def _push(broker: Any, packs: list[str], conf: Any) -> None:
             from agentsite.core.qbroker import wake_on_commit
 
             wake_on_commit(key)  # the pusher looks once the rows are committed, not at its next poll
-    elif type(broker) is Redis:
+    elif isinstance(broker, Redis):  # django-q2's, or qbroker's StoppableRedis
         pipeline = broker.connection.pipeline(transaction=False)
         for pack in packs:
             pipeline.rpush(broker.list_key, pack)

@@ -24,6 +24,7 @@ CONFIGURATION_SKIPS = {
     "tests/voice/conftest.py": "no espeak-ng outside CI (runs, and fails, under CI=true)",
     "tests/usage/test_two_processes.py": "PostgreSQL + Redis only (two processes share budgets through Redis)",
     "tests/foundation/test_qbroker.py": "SQLite without Redis only (the SQLite broker's pusher)",
+    "tests/foundation/test_qbroker_redis.py": "Redis only (the Redis broker's pusher)",
     "tests/mcpbridge/test_workers.py": "PostgreSQL + Redis only (two hosts share only those)",
     "tests/usage/test_reservations.py": "the Redis store on the PostgreSQL + Redis pass only",
     "tests/organisation/test_policy_cost.py": "SQLite only (the query plan is read in SQLite's wording)",

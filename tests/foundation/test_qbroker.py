@@ -158,13 +158,20 @@ def _status(status: str) -> str:
     return SignedPackage.dumps(stat, True)
 
 
+def test_only_a_stopping_status_says_stopping():
+    assert [qbroker.stopping(_status(status)) for status in (Conf.STARTING, Conf.IDLE, Conf.WORKING, Conf.STOPPING,
+                                                             Conf.STOPPED)] == [False, False, False, True, False]
+
+
 def test_a_stopping_cluster_wakes_its_pusher_which_stops_at_once(broker, monkeypatch):
     """serve's stop waited the pusher's whole idle wait (~4 s of every stop): the stopping status the sentinel saves
     after telling the pusher to stop now rings its doorbell."""
     from multiprocessing import Event, Queue
 
+    from django_q import pusher as module
     from django_q.pusher import pusher
 
+    monkeypatch.setattr(module, "setproctitle", None)  # it would retitle this process "qcluster ... pusher"
     monkeypatch.setattr(qbroker, "IDLE_POLL_S", NO_POLL_S)
     assert qbroker.doorbell(broker.list_key).listen()
     stop = Event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 from rest_framework.test import APIClient
@@ -267,6 +268,23 @@ def other_client(other_user) -> APIClient:
 @pytest.fixture
 def admin_client(admin) -> APIClient:
     return client_for(admin)
+
+
+@pytest.fixture
+def one_minute(monkeypatch):
+    """Every budget window this test's in-process calls count in is the one of the moment it began.
+
+    Budgets count per-minute limits by the clock's minute (usage/budgets.py, Windows): a minute that turned
+    between a test's calls (seconds apart on a loaded machine) would free the limit the test checks. Hold slots
+    stand still too, so use it where a test's point is a limit, not time passing. A live server's clock cannot be
+    held: tests/e2e.py's minute_with_room is its counterpart there."""
+    # Django's app registry: the usage app's modules load once the test database is set up.
+    from usage import budgets
+
+    began, at = time.time(), budgets.Windows.at.__func__
+    monkeypatch.setattr(budgets.Windows, "at",
+                        classmethod(lambda cls, now=None: at(cls, began if now is None else now)))
+    return began
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import anthropic
 import pytest
 import requests
 
-from tests.e2e import server_with_fake_upstream
+from tests.e2e import minute_with_room, server_with_fake_upstream
 from tests.fakes.llm import Call, Hang, Text, ToolCalls
 
 pytestmark = pytest.mark.e2e
@@ -274,6 +274,7 @@ def test_a_spent_key_budget_is_a_rate_limit_error(live, upstream, header):
     server, _ = live
     model, fake = upstream
     key = _user_with_key(server, f"msgs-{header}-{model.replace('/', '-')}", {"requests_per_minute": 1})
+    minute_with_room()  # both calls in one minute of the server's clock
     client = (anthropic.Anthropic(base_url=server.base_url, api_key=key, max_retries=0) if header == "x-api-key"
               else anthropic.Anthropic(base_url=server.base_url, auth_token=key, max_retries=0))
     fake.script(Text("first"))

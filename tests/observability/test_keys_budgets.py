@@ -56,7 +56,7 @@ def test_key_creation_revocation_scope_refusal_and_budget_changes_are_audited(ow
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_budget_refusal_is_counted(fake_openai, owner, monkeypatch):
+async def test_a_budget_refusal_is_counted(fake_openai, owner, monkeypatch, one_minute):
     monkeypatch.setattr(metrics, "ENABLED", True)
     monkeypatch.delenv(metrics.MULTIPROC_ENV, raising=False)
     buffer.flush()

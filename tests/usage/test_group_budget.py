@@ -10,7 +10,6 @@ database (SQLite, or PostgreSQL on the CI's second pass) and, when REDIS_URL is 
 from __future__ import annotations
 
 import os
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -138,12 +137,7 @@ def test_a_member_removed_is_free_of_the_groups_budget_on_their_next_call(backen
     _refused(team["bob"])  # still a member, still bound
 
 
-def test_the_users_own_budget_and_the_groups_both_bind(backend, upstream, team, admin_client, monkeypatch):
-    # Per-minute limits count by the clock's minute: one that turns mid-test (seconds long on a loaded machine)
-    # would free both limits. The test's calls all fall in the minute it began.
-    began, at = time.time(), budgets.Windows.at.__func__
-    monkeypatch.setattr(budgets.Windows, "at",
-                        classmethod(lambda cls, now=None: at(cls, began if now is None else now)))
+def test_the_users_own_budget_and_the_groups_both_bind(backend, upstream, team, admin_client, one_minute):
     _budget(admin_client, team["group"], requests_per_minute=3)
     answer = admin_client.put(f"/api/users/{team['bob'].pk}/budget", {"requests_per_minute": 1}, format="json")
     assert answer.status_code == 200

@@ -138,7 +138,7 @@ async def test_a_token_budget_refuses_the_call_whose_worst_case_no_longer_fits_b
     assert len(fake_openai.bodies()) == 2  # the refused call never reached the upstream
 
 
-async def test_a_keys_budget_binds_calls_made_with_it_and_not_the_users_others(fake_openai, owner):
+async def test_a_keys_budget_binds_calls_made_with_it_and_not_the_users_others(fake_openai, owner, one_minute):
     fake_openai.script(*[Text("answer", usage=(1, 1)) for _ in range(4)])
     with_key = metered(_provider(fake_openai), Caller(owner.pk, "k1", "v1", {"requests_per_minute": 1}))
     await _ask(with_key)
@@ -175,7 +175,7 @@ def test_fifty_concurrent_reservations_against_ten_requests_a_minute_let_ten_thr
     assert len(passed) == 10 and refused == ["rate_limited"] * 40
 
 
-def test_what_is_left_of_a_budget(owner):
+def test_what_is_left_of_a_budget(owner, one_minute):
     UserBudget.objects.create(user=owner, budget={"tokens_per_day": 100, "requests_per_minute": 5})
     scope = budgets.Scope(f"u:{owner.pk}", {"tokens_per_day": 100, "requests_per_minute": 5})
     budgets.reserve([scope])
@@ -199,3 +199,11 @@ async def test_a_scheduled_prompt_refused_by_its_owners_budget_fails_with_the_re
     with pytest.raises(AppError) as failed:
         await agent_runner(task=task, scheduled_for=datetime.now(UTC))
     assert failed.value.code == "rate_limited" and "requests_per_minute" in failed.value.message
+
+
+def test_one_minute_holds_every_window_at_the_moment_the_test_began(one_minute, monkeypatch):
+    """The conftest's fixture the per-minute tests above rely on: later calls count in the window it began in."""
+    monkeypatch.setattr(budgets.time, "time", lambda: one_minute + 120.0)  # two minutes on
+    held = budgets.Windows.at()
+    assert (held.now, held.minute) == (one_minute, f"m{int(one_minute // 60)}")
+    assert budgets.Windows.at(one_minute + 120.0).minute != held.minute  # an explicit moment is still its own

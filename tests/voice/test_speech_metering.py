@@ -99,7 +99,7 @@ def test_hosted_stt_past_the_budget_is_refused_before_the_service_is_called(owne
     assert _stt(owner_client, 2.0).status_code == 200
 
 
-def test_hosted_speech_takes_a_request_of_the_minute(owner, owner_client, hosted):
+def test_hosted_speech_takes_a_request_of_the_minute(owner, owner_client, hosted, one_minute):
     _budget(owner, requests_per_minute=1)
     assert _tts(owner_client).status_code == 200
     assert _refused(_tts(owner_client))["code"] == "rate_limited"

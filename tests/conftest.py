@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from urllib.parse import urlparse
 
 import pytest
 from rest_framework.test import APIClient
@@ -178,6 +179,11 @@ def _flush_postgres_by_delete() -> None:
     DatabaseOperations.sql_flush = sql_flush
 
 
+def _configured_database_name() -> str:
+    """The database DATABASE_URL names (the test database, when made, is another)."""
+    return urlparse(os.environ.get("DATABASE_URL", "")).path.lstrip("/")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _test_database_dropped_at_the_end(django_db_setup, django_db_blocker):
     """On PostgreSQL, the connections other threads of this process still hold to the test database (request
@@ -186,8 +192,8 @@ def _test_database_dropped_at_the_end(django_db_setup, django_db_blocker):
     yield
     from django.db import connection
 
-    if connection.vendor != "postgresql":
-        return
+    if connection.vendor != "postgresql" or connection.settings_dict["NAME"] == _configured_database_name():
+        return  # not PostgreSQL, or no test database: pytest-django makes one only when a collected test uses it
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")

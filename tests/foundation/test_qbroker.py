@@ -148,7 +148,7 @@ def test_a_wake_with_no_pusher_listening_is_harmless(broker):
     assert OrmQ.objects.filter(key=broker.list_key).count() == 1
 
 
-def _status(status: str) -> str:
+def cluster_status(status: str) -> str:
     """A cluster status as django-q2's sentinel saves it through the broker (Stat(sentinel).save())."""
     from django_q.signing import SignedPackage
     from django_q.status import Status
@@ -158,37 +158,45 @@ def _status(status: str) -> str:
     return SignedPackage.dumps(stat, True)
 
 
-def test_only_a_stopping_status_says_stopping():
-    assert [qbroker.stopping(_status(status)) for status in (Conf.STARTING, Conf.IDLE, Conf.WORKING, Conf.STOPPING,
-                                                             Conf.STOPPED)] == [False, False, False, True, False]
-
-
-def test_a_stopping_cluster_wakes_its_pusher_which_stops_at_once(broker, monkeypatch):
-    """serve's stop waited the pusher's whole idle wait (~4 s of every stop): the stopping status the sentinel saves
-    after telling the pusher to stop now rings its doorbell."""
+def stopped_by_its_status(broker, monkeypatch) -> bool:
+    """Run django-q2's pusher over `broker` on a thread until it waits on the empty queue, tell it to stop as the
+    sentinel does, save a STOPPING status: whether the pusher has stopped within DEADLINE_S (the caller makes the
+    broker's own wait far longer). Shared with test_qbroker_redis.py."""
     from multiprocessing import Event, Queue
 
     from django_q import pusher as module
     from django_q.pusher import pusher
 
     monkeypatch.setattr(module, "setproctitle", None)  # it would retitle this process "qcluster ... pusher"
-    monkeypatch.setattr(qbroker, "IDLE_POLL_S", NO_POLL_S)
-    assert qbroker.doorbell(broker.list_key).listen()
     stop = Event()
     thread = threading.Thread(target=pusher, args=(Queue(), stop, broker), daemon=True)
     thread.start()
     time.sleep(0.2)  # into its wait on the empty queue
     stop.set()
-    broker.set_stat("qbroker-test-stat", _status(Conf.STOPPING), 3)
+    broker.set_stat(f"{broker.list_key}:stat", cluster_status(Conf.STOPPING), 3)
     thread.join(DEADLINE_S)
-    assert not thread.is_alive(), f"the pusher did not stop within {DEADLINE_S} s (its idle wait is {NO_POLL_S} s)"
+    return not thread.is_alive()
+
+
+def test_only_a_stopping_status_says_stopping():
+    assert [qbroker.stopping(cluster_status(status)) for status in (
+        Conf.STARTING, Conf.IDLE, Conf.WORKING, Conf.STOPPING, Conf.STOPPED)] == [False, False, False, True, False]
+
+
+def test_a_stopping_cluster_wakes_its_pusher_which_stops_at_once(broker, monkeypatch):
+    """serve's stop waited the pusher's whole idle wait (~4 s of every stop): the stopping status the sentinel saves
+    after telling the pusher to stop now rings its doorbell."""
+    monkeypatch.setattr(qbroker, "IDLE_POLL_S", NO_POLL_S)
+    assert qbroker.doorbell(broker.list_key).listen()
+    assert stopped_by_its_status(broker, monkeypatch), (
+        f"the pusher did not stop within {DEADLINE_S} s (its idle wait is {NO_POLL_S} s)")
 
 
 def test_a_running_clusters_status_wakes_nobody(broker, monkeypatch):
     rings: list[str] = []
     monkeypatch.setattr(qbroker, "wake", rings.append)
     for status in (Conf.STARTING, Conf.IDLE, Conf.WORKING):
-        broker.set_stat("qbroker-test-stat", _status(status), 3)
+        broker.set_stat("qbroker-test-stat", cluster_status(status), 3)
     assert rings == []
-    broker.set_stat("qbroker-test-stat", _status(Conf.STOPPING), 3)
+    broker.set_stat("qbroker-test-stat", cluster_status(Conf.STOPPING), 3)
     assert rings == [broker.list_key]

@@ -5,43 +5,25 @@ from __future__ import annotations
 
 import pickle
 import secrets
-import threading
-import time
-from multiprocessing import Event, Queue
 
 import pytest
 from django.conf import settings
-from django_q import pusher as pusher_module
 from django_q.brokers import get_broker
 from django_q.conf import Conf
-from django_q.pusher import pusher
-from django_q.signing import SignedPackage
-from django_q.status import Status
 
 from agentsite.core import qbroker
 from agentsite.core.qbroker import StoppableRedis
+from tests.foundation.test_qbroker import DEADLINE_S, NO_POLL_S, cluster_status, stopped_by_its_status
 
 # django_db: the Redis pass keeps only tests that use its backend (tests/conftest.py), and Redis is part of it.
 pytestmark = [pytest.mark.django_db,
               pytest.mark.skipif(not getattr(settings, "REDIS_URL", ""), reason="the Redis broker's tests")]
-
-# django-q2's wait on an empty queue, made far longer than a test's deadline: a pusher that stopped within the
-# deadline was woken.
-NO_POLL_S = 120
-DEADLINE_S = 10.0
-
-
-def _status(status: str) -> str:
-    stat = Status(pid=1, cluster_id="qbroker-test")
-    stat.status = status
-    return SignedPackage.dumps(stat, True)
 
 
 @pytest.fixture
 def broker(monkeypatch):
     """The broker of a cluster on a queue of this test's own (as a cluster makes it, before it forks)."""
     monkeypatch.setattr(Conf, "CLUSTER_NAME", f"qbroker-test-{secrets.token_hex(4)}")
-    monkeypatch.setattr(pusher_module, "setproctitle", None)  # it would retitle this process "qcluster ... pusher"
     broker = get_broker()
     yield broker
     broker.connection.delete(broker.list_key, broker.stop_key)
@@ -53,21 +35,15 @@ def test_redis_uses_the_broker_that_hears_its_stop(broker):
 
 def test_a_stopping_cluster_wakes_its_pusher_which_stops_at_once(broker, monkeypatch):
     monkeypatch.setattr(qbroker, "REDIS_WAIT_S", NO_POLL_S)
-    stop = Event()
-    thread = threading.Thread(target=pusher, args=(Queue(), stop, broker), daemon=True)
-    thread.start()
-    time.sleep(0.2)  # into its wait on the empty queue
-    stop.set()
-    broker.set_stat(f"{broker.list_key}:stat", _status(Conf.STOPPING), 3)
-    thread.join(DEADLINE_S)
-    assert not thread.is_alive(), f"the pusher did not stop within {DEADLINE_S} s (its wait is {NO_POLL_S} s)"
+    assert stopped_by_its_status(broker, monkeypatch), (
+        f"the pusher did not stop within {DEADLINE_S} s (its wait is {NO_POLL_S} s)")
 
 
 def test_a_running_clusters_status_wakes_nobody(broker):
     for status in (Conf.STARTING, Conf.IDLE, Conf.WORKING):
-        broker.set_stat(f"{broker.list_key}:stat", _status(status), 3)
+        broker.set_stat(f"{broker.list_key}:stat", cluster_status(status), 3)
     assert broker.connection.llen(broker.stop_key) == 0
-    broker.set_stat(f"{broker.list_key}:stat", _status(Conf.STOPPING), 3)
+    broker.set_stat(f"{broker.list_key}:stat", cluster_status(Conf.STOPPING), 3)
     assert broker.connection.llen(broker.stop_key) == 1
 
 
@@ -76,8 +52,8 @@ def test_another_clusters_stop_is_not_taken_for_a_task_nor_heard(broker):
     returned as a task, and the queue's tasks still come out."""
     other = get_broker()
     assert other.list_key == broker.list_key and other.stop_key != broker.stop_key
-    other.set_stat(f"{other.list_key}:stat", _status(Conf.STOPPING), 3)
-    broker.set_stat(f"{broker.list_key}:stat", _status(Conf.STOPPING), 3)
+    other.set_stat(f"{other.list_key}:stat", cluster_status(Conf.STOPPING), 3)
+    broker.set_stat(f"{broker.list_key}:stat", cluster_status(Conf.STOPPING), 3)
     broker.enqueue("a task")
     assert broker.dequeue() == [(None, b"a task")]  # the queue first (BLPOP looks at its lists in order)
     assert broker.dequeue() is None  # then its own stop
